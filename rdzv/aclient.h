@@ -1,0 +1,54 @@
+/* rdzv/aclient.h — an asynchronous job-store client on the agent's libuv loop.
+ *
+ * Speaks the 2.x dialect. Requests are pipelined: they are written in the order they are made
+ * and their replies are matched in that order. A WAIT holds every later reply on its connection
+ * until it is answered, so long waits belong on a connection of their own.
+ *
+ * Every callback gets status 0 or a negative code (PODRUN_ETIMEDOUT, PODRUN_ECONNRESET,
+ * PODRUN_EPROTO from podrun/store.h, or a libuv error). Pending requests get PODRUN_ECONNRESET
+ * when the connection is lost; then on_lost (if set) runs once. Callbacks never run from inside
+ * the call that queued the request. */
+#ifndef PODRUN_RDZV_ACLIENT_H
+#define PODRUN_RDZV_ACLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "podrun/store.h"
+
+typedef struct store_aclient store_aclient_t;
+
+typedef void (*store_aclient_cb)(store_aclient_t *c, int status, void *arg);
+/* For replies: `val`/`len` hold a GET/COMPARE_SET value (valid only during the call), `num` an
+ * ADD result or a DELETE count. */
+typedef void (*store_reply_cb)(store_aclient_t *c, int status, const char *val, size_t len,
+                               int64_t num, void *arg);
+
+/* Connects with the same backoff as podrun_store_connect (name not resolving, refused) until
+ * timeout_ms; connected(c, 0, arg) once validated. On failure connected gets the error and the
+ * client is freed after the callback returns. */
+int store_aclient_connect(uv_loop_t *loop, const char *host, uint16_t port, int timeout_ms,
+                          store_aclient_cb connected, void *arg, store_aclient_t **out);
+/* Called once when an established connection is lost (reset, EOF, protocol error). */
+void store_aclient_on_lost(store_aclient_t *c, store_aclient_cb on_lost, void *arg);
+
+/* SET has no reply on the wire: cb runs when the request has been written. */
+int store_aclient_set(store_aclient_t *c, const char *key, const void *val, size_t len,
+                      store_reply_cb cb, void *arg);
+int store_aclient_get(store_aclient_t *c, const char *key, store_reply_cb cb, void *arg);
+int store_aclient_add(store_aclient_t *c, const char *key, int64_t delta, store_reply_cb cb,
+                      void *arg);
+int store_aclient_delete(store_aclient_t *c, const char *key, store_reply_cb cb, void *arg);
+/* cb(status 0) when every key exists; PODRUN_ETIMEDOUT after timeout_ms (< 0: none), in which
+ * case the wait is cancelled on the server and the connection stays usable. */
+int store_aclient_wait(store_aclient_t *c, const char *const *keys, size_t n, int timeout_ms,
+                       store_reply_cb cb, void *arg);
+/* cb(status 0) when the echo came back; `num` holds the round trip in microseconds. */
+int store_aclient_ping(store_aclient_t *c, store_reply_cb cb, void *arg);
+
+/* Closes the connection; pending callbacks run with UV_ECANCELED, then the client is freed.
+ * on_lost does not run. */
+void store_aclient_close(store_aclient_t *c);
+
+#endif

@@ -1,0 +1,68 @@
+/* rdzv/server.h — the job store server: one libuv loop, both torch dialects, one key space.
+ *
+ * The server is embedded in the agent that hosts the job (and run alone by `podrun store`).
+ * Besides serving TCP clients it offers the hosting process two in-process hooks, used by the
+ * rendezvous coordinator: an observer that is told of every write under a key prefix and of
+ * every close of a connection that wrote such a key, and direct writes that wake remote waiters.
+ */
+#ifndef PODRUN_RDZV_SERVER_H
+#define PODRUN_RDZV_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct store_limits {
+    size_t max_key_len;        /* bytes per key; default 8 KiB */
+    size_t max_value_len;      /* bytes per value; default 8 MiB */
+    size_t max_keys_per_req;   /* keys in one CHECK/WAIT/MULTI_*; default 128 Ki */
+    size_t max_connections;    /* open client connections; default 65536 */
+    size_t max_total_bytes;    /* keys + values held; default 1 GiB */
+} store_limits_t;
+
+void store_limits_default(store_limits_t *lim);
+
+typedef struct store_server store_server_t;
+
+/* Called after a write (SET, COMPARE_SET that swapped, ADD, APPEND, MULTI_SET entry, DELETE_KEY,
+ * QUEUE_PUSH) of a key that starts with the observed prefix, after its waiters were woken.
+ * conn_id identifies the client connection (never 0; 0 for in-process writes, which are not
+ * reported). `val` is the value now stored (NULL for a delete). */
+typedef void (*store_write_cb)(void *arg, uint64_t conn_id, const char *key, size_t klen,
+                               const char *val, size_t vlen);
+/* Called when a connection that wrote at least one observed key is closed, for any reason. */
+typedef void (*store_close_cb)(void *arg, uint64_t conn_id);
+
+/* Binds host:port (port 0: ephemeral; host NULL or "": all addresses, IPv6 dual-stack first),
+ * listens with a large backlog and starts serving on `loop`. */
+int store_server_start(uv_loop_t *loop, const char *host, uint16_t port,
+                       const store_limits_t *lim, store_server_t **out);
+/* The port actually bound. */
+uint16_t store_server_port(const store_server_t *s);
+/* One observer per server; a second call replaces the first. */
+void store_server_observe(store_server_t *s, const char *prefix, store_write_cb on_write,
+                          store_close_cb on_close, void *arg);
+/* In-process writes: same semantics as the wire ops, waiters woken, observer not called. */
+int store_server_set(store_server_t *s, const char *key, size_t klen, const void *val,
+                     size_t vlen);
+/* Returns 1 and a pointer into the key space (valid until the next write) if the key exists. */
+int store_server_get(store_server_t *s, const char *key, size_t klen, const char **val,
+                     size_t *vlen);
+/* Deletes every key that does not start with keep_prefix: a fresh namespace for the workers of
+ * the next attempt. Returns the number of keys deleted. */
+size_t store_server_delete_except(store_server_t *s, const char *keep_prefix);
+
+typedef struct store_stats {
+    size_t connections;   /* open now */
+    size_t keys;
+    size_t bytes;         /* keys + values */
+    uint64_t requests;    /* served since start */
+    uint64_t dropped;     /* connections closed for bad input or limits */
+} store_stats_t;
+void store_server_stats(const store_server_t *s, store_stats_t *st);
+
+/* Stops listening, closes every connection, frees everything once the handles are closed
+ * (on_closed, if given, runs then). */
+void store_server_close(store_server_t *s, void (*on_closed)(void *arg), void *arg);
+
+#endif

@@ -1,0 +1,29 @@
+"""Shared fixtures for podrun's integration tests: where the binary is, which python has torch."""
+import os
+import pathlib
+import socket
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("PODRUN_BUILD", ROOT / "build"))
+PODRUN = str(BUILD / "launcher" / "podrun")
+TORCH_PY = "/usr/bin/python3"   # Debian's python3-torch belongs to this interpreter
+
+
+@pytest.fixture
+def podrun():
+    assert os.access(PODRUN, os.X_OK), f"{PODRUN} is not built"
+    return PODRUN
+
+
+def free_port(host="127.0.0.1"):
+    """A port that was free a moment ago (tests bind it right away)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def port():
+    return free_port()
