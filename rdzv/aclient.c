@@ -1,0 +1,701 @@
+/* rdzv/aclient.c — the asynchronous job-store client (rdzv/aclient.h), 2.x dialect, libuv.
+ *
+ * Requests are written as they are made and their replies matched first-in first-out. A WAIT is
+ * the one exception to free pipelining: the server answers requests behind a pending WAIT before
+ * the WAIT itself, which would break the FIFO, so once a WAIT is on the wire later requests are
+ * held back (not written) until it is answered or cancelled.
+ *
+ * A WAIT with a timeout gets the client's one wait timer (only one WAIT is ever on the wire).
+ * When it fires, CANCEL_WAIT is written; the server then answers WAIT_CANCELED, possibly after a
+ * STOP_WAITING that raced it. A STOP_WAITING that arrives first still counts as success.
+ *
+ * After the connection is lost the client stays allocated (requests fail at once with
+ * PODRUN_ECONNRESET) until store_aclient_close. */
+#include "rdzv/aclient.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdzv/wire.h"
+
+enum state { S_RESOLVING, S_CONNECTING, S_VALIDATING, S_READY, S_LOST, S_CLOSED };
+enum kind { K_NORMAL, K_WAIT, K_CANCEL, K_HELLO, K_SET };
+
+typedef struct areq {
+    struct areq *next;
+    unsigned char kind, shape, timed_out;
+    uint64_t n;                 /* MULTI_GET vectors */
+    int64_t deadline;           /* WAIT: loop time in ms, < 0 none */
+    uint64_t sent_us;           /* PING: for the round trip */
+    uint32_t nonce;
+    store_reply_cb cb;
+    void *arg;
+    size_t len;                 /* encoded request */
+    char *data;
+} areq_t;
+
+typedef struct awrite {
+    uv_write_t req;
+    store_aclient_t *c;
+    areq_t *set;                /* SET: its callback runs when written */
+    char data[];
+} awrite_t;
+
+struct store_aclient {
+    uv_loop_t *loop;
+    uv_tcp_t tcp;
+    uv_timer_t timer;           /* connect attempts and backoff */
+    uv_timer_t wait_timer;
+    uv_getaddrinfo_t gai;
+    uv_connect_t creq;
+    char *host;
+    uint16_t port;
+    int state;
+    int tcp_open;               /* tcp handle initialised and not closed */
+    int handles;                /* open handles; freed at 0 once closing */
+    int freeing;
+    int64_t deadline;
+    double delay;
+    unsigned seed;
+    int last_err;
+    uint32_t nonce;
+    areq_t *head, *tail;        /* on the wire, awaiting replies */
+    areq_t *hhead, *htail;      /* held behind a WAIT */
+    int wait_out;               /* a WAIT is on the wire */
+    char *rbuf;
+    size_t rlen, rcap;
+    store_aclient_cb connected, on_lost;
+    void *carg, *lost_arg;
+};
+
+static const wire_limits_t reply_limits = {
+    .max_key_len = (size_t)1 << 30,
+    .max_value_len = (size_t)1 << 32,
+    .max_keys = (size_t)1 << 24,
+    .max_request = 0,
+};
+
+static void attempt(store_aclient_t *c);
+static void lose(store_aclient_t *c, int err);
+
+/* ---- lifetime ------------------------------------------------------------------------- */
+
+static void free_req(areq_t *q)
+{
+    free(q->data);
+    free(q);
+}
+
+static void maybe_free(store_aclient_t *c)
+{
+    if (!c->freeing || c->handles > 0)
+        return;
+    free(c->rbuf);
+    free(c->host);
+    free(c);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    store_aclient_t *c = h->data;
+    c->handles--;
+    maybe_free(c);
+}
+
+static void close_tcp(store_aclient_t *c, uv_close_cb cb)
+{
+    if (!c->tcp_open)
+        return;
+    c->tcp_open = 0;
+    uv_close((uv_handle_t *)&c->tcp, cb);
+}
+
+/* Fails every queued request with err. Callbacks may queue new requests: they fail too. */
+static void fail_all(store_aclient_t *c, int err)
+{
+    for (;;) {
+        areq_t *q = c->head ? c->head : c->hhead;
+        if (!q)
+            break;
+        if (q == c->head) {
+            c->head = q->next;
+            if (!c->head)
+                c->tail = NULL;
+        } else {
+            c->hhead = q->next;
+            if (!c->hhead)
+                c->htail = NULL;
+        }
+        if (q->cb && q->kind != K_CANCEL && q->kind != K_HELLO)
+            q->cb(c, err, NULL, 0, 0, q->arg);
+        free_req(q);
+    }
+    c->wait_out = 0;
+}
+
+static void start_free(store_aclient_t *c)
+{
+    c->freeing = 1;
+    close_tcp(c, on_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+    uv_close((uv_handle_t *)&c->wait_timer, on_handle_closed);
+}
+
+/* ---- writing -------------------------------------------------------------------------- */
+
+static void on_written(uv_write_t *w, int status)
+{
+    awrite_t *aw = (awrite_t *)w;
+    store_aclient_t *c = aw->c;
+    areq_t *set = aw->set;
+    free(aw);
+    if (set) {
+        if (set->cb)
+            set->cb(c, status < 0 ? PODRUN_ECONNRESET : 0, NULL, 0, 0, set->arg);
+        free_req(set);
+    }
+    if (status < 0 && c->state == S_READY)
+        lose(c, PODRUN_ECONNRESET);
+}
+
+static int write_bytes(store_aclient_t *c, const char *p, size_t len, areq_t *set)
+{
+    awrite_t *aw = malloc(sizeof *aw + len);
+    if (!aw)
+        return -ENOMEM;
+    aw->c = c;
+    aw->set = set;
+    memcpy(aw->data, p, len);
+    uv_buf_t b = uv_buf_init(aw->data, (unsigned)len);
+    int r = uv_write(&aw->req, (uv_stream_t *)&c->tcp, &b, 1, on_written);
+    if (r < 0)
+        free(aw);
+    return r;
+}
+
+static void on_wait_timeout(uv_timer_t *t);
+
+/* Puts q on the wire (after its bytes are written its reply is expected at the FIFO tail). */
+static int send_req(store_aclient_t *c, areq_t *q)
+{
+    int r = write_bytes(c, q->data, q->len, q->kind == K_SET ? q : NULL);
+    if (r < 0)
+        return r;
+    free(q->data);
+    q->data = NULL;
+    if (q->kind == K_SET)
+        return 0;
+    q->next = NULL;
+    if (c->tail)
+        c->tail->next = q;
+    else
+        c->head = q;
+    c->tail = q;
+    if (q->kind == K_WAIT) {
+        c->wait_out = 1;
+        if (q->deadline >= 0) {
+            int64_t left = q->deadline - (int64_t)uv_now(c->loop);
+            uv_timer_start(&c->wait_timer, on_wait_timeout, left > 0 ? (uint64_t)left : 0, 0);
+        }
+    }
+    return 0;
+}
+
+/* Writes held requests until the next WAIT goes out. */
+static void release_held(store_aclient_t *c)
+{
+    while (c->hhead && !c->wait_out && c->state == S_READY) {
+        areq_t *q = c->hhead;
+        c->hhead = q->next;
+        if (!c->hhead)
+            c->htail = NULL;
+        if (send_req(c, q) < 0) {
+            if (q->cb)
+                q->cb(c, PODRUN_ECONNRESET, NULL, 0, 0, q->arg);
+            free_req(q);
+            lose(c, PODRUN_ECONNRESET);
+            return;
+        }
+    }
+}
+
+static int submit(store_aclient_t *c, areq_t *q)
+{
+    if (c->state != S_READY) {
+        free_req(q);
+        return c->state == S_LOST ? PODRUN_ECONNRESET : -ENOTCONN;
+    }
+    if (c->wait_out || c->hhead) {
+        q->next = NULL;
+        if (c->htail)
+            c->htail->next = q;
+        else
+            c->hhead = q;
+        c->htail = q;
+        return 0;
+    }
+    int r = send_req(c, q);
+    if (r < 0)
+        free_req(q);
+    return r;
+}
+
+static areq_t *new_req(int kind, wire_reply_shape_t shape, store_reply_cb cb, void *arg)
+{
+    areq_t *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    q->kind = (unsigned char)kind;
+    q->shape = (unsigned char)shape;
+    q->cb = cb;
+    q->arg = arg;
+    q->deadline = -1;
+    return q;
+}
+
+/* Moves an encoded buffer into q. */
+static void take_buf(areq_t *q, wire_buf_t *b)
+{
+    q->data = b->p;
+    q->len = b->len;
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+static void on_wait_timeout(uv_timer_t *t)
+{
+    store_aclient_t *c = t->data;
+    areq_t *w = c->head;
+    while (w && w->kind != K_WAIT)
+        w = w->next;
+    if (!w || w->timed_out || c->state != S_READY)
+        return;
+    w->timed_out = 1;
+    /* CANCEL_WAIT's reply is matched right behind the WAIT */
+    areq_t *cq = new_req(K_CANCEL, WIRE_R_U8, NULL, NULL);
+    char op = (char)wire_opcode(WIRE_V2, WIRE_CANCEL_WAIT);
+    if (!cq || write_bytes(c, &op, 1, NULL) < 0) {
+        free(cq);
+        lose(c, PODRUN_ECONNRESET);
+        return;
+    }
+    cq->next = w->next;
+    w->next = cq;
+    if (c->tail == w)
+        c->tail = cq;
+}
+
+/* ---- reading -------------------------------------------------------------------------- */
+
+static void pop_head(store_aclient_t *c)
+{
+    areq_t *q = c->head;
+    c->head = q->next;
+    if (!c->head)
+        c->tail = NULL;
+    free_req(q);
+}
+
+static void on_ready_hello(store_aclient_t *c, uint32_t echo);
+
+/* Delivers one reply to the request at the FIFO head. Returns 0, or an error to drop the link. */
+static int deliver(store_aclient_t *c, const wire_reply_t *rep)
+{
+    areq_t *q = c->head;
+    switch (q->kind) {
+    case K_HELLO: {
+        uint32_t echo = rep->u32, want = q->nonce;
+        pop_head(c);
+        if (echo != want)
+            return PODRUN_EPROTO;
+        on_ready_hello(c, echo);
+        return 0;
+    }
+    case K_CANCEL:
+        pop_head(c);
+        return rep->u8 == WIRE_WAIT_CANCELED ? 0 : PODRUN_EPROTO;
+    case K_WAIT: {
+        if (rep->u8 != WIRE_STOP_WAITING && !(rep->u8 == WIRE_WAIT_CANCELED && q->timed_out))
+            return PODRUN_EPROTO;
+        int status = rep->u8 == WIRE_STOP_WAITING ? 0 : PODRUN_ETIMEDOUT;
+        store_reply_cb cb = q->cb;
+        void *arg = q->arg;
+        pop_head(c);
+        if (status == PODRUN_ETIMEDOUT) /* the CANCEL_WAIT behind it got its answer too */
+            pop_head(c);
+        uv_timer_stop(&c->wait_timer);
+        c->wait_out = 0;
+        if (cb)
+            cb(c, status, NULL, 0, 0, arg);
+        release_held(c);
+        return 0;
+    }
+    default: {
+        int64_t num = rep->num;
+        if (q->shape == WIRE_R_U32) /* PING: the round trip in microseconds */
+            num = (int64_t)(uv_hrtime() / 1000 - q->sent_us);
+        if (q->shape == WIRE_R_U32 && rep->u32 != q->nonce)
+            return PODRUN_EPROTO;
+        store_reply_cb cb = q->cb;
+        void *arg = q->arg;
+        c->head = q->next;
+        if (!c->head)
+            c->tail = NULL;
+        if (cb)
+            cb(c, 0, rep->val.p, rep->val.len, num, arg);
+        free_req(q);
+        return 0;
+    }
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    store_aclient_t *c = h->data;
+    (void)hint;
+    if (c->rcap - c->rlen < 4096) {
+        size_t cap = c->rcap ? c->rcap * 2 : 8192;
+        char *p = realloc(c->rbuf, cap);
+        if (!p) {
+            *buf = uv_buf_init(NULL, 0);
+            return;
+        }
+        c->rbuf = p;
+        c->rcap = cap;
+    }
+    *buf = uv_buf_init(c->rbuf + c->rlen, (unsigned)(c->rcap - c->rlen));
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    store_aclient_t *c = s->data;
+    (void)buf;
+    if (nread < 0) {
+        lose(c, nread == UV_ENOBUFS ? -ENOMEM : PODRUN_ECONNRESET);
+        return;
+    }
+    c->rlen += (size_t)nread;
+    size_t off = 0;
+    while (c->head && c->state != S_LOST && c->state != S_CLOSED) {
+        wire_reply_t rep;
+        size_t need = 0;
+        ssize_t r = wire_reply_parse((wire_reply_shape_t)c->head->shape, c->head->n,
+                                     c->rbuf + off, c->rlen - off, &reply_limits, &rep, &need);
+        if (r < 0) {
+            lose(c, PODRUN_EPROTO);
+            return;
+        }
+        if (r == 0)
+            break;
+        int err = deliver(c, &rep);
+        off += (size_t)r;
+        if (err) {
+            lose(c, err);
+            return;
+        }
+    }
+    if (c->state == S_LOST || c->state == S_CLOSED)
+        return;
+    if (!c->head && off < c->rlen) {
+        lose(c, PODRUN_EPROTO); /* bytes nobody asked for */
+        return;
+    }
+    memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+    c->rlen -= off;
+}
+
+/* ---- connecting ----------------------------------------------------------------------- */
+
+static void connect_failed(store_aclient_t *c, int err)
+{
+    store_aclient_cb cb = c->connected;
+    void *arg = c->carg;
+    c->state = S_CLOSED;
+    fail_all(c, err);
+    start_free(c);
+    if (cb)
+        cb(c, err, arg);
+}
+
+static void on_timer_attempt(uv_timer_t *t)
+{
+    attempt(t->data);
+}
+
+static void on_tcp_closed_retry(uv_handle_t *h)
+{
+    store_aclient_t *c = h->data;
+    c->handles--;
+    if (c->freeing) {
+        maybe_free(c);
+        return;
+    }
+    int64_t left = c->deadline - (int64_t)uv_now(c->loop);
+    if (left <= 0) {
+        connect_failed(c, c->last_err == -ECONNREFUSED || c->last_err == UV_ECONNREFUSED
+                              ? PODRUN_ETIMEDOUT : c->last_err ? c->last_err : PODRUN_ETIMEDOUT);
+        return;
+    }
+    double r01 = (double)rand_r(&c->seed) / RAND_MAX;
+    double d = c->delay * (0.5 + r01);
+    if (d > (double)left)
+        d = (double)left;
+    c->delay = c->delay * 1.5 > 10000 ? 10000 : c->delay * 1.5;
+    c->state = S_RESOLVING;
+    uv_timer_start(&c->timer, on_timer_attempt, (uint64_t)d, 0);
+}
+
+/* This attempt failed: back off and try again while time is left. */
+static void retry(store_aclient_t *c, int err)
+{
+    c->last_err = err;
+    uv_timer_stop(&c->timer);
+    fail_all(c, PODRUN_ECONNRESET); /* only the internal hello can be queued here */
+    c->rlen = 0;
+    if (c->tcp_open) {
+        c->tcp_open = 0;
+        uv_close((uv_handle_t *)&c->tcp, on_tcp_closed_retry);
+        return;
+    }
+    c->handles++; /* balance the decrement in the shared path */
+    on_tcp_closed_retry((uv_handle_t *)&c->tcp);
+}
+
+static void on_ready_hello(store_aclient_t *c, uint32_t echo)
+{
+    (void)echo;
+    uv_timer_stop(&c->timer);
+    c->state = S_READY;
+    if (c->connected)
+        c->connected(c, 0, c->carg);
+}
+
+static void on_connected(uv_connect_t *req, int status)
+{
+    store_aclient_t *c = req->data;
+    if (c->state == S_CLOSED)
+        return;
+    if (status < 0) {
+        retry(c, status);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    c->state = S_VALIDATING;
+    wire_buf_t b = {0};
+    c->nonce = (uint32_t)uv_hrtime() ^ (uint32_t)(uintptr_t)c;
+    areq_t *q = new_req(K_HELLO, WIRE_R_U32, NULL, NULL);
+    if (!q || wire_put_op(&b, WIRE_V2, WIRE_VALIDATE) || wire_put_u32(&b, WIRE_MAGIC) ||
+        wire_put_op(&b, WIRE_V2, WIRE_PING) || wire_put_u32(&b, c->nonce) ||
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
+        free(q);
+        wire_buf_free(&b);
+        connect_failed(c, -ENOMEM);
+        return;
+    }
+    q->nonce = c->nonce;
+    take_buf(q, &b);
+    if (send_req(c, q) < 0) {
+        free_req(q);
+        retry(c, PODRUN_ECONNRESET);
+    }
+}
+
+static void on_attempt_timeout(uv_timer_t *t)
+{
+    store_aclient_t *c = t->data;
+    if (c->state == S_CONNECTING || c->state == S_VALIDATING)
+        retry(c, PODRUN_ETIMEDOUT);
+}
+
+static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
+{
+    store_aclient_t *c = gai->data;
+    c->handles--;
+    if (c->freeing) {
+        uv_freeaddrinfo(res);
+        maybe_free(c);
+        return;
+    }
+    if (status < 0 || !res) {
+        uv_freeaddrinfo(res);
+        retry(c, status < 0 ? status : UV_EAI_NONAME);
+        return;
+    }
+    struct sockaddr_storage ss;
+    memcpy(&ss, res->ai_addr, res->ai_addrlen);
+    uv_freeaddrinfo(res);
+    if (uv_tcp_init(c->loop, &c->tcp) < 0) {
+        connect_failed(c, -ENOMEM);
+        return;
+    }
+    c->tcp.data = c;
+    c->tcp_open = 1;
+    c->handles++;
+    c->state = S_CONNECTING;
+    c->creq.data = c;
+    int r = uv_tcp_connect(&c->creq, &c->tcp, (struct sockaddr *)&ss, on_connected);
+    if (r < 0) {
+        retry(c, r);
+        return;
+    }
+    int64_t left = c->deadline - (int64_t)uv_now(c->loop);
+    uint64_t tmo = left < 1000 ? 1000 : left > 10000 ? 10000 : (uint64_t)left;
+    uv_timer_start(&c->timer, on_attempt_timeout, tmo, 0);
+}
+
+static void attempt(store_aclient_t *c)
+{
+    char port[8];
+    snprintf(port, sizeof port, "%u", c->port);
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    c->state = S_RESOLVING;
+    c->gai.data = c;
+    c->handles++; /* the pending lookup keeps c alive */
+    int r = uv_getaddrinfo(c->loop, &c->gai, on_resolved, c->host, port, &hints);
+    if (r < 0) {
+        c->handles--;
+        connect_failed(c, r);
+    }
+}
+
+int store_aclient_connect(uv_loop_t *loop, const char *host, uint16_t port, int timeout_ms,
+                          store_aclient_cb connected, void *arg, store_aclient_t **out)
+{
+    if (!loop || !host)
+        return -EINVAL;
+    store_aclient_t *c = calloc(1, sizeof *c);
+    if (!c || !(c->host = strdup(host))) {
+        free(c);
+        return -ENOMEM;
+    }
+    c->loop = loop;
+    c->port = port;
+    c->connected = connected;
+    c->carg = arg;
+    c->delay = 500;
+    c->seed = (unsigned)uv_hrtime();
+    c->deadline = (int64_t)uv_now(loop) + (timeout_ms > 0 ? timeout_ms : 0);
+    uv_timer_init(loop, &c->timer);
+    uv_timer_init(loop, &c->wait_timer);
+    c->timer.data = c->wait_timer.data = c;
+    c->handles = 2;
+    /* start from the loop, so `connected` never runs inside this call */
+    uv_timer_start(&c->timer, on_timer_attempt, 0, 0);
+    if (out)
+        *out = c;
+    return 0;
+}
+
+void store_aclient_on_lost(store_aclient_t *c, store_aclient_cb on_lost, void *arg)
+{
+    c->on_lost = on_lost;
+    c->lost_arg = arg;
+}
+
+static void lose(store_aclient_t *c, int err)
+{
+    if (c->state == S_LOST || c->state == S_CLOSED)
+        return;
+    if (c->state != S_READY) { /* still connecting: that attempt failed */
+        retry(c, err);
+        return;
+    }
+    c->state = S_LOST;
+    uv_timer_stop(&c->wait_timer);
+    close_tcp(c, on_handle_closed);
+    fail_all(c, PODRUN_ECONNRESET);
+    if (c->on_lost)
+        c->on_lost(c, err, c->lost_arg);
+}
+
+/* ---- operations ----------------------------------------------------------------------- */
+
+static int key_req(store_aclient_t *c, int kind, wire_op_t op, wire_reply_shape_t shape,
+                   const char *key, const void *val, size_t vlen, int with_val, int64_t num,
+                   int with_num, store_reply_cb cb, void *arg)
+{
+    areq_t *q = new_req(kind, shape, cb, arg);
+    wire_buf_t b = {0};
+    if (!q || wire_put_op(&b, WIRE_V2, op) || wire_put_str(&b, key, strlen(key)) ||
+        (with_val && wire_put_str(&b, val, vlen)) || (with_num && wire_put_i64(&b, num))) {
+        free(q);
+        wire_buf_free(&b);
+        return -ENOMEM;
+    }
+    take_buf(q, &b);
+    return submit(c, q);
+}
+
+int store_aclient_set(store_aclient_t *c, const char *key, const void *val, size_t len,
+                      store_reply_cb cb, void *arg)
+{
+    return key_req(c, K_SET, WIRE_SET, WIRE_R_NONE, key, val, len, 1, 0, 0, cb, arg);
+}
+
+int store_aclient_get(store_aclient_t *c, const char *key, store_reply_cb cb, void *arg)
+{
+    return key_req(c, K_NORMAL, WIRE_GET, WIRE_R_VEC, key, NULL, 0, 0, 0, 0, cb, arg);
+}
+
+int store_aclient_add(store_aclient_t *c, const char *key, int64_t delta, store_reply_cb cb,
+                      void *arg)
+{
+    return key_req(c, K_NORMAL, WIRE_ADD, WIRE_R_I64, key, NULL, 0, 0, delta, 1, cb, arg);
+}
+
+int store_aclient_delete(store_aclient_t *c, const char *key, store_reply_cb cb, void *arg)
+{
+    return key_req(c, K_NORMAL, WIRE_DELETE_KEY, WIRE_R_I64, key, NULL, 0, 0, 0, 0, cb, arg);
+}
+
+int store_aclient_wait(store_aclient_t *c, const char *const *keys, size_t n, int timeout_ms,
+                       store_reply_cb cb, void *arg)
+{
+    areq_t *q = new_req(K_WAIT, WIRE_R_U8, cb, arg);
+    wire_buf_t b = {0};
+    int bad = !q || wire_put_op(&b, WIRE_V2, WIRE_WAIT) || wire_put_u64(&b, n);
+    for (size_t i = 0; !bad && i < n; i++)
+        bad = wire_put_str(&b, keys[i], strlen(keys[i])) != 0;
+    if (bad) {
+        free(q);
+        wire_buf_free(&b);
+        return -ENOMEM;
+    }
+    take_buf(q, &b);
+    q->deadline = timeout_ms < 0 ? -1 : (int64_t)uv_now(c->loop) + timeout_ms;
+    return submit(c, q);
+}
+
+int store_aclient_ping(store_aclient_t *c, store_reply_cb cb, void *arg)
+{
+    areq_t *q = new_req(K_NORMAL, WIRE_R_U32, cb, arg);
+    wire_buf_t b = {0};
+    c->nonce++;
+    if (!q || wire_put_op(&b, WIRE_V2, WIRE_PING) || wire_put_u32(&b, c->nonce)) {
+        free(q);
+        wire_buf_free(&b);
+        return -ENOMEM;
+    }
+    q->nonce = c->nonce;
+    q->sent_us = uv_hrtime() / 1000;
+    take_buf(q, &b);
+    return submit(c, q);
+}
+
+void store_aclient_close(store_aclient_t *c)
+{
+    if (!c || c->freeing)
+        return;
+    c->state = S_CLOSED;
+    uv_timer_stop(&c->timer);
+    uv_timer_stop(&c->wait_timer);
+    if (c->handles > 2 + c->tcp_open) /* a name lookup is in flight */
+        uv_cancel((uv_req_t *)&c->gai);
+    fail_all(c, UV_ECANCELED);
+    start_free(c);
+}

@@ -1,0 +1,848 @@
+/* rdzv/server.c — moves bytes between client sockets and the key space, on one libuv loop.
+ *
+ * Per connection: the first bytes tell the dialect (wire_sniff), then requests are decoded with
+ * that dialect's op table and applied to the one shared key space. Replies produced while one
+ * read callback runs are gathered and written with one syscall; wake-ups of other connections
+ * (STOP_WAITING, watch pushes) are written as they happen.
+ *
+ * Memory per idle connection is the conn_t below and nothing else: reads land in one buffer
+ * shared by the whole server, and only the tail of a request that has not fully arrived yet is
+ * copied into a per-connection buffer, which is freed again once that request is complete.
+ *
+ * Where torch's two servers disagree, the choice made here:
+ *  - GET / MULTI_GET of a missing key answers an empty value in both dialects (the 2.x libuv
+ *    server's answer; the 1.13 server throws and drops the connection). torch's clients always
+ *    WAIT before GET, so they never see the difference; a debugging client keeps its connection.
+ *  - ADD on a value that is not a number closes that connection, as both torch servers do (they
+ *    throw inside the handler); the key keeps its value.
+ *  - COMPARE_SET that creates a key wakes its waiters (2.x libuv server; 1.13 does not, leaving
+ *    such a waiter hanging).
+ *  - 1.13 abandoned waits: a 1.13 client that times out in WAIT does not tell the server, and the
+ *    1.13 server keeps the wait and later sends an unsolicited STOP_WAITING that the client reads
+ *    as the answer to a later request. A 1.13 client sends a new request only after the previous
+ *    reply, so a WAIT that arrives while the same connection still has one pending means the
+ *    client gave up on it: the older wait is dropped and only the newest one is answered. (The
+ *    stray byte can still happen when the key appears between the timeout and the next WAIT; no
+ *    server can tell that case apart.) 2.x clients cancel explicitly with CANCEL_WAIT.
+ *  - WATCH_KEY (1.13 only) registers the connection and pushes KEY_CREATED / KEY_UPDATED /
+ *    KEY_DELETED messages (u8 type, key, old value, new value) as 1.13 does.
+ *  - Queues live beside the keys as in the 2.x libuv server: GETNUMKEYS and GET do not see
+ *    them, CHECK/WAIT count a key with a non-empty queue as existing.
+ *  - An unknown opcode, a bad VALIDATE magic, or a length or count over the limits closes the
+ *    connection (2.x behaviour since the nmap fix); the server logs it once for that connection.
+ */
+#include "rdzv/server.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdzv/keyspace.h"
+#include "rdzv/wire.h"
+
+#define READ_CHUNK (64 * 1024)
+#define MAX_LISTENERS 4
+/* A peer that does not read its replies gets no more requests read once this much is queued. */
+#define WRITE_HIGH (32u << 20)
+#define WRITE_LOW (4u << 20)
+
+typedef struct conn {
+    uv_tcp_t tcp;               /* first: handle pointers cast to conn_t */
+    struct store_server *srv;
+    struct conn *next, *prev;
+    ks_owner_t owner;
+    uint64_t id;
+    char *rbuf;                 /* the unparsed tail of a request, when one is split */
+    size_t rlen, rcap;
+    size_t need;                /* bytes rbuf must hold before parsing can progress */
+    unsigned char dialect;
+    unsigned char closing, paused, wrote_observed;
+} conn_t;
+
+typedef struct wreq {
+    uv_write_t req;
+    conn_t *c;
+    char data[];
+} wreq_t;
+
+struct store_server {
+    uv_loop_t *loop;
+    uv_tcp_t *listeners[MAX_LISTENERS];
+    int nlisteners;
+    uint16_t port;
+    store_limits_t lim;
+    wire_limits_t wl;
+    keyspace_t *ks;
+    conn_t *conns;
+    size_t nconns;
+    uint64_t next_id;
+    uint64_t requests, dropped;
+    char *shared;               /* READ_CHUNK bytes lent to whichever connection is reading */
+    wire_buf_t out;             /* replies of the read callback that is running */
+    conn_t *cur;                /* ... and its connection */
+    wire_str_t *keys;           /* scratch for CHECK/WAIT/MULTI_GET */
+    size_t keys_cap;
+    char *prefix;
+    size_t prefixlen;
+    store_write_cb on_write;
+    store_close_cb on_close;
+    void *obs_arg;
+    int closing, handles;
+    int limit_logged;
+    void (*on_closed)(void *);
+    void *closed_arg;
+};
+
+void store_limits_default(store_limits_t *lim)
+{
+    lim->max_key_len = 8 * 1024;
+    lim->max_value_len = 8 * 1024 * 1024;
+    lim->max_keys_per_req = 128 * 1024;
+    lim->max_connections = 65536;
+    lim->max_total_bytes = (size_t)1 << 30;
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+static void conn_close(conn_t *c);
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void on_written(uv_write_t *req, int status)
+{
+    wreq_t *w = (wreq_t *)req;
+    conn_t *c = w->c;
+    free(w);
+    if (status < 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->paused && !c->closing && c->tcp.write_queue_size < WRITE_LOW) {
+        c->paused = 0;
+        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+            conn_close(c);
+    }
+}
+
+/* Writes now what the socket takes, queues the rest. Errors close the connection. */
+static void conn_send(conn_t *c, const char *p, size_t len)
+{
+    if (c->closing || len == 0)
+        return;
+    uv_buf_t b = uv_buf_init((char *)p, (unsigned)len);
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n == (int)len)
+        return;
+    if (n < 0 && n != UV_EAGAIN && n != UV_ENOSYS) {
+        conn_close(c);
+        return;
+    }
+    if (n < 0)
+        n = 0;
+    size_t rest = len - (size_t)n;
+    wreq_t *w = malloc(sizeof *w + rest);
+    if (!w) {
+        conn_close(c);
+        return;
+    }
+    w->c = c;
+    memcpy(w->data, p + n, rest);
+    b = uv_buf_init(w->data, (unsigned)rest);
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0) {
+        free(w);
+        conn_close(c);
+        return;
+    }
+    if (!c->paused && c->tcp.write_queue_size > WRITE_HIGH) {
+        c->paused = 1;
+        uv_read_stop((uv_stream_t *)&c->tcp);
+    }
+}
+
+/* A reply for c: into the batch if c's read callback is running, else straight out. */
+static wire_buf_t *reply_buf(conn_t *c, wire_buf_t *tmp)
+{
+    return c == c->srv->cur ? &c->srv->out : tmp;
+}
+
+static void reply_done(conn_t *c, wire_buf_t *b)
+{
+    if (b != &c->srv->out) {
+        conn_send(c, b->p, b->len);
+        wire_buf_free(b);
+    }
+}
+
+static conn_t *owner_conn(ks_owner_t *o)
+{
+    return (conn_t *)((char *)o - offsetof(conn_t, owner));
+}
+
+static void on_ready(void *arg, ks_owner_t *owner)
+{
+    (void)arg;
+    conn_t *c = owner_conn(owner);
+    static const char stop = WIRE_STOP_WAITING;
+    if (c == c->srv->cur)
+        wire_put_u8(&c->srv->out, (uint8_t)stop);
+    else
+        conn_send(c, &stop, 1);
+}
+
+static void on_watch(void *arg, ks_owner_t *owner, int type, const char *key, size_t klen,
+                     const char *old, size_t oldlen, const char *nval, size_t newlen)
+{
+    (void)arg;
+    conn_t *c = owner_conn(owner);
+    wire_buf_t tmp = {0}, *b = reply_buf(c, &tmp);
+    if (wire_put_u8(b, (uint8_t)type) || wire_put_str(b, key, klen) ||
+        wire_put_str(b, old, oldlen) || wire_put_str(b, nval, newlen)) {
+        wire_buf_free(&tmp);
+        conn_close(c);
+        return;
+    }
+    reply_done(c, b);
+}
+
+/* ---- connections ------------------------------------------------------------------------- */
+
+static void server_maybe_done(store_server_t *s);
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    conn_t *c = (conn_t *)h;
+    store_server_t *s = c->srv;
+    keyspace_release(s->ks, &c->owner);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->nconns--;
+    if (s->nconns < s->lim.max_connections)
+        s->limit_logged = 0;
+    if (c->wrote_observed && s->on_close)
+        s->on_close(s->obs_arg, c->id);
+    free(c->rbuf);
+    free(c);
+    s->handles--;
+    server_maybe_done(s);
+}
+
+static void conn_close(conn_t *c)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
+static void peer_name(conn_t *c, char *out, size_t n)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    char ip[64] = "?";
+    int port = 0;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
+            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        } else {
+            uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
+            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        }
+    }
+    snprintf(out, n, "%s:%d", ip, port);
+}
+
+/* Bad input or a limit: this connection goes, with one line saying why. */
+static void conn_fail(conn_t *c, const char *why)
+{
+    if (c->closing)
+        return;
+    char peer[96];
+    peer_name(c, peer, sizeof peer);
+    fprintf(stderr, "podrun store: closing connection %llu from %s: %s\n",
+            (unsigned long long)c->id, peer, why);
+    c->srv->dropped++;
+    conn_close(c);
+}
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+static int observed(store_server_t *s, const char *key, size_t klen)
+{
+    return s->on_write && klen >= s->prefixlen && memcmp(key, s->prefix, s->prefixlen) == 0;
+}
+
+static void report_write(conn_t *c, const char *key, size_t klen)
+{
+    store_server_t *s = c->srv;
+    if (!observed(s, key, klen))
+        return;
+    const char *v = NULL;
+    size_t vlen = 0;
+    if (!keyspace_get(s->ks, key, klen, &v, &vlen))
+        v = NULL;
+    c->wrote_observed = 1;
+    s->on_write(s->obs_arg, c->id, key, klen, v, vlen);
+}
+
+static const char *ks_error(int r)
+{
+    return r == -ENOSPC ? "the store is full (raise --max-total-bytes)" : "out of memory";
+}
+
+/* The keys of a CHECK/WAIT/MULTI_GET as an array (scratch owned by the server). */
+static int gather_keys(store_server_t *s, const wire_req_t *req)
+{
+    if (req->n > s->keys_cap) {
+        wire_str_t *k = realloc(s->keys, (size_t)req->n * sizeof *k);
+        if (!k)
+            return -ENOMEM;
+        s->keys = k;
+        s->keys_cap = (size_t)req->n;
+    }
+    wire_iter_t it;
+    wire_iter_init(&it, req->list);
+    for (size_t i = 0; i < req->n; i++)
+        wire_list_next(&it, &s->keys[i], NULL);
+    return 0;
+}
+
+static int list_key(void *arg, const char *key, size_t klen, const char *val, size_t vlen)
+{
+    (void)val;
+    (void)vlen;
+    return wire_put_str(arg, key, klen);
+}
+
+/* Applies one request. Returns 0, or -1 after failing the connection. */
+static int handle(conn_t *c, const wire_req_t *q)
+{
+    store_server_t *s = c->srv;
+    wire_buf_t *o = &s->out;
+    const char *v;
+    size_t vlen;
+    int64_t num;
+    int r = 0;
+    char why[160];
+
+    s->requests++;
+    switch (q->op) {
+    case WIRE_VALIDATE:
+        return 0; /* the magic was checked by the parser */
+    case WIRE_SET:
+        if ((r = keyspace_set(s->ks, q->key.p, q->key.len, q->val.p, q->val.len)) < 0)
+            break;
+        report_write(c, q->key.p, q->key.len);
+        return 0;
+    case WIRE_COMPARE_SET:
+        r = keyspace_compare_set(s->ks, q->key.p, q->key.len, q->val.p, q->val.len, q->val2.p,
+                                 q->val2.len, &v, &vlen);
+        if (r < 0)
+            break;
+        if (wire_put_str(o, v, vlen) < 0) {
+            r = -ENOMEM;
+            break;
+        }
+        if (r == 1)
+            report_write(c, q->key.p, q->key.len);
+        return 0;
+    case WIRE_GET:
+        keyspace_get(s->ks, q->key.p, q->key.len, &v, &vlen);
+        r = wire_put_str(o, v, vlen);
+        break;
+    case WIRE_ADD:
+        r = keyspace_add(s->ks, q->key.p, q->key.len, q->num, &num);
+        if (r == -EINVAL || r == -ERANGE) {
+            snprintf(why, sizeof why, "ADD on a key whose value is not a 64-bit integer%s",
+                     r == -ERANGE ? " (or the sum overflows)" : "");
+            conn_fail(c, why);
+            return -1;
+        }
+        if (r < 0)
+            break;
+        r = wire_put_i64(o, num);
+        report_write(c, q->key.p, q->key.len);
+        break;
+    case WIRE_CHECK:
+        if ((r = gather_keys(s, q)) < 0)
+            break;
+        r = wire_put_u8(o, keyspace_check(s->ks, s->keys, (size_t)q->n) ? WIRE_READY
+                                                                         : WIRE_NOT_READY);
+        break;
+    case WIRE_WAIT:
+        if ((r = gather_keys(s, q)) < 0)
+            break;
+        if (c->dialect == WIRE_V1)
+            keyspace_cancel_waits(s->ks, &c->owner); /* see the top of this file */
+        r = keyspace_wait(s->ks, &c->owner, s->keys, (size_t)q->n);
+        if (r == 1)
+            r = wire_put_u8(o, WIRE_STOP_WAITING);
+        break;
+    case WIRE_GETNUMKEYS:
+        r = wire_put_i64(o, (int64_t)keyspace_num_keys(s->ks));
+        break;
+    case WIRE_DELETE_KEY:
+        r = keyspace_delete(s->ks, q->key.p, q->key.len);
+        if (r == 1)
+            report_write(c, q->key.p, q->key.len);
+        r = wire_put_i64(o, r);
+        break;
+    case WIRE_APPEND:
+        if ((r = keyspace_append(s->ks, q->key.p, q->key.len, q->val.p, q->val.len)) < 0)
+            break;
+        report_write(c, q->key.p, q->key.len);
+        return 0;
+    case WIRE_MULTI_GET: {
+        wire_iter_t it;
+        wire_str_t k;
+        wire_iter_init(&it, q->list);
+        while (r == 0 && wire_list_next(&it, &k, NULL)) {
+            keyspace_get(s->ks, k.p, k.len, &v, &vlen);
+            if (o->len > s->lim.max_total_bytes + s->lim.max_value_len) {
+                conn_fail(c, "MULTI_GET answer larger than the store itself");
+                return -1;
+            }
+            r = wire_put_str(o, v, vlen);
+        }
+        break;
+    }
+    case WIRE_MULTI_SET: {
+        wire_iter_t it;
+        wire_str_t k, val;
+        wire_iter_init(&it, q->list);
+        while (r == 0 && wire_list_next(&it, &k, &val))
+            if ((r = keyspace_set(s->ks, k.p, k.len, val.p, val.len)) == 0)
+                report_write(c, k.p, k.len);
+        break;
+    }
+    case WIRE_CANCEL_WAIT:
+        keyspace_cancel_waits(s->ks, &c->owner);
+        r = wire_put_u8(o, WIRE_WAIT_CANCELED);
+        break;
+    case WIRE_PING:
+        r = wire_put_u32(o, q->u32);
+        break;
+    case WIRE_QUEUE_PUSH:
+        if ((r = keyspace_queue_push(s->ks, q->key.p, q->key.len, q->val.p, q->val.len)) < 0)
+            break;
+        report_write(c, q->key.p, q->key.len);
+        return 0;
+    case WIRE_QUEUE_POP: {
+        char *item;
+        num = keyspace_queue_pop(s->ks, q->key.p, q->key.len, &item, &vlen);
+        r = wire_put_i64(o, num);
+        if (r == 0 && num > 0)
+            r = wire_put_str(o, item, vlen);
+        free(item);
+        break;
+    }
+    case WIRE_QUEUE_LEN:
+        r = wire_put_i64(o, keyspace_queue_len(s->ks, q->key.p, q->key.len));
+        break;
+    case WIRE_LIST:
+        r = wire_put_i64(o, (int64_t)keyspace_num_keys(s->ks));
+        if (r == 0)
+            r = keyspace_foreach(s->ks, list_key, o);
+        break;
+    case WIRE_WATCH_KEY:
+        if ((r = keyspace_watch(s->ks, &c->owner, q->key.p, q->key.len)) < 0)
+            break;
+        r = wire_put_u8(o, WIRE_KEY_CALLBACK_REGISTERED);
+        break;
+    default:
+        r = -EINVAL;
+    }
+    if (r < 0) {
+        snprintf(why, sizeof why, "%s failed: %s", wire_op_name(q->op), ks_error(r));
+        conn_fail(c, why);
+        return -1;
+    }
+    return 0;
+}
+
+static void parse_error(conn_t *c, ssize_t r, const char *p)
+{
+    char why[200];
+    const char *d = c->dialect == WIRE_V2 ? "2.x" : "1.13";
+    if (r == WIRE_EBADOP)
+        snprintf(why, sizeof why,
+                 "unknown opcode 0x%02x for the torch %s dialect (not a TCPStore client?)",
+                 (unsigned char)p[0], d);
+    else if (r == WIRE_EMAGIC)
+        snprintf(why, sizeof why, "VALIDATE with a wrong magic number");
+    else
+        snprintf(why, sizeof why,
+                 "a length or key count in a %s request is over the limits (key %zu B, value "
+                 "%zu B, %zu keys; see podrun store --help)",
+                 d, c->srv->lim.max_key_len, c->srv->lim.max_value_len,
+                 c->srv->lim.max_keys_per_req);
+    conn_fail(c, why);
+}
+
+/* Decodes and applies every complete request in p[0..len); returns the bytes used, or -1 when
+ * the connection was failed. */
+static ssize_t process(conn_t *c, const char *p, size_t len)
+{
+    store_server_t *s = c->srv;
+    size_t off = 0;
+    c->need = 0;
+    while (off < len && !c->closing) {
+        if (c->dialect == WIRE_UNKNOWN) {
+            c->dialect = (unsigned char)wire_sniff(p + off, len - off);
+            if (c->dialect == WIRE_UNKNOWN) {
+                c->need = 5;
+                break;
+            }
+        }
+        wire_req_t req;
+        size_t need = 0;
+        ssize_t r = wire_parse((wire_dialect_t)c->dialect, p + off, len - off, &s->wl, &req,
+                               &need);
+        if (r < 0) {
+            parse_error(c, r, p + off);
+            return -1;
+        }
+        if (r == 0) {
+            c->need = need;
+            break;
+        }
+        if (handle(c, &req) < 0)
+            return -1;
+        off += (size_t)r;
+    }
+    return (ssize_t)off;
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    (void)hint;
+    conn_t *c = (conn_t *)h;
+    /* A long request already started: read straight into its buffer. */
+    if (c->rlen && c->rcap - c->rlen >= READ_CHUNK) {
+        *buf = uv_buf_init(c->rbuf + c->rlen, (unsigned)(c->rcap - c->rlen));
+        return;
+    }
+    *buf = uv_buf_init(c->srv->shared, READ_CHUNK);
+}
+
+/* Grows the split-request buffer to hold at least `want` bytes. */
+static int rbuf_reserve(conn_t *c, size_t want)
+{
+    if (want <= c->rcap)
+        return 0;
+    char *b = realloc(c->rbuf, want);
+    if (!b)
+        return -ENOMEM;
+    c->rbuf = b;
+    c->rcap = want;
+    return 0;
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    conn_t *c = (conn_t *)st;
+    store_server_t *s = c->srv;
+    if (nread < 0) {
+        conn_close(c); /* EOF or reset: the peer went away, nothing to log */
+        return;
+    }
+    if (nread == 0 || c->closing)
+        return;
+    const char *p = buf->base;
+    size_t len = (size_t)nread;
+    int in_rbuf = c->rlen > 0;
+    if (in_rbuf) {
+        if (buf->base == s->shared) { /* a chunk of a split request: append it */
+            if (rbuf_reserve(c, c->rlen + len) < 0) {
+                conn_fail(c, "out of memory");
+                return;
+            }
+            memcpy(c->rbuf + c->rlen, buf->base, len);
+        }
+        c->rlen += len;
+        p = c->rbuf;
+        len = c->rlen;
+        if (len < c->need)
+            return;
+    }
+    s->cur = c;
+    s->out.len = 0;
+    ssize_t used = process(c, p, len);
+    s->cur = NULL;
+    if (used < 0)
+        return;
+    conn_send(c, s->out.p, s->out.len);
+    if (s->out.cap > (1u << 20))
+        wire_buf_free(&s->out);
+    size_t rest = len - (size_t)used;
+    if (rest == 0) {
+        free(c->rbuf);
+        c->rbuf = NULL;
+        c->rlen = c->rcap = 0;
+        return;
+    }
+    /* keep the incomplete request, with room for all of it when its size is known */
+    if (in_rbuf) {
+        memmove(c->rbuf, c->rbuf + used, rest);
+        c->rlen = rest;
+    } else {
+        c->rlen = 0;
+        if (rbuf_reserve(c, rest) < 0) {
+            conn_fail(c, "out of memory");
+            return;
+        }
+        memcpy(c->rbuf, p + used, rest);
+        c->rlen = rest;
+    }
+    if (rbuf_reserve(c, c->need) < 0)
+        conn_fail(c, "out of memory");
+}
+
+static void on_connection(uv_stream_t *l, int status)
+{
+    store_server_t *s = l->data;
+    if (status < 0 || s->closing)
+        return;
+    conn_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    if (uv_tcp_init(s->loop, &c->tcp) < 0) {
+        free(c);
+        return;
+    }
+    c->srv = s;
+    c->id = ++s->next_id;
+    s->handles++;
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->nconns++;
+    if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0) {
+        conn_close(c);
+        return;
+    }
+    if (s->nconns > s->lim.max_connections) {
+        if (!s->limit_logged) {
+            fprintf(stderr, "podrun store: %zu connections open, refusing more "
+                            "(raise --max-connections)\n", s->lim.max_connections);
+            s->limit_logged = 1;
+        }
+        s->dropped++;
+        conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+        conn_close(c);
+}
+
+/* ---- server ------------------------------------------------------------------------------ */
+
+static void warn_somaxconn(void)
+{
+    static int warned;
+    FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
+    long v = 0;
+    if (!f)
+        return;
+    if (fscanf(f, "%ld", &v) != 1)
+        v = 0;
+    fclose(f);
+    if (v > 0 && v < 4096 && !warned) {
+        warned = 1;
+        fprintf(stderr, "podrun store: listen backlog limited to %ld by "
+                        "/proc/sys/net/core/somaxconn; jobs with more ranks joining at once need "
+                        "`sysctl -w net.core.somaxconn=65535`\n", v);
+    }
+}
+
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
+static int listen_on(store_server_t *s, const struct sockaddr *sa)
+{
+    uv_tcp_t *t = malloc(sizeof *t);
+    if (!t)
+        return -ENOMEM;
+    int r = uv_tcp_init(s->loop, t);
+    if (r < 0) {
+        free(t);
+        return r;
+    }
+    t->data = s;
+    /* backlog: as deep as the kernel allows (it clips to net.core.somaxconn) */
+    if ((r = uv_tcp_bind(t, sa, 0)) < 0 ||
+        (r = uv_listen((uv_stream_t *)t, 65535, on_connection)) < 0) {
+        uv_close((uv_handle_t *)t, free_handle);
+        return r;
+    }
+    s->listeners[s->nlisteners++] = t;
+    s->handles++;
+    if (!s->port) {
+        struct sockaddr_storage ss;
+        int len = sizeof ss;
+        if (uv_tcp_getsockname(t, (struct sockaddr *)&ss, &len) == 0)
+            s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                     : ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    return 0;
+}
+
+/* Binds every address `host` names (all interfaces when host is empty), on one port. */
+static int bind_all(store_server_t *s, const char *host, uint16_t port)
+{
+    struct sockaddr_in6 a6;
+    struct sockaddr_in a4;
+    if (!host || !*host) {
+        uv_ip6_addr("::", port, &a6);
+        if (listen_on(s, (struct sockaddr *)&a6) == 0)
+            return 0;
+        uv_ip4_addr("0.0.0.0", port, &a4);
+        return listen_on(s, (struct sockaddr *)&a4);
+    }
+    uv_getaddrinfo_t gai;
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    int r = uv_getaddrinfo(s->loop, &gai, NULL, host, NULL, &hints);
+    if (r < 0)
+        return r;
+    int last = UV_EADDRNOTAVAIL;
+    for (struct addrinfo *ai = gai.addrinfo; ai && s->nlisteners < MAX_LISTENERS;
+         ai = ai->ai_next) {
+        if (ai->ai_family == AF_INET6) {
+            memcpy(&a6, ai->ai_addr, sizeof a6);
+            a6.sin6_port = htons(s->port ? s->port : port);
+            last = listen_on(s, (struct sockaddr *)&a6);
+        } else if (ai->ai_family == AF_INET) {
+            memcpy(&a4, ai->ai_addr, sizeof a4);
+            a4.sin_port = htons(s->port ? s->port : port);
+            last = listen_on(s, (struct sockaddr *)&a4);
+        }
+    }
+    uv_freeaddrinfo(gai.addrinfo);
+    return s->nlisteners ? 0 : last;
+}
+
+int store_server_start(uv_loop_t *loop, const char *host, uint16_t port,
+                       const store_limits_t *lim, store_server_t **out)
+{
+    store_server_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->loop = loop;
+    if (lim)
+        s->lim = *lim;
+    else
+        store_limits_default(&s->lim);
+    s->wl.max_key_len = s->lim.max_key_len;
+    s->wl.max_value_len = s->lim.max_value_len;
+    s->wl.max_keys = s->lim.max_keys_per_req;
+    s->wl.max_request = s->lim.max_total_bytes + 2 * s->lim.max_value_len + 1024;
+    s->shared = malloc(READ_CHUNK);
+    int r = s->shared ? keyspace_new(s->lim.max_total_bytes, on_ready, on_watch, s, &s->ks)
+                      : -ENOMEM;
+    if (r == 0)
+        r = bind_all(s, host, port);
+    if (r < 0) {
+        keyspace_free(s->ks);
+        free(s->shared);
+        free(s);
+        return r;
+    }
+    warn_somaxconn();
+    *out = s;
+    return 0;
+}
+
+uint16_t store_server_port(const store_server_t *s)
+{
+    return s->port;
+}
+
+void store_server_observe(store_server_t *s, const char *prefix, store_write_cb on_write,
+                          store_close_cb on_close, void *arg)
+{
+    free(s->prefix);
+    s->prefix = strdup(prefix ? prefix : "");
+    s->prefixlen = s->prefix ? strlen(s->prefix) : 0;
+    s->on_write = on_write;
+    s->on_close = on_close;
+    s->obs_arg = arg;
+}
+
+int store_server_set(store_server_t *s, const char *key, size_t klen, const void *val,
+                     size_t vlen)
+{
+    return keyspace_set(s->ks, key, klen, val, vlen);
+}
+
+int store_server_get(store_server_t *s, const char *key, size_t klen, const char **val,
+                     size_t *vlen)
+{
+    return keyspace_get(s->ks, key, klen, val, vlen);
+}
+
+size_t store_server_delete_except(store_server_t *s, const char *keep_prefix)
+{
+    return keyspace_delete_except(s->ks, keep_prefix, keep_prefix ? strlen(keep_prefix) : 0);
+}
+
+void store_server_stats(const store_server_t *s, store_stats_t *st)
+{
+    st->connections = s->nconns;
+    st->keys = keyspace_num_keys(s->ks);
+    st->bytes = keyspace_bytes(s->ks);
+    st->requests = s->requests;
+    st->dropped = s->dropped;
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    store_server_t *s = h->data;
+    free(h);
+    s->handles--;
+    server_maybe_done(s);
+}
+
+static void server_maybe_done(store_server_t *s)
+{
+    if (!s->closing || s->handles > 0)
+        return;
+    void (*cb)(void *) = s->on_closed;
+    void *arg = s->closed_arg;
+    keyspace_free(s->ks);
+    wire_buf_free(&s->out);
+    free(s->keys);
+    free(s->shared);
+    free(s->prefix);
+    free(s);
+    if (cb)
+        cb(arg);
+}
+
+void store_server_close(store_server_t *s, void (*on_closed)(void *arg), void *arg)
+{
+    if (s->closing)
+        return;
+    s->closing = 1;
+    s->on_closed = on_closed;
+    s->closed_arg = arg;
+    s->handles++; /* held while closing so the last close callback below cannot free s early */
+    for (int i = 0; i < s->nlisteners; i++)
+        uv_close((uv_handle_t *)s->listeners[i], on_listener_closed);
+    for (conn_t *c = s->conns; c; c = c->next)
+        conn_close(c);
+    s->handles--;
+    server_maybe_done(s);
+}
