@@ -1,0 +1,181 @@
+/* launcher/env.c — torchrun's worker environment and command line, computed without I/O.
+ *
+ * Workers inherit podrun's whole environment plus the variables below (the list torchrun's
+ * LocalElasticAgent sets). The rank variables always take the worker's own value — they are
+ * the point of a launcher — but when one was inherited with another value env_build records it
+ * so the agent says so in one line. The NCCL and OpenMP knobs are only added when unset. */
+#include "env.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const env_worker_vars[ENV_NUM_WORKER_VARS] = {
+    "LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE",
+    "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
+};
+
+static const char *const knobs[] = {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"};
+
+/* Is `entry` ("NAME=value") the variable `name`? */
+static bool is_var(const char *entry, const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(entry, name, n) && entry[n] == '=';
+}
+
+static const char *lookup(char *const *env, const char *name)
+{
+    for (char *const *e = env; e && *e; e++)
+        if (is_var(*e, name))
+            return *e + strlen(name) + 1;
+    return NULL;
+}
+
+int env_build(char *const *base, const struct env_worker *w, char ***out, struct env_notes *notes)
+{
+    char vals[ENV_NUM_WORKER_VARS][512];
+    const int ints[] = {w->local_rank, w->rank, w->group_rank, w->role_rank};
+    for (int i = 0; i < 4; i++)
+        snprintf(vals[i], sizeof vals[i], "%d", ints[i]);
+    snprintf(vals[4], sizeof vals[4], "%s", w->role_name ? w->role_name : "default");
+    const int sizes[] = {w->local_world_size, w->world_size, w->group_world_size,
+                         w->role_world_size};
+    for (int i = 0; i < 4; i++)
+        snprintf(vals[5 + i], sizeof vals[5 + i], "%d", sizes[i]);
+    snprintf(vals[9], sizeof vals[9], "%s", w->master_addr ? w->master_addr : "127.0.0.1");
+    snprintf(vals[10], sizeof vals[10], "%d", w->master_port);
+    snprintf(vals[11], sizeof vals[11], "%d", w->restart_count);
+    snprintf(vals[12], sizeof vals[12], "%d", w->max_restarts);
+    snprintf(vals[13], sizeof vals[13], "%s", w->run_id ? w->run_id : "none");
+    snprintf(vals[14], sizeof vals[14], "%s", w->use_agent_store ? "True" : "False");
+    snprintf(vals[15], sizeof vals[15], "%s", w->error_file ? w->error_file : "");
+
+    struct env_notes nt = {0, false};
+    size_t nbase = 0, bytes = 0;
+    for (char *const *e = base; e && *e; e++) {
+        nbase++;
+        bytes += strlen(*e) + 1;
+    }
+    for (int i = 0; i < ENV_NUM_WORKER_VARS; i++)
+        bytes += strlen(env_worker_vars[i]) + strlen(vals[i]) + 2;
+    bytes += 64 * 3;   /* the knobs */
+    size_t slots = nbase + ENV_NUM_WORKER_VARS + 4;
+    char **arr = malloc(slots * sizeof(char *) + bytes);
+    if (!arr)
+        return -ENOMEM;
+    char *p = (char *)(arr + slots);
+    size_t n = 0;
+
+    for (char *const *e = base; e && *e; e++) {
+        int hit = -1;
+        for (int i = 0; i < ENV_NUM_WORKER_VARS && hit < 0; i++)
+            if (is_var(*e, env_worker_vars[i]))
+                hit = i;
+        if (hit >= 0) {
+            if (strcmp(*e + strlen(env_worker_vars[hit]) + 1, vals[hit]))
+                nt.replaced |= 1u << hit;
+            continue;
+        }
+        size_t l = strlen(*e) + 1;
+        memcpy(p, *e, l);
+        arr[n++] = p;
+        p += l;
+    }
+    for (int i = 0; i < ENV_NUM_WORKER_VARS; i++) {
+        arr[n++] = p;
+        p += sprintf(p, "%s=%s", env_worker_vars[i], vals[i]) + 1;
+    }
+    for (size_t i = 0; i < sizeof knobs / sizeof *knobs; i++)
+        if (!lookup(base, knobs[i])) {
+            arr[n++] = p;
+            p += sprintf(p, "%s=1", knobs[i]) + 1;
+        }
+    if (!lookup(base, "OMP_NUM_THREADS") && w->local_world_size > 1) {
+        arr[n++] = p;
+        p += sprintf(p, "OMP_NUM_THREADS=1") + 1;
+        nt.omp_set = true;
+    }
+    arr[n] = NULL;
+    *out = arr;
+    if (notes)
+        *notes = nt;
+    return 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* --run-path: the script runs through runpy inside the interpreter, as torchrun does in-process;
+ * argv[0] becomes the script path as it would for `python script.py`. */
+static char runpy_code[] = "import runpy, sys; sys.argv = sys.argv[1:]; "
+                           "runpy.run_path(sys.argv[0], run_name='__main__')";
+static char dash_u[] = "-u", dash_m[] = "-m", dash_c[] = "-c";
+
+int env_worker_argv(const struct cfg *c, char ***out)
+{
+    if (!c->program || c->program_argc < 1)
+        return -EINVAL;
+    char **argv = malloc(((size_t)c->program_argc + 5) * sizeof(char *));
+    if (!argv)
+        return -ENOMEM;
+    int n = 0;
+    bool python = !c->no_python && (c->module || c->run_path || ends_with(c->program[0], ".py"));
+    if (python) {
+        argv[n++] = c->python;
+        argv[n++] = dash_u;
+        if (c->module) {
+            argv[n++] = dash_m;
+        } else if (c->run_path) {
+            argv[n++] = dash_c;
+            argv[n++] = runpy_code;
+        }
+    }
+    for (int i = 0; i < c->program_argc; i++)
+        argv[n++] = c->program[i];
+    argv[n] = NULL;
+    *out = argv;
+    return 0;
+}
+
+int env_expand_prefix(const char *tmpl, int rank, int local_rank, const char *role, char *buf,
+                      size_t len)
+{
+    size_t o = 0;
+    if (!len)
+        return -EINVAL;
+    for (const char *p = tmpl; *p;) {
+        char tmp[64];
+        const char *rep = NULL;
+        size_t skip = 0;
+        if (!strncmp(p, "${rank}", 7)) {
+            snprintf(tmp, sizeof tmp, "%d", rank);
+            rep = tmp, skip = 7;
+        } else if (!strncmp(p, "${local_rank}", 13)) {
+            snprintf(tmp, sizeof tmp, "%d", local_rank);
+            rep = tmp, skip = 13;
+        } else if (!strncmp(p, "${role_name}", 12)) {
+            rep = role ? role : "default", skip = 12;
+        }
+        if (rep) {
+            size_t l = strlen(rep);
+            if (o + l >= len)
+                return -ENOSPC;
+            memcpy(buf + o, rep, l);
+            o += l;
+            p += skip;
+        } else {
+            if (o + 1 >= len)
+                return -ENOSPC;
+            buf[o++] = *p++;
+        }
+    }
+    buf[o] = 0;
+    return 0;
+}

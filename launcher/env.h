@@ -1,0 +1,48 @@
+/* launcher/env.h — what each worker is started with: its command line and its environment.
+ *
+ * Pure code (no I/O): the agent passes in the inherited environment and the worker's ranks and
+ * gets back exactly torchrun's worker environment, plus notes on what it had to replace so the
+ * agent can say so. */
+#ifndef PODRUN_LAUNCHER_ENV_H
+#define PODRUN_LAUNCHER_ENV_H
+
+#include <stdbool.h>
+
+#include "config.h"
+
+struct env_worker {
+    int local_rank, rank, group_rank, role_rank;
+    int local_world_size, world_size, group_world_size, role_world_size;
+    const char *role_name;
+    const char *master_addr;
+    int master_port;
+    int restart_count, max_restarts;
+    const char *run_id;
+    bool use_agent_store;
+    const char *error_file;
+};
+
+/* The variables env_build sets; the index is the bit in env_notes.replaced. */
+extern const char *const env_worker_vars[];
+#define ENV_NUM_WORKER_VARS 16
+
+struct env_notes {
+    unsigned replaced;      /* bit i: env_worker_vars[i] was inherited with another value */
+    bool omp_set;           /* OMP_NUM_THREADS=1 was added */
+};
+
+/* Builds a NULL-terminated environment: `base` minus the worker variables, then the worker
+ * variables, then TORCH_NCCL_ASYNC_ERROR_HANDLING / NCCL_ASYNC_ERROR_HANDLING=1 when unset and
+ * OMP_NUM_THREADS=1 when unset and local_world_size > 1. One allocation: free(*out) frees all. */
+int env_build(char *const *base, const struct env_worker *w, char ***out, struct env_notes *notes);
+
+/* The worker's argv (NULL-terminated, pointing into cfg; free(*out) frees it):
+ * --no-python or a non-.py program: PROGRAM ARGS; -m: PYTHON -u -m PROGRAM ARGS;
+ * --run-path: PYTHON -u -c <runpy> PROGRAM ARGS; a .py program: PYTHON -u PROGRAM ARGS. */
+int env_worker_argv(const struct cfg *c, char ***out);
+
+/* Expands ${rank}, ${local_rank}, ${role_name} in a prefix template (unknown ${…} kept). */
+int env_expand_prefix(const char *tmpl, int rank, int local_rank, const char *role, char *buf,
+                      size_t len);
+
+#endif

@@ -1,0 +1,147 @@
+/* launcher/init.c — reaping and signals: what a container's PID 1 owes the processes below it.
+ *
+ * Reaping. podrun reaps with waitpid(-1, WNOHANG) in a loop on every SIGCHLD, so re-parented
+ * grandchildren are reaped as promptly as the workers themselves and no zombie is left. That
+ * scheme steals the exit status of any child someone else is waiting for, and libuv's uv_spawn
+ * is exactly such a someone: it reaps its children by pid from its own SIGCHLD watcher. So podrun
+ * never uses uv_spawn; every child is forked by launcher/workers.c, and each reaped pid is handed
+ * to the agent, which asks the worker group whether the pid is one of its workers. (A child
+ * started any other way would have its status taken here; anything that needs a child must go
+ * through workers.c.) When podrun is not PID 1 it makes itself a child subreaper
+ * (PR_SET_CHILD_SUBREAPER), so orphans of its workers come to it instead of to the real init.
+ *
+ * Signals. SIGCHLD and the forwarded signals are uv_signal_t watchers on the one loop: their
+ * handlers only note the signal, the loop delivers it, and a PID 1 gets signals only for which
+ * it installed a handler — these watchers are those handlers. SIGTTIN and SIGTTOU are ignored
+ * (as tini does) so podrun never stops when writing to a terminal it does not control, and
+ * SIGPIPE is ignored so a closed stdout reader becomes an EPIPE error, not podrun's death.
+ * Children get all of that undone before exec (init_child_reset). */
+#include "init.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+const int init_forwarded[INIT_NUM_FORWARDED] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
+                                                SIGUSR2};
+
+static struct {
+    uv_signal_t chld;
+    uv_signal_t fwd[INIT_NUM_FORWARDED];
+    init_child_cb on_child;
+    init_signal_cb on_signal;
+    void *arg;
+    sigset_t start_mask;   /* the mask podrun was started with; children get it back */
+    bool started;
+} st;
+
+bool init_is_pid1(void)
+{
+    return getpid() == 1;
+}
+
+int init_become_subreaper(void)
+{
+    if (init_is_pid1())
+        return 0;
+    return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0 ? -errno : 0;
+}
+
+void init_reap(void)
+{
+    for (;;) {
+        int ws;
+        pid_t pid = waitpid(-1, &ws, WNOHANG);
+        if (pid > 0) {
+            if (st.on_child)
+                st.on_child(st.arg, pid, ws);
+            continue;
+        }
+        if (pid < 0 && errno == EINTR)
+            continue;
+        break;   /* 0: children remain but none has exited; ECHILD: none at all */
+    }
+}
+
+static void on_sigchld(uv_signal_t *h, int signum)
+{
+    (void)h;
+    (void)signum;
+    init_reap();
+}
+
+static void on_forwarded(uv_signal_t *h, int signum)
+{
+    (void)h;
+    if (st.on_signal)
+        st.on_signal(st.arg, signum);
+}
+
+int init_start(uv_loop_t *loop, init_child_cb on_child, init_signal_cb on_signal, void *arg)
+{
+    st.on_child = on_child;
+    st.on_signal = on_signal;
+    st.arg = arg;
+    sigprocmask(SIG_SETMASK, NULL, &st.start_mask);
+    signal(SIGTTIN, SIG_IGN);
+    signal(SIGTTOU, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+
+    int r = uv_signal_init(loop, &st.chld);
+    if (!r)
+        r = uv_signal_start(&st.chld, on_sigchld, SIGCHLD);
+    for (int i = 0; !r && i < INIT_NUM_FORWARDED; i++) {
+        r = uv_signal_init(loop, &st.fwd[i]);
+        if (!r)
+            r = uv_signal_start(&st.fwd[i], on_forwarded, init_forwarded[i]);
+    }
+    /* A signal blocked by whoever started podrun would never reach the watchers. */
+    sigset_t ours;
+    sigemptyset(&ours);
+    sigaddset(&ours, SIGCHLD);
+    for (int i = 0; i < INIT_NUM_FORWARDED; i++)
+        sigaddset(&ours, init_forwarded[i]);
+    sigprocmask(SIG_UNBLOCK, &ours, NULL);
+    st.started = true;
+    return r;
+}
+
+void init_stop(void)
+{
+    if (!st.started)
+        return;
+    uv_close((uv_handle_t *)&st.chld, NULL);
+    for (int i = 0; i < INIT_NUM_FORWARDED; i++)
+        uv_close((uv_handle_t *)&st.fwd[i], NULL);
+    st.started = false;
+}
+
+void init_fork_begin(sigset_t *saved)
+{
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, saved);
+}
+
+void init_fork_end(const sigset_t *saved)
+{
+    sigprocmask(SIG_SETMASK, saved, NULL);
+}
+
+void init_child_reset(void)
+{
+    /* Handlers installed by libuv would write into the parent's signal pipe; ignored signals
+     * would stay ignored across exec. Back to defaults, then the original mask. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            sigaction(s, &dfl, NULL);
+    sigprocmask(SIG_SETMASK, &st.start_mask, NULL);
+}

@@ -1,0 +1,38 @@
+/* launcher/init.h — podrun's duties as PID 1 (or as a child subreaper when it is not PID 1). */
+#ifndef PODRUN_LAUNCHER_INIT_H
+#define PODRUN_LAUNCHER_INIT_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <uv.h>
+
+/* Told of every reaped child: workers and re-parented orphans alike. */
+typedef void (*init_child_cb)(void *arg, pid_t pid, int wstatus);
+/* Told of every signal podrun forwards or acts on (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
+ * SIGUSR2). */
+typedef void (*init_signal_cb)(void *arg, int signum);
+
+/* The signals podrun forwards to every worker process group. */
+extern const int init_forwarded[];
+#define INIT_NUM_FORWARDED 6
+
+/* Unless PID 1: PR_SET_CHILD_SUBREAPER, so orphans of the workers are re-parented to podrun.
+ * Returns 0 or a negative errno (then orphans go to the real init instead). */
+int init_become_subreaper(void);
+/* Ignores SIGTTIN/SIGTTOU/SIGPIPE, and starts watching
+ * SIGCHLD and the forwarded signals on `loop`. Returns 0 or a negative errno. */
+int init_start(uv_loop_t *loop, init_child_cb on_child, init_signal_cb on_signal, void *arg);
+/* Reaps whatever has exited right now (also run on every SIGCHLD). */
+void init_reap(void);
+/* Closes the signal handles (the loop must run once more to finish closing them). */
+void init_stop(void);
+bool init_is_pid1(void);
+
+/* Around fork(): block every signal in the parent so that no handler runs in the child before
+ * it has reset them; init_fork_end restores the parent's mask. */
+void init_fork_begin(sigset_t *saved);
+void init_fork_end(const sigset_t *saved);
+/* In the child, before exec: default dispositions and the signal mask podrun started with. */
+void init_child_reset(void);
+
+#endif

@@ -1,0 +1,465 @@
+/* launcher/logs.c — line assembly per worker stream and non-blocking output queues.
+ *
+ * Each worker stream reads straight into its own line buffer (alloc_cb hands libuv the free
+ * tail of it), so a complete line is appended to the output queue as prefix + bytes + "\n" in
+ * one step: queue appends are atomic on the single loop thread and the queue is written in
+ * order, which is what keeps two workers' bytes out of one line.
+ *
+ * Output file descriptors: a pipe is reopened through /proc/self/fd/N with O_NONBLOCK, which
+ * gives podrun its own open file description, so the non-blocking flag never leaks to whoever
+ * shares the pipe; where that is impossible (a socket) O_NONBLOCK is set and restored at the
+ * end. Regular files and terminals are written directly: they do not stall the way a pipe with
+ * a stopped reader does. When stdout and stderr are the same file they share one queue, so
+ * lines stay whole there too. */
+#include "logs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void sink_kick(struct log_sink *k);
+
+static void on_writable(uv_poll_t *p, int status, int events)
+{
+    (void)status;
+    (void)events;
+    sink_kick(p->data);
+}
+
+static void sink_open(struct logs *L, struct log_sink *k, int fd)
+{
+    memset(k, 0, sizeof *k);
+    k->L = L;
+    k->fd = fd;
+    struct stat sb;
+    if (fstat(fd, &sb) < 0) {
+        k->fd = -1;
+        return;
+    }
+    if (S_ISFIFO(sb.st_mode)) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        int nfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (nfd >= 0) {
+            k->fd = nfd;
+            k->own_fd = true;
+            k->nonblock = true;
+        }
+    }
+    if (!k->nonblock && (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode))) {
+        k->orig_flags = fcntl(fd, F_GETFL);
+        if (k->orig_flags >= 0 && fcntl(fd, F_SETFL, k->orig_flags | O_NONBLOCK) == 0) {
+            k->restore_flags = !(k->orig_flags & O_NONBLOCK);
+            k->nonblock = true;
+        }
+    }
+    if (k->nonblock) {
+        if (uv_poll_init(L->loop, &k->poll, k->fd) == 0) {
+            k->poll_init = true;
+            k->poll.data = k;
+        } else {
+            k->nonblock = false;   /* cannot wait for it: write it blocking */
+            if (k->restore_flags)
+                fcntl(fd, F_SETFL, k->orig_flags);
+            k->restore_flags = false;
+            if (k->own_fd) {
+                close(k->fd);
+                k->fd = fd;
+                k->own_fd = false;
+            }
+        }
+    }
+}
+
+static bool same_file(int a, int b)
+{
+    struct stat sa, sb;
+    return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino && sa.st_rdev == sb.st_rdev;
+}
+
+int logs_init(struct logs *L, uv_loop_t *loop)
+{
+    memset(L, 0, sizeof *L);
+    L->loop = loop;
+    sink_open(L, &L->sink[0], 1);
+    L->out = &L->sink[0];
+    if (same_file(1, 2)) {
+        L->err = L->out;
+        L->sink[1].fd = -1;
+    } else {
+        sink_open(L, &L->sink[1], 2);
+        L->err = &L->sink[1];
+    }
+    int r = uv_timer_init(loop, &L->drain_timer);
+    L->drain_timer.data = L;
+    return r;
+}
+
+static void set_paused(struct log_sink *k, bool pause);
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+
+static size_t queued(const struct log_sink *k)
+{
+    return k->end - k->start;
+}
+
+static void check_drained(struct logs *L)
+{
+    if (L->on_drained && queued(L->out) == 0 && queued(L->err) == 0) {
+        void (*cb)(struct logs *, bool) = L->on_drained;
+        L->on_drained = NULL;
+        uv_timer_stop(&L->drain_timer);
+        cb(L, true);
+    }
+}
+
+static void sink_kick(struct log_sink *k)
+{
+    while (k->start < k->end && k->fd >= 0) {
+        ssize_t n = write(k->fd, k->buf + k->start, k->end - k->start);
+        if (n > 0) {
+            k->start += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN && k->poll_init) {
+            if (!k->polling && uv_poll_start(&k->poll, UV_WRITABLE, on_writable) == 0)
+                k->polling = true;
+            break;
+        }
+        /* the reader is gone (EPIPE) or the file is unusable: nothing more can be delivered */
+        k->dropped += k->end - k->start;
+        k->start = k->end;
+        if (k->own_fd)
+            close(k->fd);
+        k->own_fd = false;
+        k->fd = -1;
+    }
+    if (k->fd < 0) {
+        k->dropped += k->end - k->start;
+        k->start = k->end;
+    }
+    if (k->start == k->end) {
+        k->start = k->end = 0;
+        if (k->polling) {
+            uv_poll_stop(&k->poll);
+            k->polling = false;
+        }
+    }
+    if (k->paused && queued(k) <= LOG_LOW_WATER)
+        set_paused(k, false);
+    check_drained(k->L);
+}
+
+/* Appends the pieces as one unit. Memory stays bounded: past LOG_HIGH_WATER the producers are
+ * paused, so the queue exceeds it by at most what was already read. */
+static void sink_append(struct log_sink *k, const char *a, size_t al, const char *b, size_t bl,
+                        bool newline)
+{
+    if (k->fd < 0) {
+        k->dropped += al + bl + newline;
+        return;
+    }
+    size_t need = al + bl + (newline ? 1 : 0);
+    if (k->end + need > k->cap && k->start > 0) {
+        memmove(k->buf, k->buf + k->start, k->end - k->start);
+        k->end -= k->start;
+        k->start = 0;
+    }
+    if (k->end + need > k->cap) {
+        size_t nc = k->cap ? k->cap : 16384;
+        while (nc < k->end + need)
+            nc *= 2;
+        char *nb = realloc(k->buf, nc);
+        if (!nb) {
+            k->dropped += need;
+            return;
+        }
+        k->buf = nb;
+        k->cap = nc;
+    }
+    memcpy(k->buf + k->end, a, al);
+    k->end += al;
+    memcpy(k->buf + k->end, b, bl);
+    k->end += bl;
+    if (newline)
+        k->buf[k->end++] = '\n';
+    if (!k->paused && queued(k) > LOG_HIGH_WATER)
+        set_paused(k, true);
+}
+
+static void set_paused(struct log_sink *k, bool pause)
+{
+    struct logs *L = k->L;
+    k->paused = pause;
+    for (int i = 0; i < L->nstreams; i++) {
+        struct log_stream *s = L->streams[i];
+        if (s->sink != k || !s->open || s->eof)
+            continue;
+        if (pause && s->reading) {
+            uv_read_stop((uv_stream_t *)&s->pipe);
+            s->reading = false;
+        } else if (!pause && !s->reading) {
+            if (uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb) == 0)
+                s->reading = true;
+        }
+    }
+}
+
+static void tail_add(struct log_stream *s, const char *p, size_t n)
+{
+    if (!s->keep_tail)
+        return;
+    if (!s->tail && !(s->tail = malloc(LOG_TAIL_BYTES)))
+        return;
+    if (n + 1 >= LOG_TAIL_BYTES) {
+        p += n - (LOG_TAIL_BYTES - 1);
+        n = LOG_TAIL_BYTES - 1;
+        s->tail_len = 0;
+    }
+    if (s->tail_len + n + 1 > LOG_TAIL_BYTES) {
+        size_t drop = s->tail_len + n + 1 - LOG_TAIL_BYTES;
+        memmove(s->tail, s->tail + drop, s->tail_len - drop);
+        s->tail_len -= drop;
+    }
+    memcpy(s->tail + s->tail_len, p, n);
+    s->tail_len += n;
+    s->tail[s->tail_len++] = '\n';
+}
+
+static void emit_line(struct log_stream *s, const char *p, size_t n)
+{
+    if (s->sink)
+        sink_append(s->sink, s->prefix, s->prefix_len, p, n, true);
+    tail_add(s, p, n);
+}
+
+/* New bytes are at line[len .. len+n): emit every complete line, keep the rest. */
+static void consume(struct log_stream *s, size_t n)
+{
+    if (s->file_fd >= 0) {
+        const char *p = s->line + s->len;
+        size_t left = n;
+        while (left) {
+            ssize_t w = write(s->file_fd, p, left);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                close(s->file_fd);   /* disk full or gone: keep the console going */
+                s->file_fd = -1;
+                break;
+            }
+            p += w;
+            left -= (size_t)w;
+        }
+    }
+    s->bytes += n;
+    size_t start = 0, scan = s->len, end = s->len + n;
+    while (scan < end) {
+        char *nl = memchr(s->line + scan, '\n', end - scan);
+        if (!nl)
+            break;
+        size_t pos = (size_t)(nl - s->line);
+        emit_line(s, s->line + start, pos - start);
+        start = scan = pos + 1;
+    }
+    s->len = end - start;
+    if (start && s->len)
+        memmove(s->line, s->line + start, s->len);
+    if (s->sink)
+        sink_kick(s->sink);
+}
+
+static void flush_partial(struct log_stream *s)
+{
+    if (s->len) {
+        emit_line(s, s->line, s->len);
+        s->len = 0;
+        if (s->sink)
+            sink_kick(s->sink);
+    }
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    struct log_stream *s = h->data;
+    if (!s->line && !(s->line = malloc(LOG_LINE_MAX))) {
+        *buf = uv_buf_init(NULL, 0);
+        return;
+    }
+    if (s->len == LOG_LINE_MAX)
+        flush_partial(s);   /* an over-long line: out as a prefixed chunk, never dropped */
+    *buf = uv_buf_init(s->line + s->len, (unsigned)(LOG_LINE_MAX - s->len));
+}
+
+static void close_stream(struct log_stream *s)
+{
+    flush_partial(s);
+    s->eof = true;
+    s->reading = false;
+    if (s->open) {
+        uv_close((uv_handle_t *)&s->pipe, NULL);
+        s->open = false;
+    }
+    if (s->file_fd >= 0) {
+        close(s->file_fd);
+        s->file_fd = -1;
+    }
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    struct log_stream *s = st->data;
+    if (nread > 0)
+        consume(s, (size_t)nread);
+    else if (nread < 0)
+        close_stream(s);   /* EOF, or an error that makes the pipe unreadable */
+}
+
+int logs_stream_open(struct logs *L, struct log_stream *s, int which, const char *prefix,
+                     bool console, int file_fd, bool keep_tail, int *child_fd)
+{
+    memset(s, 0, sizeof *s);
+    s->L = L;
+    s->file_fd = file_fd;
+    s->keep_tail = keep_tail;
+    s->sink = console ? (which == 2 ? L->err : L->out) : NULL;
+    snprintf(s->prefix, sizeof s->prefix, "%s", prefix);
+    s->prefix_len = strlen(s->prefix);
+    if (L->nstreams == L->cap) {
+        int nc = L->cap ? L->cap * 2 : 16;
+        struct log_stream **ns = realloc(L->streams, (size_t)nc * sizeof *ns);
+        if (!ns)
+            return -ENOMEM;
+        L->streams = ns;
+        L->cap = nc;
+    }
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return -errno;
+    int r = uv_pipe_init(L->loop, &s->pipe, 0);
+    if (!r && (r = uv_pipe_open(&s->pipe, fds[0])) != 0)
+        uv_close((uv_handle_t *)&s->pipe, NULL);
+    if (r) {
+        close(fds[0]);
+        close(fds[1]);
+        return r;
+    }
+    s->pipe.data = s;
+    s->open = true;
+    L->streams[L->nstreams++] = s;
+    if (!(s->sink && s->sink->paused)) {
+        r = uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb);
+        s->reading = r == 0;
+    }
+    *child_fd = fds[1];
+    return 0;
+}
+
+void logs_stream_finish(struct log_stream *s)
+{
+    if (!s->open)
+        return;
+    int fd = -1;
+    uv_fileno((uv_handle_t *)&s->pipe, &fd);
+    for (;;) {
+        uv_buf_t b;
+        alloc_cb((uv_handle_t *)&s->pipe, 0, &b);
+        if (!b.len)
+            break;
+        ssize_t n = read(fd, b.base, b.len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        consume(s, (size_t)n);
+    }
+    close_stream(s);
+}
+
+const char *logs_stream_tail(const struct log_stream *s, size_t *len)
+{
+    *len = s->tail ? s->tail_len : 0;
+    return s->tail;
+}
+
+void logs_message(struct logs *L, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof buf)
+        n = sizeof buf - 1;
+    sink_append(L->err, "podrun: ", 8, buf, (size_t)n, true);
+    sink_kick(L->err);
+}
+
+void logs_write(struct logs *L, int which, const char *data, size_t len)
+{
+    struct log_sink *k = which == 2 ? L->err : L->out;
+    sink_append(k, data, len, "", 0, false);
+    sink_kick(k);
+}
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+    struct logs *L = t->data;
+    void (*cb)(struct logs *, bool) = L->on_drained;
+    L->on_drained = NULL;
+    if (cb)
+        cb(L, false);
+}
+
+void logs_drain(struct logs *L, uint64_t timeout_ms, void (*cb)(struct logs *, bool))
+{
+    L->on_drained = cb;
+    uv_timer_start(&L->drain_timer, on_drain_timeout, timeout_ms, 0);
+    check_drained(L);
+}
+
+static void sink_close(struct log_sink *k, int orig_fd)
+{
+    if (k->poll_init) {
+        uv_close((uv_handle_t *)&k->poll, NULL);
+        k->poll_init = false;
+    }
+    if (k->restore_flags)
+        fcntl(orig_fd, F_SETFL, k->orig_flags);
+    if (k->own_fd && k->fd >= 0)
+        close(k->fd);
+    k->own_fd = false;
+    free(k->buf);
+    k->buf = NULL;
+}
+
+void logs_close(struct logs *L)
+{
+    for (int i = 0; i < L->nstreams; i++) {
+        struct log_stream *s = L->streams[i];
+        close_stream(s);
+        free(s->line);
+        free(s->tail);
+        s->line = s->tail = NULL;
+    }
+    free(L->streams);
+    L->streams = NULL;
+    L->nstreams = 0;
+    sink_close(&L->sink[0], 1);
+    if (L->err != L->out)
+        sink_close(&L->sink[1], 2);
+    uv_close((uv_handle_t *)&L->drain_timer, NULL);
+}

@@ -1,0 +1,85 @@
+/* launcher/logs.h — worker output through pipes on the loop, out line by line with a prefix.
+ *
+ * Guarantees: every byte a worker writes before its pipe is drained comes out; a line on the
+ * console is one worker's bytes only, prefixed; a line longer than LOG_LINE_MAX is split into
+ * chunks that are each prefixed; a partial last line is flushed (with a newline) at the end.
+ * podrun's own stdout and stderr are written without ever blocking the loop on a slow reader:
+ * output queues up to LOG_HIGH_WATER, then reading from the workers' pipes pauses (so workers
+ * block in write(), as they would on a slow terminal) until the queue is down to LOG_LOW_WATER. */
+#ifndef PODRUN_LAUNCHER_LOGS_H
+#define PODRUN_LAUNCHER_LOGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define LOG_LINE_MAX (16 * 1024)     /* longest line kept whole */
+#define LOG_TAIL_BYTES 2048          /* stderr kept per worker for the failure report */
+#define LOG_HIGH_WATER (256 * 1024)
+#define LOG_LOW_WATER (64 * 1024)
+
+struct logs;
+
+struct log_sink {
+    struct logs *L;
+    int fd;                  /* where bytes go; -1: nowhere (closed or broken) */
+    bool own_fd;             /* a non-blocking reopening of the pipe, closed at the end */
+    bool restore_flags;      /* O_NONBLOCK was set on a shared descriptor: undo at the end */
+    int orig_flags;
+    bool nonblock;
+    bool paused;             /* the streams writing here are paused */
+    uv_poll_t poll;
+    bool poll_init, polling;
+    char *buf;
+    size_t start, end, cap;
+    uint64_t dropped;        /* bytes that could not be delivered (reader gone) */
+};
+
+struct log_stream {
+    struct logs *L;
+    uv_pipe_t pipe;
+    bool open, reading, eof;
+    struct log_sink *sink;   /* NULL: not shown on the console */
+    int file_fd;             /* -1: no log file */
+    char prefix[96];
+    size_t prefix_len;
+    char *line;              /* LOG_LINE_MAX bytes, allocated on first read */
+    size_t len;
+    bool keep_tail;
+    char *tail;              /* the last LOG_TAIL_BYTES of complete lines */
+    size_t tail_len;
+    uint64_t bytes;
+};
+
+struct logs {
+    uv_loop_t *loop;
+    struct log_sink sink[2];     /* podrun's stdout, stderr */
+    struct log_sink *out, *err;  /* err == out when both are the same file */
+    struct log_stream **streams;
+    int nstreams, cap;
+    uv_timer_t drain_timer;
+    void (*on_drained)(struct logs *L, bool complete);
+    void *data;
+};
+
+int logs_init(struct logs *L, uv_loop_t *loop);
+/* Creates the pipe for one worker stream. `which` 1 or 2 picks podrun's stdout or stderr for
+ * the console (console=false: not shown); file_fd (or -1) gets the raw bytes and is closed with
+ * the stream. *child_fd is the write end for the worker; close it after the fork. */
+int logs_stream_open(struct logs *L, struct log_stream *s, int which, const char *prefix,
+                     bool console, int file_fd, bool keep_tail, int *child_fd);
+/* Reads what is left in the pipe without waiting, flushes a partial last line, closes. */
+void logs_stream_finish(struct log_stream *s);
+/* The last lines of the stream (keep_tail streams), not NUL-terminated. */
+const char *logs_stream_tail(const struct log_stream *s, size_t *len);
+
+/* podrun's own messages: "podrun: <text>\n" on stderr, in order with the workers' lines. */
+void logs_message(struct logs *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void logs_write(struct logs *L, int which, const char *data, size_t len);
+
+/* Calls on_drained once both sinks are empty (complete=true) or timeout_ms passed (false). */
+void logs_drain(struct logs *L, uint64_t timeout_ms, void (*cb)(struct logs *, bool));
+void logs_close(struct logs *L);
+
+#endif

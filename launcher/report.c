@@ -1,0 +1,281 @@
+/* launcher/report.c — turning the first worker failure into words an operator can act on.
+ *
+ * The block follows torchrun's ChildFailedError layout (reference: torch.md §2.7) so people and
+ * log scrapers that know it find the same fields; podrun adds the cause in words and the last
+ * lines of the worker's stderr, which is where the reason is when the worker wrote no error
+ * file. The termination-log form puts the identity and the cause first, because Kubernetes
+ * keeps only the first 4096 bytes. */
+#include "report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define RULE "============================================================\n"
+#define THIN "------------------------------------------------------------\n"
+
+const char *report_signame(int sig, char *buf, size_t len)
+{
+    const char *ab = sigabbrev_np(sig);
+    if (ab)
+        snprintf(buf, len, "SIG%s", ab);
+    else
+        snprintf(buf, len, "SIG%d", sig);
+    return buf;
+}
+
+void report_cause(const struct report_failure *f, char *buf, size_t len)
+{
+    char sn[32];
+    if (f->exec_errno)
+        snprintf(buf, len, "cannot run '%s': %s (exit code %d)", f->program ? f->program : "?",
+                 strerror(f->exec_errno), WIFEXITED(f->wstatus) ? WEXITSTATUS(f->wstatus) : 127);
+    else if (WIFSIGNALED(f->wstatus))
+        snprintf(buf, len, "killed by signal %d (%s)%s", WTERMSIG(f->wstatus),
+                 report_signame(WTERMSIG(f->wstatus), sn, sizeof sn),
+                 WCOREDUMP(f->wstatus) ? ", core dumped" : "");
+    else
+        snprintf(buf, len, "exit code %d", WEXITSTATUS(f->wstatus));
+}
+
+static char *dup_json_str(json_t *v)
+{
+    const char *s = json_string_value(v);
+    return s ? strdup(s) : NULL;
+}
+
+int report_parse_error_json(const char *data, size_t len, struct report_error *e)
+{
+    memset(e, 0, sizeof *e);
+    json_error_t jerr;
+    json_t *root = json_loadb(data, len, 0, &jerr);
+    if (!root)
+        return -EINVAL;
+    json_t *msg = json_object_get(root, "message");
+    int r = 0;
+    if (json_is_string(msg)) {
+        e->message = dup_json_str(msg);
+    } else if (json_is_object(msg)) {
+        e->message = dup_json_str(json_object_get(msg, "message"));
+        json_t *extra = json_object_get(msg, "extraInfo");
+        if (json_is_object(extra)) {
+            e->traceback = dup_json_str(json_object_get(extra, "py_callstack"));
+            json_t *ts = json_object_get(extra, "timestamp");
+            if (json_is_string(ts))
+                e->timestamp = dup_json_str(ts);
+            else if (json_is_integer(ts) && (e->timestamp = malloc(32)))
+                snprintf(e->timestamp, 32, "%lld", (long long)json_integer_value(ts));
+        }
+    } else {
+        r = -EINVAL;
+    }
+    json_decref(root);
+    if (!r && !e->message && !e->traceback)
+        r = -EINVAL;
+    if (r)
+        report_error_free(e);
+    return r;
+}
+
+int report_read_error_file(const char *path, struct report_error *e)
+{
+    memset(e, 0, sizeof *e);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat sb;
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return -EINVAL;
+    }
+    if (sb.st_size > REPORT_ERROR_FILE_MAX) {
+        close(fd);
+        return -EFBIG;
+    }
+    size_t cap = (size_t)sb.st_size + 1, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        close(fd);
+        return -ENOMEM;
+    }
+    while (n < cap - 1) {
+        ssize_t k = read(fd, buf + n, cap - 1 - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    close(fd);
+    int r = report_parse_error_json(buf, n, e);
+    free(buf);
+    return r;
+}
+
+void report_error_free(struct report_error *e)
+{
+    free(e->message);
+    free(e->traceback);
+    free(e->timestamp);
+    memset(e, 0, sizeof *e);
+}
+
+/* A bounded appender: never overflows, always NUL-terminated. */
+struct out {
+    char *buf;
+    size_t len, cap;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+    if (o->len + 1 >= o->cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        o->len += (size_t)n < o->cap - o->len ? (size_t)n : o->cap - o->len - 1;
+}
+
+/* Each line of text, indented, the first after `first`. */
+static void put_lines(struct out *o, const char *first, const char *indent, const char *text,
+                      size_t len)
+{
+    const char *p = text, *end = text + len;
+    bool firstline = true;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        put(o, "%s%.*s\n", firstline ? first : indent, (int)n, p);
+        firstline = false;
+        p += n + (nl ? 1 : 0);
+    }
+}
+
+static void format_time(const struct timespec *t, char *buf, size_t len)
+{
+    struct tm tm;
+    time_t s = t->tv_sec;
+    localtime_r(&s, &tm);
+    strftime(buf, len, "%Y-%m-%d_%H:%M:%S", &tm);
+}
+
+size_t report_format(const struct report_failure *f, const struct report_error *e, char *buf,
+                     size_t len)
+{
+    struct out o = {buf, 0, len};
+    if (len)
+        buf[0] = 0;
+    char when[64], cause[512], sn[32];
+    format_time(&f->time, when, sizeof when);
+    report_cause(f, cause, sizeof cause);
+    put(&o, RULE "%s FAILED\n" THIN "Failures:\n  <NO_OTHER_FAILURES>\n" THIN
+            "Root Cause (first observed failure):\n[0]:\n",
+        f->program ? f->program : "job");
+    put(&o, "  time      : %s\n", when);
+    put(&o, "  host      : %s\n", f->host ? f->host : "?");
+    put(&o, "  rank      : %d (local_rank: %d)\n", f->rank, f->local_rank);
+    if (WIFSIGNALED(f->wstatus))
+        put(&o, "  exitcode  : -%d (pid: %d)\n", WTERMSIG(f->wstatus), (int)f->pid);
+    else
+        put(&o, "  exitcode  : %d (pid: %d)\n", WEXITSTATUS(f->wstatus), (int)f->pid);
+    put(&o, "  cause     : %s\n", cause);
+    put(&o, "  error_file: %s\n", e && f->error_file ? f->error_file : "<N/A>");
+    if (e && e->message)
+        put_lines(&o, "  message   : ", "              ", e->message, strlen(e->message));
+    if (e && e->traceback)
+        put_lines(&o, "  traceback : ", "    ", e->traceback, strlen(e->traceback));
+    else if (WIFSIGNALED(f->wstatus))
+        put(&o, "  traceback : Signal %d (%s) received by PID %d\n", WTERMSIG(f->wstatus),
+            report_signame(WTERMSIG(f->wstatus), sn, sizeof sn), (int)f->pid);
+    else
+        put(&o, "  traceback : To enable traceback see: "
+                "https://pytorch.org/docs/stable/elastic/errors.html\n");
+    if (f->stderr_tail && f->stderr_tail_len)
+        put_lines(&o, "  stderr    : ", "    ", f->stderr_tail, f->stderr_tail_len);
+    put(&o, RULE);
+    return o.len;
+}
+
+/* The last `budget` bytes of text, starting at a line boundary when one is near. */
+static const char *tail_of(const char *text, size_t len, size_t budget, size_t *out_len)
+{
+    if (len <= budget) {
+        *out_len = len;
+        return text;
+    }
+    const char *p = text + len - budget;
+    const char *nl = memchr(p, '\n', budget);
+    if (nl && (size_t)(nl - p) < budget / 2)
+        p = nl + 1;
+    *out_len = (size_t)(text + len - p);
+    return p;
+}
+
+size_t report_short(const struct report_failure *f, const struct report_error *e, char *buf,
+                    size_t len)
+{
+    if (len > REPORT_TERMLOG_MAX + 1)
+        len = REPORT_TERMLOG_MAX + 1;
+    struct out o = {buf, 0, len};
+    if (len)
+        buf[0] = 0;
+    char when[64], cause[512];
+    format_time(&f->time, when, sizeof when);
+    report_cause(f, cause, sizeof cause);
+    put(&o, "podrun: rank %d (local_rank %d, pid %d) on %s failed at %s: %s\n", f->rank,
+        f->local_rank, (int)f->pid, f->host ? f->host : "?", when, cause);
+    if (e && e->message)
+        put(&o, "%.1024s\n", e->message);
+    const char *text = NULL;
+    size_t tlen = 0;
+    if (e && e->traceback) {
+        text = e->traceback;
+        tlen = strlen(text);
+    } else if (f->stderr_tail) {
+        text = f->stderr_tail;
+        tlen = f->stderr_tail_len;
+    }
+    if (text && o.len + 2 < o.cap) {
+        size_t n;
+        const char *t = tail_of(text, tlen, o.cap - o.len - 2, &n);
+        put(&o, "%.*s", (int)n, t);
+        if (o.len && buf[o.len - 1] != '\n')
+            put(&o, "\n");
+    }
+    return o.len;
+}
+
+int report_write_termlog(const char *path, bool create, const char *text, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY | (create ? O_CREAT : 0), 0644);
+    if (fd < 0)
+        return -errno;
+    if (len > REPORT_TERMLOG_MAX)
+        len = REPORT_TERMLOG_MAX;
+    size_t off = 0;
+    int r = 0;
+    while (off < len) {
+        ssize_t n = write(fd, text + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            r = n < 0 ? -errno : -EIO;
+            break;
+        }
+        off += (size_t)n;
+    }
+    if (close(fd) < 0 && !r)
+        r = -errno;
+    return r;
+}

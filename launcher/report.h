@@ -1,0 +1,60 @@
+/* launcher/report.h — the failure report: torchrun's block on stderr, a short form for
+ * Kubernetes' termination log (at most REPORT_TERMLOG_MAX bytes). Formatting is pure; reading
+ * the worker's error file and writing the termination log are the only I/O. */
+#ifndef PODRUN_LAUNCHER_REPORT_H
+#define PODRUN_LAUNCHER_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define REPORT_TERMLOG_MAX 4096
+#define REPORT_ERROR_FILE_MAX (1024 * 1024)
+
+struct report_failure {
+    int rank, local_rank;
+    pid_t pid;
+    int wstatus;              /* as from waitpid */
+    int exec_errno;           /* the program could not be started */
+    struct timespec time;     /* CLOCK_REALTIME */
+    const char *host;
+    const char *program;      /* what was run, for the title and exec errors */
+    const char *error_file;   /* path given in TORCHELASTIC_ERROR_FILE, NULL if none */
+    const char *stderr_tail;  /* last lines of its stderr */
+    size_t stderr_tail_len;
+};
+
+/* What torch's @record wrote into TORCHELASTIC_ERROR_FILE. Fields NULL when absent. */
+struct report_error {
+    char *message;            /* "RuntimeError: boom" */
+    char *traceback;          /* extraInfo.py_callstack */
+    char *timestamp;          /* extraInfo.timestamp, epoch seconds */
+};
+
+/* 0, -ENOENT (no file: the worker did not write one), -EINVAL (not the expected JSON),
+ * -EFBIG (over REPORT_ERROR_FILE_MAX). */
+int report_read_error_file(const char *path, struct report_error *e);
+/* The same from bytes in memory. */
+int report_parse_error_json(const char *data, size_t len, struct report_error *e);
+void report_error_free(struct report_error *e);
+
+/* "SIGSEGV" (or "SIG42"). */
+const char *report_signame(int sig, char *buf, size_t len);
+/* "exit code 3", "signal SIGSEGV (11)", "cannot run 'x': No such file or directory". */
+void report_cause(const struct report_failure *f, char *buf, size_t len);
+
+/* The torchrun-style block. Returns the length written (always NUL-terminated, truncated to
+ * fit). `e` may be NULL. */
+size_t report_format(const struct report_failure *f, const struct report_error *e, char *buf,
+                     size_t len);
+/* The termination-log text: who failed and why first, then the end of the traceback or of
+ * stderr, in at most min(len-1, REPORT_TERMLOG_MAX) bytes. */
+size_t report_short(const struct report_failure *f, const struct report_error *e, char *buf,
+                    size_t len);
+
+/* Writes text (cut to REPORT_TERMLOG_MAX) to path. create=false: only if the file exists and
+ * is writable (/dev/termination-log outside Kubernetes is left alone). 0 or negative errno. */
+int report_write_termlog(const char *path, bool create, const char *text, size_t len);
+
+#endif

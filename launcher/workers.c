@@ -1,0 +1,234 @@
+/* launcher/workers.c — fork/exec of workers into their own sessions and stopping them as groups.
+ *
+ * Why fork/exec and not uv_spawn: podrun reaps every child with waitpid(-1) (see init.c), which
+ * would steal uv_spawn's children from libuv. Forking here also gives exact control of what the
+ * child does before exec: reset signals, setsid(), a parent-death signal so a killed agent
+ * leaves no worker behind, and an exec-error pipe so "not found" and "not executable" are
+ * reported as such (127 / 126) instead of as a program that exited with that code.
+ *
+ * A worker is the leader of its own session, so its process group id is its pid and everything
+ * it forks (data loader workers, shells, compilers) is signalled with it. Once the leader is
+ * reaped the group may live on through its descendants; kill(-pgid, 0) tells whether anyone is
+ * left, and that is checked again on every reap, so the stop sequence needs no polling. */
+#include "workers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "init.h"
+
+int workers_exit_code(int ws)
+{
+    if (WIFEXITED(ws))
+        return WEXITSTATUS(ws);
+    if (WIFSIGNALED(ws))
+        return 128 + WTERMSIG(ws);
+    return 1;
+}
+
+int workers_init(worker_group_t *g, uv_loop_t *loop, int n)
+{
+    memset(g, 0, sizeof *g);
+    g->loop = loop;
+    g->n = n;
+    g->kill_wait_ms = WORKERS_KILL_WAIT_MS;
+    g->w = calloc((size_t)n, sizeof *g->w);
+    if (!g->w)
+        return -ENOMEM;
+    for (int i = 0; i < n; i++) {
+        g->w[i].index = i;
+        g->w[i].errpipe = -1;
+        g->w[i].group_gone = true;
+    }
+    int r = uv_timer_init(loop, &g->timer);
+    if (r) {
+        free(g->w);
+        g->w = NULL;
+        return r;
+    }
+    g->timer.data = g;
+    return 0;
+}
+
+/* The child between fork and exec: only async-signal-safe calls. */
+static void __attribute__((noreturn))
+child_exec(const struct worker_spawn *sp, int errfd, pid_t parent)
+{
+    init_child_reset();
+    setsid();
+    /* The agent's death (even kill -9) takes the worker with it; the check closes the race
+     * with a parent that died before prctl. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (getppid() != parent)
+        _exit(128 + SIGKILL);
+    if ((sp->stdout_fd >= 0 && dup2(sp->stdout_fd, 1) < 0) ||
+        (sp->stderr_fd >= 0 && dup2(sp->stderr_fd, 2) < 0)) {
+        int e = errno;
+        (void)!write(errfd, &e, sizeof e);
+        _exit(126);
+    }
+    execvpe(sp->argv[0], sp->argv, sp->envp);
+    int e = errno;
+    (void)!write(errfd, &e, sizeof e);
+    _exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
+}
+
+int workers_spawn(worker_group_t *g, int i, const struct worker_spawn *sp)
+{
+    worker_t *w = &g->w[i];
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return -errno;
+    pid_t parent = getpid();
+    sigset_t saved;
+    init_fork_begin(&saved);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pfd[0]);
+        child_exec(sp, pfd[1], parent);
+    }
+    int e = errno;
+    init_fork_end(&saved);
+    close(pfd[1]);
+    if (pid < 0) {
+        close(pfd[0]);
+        return -e;
+    }
+    fcntl(pfd[0], F_SETFL, O_NONBLOCK);
+    w->pid = pid;
+    w->errpipe = pfd[0];
+    w->exec_errno = 0;
+    w->wstatus = 0;
+    w->state = WORKER_RUNNING;
+    w->group_gone = false;
+    g->running++;
+    return 0;
+}
+
+static bool group_alive(worker_t *w)
+{
+    if (w->group_gone || w->pid <= 0)
+        return false;
+    if (w->state == WORKER_RUNNING)
+        return true;
+    if (kill(-w->pid, 0) < 0 && errno == ESRCH)
+        w->group_gone = true;
+    return !w->group_gone;
+}
+
+int workers_alive(worker_group_t *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->n; i++)
+        n += group_alive(&g->w[i]);
+    return n;
+}
+
+static void finish_stop(worker_group_t *g)
+{
+    g->phase = STOP_DONE;
+    uv_timer_stop(&g->timer);
+    if (g->on_stopped)
+        g->on_stopped(g);
+}
+
+static void check_stopped(worker_group_t *g)
+{
+    if ((g->phase == STOP_TERM || g->phase == STOP_KILL) && workers_alive(g) == 0)
+        finish_stop(g);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    worker_group_t *g = t->data;
+    if (g->phase == STOP_TERM) {
+        if (workers_alive(g) == 0) {
+            finish_stop(g);
+            return;
+        }
+        g->phase = STOP_KILL;
+        workers_signal(g, SIGKILL);
+        uv_timer_start(&g->timer, on_timer, g->kill_wait_ms, 0);
+    } else if (g->phase == STOP_KILL) {
+        finish_stop(g);   /* whatever is left is stuck in the kernel; the agent reports it */
+    }
+}
+
+worker_t *workers_reaped(worker_group_t *g, pid_t pid, int wstatus)
+{
+    worker_t *w = NULL;
+    for (int i = 0; i < g->n && !w; i++)
+        if (g->w[i].pid == pid && g->w[i].state == WORKER_RUNNING)
+            w = &g->w[i];
+    if (w) {
+        w->state = WORKER_EXITED;
+        w->wstatus = wstatus;
+        clock_gettime(CLOCK_REALTIME, &w->exit_time);
+        g->running--;
+        if (w->errpipe >= 0) {
+            int e = 0;
+            if (read(w->errpipe, &e, sizeof e) == (ssize_t)sizeof e)
+                w->exec_errno = e;
+            close(w->errpipe);
+            w->errpipe = -1;
+        }
+        group_alive(w);
+        if (g->on_exit)
+            g->on_exit(g, w);
+    }
+    check_stopped(g);
+    return w;
+}
+
+void workers_signal(worker_group_t *g, int sig)
+{
+    for (int i = 0; i < g->n; i++) {
+        worker_t *w = &g->w[i];
+        if (!group_alive(w))
+            continue;
+        if (kill(-w->pid, sig) < 0 && errno == ESRCH && w->state != WORKER_RUNNING)
+            w->group_gone = true;
+    }
+}
+
+void workers_stop_all(worker_group_t *g, int sig, uint64_t grace_ms)
+{
+    switch (g->phase) {
+    case STOP_NONE:
+        g->phase = STOP_TERM;
+        g->stop_signal = sig;
+        workers_signal(g, sig);
+        /* even when nothing is left, on_stopped comes from the loop, never from inside here */
+        uv_timer_start(&g->timer, on_timer, workers_alive(g) ? grace_ms : 0, 0);
+        break;
+    case STOP_TERM:
+        workers_signal(g, sig);
+        if (sig == SIGKILL)
+            uv_timer_start(&g->timer, on_timer, 0, 0);
+        break;
+    case STOP_KILL:
+        workers_signal(g, SIGKILL);
+        break;
+    case STOP_DONE:
+        break;
+    }
+}
+
+void workers_close(worker_group_t *g)
+{
+    for (int i = 0; g->w && i < g->n; i++)
+        if (g->w[i].errpipe >= 0) {
+            close(g->w[i].errpipe);
+            g->w[i].errpipe = -1;
+        }
+    free(g->w);
+    g->w = NULL;
+    if (!uv_is_closing((uv_handle_t *)&g->timer))
+        uv_close((uv_handle_t *)&g->timer, NULL);
+}
