@@ -1,0 +1,807 @@
+/* rdzv/rendezvous.c — the agent side of the rendezvous (over the async store client) and, in the
+ * agent that hosts, the glue that runs the coordinator next to the store server.
+ * Protocol: rdzv/rendezvous.h. */
+#include "rdzv/rendezvous.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rdzv/aclient.h"
+#include "rdzv/coordinator.h"
+#include "rdzv/server.h"
+
+/* snprintf that is meant to cut: every caller's buffer is bounded and a cut line is fine. */
+static void sfmt(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void sfmt(char *out, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out, cap, fmt, ap);
+    va_end(ap);
+}
+
+enum agent_state {
+    AS_CONNECTING,
+    AS_JOINING,  /* join sent, waiting for the assignment */
+    AS_RUNNING,  /* assigned, waiting for the end of the round */
+    AS_STOPPED,  /* the round stopped; rejoin or exit is up to the launcher */
+    AS_FINISHED,
+    AS_DEAD,     /* lost() was called */
+};
+
+struct rdzv_agent {
+    uv_loop_t *loop;
+    rdzv_params_t p;
+    char *run_id, *endpoint_host, *local_addr, *expected;
+    char name[RDZV_NAME_MAX], addr[RDZV_NAME_MAX], hostname[RDZV_NAME_MAX];
+    int nproc;
+    rdzv_callbacks_t cb;
+    void *arg;
+    char id[17];
+    char prefix[256];
+    char connect_host[RDZV_NAME_MAX];
+    uint16_t port;
+
+    /* host side */
+    store_server_t *server;
+    coord_t *coord;
+    uv_timer_t ctimer[COORD_T_COUNT];
+
+    /* agent side */
+    store_aclient_t *ops, *watch;
+    int ops_ready, watch_ready;
+    int state, join_k, round, node_rank;
+    int stop_action; /* of the last decision */
+    int leaving, closing;
+    uv_timer_t hb_timer, prog_timer, defer_timer;
+    int hb_out;
+    double hb_sent, started;
+    void (*leave_sent)(void *);
+    void *leave_arg;
+
+    /* lifetime: open handles and requests still owed a callback */
+    int handles, pending;
+    void (*closed)(void *);
+    void *closed_arg;
+};
+
+static double now_epoch(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void rdzv_params_default(rdzv_params_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->min_nodes = p->max_nodes = 1;
+    p->want_rank = -1;
+    p->join_timeout = 600;
+    p->last_call_timeout = 30;
+    p->close_timeout = 30;
+    p->keep_alive_interval = 1;
+    p->keep_alive_max_attempt = 3;
+    p->progress_interval = 5;
+}
+
+static void fill_defaults(rdzv_params_t *p)
+{
+    if (p->join_timeout <= 0)
+        p->join_timeout = 600;
+    if (p->last_call_timeout <= 0)
+        p->last_call_timeout = 30;
+    if (p->close_timeout <= 0)
+        p->close_timeout = 30;
+    if (p->keep_alive_interval <= 0)
+        p->keep_alive_interval = 1;
+    if (p->keep_alive_max_attempt <= 0)
+        p->keep_alive_max_attempt = 3;
+    if (p->progress_interval <= 0)
+        p->progress_interval = 5;
+}
+
+/* ---- lifetime ---- */
+
+static void agent_free(rdzv_agent_t *a)
+{
+    void (*closed)(void *) = a->closed;
+    void *arg = a->closed_arg;
+    coord_free(a->coord);
+    free(a->run_id);
+    free(a->endpoint_host);
+    free(a->local_addr);
+    free(a->expected);
+    free(a);
+    if (closed)
+        closed(arg);
+}
+
+static void maybe_free(rdzv_agent_t *a)
+{
+    if (a->closing == 2 && a->handles == 0 && a->pending == 0 && !a->server)
+        agent_free(a);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    rdzv_agent_t *a = h->data;
+    a->handles--;
+    maybe_free(a);
+}
+
+static void timer_init(rdzv_agent_t *a, uv_timer_t *t)
+{
+    uv_timer_init(a->loop, t);
+    t->data = a;
+    a->handles++;
+}
+
+/* Every request gets a callback exactly once; `pending` keeps the agent alive until then. */
+static int req_begin(rdzv_agent_t *a, int rc)
+{
+    if (rc == 0)
+        a->pending++;
+    return rc;
+}
+
+/* Returns 1 if the agent is being torn down and the reply should be ignored. */
+static int req_end(rdzv_agent_t *a)
+{
+    a->pending--;
+    if (a->closing) {
+        maybe_free(a);
+        return 1;
+    }
+    return 0;
+}
+
+static void stop_timers(rdzv_agent_t *a)
+{
+    uv_timer_stop(&a->hb_timer);
+    uv_timer_stop(&a->prog_timer);
+}
+
+/* This node is out of the job: tell the launcher once. */
+static void agent_fail(rdzv_agent_t *a, int err, const char *why)
+{
+    if (a->state == AS_DEAD || a->closing)
+        return;
+    a->state = AS_DEAD;
+    stop_timers(a);
+    if (a->cb.lost)
+        a->cb.lost(a->arg, err, why);
+}
+
+static void progress(rdzv_agent_t *a, const char *line)
+{
+    if (a->cb.progress)
+        a->cb.progress(a->arg, line);
+}
+
+/* ---- host side: the coordinator next to the store ---- */
+
+static void run_actions(rdzv_agent_t *a);
+
+static void on_server_closed(void *arg)
+{
+    rdzv_agent_t *a = arg;
+    a->server = NULL;
+    maybe_free(a);
+}
+
+static void close_handles(rdzv_agent_t *a)
+{
+    uv_timer_t *ts[] = {&a->hb_timer, &a->prog_timer, &a->defer_timer};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
+        uv_close((uv_handle_t *)ts[i], on_handle_closed);
+    if (a->coord)
+        for (int i = 0; i < COORD_T_COUNT; i++)
+            uv_close((uv_handle_t *)&a->ctimer[i], on_handle_closed);
+    a->closing = 2;
+    if (a->server)
+        store_server_close(a->server, on_server_closed, a);
+    else
+        maybe_free(a);
+}
+
+static void on_ctimer(uv_timer_t *t)
+{
+    rdzv_agent_t *a = t->data;
+    int id = (int)(t - a->ctimer);
+    coord_on_timer(a->coord, id, now_epoch());
+    run_actions(a);
+}
+
+static void run_actions(rdzv_agent_t *a)
+{
+    coord_action_t act;
+    while (coord_next_action(a->coord, &act)) {
+        switch (act.kind) {
+        case COORD_SET:
+            store_server_set(a->server, act.key, strlen(act.key), act.val, act.vlen);
+            break;
+        case COORD_TIMER:
+            if (act.at < 0) {
+                uv_timer_stop(&a->ctimer[act.timer]);
+            } else {
+                double d = (act.at - now_epoch()) * 1000.0;
+                uv_timer_start(&a->ctimer[act.timer], on_ctimer, d > 0 ? (uint64_t)d + 1 : 0, 0);
+            }
+            break;
+        case COORD_LOG:
+            progress(a, act.val);
+            break;
+        case COORD_DELETE_WORKERS:
+            store_server_delete_except(a->server, act.key);
+            break;
+        case COORD_CLOSED:
+            if (a->closing == 1)
+                close_handles(a);
+            return;
+        default:
+            break;
+        }
+    }
+}
+
+static void on_observed_write(void *arg, uint64_t conn, const char *key, size_t klen,
+                              const char *val, size_t vlen)
+{
+    rdzv_agent_t *a = arg;
+    if (a->closing == 2)
+        return;
+    coord_on_write(a->coord, conn, key, klen, val, vlen, now_epoch());
+    run_actions(a);
+}
+
+static void on_observed_close(void *arg, uint64_t conn)
+{
+    rdzv_agent_t *a = arg;
+    if (a->closing == 2)
+        return;
+    coord_on_close(a->coord, conn, now_epoch());
+    run_actions(a);
+}
+
+static int host_start(rdzv_agent_t *a)
+{
+    int rc = store_server_start(a->loop, a->local_addr, a->p.endpoint_port, NULL, &a->server);
+    if (rc < 0)
+        return rc;
+    a->port = store_server_port(a->server);
+    coord_params_t cp = {
+        .run_id = a->run_id,
+        .min_nodes = a->p.min_nodes,
+        .max_nodes = a->p.max_nodes,
+        .max_restarts = a->p.max_restarts,
+        .join_timeout = a->p.join_timeout,
+        .last_call_timeout = a->p.last_call_timeout,
+        .close_timeout = a->p.close_timeout,
+        .keep_alive_interval = a->p.keep_alive_interval,
+        .keep_alive_max_attempt = a->p.keep_alive_max_attempt,
+        .progress_interval = a->p.progress_interval,
+        .store_host = a->endpoint_host,
+        .store_port = a->port,
+        .expected = a->expected,
+    };
+    a->coord = coord_new(&cp, now_epoch());
+    if (!a->coord) {
+        store_server_close(a->server, NULL, NULL);
+        a->server = NULL;
+        return -EINVAL;
+    }
+    for (int i = 0; i < COORD_T_COUNT; i++)
+        timer_init(a, &a->ctimer[i]);
+    store_server_observe(a->server, coord_observe_prefix(a->coord), on_observed_write,
+                         on_observed_close, a);
+    run_actions(a);
+    /* the host's own agent reaches the store over loopback */
+    sfmt(a->connect_host, sizeof a->connect_host, "%s",
+             a->local_addr && *a->local_addr ? a->local_addr : "127.0.0.1");
+    return 0;
+}
+
+/* ---- agent side ---- */
+
+static void key_of(rdzv_agent_t *a, char *out, size_t cap, const char *what, int num)
+{
+    if (num >= 0)
+        sfmt(out, cap, "%sn/%s/%s/%d", a->prefix, a->id, what, num);
+    else
+        sfmt(out, cap, "%sn/%s/%s", a->prefix, a->id, what);
+}
+
+static void on_written(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
+                       void *arg)
+{
+    (void)c, (void)status, (void)val, (void)len, (void)num;
+    req_end(arg);
+}
+
+static int send_set(rdzv_agent_t *a, const char *key, const char *val, size_t len)
+{
+    if (!a->ops || !a->ops_ready)
+        return -ENOTCONN;
+    return req_begin(a, store_aclient_set(a->ops, key, val, len, on_written, a));
+}
+
+static void wait_end(rdzv_agent_t *a);
+
+static void on_end_value(store_aclient_t *c, int status, const char *val, size_t len,
+                         int64_t num, void *arg)
+{
+    (void)c, (void)num;
+    rdzv_agent_t *a = arg;
+    if (req_end(a) || status < 0 || a->state != AS_RUNNING)
+        return;
+    rdzv_failure_t failures[RDZV_MAX_FAILURES];
+    rdzv_decision_t d;
+    int r = rdzv_end_decode(val, len, &d, failures);
+    if (r < 0) {
+        agent_fail(a, RDZV_ESTORELOST, "unreadable end-of-round record from the job store");
+        return;
+    }
+    if (r == 1) {
+        a->state = AS_FINISHED;
+        stop_timers(a);
+        if (a->cb.finished)
+            a->cb.finished(a->arg);
+        return;
+    }
+    for (int i = 0; i < d.n; i++)
+        if (failures[i].node_rank == a->node_rank && strcmp(failures[i].node_name, a->name) == 0) {
+            d.own = i;
+            break;
+        }
+    a->state = AS_STOPPED;
+    a->stop_action = d.action;
+    if (a->cb.stopped)
+        a->cb.stopped(a->arg, &d);
+}
+
+static void on_end_waited(store_aclient_t *c, int status, const char *val, size_t len,
+                          int64_t num, void *arg)
+{
+    (void)c, (void)val, (void)len, (void)num;
+    rdzv_agent_t *a = arg;
+    if (req_end(a) || status < 0 || a->state != AS_RUNNING)
+        return; /* a lost connection is reported by on_lost */
+    char key[320];
+    sfmt(key, sizeof key, "%sr/%d/end", a->prefix, a->round);
+    if (req_begin(a, store_aclient_get(a->watch, key, on_end_value, a)) < 0)
+        agent_fail(a, RDZV_ESTORELOST, "could not read the end of the round from the job store");
+}
+
+static void wait_end(rdzv_agent_t *a)
+{
+    char key[320];
+    sfmt(key, sizeof key, "%sr/%d/end", a->prefix, a->round);
+    const char *keys[] = {key};
+    if (req_begin(a, store_aclient_wait(a->watch, keys, 1, -1, on_end_waited, a)) < 0)
+        agent_fail(a, RDZV_ESTORELOST, "could not wait on the job store");
+}
+
+static void on_assign_value(store_aclient_t *c, int status, const char *val, size_t len,
+                            int64_t num, void *arg)
+{
+    (void)c, (void)num;
+    rdzv_agent_t *a = arg;
+    if (req_end(a) || status < 0 || a->state != AS_JOINING)
+        return;
+    rdzv_assignment_t as;
+    char host[RDZV_NAME_MAX], err[32], text[RDZV_LINE_MAX];
+    if (rdzv_assign_decode(val, len, &as, host, sizeof host, err, sizeof err, text,
+                           sizeof text) < 0) {
+        agent_fail(a, RDZV_ESTORELOST, "unreadable assignment from the job store");
+        return;
+    }
+    if (err[0]) {
+        if (strcmp(err, "finished") == 0) {
+            a->state = AS_FINISHED;
+            stop_timers(a);
+            progress(a, text);
+            if (a->cb.finished)
+                a->cb.finished(a->arg);
+        } else {
+            agent_fail(a,
+                       strcmp(err, "timeout") == 0    ? RDZV_EJOINTIMEOUT
+                       : strcmp(err, "rejected") == 0 ? RDZV_EREJECTED
+                                                      : RDZV_EENDED,
+                       text);
+        }
+        return;
+    }
+    a->state = AS_RUNNING;
+    a->round = as.round;
+    a->node_rank = as.node_rank;
+    uv_timer_stop(&a->prog_timer);
+    wait_end(a);
+    if (a->state == AS_RUNNING && a->cb.assigned)
+        a->cb.assigned(a->arg, &as);
+}
+
+static void on_assign_waited(store_aclient_t *c, int status, const char *val, size_t len,
+                             int64_t num, void *arg)
+{
+    (void)c, (void)val, (void)len, (void)num;
+    rdzv_agent_t *a = arg;
+    if (req_end(a) || status < 0 || a->state != AS_JOINING)
+        return;
+    char key[320];
+    key_of(a, key, sizeof key, "assign", a->join_k);
+    if (req_begin(a, store_aclient_get(a->watch, key, on_assign_value, a)) < 0)
+        agent_fail(a, RDZV_ESTORELOST, "could not read the assignment from the job store");
+}
+
+static void send_join(rdzv_agent_t *a)
+{
+    rdzv_desc_rec_t d;
+    char key[320], wkey[320], val[1024];
+    memset(&d, 0, sizeof d);
+    sfmt(d.name, sizeof d.name, "%s", a->name);
+    sfmt(d.addr, sizeof d.addr, "%s", a->addr);
+    sfmt(d.host, sizeof d.host, "%s", a->hostname);
+    d.nproc = a->nproc;
+    d.want_rank = a->p.want_rank;
+    d.pid = (int)getpid();
+    int len = rdzv_desc_encode(&d, val, sizeof val);
+    a->state = AS_JOINING;
+    key_of(a, key, sizeof key, "join", a->join_k);
+    key_of(a, wkey, sizeof wkey, "assign", a->join_k);
+    const char *keys[] = {wkey};
+    if (len < 0 || send_set(a, key, val, (size_t)len) < 0 ||
+        req_begin(a, store_aclient_wait(a->watch, keys, 1, -1, on_assign_waited, a)) < 0) {
+        agent_fail(a, RDZV_ESTORELOST, "could not send the join to the job store");
+        return;
+    }
+}
+
+static void on_hb_reply(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
+                        void *arg)
+{
+    (void)c, (void)val, (void)len, (void)num;
+    rdzv_agent_t *a = arg;
+    if (req_end(a))
+        return;
+    if (status == 0)
+        a->hb_out = 0;
+}
+
+static void on_hb_timer(uv_timer_t *t)
+{
+    rdzv_agent_t *a = t->data;
+    double now = now_epoch(), limit = a->p.keep_alive_interval * a->p.keep_alive_max_attempt;
+    if (a->hb_out) {
+        if (now - a->hb_sent >= limit - 1e-3) {
+            char why[RDZV_LINE_MAX];
+            sfmt(why, sizeof why,
+                     "the job store at %s:%u did not answer heartbeats for %g s",
+                     a->connect_host, a->port, limit);
+            agent_fail(a, RDZV_ESTORESILENT, why);
+        }
+        return;
+    }
+    char key[320];
+    key_of(a, key, sizeof key, "hb", -1);
+    if (req_begin(a, store_aclient_add(a->ops, key, 1, on_hb_reply, a)) == 0) {
+        a->hb_out = 1;
+        a->hb_sent = now;
+    }
+}
+
+static void on_status(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
+                      void *arg)
+{
+    (void)c, (void)num;
+    rdzv_agent_t *a = arg;
+    if (req_end(a) || status < 0 || len == 0 || a->state != AS_JOINING)
+        return;
+    char line[RDZV_LINE_MAX];
+    size_t n = len < sizeof line - 1 ? len : sizeof line - 1;
+    memcpy(line, val, n);
+    line[n] = '\0';
+    progress(a, line);
+}
+
+static void on_prog_timer(uv_timer_t *t)
+{
+    rdzv_agent_t *a = t->data;
+    if (a->state == AS_CONNECTING) {
+        char line[RDZV_LINE_MAX], left[32];
+        rdzv_format_duration(a->started + a->p.join_timeout - now_epoch(), left, sizeof left);
+        sfmt(line, sizeof line,
+                 "rendezvous '%s': waiting for the job store at %s:%u (%s left)", a->run_id,
+                 a->connect_host, a->port, left);
+        progress(a, line);
+    } else if (a->state == AS_JOINING && !a->server && a->ops_ready) {
+        char key[320];
+        sfmt(key, sizeof key, "%sstatus", a->prefix);
+        req_begin(a, store_aclient_get(a->ops, key, on_status, a));
+    }
+}
+
+static void on_conn_lost(store_aclient_t *c, int status, void *arg)
+{
+    (void)status;
+    rdzv_agent_t *a = arg;
+    if (c == a->ops)
+        a->ops_ready = 0;
+    if (a->closing || a->leaving || a->state == AS_FINISHED ||
+        (a->state == AS_STOPPED && a->stop_action == RDZV_EXIT))
+        return;
+    char why[RDZV_LINE_MAX];
+    sfmt(why, sizeof why, "lost the connection to the job store at %s:%u", a->connect_host,
+             a->port);
+    agent_fail(a, RDZV_ESTORELOST, why);
+}
+
+static void on_connected(store_aclient_t *c, int status, void *arg)
+{
+    rdzv_agent_t *a = arg;
+    int is_ops = c == a->ops;
+    if (req_end(a)) {
+        if (status < 0) {
+            if (is_ops)
+                a->ops = NULL;
+            else if (c == a->watch)
+                a->watch = NULL;
+        }
+        return;
+    }
+    if (status < 0) {
+        if (is_ops)
+            a->ops = NULL;
+        else
+            a->watch = NULL;
+        char why[RDZV_LINE_MAX], took[32];
+        rdzv_format_duration(a->p.join_timeout, took, sizeof took);
+        sfmt(why, sizeof why, "rendezvous '%s': could not reach the job store at %s:%u within %s: %s",
+                 a->run_id, a->connect_host, a->port, took, podrun_store_strerror(status));
+        agent_fail(a, RDZV_EJOINTIMEOUT, why);
+        return;
+    }
+    store_aclient_on_lost(c, on_conn_lost, a);
+    if (is_ops)
+        a->ops_ready = 1;
+    else
+        a->watch_ready = 1;
+    if (a->ops_ready && a->watch_ready && a->state == AS_CONNECTING) {
+        send_join(a);
+        uv_timer_start(&a->hb_timer, on_hb_timer, 0,
+                       (uint64_t)(a->p.keep_alive_interval * 1000));
+    }
+}
+
+static int copy_str(char **dst, const char *src)
+{
+    *dst = NULL;
+    if (!src)
+        return 0;
+    *dst = strdup(src);
+    return *dst ? 0 : -ENOMEM;
+}
+
+static void make_id(char out[17])
+{
+    uint64_t v = 0;
+    while (v == 0) {
+        if (getrandom(&v, sizeof v, 0) != sizeof v) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            v = ((uint64_t)getpid() << 40) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20);
+        }
+    }
+    sfmt(out, 17, "%016llx", (unsigned long long)v);
+}
+
+int rdzv_agent_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_desc_t *self,
+                     const rdzv_callbacks_t *cb, void *arg, rdzv_agent_t **out)
+{
+    *out = NULL;
+    if (!loop || !p || !self || !cb || !p->run_id || !*p->run_id || strlen(p->run_id) > 128 ||
+        strchr(p->run_id, '/') || p->min_nodes < 1 || p->max_nodes < p->min_nodes ||
+        p->want_rank < -1 || p->max_restarts < 0 || self->nproc < 0 ||
+        (!p->is_host && (!p->endpoint_host || !*p->endpoint_host || !p->endpoint_port)))
+        return -EINVAL;
+    rdzv_agent_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return -ENOMEM;
+    a->loop = loop;
+    a->p = *p;
+    fill_defaults(&a->p);
+    a->cb = *cb;
+    a->arg = arg;
+    a->nproc = self->nproc;
+    a->node_rank = -1;
+    a->started = now_epoch();
+    if (copy_str(&a->run_id, p->run_id) || copy_str(&a->endpoint_host, p->endpoint_host) ||
+        copy_str(&a->local_addr, p->local_addr && *p->local_addr ? p->local_addr : NULL) ||
+        copy_str(&a->expected, p->expected)) {
+        a->closing = 2;
+        agent_free(a);
+        return -ENOMEM;
+    }
+    gethostname(a->hostname, sizeof a->hostname - 1);
+    sfmt(a->name, sizeof a->name, "%s",
+             self->name && *self->name ? self->name : a->hostname);
+    sfmt(a->addr, sizeof a->addr, "%s",
+             self->addr && *self->addr ? self->addr : a->local_addr ? a->local_addr : a->name);
+    make_id(a->id);
+    sfmt(a->prefix, sizeof a->prefix, "podrun/%s/", a->run_id);
+    a->port = p->endpoint_port;
+    sfmt(a->connect_host, sizeof a->connect_host, "%s",
+             a->endpoint_host ? a->endpoint_host : "127.0.0.1");
+
+    if (p->is_host) {
+        int rc = host_start(a);
+        if (rc < 0) {
+            a->closing = 2;
+            agent_free(a);
+            return rc;
+        }
+    }
+    timer_init(a, &a->hb_timer);
+    timer_init(a, &a->prog_timer);
+    timer_init(a, &a->defer_timer);
+    int ms = (int)(a->p.join_timeout * 1000);
+    int rc = req_begin(a, store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected,
+                                                a, &a->ops));
+    if (rc == 0)
+        rc = req_begin(a, store_aclient_connect(loop, a->connect_host, a->port, ms,
+                                                on_connected, a, &a->watch));
+    if (rc < 0) {
+        *out = a;
+        rdzv_agent_close(a, NULL, NULL);
+        *out = NULL;
+        return rc;
+    }
+    uint64_t pi = (uint64_t)(a->p.progress_interval * 1000);
+    uv_timer_start(&a->prog_timer, on_prog_timer, pi, pi);
+    *out = a;
+    return 0;
+}
+
+int rdzv_agent_report_failure(rdzv_agent_t *a, const rdzv_failure_t *f)
+{
+    if (a->state != AS_RUNNING && a->state != AS_STOPPED)
+        return -EINVAL;
+    char key[320], val[2048];
+    rdzv_failure_t g = *f;
+    if (!g.node_name[0])
+        sfmt(g.node_name, sizeof g.node_name, "%s", a->name);
+    if (!g.host[0])
+        sfmt(g.host, sizeof g.host, "%s", a->addr);
+    if (g.time <= 0)
+        g.time = now_epoch();
+    int len = rdzv_failure_encode(&g, val, sizeof val);
+    if (len < 0)
+        return len;
+    key_of(a, key, sizeof key, "fail", a->round);
+    return send_set(a, key, val, (size_t)len);
+}
+
+int rdzv_agent_report_done(rdzv_agent_t *a)
+{
+    if (a->state != AS_RUNNING)
+        return -EINVAL;
+    char key[320];
+    key_of(a, key, sizeof key, "done", a->round);
+    return send_set(a, key, "1", 1);
+}
+
+static void on_leave_written(store_aclient_t *c, int status, const char *val, size_t len,
+                             int64_t num, void *arg)
+{
+    (void)c, (void)status, (void)val, (void)len, (void)num;
+    rdzv_agent_t *a = arg;
+    a->pending--;
+    void (*sent)(void *) = a->leave_sent;
+    a->leave_sent = NULL;
+    if (sent)
+        sent(a->leave_arg);
+    maybe_free(a);
+}
+
+static void on_defer(uv_timer_t *t)
+{
+    rdzv_agent_t *a = t->data;
+    void (*sent)(void *) = a->leave_sent;
+    a->leave_sent = NULL;
+    if (sent)
+        sent(a->leave_arg);
+}
+
+int rdzv_agent_leave(rdzv_agent_t *a, const char *reason, void (*sent)(void *), void *arg)
+{
+    if (a->leaving || a->closing)
+        return -EALREADY;
+    a->leaving = 1;
+    a->leave_sent = sent;
+    a->leave_arg = arg;
+    stop_timers(a);
+    char key[320], val[RDZV_REASON_MAX];
+    sfmt(val, sizeof val, "%s", reason ? reason : "shutting down");
+    key_of(a, key, sizeof key, "leave", -1);
+    if (a->ops && a->ops_ready &&
+        req_begin(a, store_aclient_set(a->ops, key, val, strlen(val), on_leave_written, a)) == 0)
+        return 0;
+    uv_timer_start(&a->defer_timer, on_defer, 0, 0);
+    return 0;
+}
+
+int rdzv_agent_rejoin(rdzv_agent_t *a)
+{
+    if (a->state != AS_STOPPED || a->stop_action != RDZV_RESTART || a->closing || a->leaving)
+        return -EINVAL;
+    a->join_k++;
+    send_join(a);
+    if (a->state == AS_JOINING) {
+        uint64_t pi = (uint64_t)(a->p.progress_interval * 1000);
+        uv_timer_start(&a->prog_timer, on_prog_timer, pi, pi);
+    }
+    return a->state == AS_JOINING ? 0 : -ENOTCONN;
+}
+
+void rdzv_agent_close(rdzv_agent_t *a, void (*closed)(void *), void *arg)
+{
+    if (!a || a->closing)
+        return;
+    a->closing = 1;
+    a->closed = closed;
+    a->closed_arg = arg;
+    stop_timers(a);
+    uv_timer_stop(&a->defer_timer);
+    store_aclient_t *w = a->watch, *o = a->ops;
+    a->watch = a->ops = NULL;
+    /* watch first: its WAIT is what the server answers last */
+    if (w)
+        store_aclient_close(w);
+    if (o)
+        store_aclient_close(o);
+    if (a->coord) {
+        coord_shutdown(a->coord, now_epoch());
+        run_actions(a); /* closes the handles on COORD_CLOSED */
+    } else {
+        close_handles(a);
+    }
+}
+
+uint16_t rdzv_agent_store_port(const rdzv_agent_t *a)
+{
+    return a->port;
+}
+
+const char *rdzv_agent_id(const rdzv_agent_t *a)
+{
+    return a->id;
+}
+
+int rdzv_endpoint_is_local(const char *endpoint_host, const char *local_addr)
+{
+    if (!endpoint_host || !*endpoint_host)
+        return 0;
+    if (local_addr && *local_addr)
+        return strcmp(endpoint_host, local_addr) == 0;
+    if (strcmp(endpoint_host, "localhost") == 0 || strcmp(endpoint_host, "::1") == 0 ||
+        strncmp(endpoint_host, "127.", 4) == 0)
+        return 1;
+    char hn[256] = "";
+    if (gethostname(hn, sizeof hn - 1) < 0 || !hn[0])
+        return 0;
+    size_t el = strlen(endpoint_host), hl = strlen(hn);
+    if (strcmp(endpoint_host, hn) == 0)
+        return 1;
+    /* "node-1" against "node-1.example" either way round */
+    if (el < hl && strncmp(hn, endpoint_host, el) == 0 && hn[el] == '.')
+        return 1;
+    if (hl < el && strncmp(endpoint_host, hn, hl) == 0 && endpoint_host[hl] == '.')
+        return 1;
+    return 0;
+}

@@ -1,0 +1,191 @@
+/* rdzv/rendezvous.h — multi-node rendezvous and job-wide failure propagation over the job store.
+ *
+ * One agent per node calls rdzv_agent_start. Exactly one of them hosts: it runs the job store
+ * server (which also serves the workers) and the coordinator (rdzv/coordinator.h), a pure state
+ * machine that sees every rendezvous write in-process through the server's observer hook and
+ * answers with in-process writes that wake the remote WAITs. Every other agent — and the host's
+ * own agent, over loopback — is an ordinary store client, so the store stays a plain TCPStore.
+ *
+ * ## Protocol (P = "podrun/<run_id>/"; every other key belongs to the workers)
+ *
+ * Each agent has a random 64-bit id (16 hex digits, <id> below) and two connections: *ops*
+ * (join, heartbeats, reports; never blocks) and *watch* (one WAIT at a time, then a GET).
+ *
+ *   key                      written by    value
+ *   P n/<id>/join/<k>        agent (SET)   node descriptor: name, addr, host, nproc, want_rank, pid
+ *   P n/<id>/assign/<k>      coordinator   assignment for the agent's k-th join, or an error
+ *                                          ("timeout", "rejected", "ended", "finished" + text)
+ *   P n/<id>/hb              agent (ADD)   heartbeat every keep_alive_interval; the reply is the
+ *                                          agent's proof that the store host is alive
+ *   P n/<id>/fail/<R>        agent (SET)   failure record (first failure of its workers in round R)
+ *   P n/<id>/done/<R>        agent (SET)   all of its workers of round R exited 0
+ *   P n/<id>/leave           agent (SET)   the agent is going away (SIGTERM); value = reason
+ *   P r/<R>/end              coordinator   the end of round R: "finished", or the job-wide stop
+ *                                          decision (action restart|exit, failure records sorted
+ *                                          by time — [0] is the root cause —, next round, counts)
+ *   P status                 coordinator   the current progress line of an open round
+ *
+ * Messages per round are O(N): one join SET, one assign SET + WAIT + GET, one end SET that wakes
+ * N WAITs and N GETs. Nobody compare-and-swaps a shared blob; each node's state lives in its own
+ * keys and only the coordinator reads them (for free, in-process). An agent never names a round
+ * when it joins: the coordinator puts the join into the round that is open, or keeps it waiting.
+ *
+ * Round life (all decisions made by the coordinator, all results pushed):
+ *  - Open: joins are counted. The round closes when MAX nodes have joined; or, once at least MIN
+ *    have joined, when every node it expects has joined (the live members of the previous round
+ *    plus nodes that were waiting, or the names given in `expected`); or when last_call_timeout
+ *    has passed since MIN was reached. So MIN==MAX and every restart of an unchanged job close the
+ *    moment the last node joins; only MIN<MAX round 0 ever waits for the last call.
+ *    join_timeout after the round opened with fewer than MIN: every joined agent gets a
+ *    "timeout" assignment naming who is missing.
+ *  - Close: node ranks are given out (rule below), the workers' keys of the previous attempt are
+ *    deleted (every key outside "podrun/"), and each joined agent's assign key is set.
+ *  - Running: agents WAIT on P r/<R>/end. The first failure of round R — a fail record, a leave,
+ *    a closed ops connection of a node that is not done, or a node silent for
+ *    keep_alive_interval x keep_alive_max_attempt — makes the coordinator set P r/<R>/end at once
+ *    with the decision; round R+1 opens in the same step. The decision is set once, so every agent
+ *    prints the same root cause. Action: restart while restarts are left, else exit. In an elastic
+ *    job (MIN<MAX) a node leaving, lost or joining is a membership change: it restarts without
+ *    using up a restart. A node joining a running round with room for it (elastic, fewer than
+ *    MAX) stops the round for that reason; without room it waits for the next round.
+ *  - Every member done: P r/<R>/end = finished; waiting agents get a "finished" assignment.
+ *  - Exit: the host's agent stays up until every other agent has closed its connections, bounded
+ *    by close_timeout, so nobody sees a reset at the end.
+ *
+ * Node ranks: a node's want_rank (--node-rank) is honoured when it is below the number of nodes
+ * in the round; a want_rank that another joined node already holds is rejected. The remaining
+ * slots go to the other nodes in the order (name natural-sorted so worker-2 < worker-10, addr,
+ * id): deterministic and stable across restarts for the same set of nodes. Global ranks are
+ * contiguous per node in node-rank order: rank_base = sum of nproc of the lower node ranks.
+ *
+ * Liveness: the coordinator notices a dead agent from its closed connection immediately, and a
+ * silent node by heartbeats; an agent notices a lost store host from its connection, or from a
+ * heartbeat reply missing for keep_alive_interval x keep_alive_max_attempt.
+ *
+ * Values are "key=value\n" lines; in values '\\' and newline are escaped as "\\\\" and "\\n".
+ * Every field has a bounded length (see the RDZV_*_MAX below); longer text is cut.
+ */
+#ifndef PODRUN_RDZV_RENDEZVOUS_H
+#define PODRUN_RDZV_RENDEZVOUS_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#define RDZV_NAME_MAX 128    /* node names, addresses, hosts (with the NUL) */
+#define RDZV_REASON_MAX 128
+#define RDZV_MESSAGE_MAX 512
+#define RDZV_MAX_FAILURES 16 /* failure records carried by one decision */
+#define RDZV_LINE_MAX 1024   /* progress lines */
+
+/* Errors passed to the lost() callback. */
+#define RDZV_EJOINTIMEOUT (-110) /* the round did not fill, or the store was unreachable, in time */
+#define RDZV_ESTORELOST (-104)   /* the connection to the store host was lost */
+#define RDZV_ESTORESILENT (-113) /* the store host stopped answering heartbeats */
+#define RDZV_EREJECTED (-22)     /* the coordinator refused this node (e.g. a taken node rank) */
+#define RDZV_EENDED (-108)       /* the job had already ended when this node joined */
+
+typedef struct rdzv_params {
+    const char *run_id;        /* job id; keys live under "podrun/<run_id>/" */
+    const char *endpoint_host; /* where the store is (c10d endpoint or static master addr) */
+    uint16_t endpoint_port;
+    int is_host;               /* 1: this agent starts the store and the coordinator */
+    int min_nodes, max_nodes;
+    int want_rank;             /* --node-rank, or -1 */
+    int max_restarts;
+    double join_timeout;       /* seconds; defaults (when <= 0): 600 */
+    double last_call_timeout;  /* 30 */
+    double close_timeout;      /* 30 */
+    double keep_alive_interval; /* 1 */
+    int keep_alive_max_attempt; /* 3 */
+    double progress_interval;  /* 5: how often a waiting agent reports progress */
+    const char *local_addr;    /* address to advertise; the host also binds it (NULL: all) */
+    const char *expected;      /* optional comma-separated names of the nodes expected, used by
+                                  the host to name missing nodes and to close round 0 early */
+} rdzv_params_t;
+
+/* Fills the defaults above (strings NULL, want_rank -1, min = max = 1). */
+void rdzv_params_default(rdzv_params_t *p);
+
+typedef struct rdzv_node_desc {
+    const char *name;  /* hostname or PODRUN_NODE_NAME */
+    const char *addr;  /* address peers reach this node at (local_addr, else name) */
+    int nproc;         /* workers on this node */
+} rdzv_node_desc_t;
+
+typedef struct rdzv_assignment {
+    int round;
+    int node_rank, nnodes;     /* GROUP_RANK, GROUP_WORLD_SIZE */
+    int rank_base, world_size; /* RANK = rank_base + local rank; WORLD_SIZE */
+    int restart_count;         /* TORCHELASTIC_RESTART_COUNT */
+    const char *store_host;    /* MASTER_ADDR: the job store (valid during the callback) */
+    uint16_t store_port;       /* MASTER_PORT */
+} rdzv_assignment_t;
+
+typedef struct rdzv_failure {
+    char host[RDZV_NAME_MAX];       /* address of the node */
+    char node_name[RDZV_NAME_MAX];
+    int node_rank, rank, local_rank; /* rank/local_rank -1 for a node-level failure */
+    int exit_code;                  /* or -1 */
+    int signo;                      /* or 0 */
+    double time;                    /* epoch seconds */
+    char reason[RDZV_REASON_MAX];   /* "exited with code 1", "agent lost: connection closed",
+                                       "node silent for 3 s", "agent left: SIGTERM", ... */
+    char message[RDZV_MESSAGE_MAX]; /* root-cause text from the worker's error file, cut */
+} rdzv_failure_t;
+
+/* Fills a failure with "unknown" values: ranks -1, exit_code -1, signo 0, empty strings. */
+void rdzv_failure_init(rdzv_failure_t *f);
+
+enum { RDZV_RESTART = 1, RDZV_EXIT = 2 };
+
+typedef struct rdzv_decision {
+    int action;                /* RDZV_RESTART | RDZV_EXIT */
+    int round;                 /* the round that stopped */
+    int n;                     /* failure records; 0 for a membership change */
+    rdzv_failure_t *failures;  /* sorted by time: [0] is the root cause (valid during callback) */
+    int own;                   /* index of this node's first record in failures, or -1 */
+    int next_round;
+    int restart_counted;       /* 1 if this stop used up one of max_restarts */
+    int restart_count;         /* restarts used so far, this one included */
+    char reason[RDZV_REASON_MAX]; /* one line: why the job stopped */
+} rdzv_decision_t;
+
+typedef struct rdzv_callbacks {
+    void (*assigned)(void *arg, const rdzv_assignment_t *a); /* start the workers */
+    void (*stopped)(void *arg, const rdzv_decision_t *d);    /* stop the workers now; then
+                                                                 rejoin (RESTART) or exit (EXIT) */
+    void (*finished)(void *arg);                              /* every node is done: exit 0 */
+    void (*lost)(void *arg, int err, const char *why);        /* this node is out of the job */
+    void (*progress)(void *arg, const char *line);            /* a line for the log */
+} rdzv_callbacks_t;
+
+typedef struct rdzv_agent rdzv_agent_t;
+
+/* Starts the agent on `loop`: the host also binds the store at (local_addr or all
+ * addresses):endpoint_port now, so a bind error is returned here. Then both connections are made
+ * (retried until join_timeout), the node joins, and callbacks follow. Strings are copied. */
+int rdzv_agent_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_desc_t *self,
+                     const rdzv_callbacks_t *cb, void *arg, rdzv_agent_t **out);
+/* The first failure of a local worker in the current round (later ones may follow). */
+int rdzv_agent_report_failure(rdzv_agent_t *a, const rdzv_failure_t *f);
+/* Every local worker of the current round exited 0. */
+int rdzv_agent_report_done(rdzv_agent_t *a);
+/* Tells the job this node is going away; `sent` runs once the message is on the wire (or at once
+ * from the loop if there is no connection to send it on). */
+int rdzv_agent_leave(rdzv_agent_t *a, const char *reason, void (*sent)(void *), void *arg);
+/* After stopped() with RDZV_RESTART, once the local workers are gone: join the next round. */
+int rdzv_agent_rejoin(rdzv_agent_t *a);
+/* Closes the agent. The host first waits (at most close_timeout) until every other agent has
+ * disconnected, then closes the store. `closed` runs when everything is freed. */
+void rdzv_agent_close(rdzv_agent_t *a, void (*closed)(void *), void *arg);
+
+/* The port the store listens on (host), or the endpoint port. */
+uint16_t rdzv_agent_store_port(const rdzv_agent_t *a);
+/* This agent's id (16 hex digits). */
+const char *rdzv_agent_id(const rdzv_agent_t *a);
+
+/* c10d host rule without any lookup: 1 when `endpoint_host` is `local_addr`, or (no local_addr)
+ * when it is this machine's hostname (short or full), "localhost" or a loopback address. */
+int rdzv_endpoint_is_local(const char *endpoint_host, const char *local_addr);
+
+#endif

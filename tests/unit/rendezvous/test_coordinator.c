@@ -1,0 +1,801 @@
+/* tests/unit/rendezvous/test_coordinator.c — the coordinator state machine and its codecs, driven
+ * with explicit times and inspected through its actions. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../check.h"
+#include "rdzv/coordinator.h"
+
+/* ---- a tiny model of the store and the loop around the coordinator ---- */
+
+#define MAXKV 4096
+static struct {
+    char *key[MAXKV], *val[MAXKV];
+    int n;
+    double timer[COORD_T_COUNT];
+    char logs[64][RDZV_LINE_MAX];
+    int nlogs;
+    int deletes, closed;
+    int set_before_delete; /* an assign key set before the workers' keys were deleted */
+} W;
+
+static double now = 1000.0;
+
+static void w_reset(void)
+{
+    for (int i = 0; i < W.n; i++) {
+        free(W.key[i]);
+        free(W.val[i]);
+    }
+    memset(&W, 0, sizeof W);
+    for (int i = 0; i < COORD_T_COUNT; i++)
+        W.timer[i] = -1;
+    now = 1000.0;
+}
+
+static const char *w_get(const char *key)
+{
+    for (int i = 0; i < W.n; i++)
+        if (strcmp(W.key[i], key) == 0)
+            return W.val[i];
+    return NULL;
+}
+
+static void w_set(const char *key, const char *val)
+{
+    for (int i = 0; i < W.n; i++)
+        if (strcmp(W.key[i], key) == 0) {
+            free(W.val[i]);
+            W.val[i] = strdup(val);
+            return;
+        }
+    if (W.n < MAXKV) {
+        W.key[W.n] = strdup(key);
+        W.val[W.n++] = strdup(val);
+    }
+}
+
+static void drain(coord_t *c)
+{
+    coord_action_t a;
+    while (coord_next_action(c, &a)) {
+        switch (a.kind) {
+        case COORD_SET:
+            w_set(a.key, a.val);
+            break;
+        case COORD_TIMER:
+            W.timer[a.timer] = a.at;
+            break;
+        case COORD_LOG:
+            snprintf(W.logs[W.nlogs % 64], RDZV_LINE_MAX, "%s", a.val);
+            W.nlogs++;
+            break;
+        case COORD_DELETE_WORKERS:
+            CHECK_EQ_STR(a.key, "podrun/");
+            W.deletes++;
+            break;
+        case COORD_CLOSED:
+            W.closed++;
+            break;
+        }
+    }
+}
+
+/* Fires every timer due at `now`, in timer order, until none is due. */
+static void run_timers(coord_t *c)
+{
+    for (int guard = 0; guard < 100; guard++) {
+        int fired = 0;
+        for (int t = 0; t < COORD_T_COUNT; t++)
+            if (W.timer[t] >= 0 && W.timer[t] <= now + 1e-9) {
+                W.timer[t] = -1;
+                coord_on_timer(c, t, now);
+                drain(c);
+                fired = 1;
+            }
+        if (!fired)
+            return;
+    }
+}
+
+static void advance(coord_t *c, double dt)
+{
+    now += dt;
+    run_timers(c);
+}
+
+static coord_t *mk(int min, int max, int restarts, const char *expected)
+{
+    w_reset();
+    coord_params_t p = {
+        .run_id = "job1",
+        .min_nodes = min,
+        .max_nodes = max,
+        .max_restarts = restarts,
+        .join_timeout = 600,
+        .last_call_timeout = 30,
+        .close_timeout = 30,
+        .keep_alive_interval = 1,
+        .keep_alive_max_attempt = 3,
+        .progress_interval = 5,
+        .store_host = "store.example",
+        .store_port = 29400,
+        .expected = expected,
+    };
+    coord_t *c = coord_new(&p, now);
+    drain(c);
+    return c;
+}
+
+/* node i: conn i+1, id 00000000000000<i+1 in hex> */
+static void idkey(char *out, size_t cap, int i, const char *what, int num)
+{
+    if (num >= 0)
+        snprintf(out, cap, "podrun/job1/n/%016x/%s/%d", i + 1, what, num);
+    else
+        snprintf(out, cap, "podrun/job1/n/%016x/%s", i + 1, what);
+}
+
+static void wr(coord_t *c, int i, const char *what, int num, const char *val)
+{
+    char key[128];
+    idkey(key, sizeof key, i, what, num);
+    coord_on_write(c, (uint64_t)(i + 1), key, strlen(key), val, strlen(val), now);
+    drain(c);
+}
+
+static void join(coord_t *c, int i, const char *name, int nproc, int want, int k)
+{
+    rdzv_desc_rec_t d = {0};
+    char val[1024];
+    snprintf(d.name, sizeof d.name, "%s", name);
+    snprintf(d.addr, sizeof d.addr, "10.0.0.%d", i + 1);
+    snprintf(d.host, sizeof d.host, "%s", name);
+    d.nproc = nproc;
+    d.want_rank = want;
+    d.pid = 100 + i;
+    CHECK(rdzv_desc_encode(&d, val, sizeof val) > 0);
+    wr(c, i, "join", k, val);
+}
+
+static void hb(coord_t *c, int i)
+{
+    wr(c, i, "hb", -1, "1");
+}
+
+static void fail(coord_t *c, int i, int round, int rank, double t, const char *reason)
+{
+    rdzv_failure_t f;
+    char val[2048];
+    rdzv_failure_init(&f);
+    f.rank = rank;
+    f.local_rank = 0;
+    f.exit_code = 1;
+    f.time = t;
+    snprintf(f.reason, sizeof f.reason, "%s", reason);
+    snprintf(f.message, sizeof f.message, "ValueError: bad\nline two");
+    CHECK(rdzv_failure_encode(&f, val, sizeof val) > 0);
+    wr(c, i, "fail", round, val);
+}
+
+static void conn_close(coord_t *c, int i)
+{
+    coord_on_close(c, (uint64_t)(i + 1), now);
+    drain(c);
+}
+
+/* The assignment of node i's k-th join; returns 1 if assigned, 0 if not yet, -1 if an error
+ * (kind in err). */
+static int assigned(int i, int k, rdzv_assignment_t *a, char *err, size_t ecap, char *text,
+                    size_t tcap)
+{
+    char key[128], host[RDZV_NAME_MAX], e[32], t[RDZV_LINE_MAX];
+    idkey(key, sizeof key, i, "assign", k);
+    const char *v = w_get(key);
+    if (!v)
+        return 0;
+    if (!err) {
+        err = e;
+        ecap = sizeof e;
+    }
+    if (!text) {
+        text = t;
+        tcap = sizeof t;
+    }
+    CHECK_EQ_INT(rdzv_assign_decode(v, strlen(v), a, host, sizeof host, err, ecap, text, tcap),
+                 0);
+    return err[0] ? -1 : 1;
+}
+
+static int node_rank_of(int i, int k)
+{
+    rdzv_assignment_t a;
+    return assigned(i, k, &a, NULL, 0, NULL, 0) == 1 ? a.node_rank : -1;
+}
+
+/* Decodes P r/<round>/end: 1 finished, 0 decision, -1 absent. */
+static int end_of(int round, rdzv_decision_t *d, rdzv_failure_t *f)
+{
+    char key[64];
+    snprintf(key, sizeof key, "podrun/job1/r/%d/end", round);
+    const char *v = w_get(key);
+    if (!v)
+        return -1;
+    return rdzv_end_decode(v, strlen(v), d, f);
+}
+
+static int logs_contain(const char *s)
+{
+    for (int i = 0; i < W.nlogs && i < 64; i++)
+        if (strstr(W.logs[i], s))
+            return 1;
+    return 0;
+}
+
+/* Starts a fixed-size job of n nodes named worker-<i>, nproc 1, all joined and assigned. */
+static coord_t *running(int n, int restarts)
+{
+    coord_t *c = mk(n, n, restarts, NULL);
+    char name[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "worker-%d", i);
+        join(c, i, name, 1, -1, 0);
+    }
+    return c;
+}
+
+/* ---- tests ---- */
+
+static void test_kv_codec(void)
+{
+    char buf[256], out[64];
+    kvbuf_t b;
+    kv_init(&b, buf, sizeof buf);
+    kv_add(&b, "a", "x\ny\\z", 0);
+    kv_add_int(&b, "n", -42);
+    kv_add(&b, "ab", "second", 0);
+    CHECK(!b.overflow);
+    CHECK_EQ_INT(kv_get(buf, b.len, "a", out, sizeof out), 5);
+    CHECK_EQ_STR(out, "x\ny\\z");
+    CHECK_EQ_INT(kv_get_int(buf, b.len, "n", 0), -42);
+    CHECK_EQ_INT(kv_get(buf, b.len, "ab", out, sizeof out), 6); /* not confused with "a" */
+    CHECK_EQ_STR(out, "second");
+    CHECK_EQ_INT(kv_get(buf, b.len, "missing", out, sizeof out), -1);
+    CHECK_EQ_INT(kv_get_int(buf, b.len, "a", 7), 7); /* not a number */
+    /* a cut never splits a UTF-8 sequence; a line that does not fit is dropped whole */
+    kv_init(&b, buf, sizeof buf);
+    kv_add(&b, "m", "ab\xc3\xa9z", 3);
+    kv_get(buf, b.len, "m", out, sizeof out);
+    CHECK_EQ_STR(out, "ab");
+    char small[8];
+    kv_init(&b, small, sizeof small);
+    kv_add(&b, "k", "0123456789", 0);
+    CHECK(b.overflow);
+    CHECK_EQ_INT(b.len, 0);
+    /* an output buffer that is too small truncates but reports the full length */
+    kv_init(&b, buf, sizeof buf);
+    kv_add(&b, "k", "0123456789", 0);
+    char tiny[4];
+    CHECK_EQ_INT(kv_get(buf, b.len, "k", tiny, sizeof tiny), 10);
+    CHECK_EQ_STR(tiny, "012");
+}
+
+static void test_records_roundtrip(void)
+{
+    rdzv_failure_t f[RDZV_MAX_FAILURES], g[RDZV_MAX_FAILURES];
+    rdzv_decision_t d = {0}, e;
+    char buf[32768];
+    for (int i = 0; i < 3; i++) {
+        rdzv_failure_init(&f[i]);
+        snprintf(f[i].host, sizeof f[i].host, "10.0.0.%d", i);
+        snprintf(f[i].node_name, sizeof f[i].node_name, "worker-%d", i);
+        f[i].node_rank = i;
+        f[i].rank = 2 * i;
+        f[i].signo = i == 1 ? 11 : 0;
+        f[i].exit_code = i == 1 ? -1 : 3;
+        f[i].time = 1700000000.25 + i;
+        snprintf(f[i].reason, sizeof f[i].reason, "exited with code 3");
+        snprintf(f[i].message, sizeof f[i].message, "Traceback:\n  line=1\\");
+    }
+    d.action = RDZV_EXIT;
+    d.round = 4;
+    d.next_round = 5;
+    d.n = 3;
+    d.failures = f;
+    d.restart_count = 2;
+    snprintf(d.reason, sizeof d.reason, "rank 0 on worker-0 exited with code 3");
+    int len = rdzv_end_encode(&d, buf, sizeof buf);
+    CHECK(len > 0);
+    CHECK_EQ_INT(rdzv_end_decode(buf, (size_t)len, &e, g), 0);
+    CHECK_EQ_INT(e.action, RDZV_EXIT);
+    CHECK_EQ_INT(e.round, 4);
+    CHECK_EQ_INT(e.n, 3);
+    CHECK_EQ_INT(e.own, -1);
+    CHECK_EQ_INT(e.restart_count, 2);
+    CHECK_EQ_STR(e.reason, d.reason);
+    CHECK_EQ_STR(g[1].node_name, "worker-1");
+    CHECK_EQ_INT(g[1].signo, 11);
+    CHECK_EQ_INT(g[1].exit_code, -1);
+    CHECK_EQ_INT(g[2].rank, 4);
+    CHECK_EQ_STR(g[2].message, "Traceback:\n  line=1\\");
+    CHECK(g[2].time > 1700000002.2 && g[2].time < 1700000002.3);
+    len = rdzv_end_encode(NULL, buf, sizeof buf);
+    CHECK_EQ_INT(rdzv_end_decode(buf, (size_t)len, &e, g), 1);
+    CHECK_EQ_INT(rdzv_end_decode("garbage", 7, &e, g), -EINVAL);
+
+    rdzv_assignment_t a = {.round = 1, .node_rank = 2, .nnodes = 3, .rank_base = 4,
+                           .world_size = 9, .restart_count = 1, .store_host = "h",
+                           .store_port = 29400};
+    rdzv_assignment_t b;
+    char host[64], err[32], text[256];
+    len = rdzv_assign_encode(&a, buf, sizeof buf);
+    CHECK_EQ_INT(rdzv_assign_decode(buf, (size_t)len, &b, host, sizeof host, err, sizeof err,
+                                    text, sizeof text),
+                 0);
+    CHECK_EQ_STR(err, "");
+    CHECK_EQ_INT(b.node_rank, 2);
+    CHECK_EQ_INT(b.rank_base, 4);
+    CHECK_EQ_STR(b.store_host, "h");
+    CHECK_EQ_INT(b.store_port, 29400);
+    /* inconsistent numbers are refused */
+    CHECK_EQ_INT(rdzv_assign_decode("round=0\nnode_rank=5\nnnodes=2\n", 28, &b, host,
+                                    sizeof host, err, sizeof err, text, sizeof text),
+                 -EINVAL);
+    rdzv_desc_rec_t dd;
+    CHECK_EQ_INT(rdzv_desc_decode("nproc=1\n", 8, &dd), -EINVAL); /* no name */
+    CHECK_EQ_INT(rdzv_desc_decode("name=x\nnproc=-3\n", 16, &dd), -EINVAL);
+}
+
+static void test_natural_sort(void)
+{
+    CHECK(rdzv_natural_cmp("worker-2", "worker-10") < 0);
+    CHECK(rdzv_natural_cmp("worker-10", "worker-9") > 0);
+    CHECK(rdzv_natural_cmp("a", "a") == 0);
+    CHECK(rdzv_natural_cmp("node007", "node7") == 0);
+    CHECK(rdzv_natural_cmp("a1b2", "a1b10") < 0);
+    CHECK(rdzv_natural_cmp("abc", "abcd") < 0);
+    CHECK(rdzv_natural_cmp("w-1-2", "w-1-10") < 0);
+    char s[32];
+    rdzv_format_duration(590, s, sizeof s);
+    CHECK_EQ_STR(s, "9m50s");
+    rdzv_format_duration(4.2, s, sizeof s);
+    CHECK_EQ_STR(s, "5s");
+    rdzv_format_duration(3720, s, sizeof s);
+    CHECK_EQ_STR(s, "1h02m");
+}
+
+static void test_join_fixed_closes_at_max(void)
+{
+    coord_t *c = mk(3, 3, 0, NULL);
+    join(c, 0, "worker-10", 1, -1, 0);
+    join(c, 1, "worker-2", 1, -1, 0);
+    CHECK_EQ_INT(node_rank_of(0, 0), -1); /* not yet */
+    CHECK(W.timer[COORD_T_LAST_CALL] < 0);
+    join(c, 2, "worker-1", 1, -1, 0);
+    /* closed the moment the last one joined, ranks in natural order */
+    CHECK_EQ_INT(node_rank_of(2, 0), 0);
+    CHECK_EQ_INT(node_rank_of(1, 0), 1);
+    CHECK_EQ_INT(node_rank_of(0, 0), 2);
+    CHECK_EQ_INT(W.deletes, 1);
+    rdzv_assignment_t a;
+    assigned(0, 0, &a, NULL, 0, NULL, 0);
+    CHECK_EQ_INT(a.nnodes, 3);
+    CHECK_EQ_INT(a.world_size, 3);
+    CHECK_EQ_INT(a.restart_count, 0);
+    CHECK_EQ_INT(a.store_port, 29400);
+    CHECK(W.timer[COORD_T_JOIN] < 0 && W.timer[COORD_T_PROGRESS] < 0);
+    coord_info_t info;
+    coord_info(c, &info);
+    CHECK_EQ_INT(info.phase, COORD_RUNNING);
+    CHECK_EQ_INT(info.members, 3);
+    coord_free(c);
+}
+
+static void test_last_call_min_max(void)
+{
+    coord_t *c = mk(2, 4, 0, NULL);
+    join(c, 0, "a", 1, -1, 0);
+    CHECK(W.timer[COORD_T_LAST_CALL] < 0);
+    join(c, 1, "b", 1, -1, 0);
+    CHECK(W.timer[COORD_T_LAST_CALL] > 1029.9 && W.timer[COORD_T_LAST_CALL] < 1030.1);
+    advance(c, 10);
+    join(c, 2, "c", 1, -1, 0);
+    CHECK_EQ_INT(node_rank_of(0, 0), -1);
+    advance(c, 19);
+    CHECK_EQ_INT(node_rank_of(0, 0), -1);
+    advance(c, 1.5);
+    CHECK_EQ_INT(node_rank_of(0, 0), 0);
+    CHECK_EQ_INT(node_rank_of(2, 0), 2);
+    rdzv_assignment_t a;
+    assigned(1, 0, &a, NULL, 0, NULL, 0);
+    CHECK_EQ_INT(a.nnodes, 3);
+    coord_free(c);
+
+    /* a joined node dropping out below MIN cancels the last call */
+    c = mk(2, 4, 0, NULL);
+    join(c, 0, "a", 1, -1, 0);
+    join(c, 1, "b", 1, -1, 0);
+    CHECK(W.timer[COORD_T_LAST_CALL] > 0);
+    conn_close(c, 1);
+    CHECK(W.timer[COORD_T_LAST_CALL] < 0);
+    coord_free(c);
+}
+
+static void test_max_reached_elastic(void)
+{
+    coord_t *c = mk(2, 3, 0, NULL);
+    join(c, 0, "a", 1, -1, 0);
+    join(c, 1, "b", 1, -1, 0);
+    join(c, 2, "c", 1, -1, 0);
+    CHECK_EQ_INT(node_rank_of(1, 0), 1); /* no last call needed at MAX */
+    CHECK(W.timer[COORD_T_LAST_CALL] < 0);
+    coord_free(c);
+}
+
+static void test_expected_names_close_early(void)
+{
+    coord_t *c = mk(2, 8, 0, "n-1, n-2,n-3");
+    join(c, 0, "n-3", 1, -1, 0);
+    join(c, 1, "n-1", 1, -1, 0);
+    CHECK_EQ_INT(node_rank_of(0, 0), -1);
+    advance(c, 5); /* progress names the one missing */
+    CHECK(logs_contain("2/3 nodes joined (min 2), waiting for n-2"));
+    join(c, 2, "n-2", 1, -1, 0);
+    CHECK_EQ_INT(node_rank_of(0, 0), 2);
+    coord_free(c);
+}
+
+static void test_given_ranks(void)
+{
+    coord_t *c = mk(3, 3, 0, NULL);
+    join(c, 0, "z", 1, 2, 0);
+    join(c, 1, "y", 1, 0, 0);
+    join(c, 3, "dup", 1, 0, 0); /* rank 0 taken */
+    join(c, 4, "far", 1, 7, 0); /* out of range */
+    char err[32], text[RDZV_LINE_MAX];
+    rdzv_assignment_t a;
+    CHECK_EQ_INT(assigned(3, 0, &a, err, sizeof err, text, sizeof text), -1);
+    CHECK_EQ_STR(err, "rejected");
+    CHECK(strstr(text, "node rank 0") && strstr(text, "already taken by y"));
+    CHECK_EQ_INT(assigned(4, 0, &a, err, sizeof err, text, sizeof text), -1);
+    CHECK(strstr(text, "out of range"));
+    join(c, 2, "x", 1, 1, 0);
+    CHECK_EQ_INT(node_rank_of(0, 0), 2);
+    CHECK_EQ_INT(node_rank_of(1, 0), 0);
+    CHECK_EQ_INT(node_rank_of(2, 0), 1);
+    coord_free(c);
+}
+
+static void test_mixed_nproc(void)
+{
+    coord_t *c = mk(3, 3, 0, NULL);
+    join(c, 0, "n-1", 4, -1, 0);
+    join(c, 1, "n-3", 1, -1, 0);
+    join(c, 2, "n-2", 2, -1, 0);
+    rdzv_assignment_t a[3];
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(assigned(i, 0, &a[i], NULL, 0, NULL, 0), 1);
+    CHECK_EQ_INT(a[0].rank_base, 0);
+    CHECK_EQ_INT(a[2].rank_base, 4);
+    CHECK_EQ_INT(a[1].rank_base, 6);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(a[i].world_size, 7);
+    coord_free(c);
+}
+
+static void test_join_timeout_names_missing(void)
+{
+    coord_t *c = mk(4, 4, 0, NULL);
+    join(c, 0, "w0", 1, 0, 0);
+    join(c, 1, "w2", 1, 2, 0);
+    advance(c, 5);
+    CHECK(logs_contain("rendezvous 'job1' round 0: 2/4 nodes joined, waiting for node rank 1, "
+                       "node rank 3 (joined so far: w0, w2; 9m55s left)"));
+    char st[RDZV_LINE_MAX];
+    const char *v = w_get("podrun/job1/status");
+    CHECK(v && strstr(v, "2/4 nodes joined"));
+    advance(c, 595);
+    rdzv_assignment_t a;
+    char err[32], text[RDZV_LINE_MAX];
+    CHECK_EQ_INT(assigned(0, 0, &a, err, sizeof err, text, sizeof text), -1);
+    CHECK_EQ_STR(err, "timeout");
+    snprintf(st, sizeof st, "%s", text);
+    CHECK(strstr(st, "timed out after 10m00s: 2/4 nodes joined, missing node rank 1, node rank 3"));
+    CHECK_EQ_INT(assigned(1, 0, &a, err, sizeof err, text, sizeof text), -1);
+    /* a late node hears the same */
+    join(c, 2, "w1", 1, 1, 0);
+    CHECK_EQ_INT(assigned(2, 0, &a, err, sizeof err, text, sizeof text), -1);
+    CHECK_EQ_STR(err, "timeout");
+    coord_free(c);
+
+    /* without ranks or names: counts */
+    c = mk(3, 3, 0, NULL);
+    join(c, 0, "a", 1, -1, 0);
+    advance(c, 5);
+    CHECK(logs_contain("1/3 nodes joined, waiting for 2 more nodes (joined so far: a;"));
+    coord_free(c);
+}
+
+static void test_failure_root_cause(void)
+{
+    coord_t *c = running(4, 1);
+    /* two reports in the same pass of the loop: the earlier failure is the root cause */
+    fail(c, 2, 0, 2, 2000.50, "exited with code 1");
+    fail(c, 1, 0, 1, 2000.25, "exited with code 7");
+    CHECK_EQ_INT(end_of(0, NULL, NULL) , -1); /* decided on the next pass */
+    rdzv_decision_t d;
+    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_RESTART);
+    CHECK_EQ_INT(d.n, 2);
+    CHECK_EQ_STR(f[0].node_name, "worker-1");
+    CHECK_EQ_INT(f[0].rank, 1);
+    CHECK_EQ_INT(f[0].node_rank, 1);
+    CHECK_EQ_STR(f[0].host, "10.0.0.2");
+    CHECK_EQ_STR(f[0].message, "ValueError: bad\nline two");
+    CHECK_EQ_STR(f[1].node_name, "worker-2");
+    CHECK_EQ_STR(d.reason, "rank 1 on worker-1 exited with code 7");
+    CHECK_EQ_INT(d.restart_counted, 1);
+    CHECK_EQ_INT(d.next_round, 1);
+    /* set once: a later report does not change what everyone read */
+    char before[4096];
+    snprintf(before, sizeof before, "%s", w_get("podrun/job1/r/0/end"));
+    fail(c, 3, 0, 3, 1999.0, "exited with code 9");
+    CHECK_EQ_STR(w_get("podrun/job1/r/0/end"), before);
+    coord_free(c);
+}
+
+static void rejoin_all(coord_t *c, int n, int k)
+{
+    char name[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "worker-%d", i);
+        join(c, i, name, 1, -1, k);
+    }
+}
+
+static void test_restart_counting(void)
+{
+    coord_t *c = running(3, 1);
+    rdzv_decision_t d;
+    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    fail(c, 0, 0, 0, now, "exited with code 1");
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_RESTART);
+    CHECK_EQ_INT(d.restart_count, 1);
+    int deletes = W.deletes;
+    /* everyone rejoins: round 1 closes at once, fresh worker namespace, count 1 */
+    join(c, 0, "worker-0", 1, -1, 1);
+    join(c, 1, "worker-1", 1, -1, 1);
+    CHECK_EQ_INT(node_rank_of(0, 1), -1);
+    join(c, 2, "worker-2", 1, -1, 1);
+    rdzv_assignment_t a;
+    CHECK_EQ_INT(assigned(2, 1, &a, NULL, 0, NULL, 0), 1);
+    CHECK_EQ_INT(a.round, 1);
+    CHECK_EQ_INT(a.restart_count, 1);
+    CHECK_EQ_INT(a.node_rank, 2); /* stable across restarts */
+    CHECK_EQ_INT(W.deletes, deletes + 1);
+    CHECK(W.timer[COORD_T_LAST_CALL] < 0);
+    /* second failure: restarts used up → exit */
+    fail(c, 1, 1, 1, now, "exited with code 2");
+    run_timers(c);
+    CHECK_EQ_INT(end_of(1, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_EXIT);
+    CHECK_EQ_INT(d.restart_counted, 0);
+    /* nobody can join an ended job */
+    join(c, 5, "late", 1, -1, 0);
+    char err[32];
+    CHECK_EQ_INT(assigned(5, 0, &a, err, sizeof err, NULL, 0), -1);
+    CHECK_EQ_STR(err, "ended");
+    coord_free(c);
+}
+
+static void test_membership_change_not_counted(void)
+{
+    coord_t *c = mk(2, 4, 0, NULL);
+    rejoin_all(c, 3, 0);
+    advance(c, 30);
+    CHECK_EQ_INT(node_rank_of(0, 0), 0);
+    /* a node leaves (SIGTERM): restart, not counted, even with max_restarts 0 */
+    wr(c, 2, "leave", -1, "SIGTERM");
+    run_timers(c);
+    rdzv_decision_t d;
+    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    CHECK_EQ_INT(end_of(0, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_RESTART);
+    CHECK_EQ_INT(d.restart_counted, 0);
+    CHECK_EQ_INT(d.restart_count, 0);
+    CHECK_EQ_STR(f[0].reason, "agent left: SIGTERM");
+    /* the two survivors rejoin: round 1 closes without a last call */
+    rejoin_all(c, 2, 1);
+    rdzv_assignment_t a;
+    CHECK_EQ_INT(assigned(1, 1, &a, NULL, 0, NULL, 0), 1);
+    CHECK_EQ_INT(a.nnodes, 2);
+    CHECK_EQ_INT(a.restart_count, 0);
+    /* a new node joins the running elastic job: restart for it, not counted */
+    join(c, 3, "worker-3", 1, -1, 0);
+    run_timers(c);
+    CHECK_EQ_INT(end_of(1, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_RESTART);
+    CHECK_EQ_INT(d.n, 0);
+    CHECK(strstr(d.reason, "worker-3 joined"));
+    rejoin_all(c, 2, 2);
+    CHECK_EQ_INT(assigned(3, 0, &a, NULL, 0, NULL, 0), 1);
+    CHECK_EQ_INT(a.round, 2);
+    CHECK_EQ_INT(a.nnodes, 3);
+    CHECK_EQ_INT(a.node_rank, 2);
+    coord_free(c);
+}
+
+static void test_full_job_waits(void)
+{
+    coord_t *c = running(2, 1);
+    join(c, 5, "spare", 1, -1, 0);
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), -1); /* full: no restart for it */
+    CHECK(logs_contain("spare waits for the next round"));
+    conn_close(c, 1); /* a node dies: restart, the spare takes its place */
+    run_timers(c);
+    rdzv_decision_t d;
+    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    CHECK_EQ_INT(end_of(0, &d, f), 0);
+    CHECK_EQ_STR(f[0].reason, "agent lost: connection closed");
+    CHECK_EQ_INT(d.restart_counted, 1);
+    join(c, 0, "worker-0", 1, -1, 1);
+    rdzv_assignment_t a;
+    CHECK_EQ_INT(assigned(5, 0, &a, NULL, 0, NULL, 0), 1);
+    CHECK_EQ_INT(a.nnodes, 2);
+    coord_free(c);
+}
+
+static void test_heartbeat_loss(void)
+{
+    coord_t *c = running(3, 0);
+    for (int s = 0; s < 3; s++) {
+        hb(c, 0);
+        hb(c, 1);
+        advance(c, 1);
+    }
+    CHECK_EQ_INT(end_of(0, NULL, NULL), -1);
+    hb(c, 0);
+    hb(c, 1);
+    advance(c, 1); /* node 2 silent for 4 s now */
+    rdzv_decision_t d;
+    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    CHECK_EQ_INT(end_of(0, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_EXIT);
+    CHECK_EQ_STR(f[0].node_name, "worker-2");
+    CHECK_EQ_STR(f[0].reason, "node silent for 3 s");
+    coord_free(c);
+
+    /* a stalled loop (sweep 10 s late) is not everyone's silence */
+    c = running(2, 0);
+    now += 10;
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), -1);
+    coord_free(c);
+}
+
+static void test_conn_closed_without_done(void)
+{
+    coord_t *c = running(3, 0);
+    wr(c, 0, "done", 0, "1");
+    conn_close(c, 0); /* done, then gone: no failure */
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), -1);
+    conn_close(c, 1); /* not done: the job stops at once */
+    run_timers(c);
+    rdzv_decision_t d;
+    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    CHECK_EQ_INT(end_of(0, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_EXIT);
+    CHECK_EQ_STR(f[0].reason, "agent lost: connection closed");
+    CHECK_EQ_STR(f[0].node_name, "worker-1");
+    CHECK_EQ_INT(f[0].node_rank, 1);
+    CHECK_EQ_INT(f[0].rank, -1);
+    coord_free(c);
+}
+
+static void test_all_done_finished(void)
+{
+    coord_t *c = running(3, 0);
+    join(c, 7, "spare", 1, -1, 0);
+    wr(c, 0, "done", 0, "1");
+    wr(c, 1, "done", 0, "1");
+    wr(c, 1, "done", 0, "1"); /* a repeat counts once */
+    CHECK_EQ_INT(end_of(0, NULL, NULL), -1);
+    wr(c, 2, "done", 0, "1");
+    rdzv_decision_t d;
+    CHECK_EQ_INT(end_of(0, &d, NULL), 1);
+    rdzv_assignment_t a;
+    char err[32];
+    CHECK_EQ_INT(assigned(7, 0, &a, err, sizeof err, NULL, 0), -1);
+    CHECK_EQ_STR(err, "finished");
+    coord_info_t info;
+    coord_info(c, &info);
+    CHECK(info.finished);
+    coord_free(c);
+}
+
+static void test_shutdown_waits_for_agents(void)
+{
+    coord_t *c = running(3, 0);
+    for (int i = 0; i < 3; i++)
+        wr(c, i, "done", 0, "1");
+    coord_shutdown(c, now);
+    drain(c);
+    CHECK_EQ_INT(W.closed, 0);
+    conn_close(c, 0);
+    conn_close(c, 1);
+    CHECK_EQ_INT(W.closed, 0);
+    conn_close(c, 2);
+    CHECK_EQ_INT(W.closed, 1);
+    coord_free(c);
+
+    /* bounded by close_timeout */
+    c = running(2, 0);
+    coord_shutdown(c, now);
+    drain(c);
+    advance(c, 29);
+    CHECK_EQ_INT(W.closed, 0);
+    advance(c, 2);
+    CHECK_EQ_INT(W.closed, 1);
+    CHECK(logs_contain("still connected: worker-0, worker-1"));
+    coord_free(c);
+}
+
+static void test_bad_input_ignored(void)
+{
+    coord_t *c = mk(2, 2, 0, NULL);
+    const char *keys[] = {"podrun/job1/n/zz/join/0", "podrun/job1/n/0000000000000001",
+                          "podrun/job1/n/0000000000000001/join/x", "podrun/other/n/1/join/0",
+                          "podrun/job1/n/0000000000000000/join/0"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        coord_on_write(c, 9, keys[i], strlen(keys[i]), "name=a\n", 7, now);
+        drain(c);
+    }
+    /* an unreadable descriptor is answered, not crashed on */
+    wr(c, 0, "join", 0, "garbage");
+    rdzv_assignment_t a;
+    char err[32];
+    CHECK_EQ_INT(assigned(0, 0, &a, err, sizeof err, NULL, 0), -1);
+    CHECK_EQ_STR(err, "rejected");
+    /* someone else's id on another connection is ignored */
+    char key[128];
+    idkey(key, sizeof key, 0, "leave", -1);
+    coord_on_write(c, 77, key, strlen(key), "x", 1, now);
+    drain(c);
+    coord_info_t info;
+    coord_info(c, &info);
+    CHECK_EQ_INT(info.joined, 0);
+    coord_free(c);
+}
+
+int main(void)
+{
+    RUN(test_kv_codec);
+    RUN(test_records_roundtrip);
+    RUN(test_natural_sort);
+    RUN(test_join_fixed_closes_at_max);
+    RUN(test_last_call_min_max);
+    RUN(test_max_reached_elastic);
+    RUN(test_expected_names_close_early);
+    RUN(test_given_ranks);
+    RUN(test_mixed_nproc);
+    RUN(test_join_timeout_names_missing);
+    RUN(test_failure_root_cause);
+    RUN(test_restart_counting);
+    RUN(test_membership_change_not_counted);
+    RUN(test_full_job_waits);
+    RUN(test_heartbeat_loss);
+    RUN(test_conn_closed_without_done);
+    RUN(test_all_done_finished);
+    RUN(test_shutdown_waits_for_agents);
+    RUN(test_bad_input_ignored);
+    w_reset();
+    return check_result();
+}
