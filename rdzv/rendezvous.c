@@ -544,17 +544,9 @@ static void on_conn_lost(store_aclient_t *c, int status, void *arg)
 
 static void on_connected(store_aclient_t *c, int status, void *arg)
 {
+    /* not counted in `pending`: a client closed while connecting never calls back */
     rdzv_agent_t *a = arg;
     int is_ops = c == a->ops;
-    if (req_end(a)) {
-        if (status < 0) {
-            if (is_ops)
-                a->ops = NULL;
-            else if (c == a->watch)
-                a->watch = NULL;
-        }
-        return;
-    }
     if (status < 0) {
         if (is_ops)
             a->ops = NULL;
@@ -651,11 +643,10 @@ int rdzv_agent_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_de
     timer_init(a, &a->prog_timer);
     timer_init(a, &a->defer_timer);
     int ms = (int)(a->p.join_timeout * 1000);
-    int rc = req_begin(a, store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected,
-                                                a, &a->ops));
+    int rc = store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected, a, &a->ops);
     if (rc == 0)
-        rc = req_begin(a, store_aclient_connect(loop, a->connect_host, a->port, ms,
-                                                on_connected, a, &a->watch));
+        rc = store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected, a,
+                                   &a->watch);
     if (rc < 0) {
         *out = a;
         rdzv_agent_close(a, NULL, NULL);

@@ -1,0 +1,480 @@
+/* tests/unit/rendezvous/test_agents.c — rendezvous agents and the store-hosting agent in one
+ * libuv loop, over real TCP on loopback: a full round, a failure pushed to everyone, an in-place
+ * restart with a fresh worker namespace, a finish and a clean close; plus agent loss, host loss,
+ * leave, join timeout, and a host that starts after the others. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../check.h"
+#include "rdzv/aclient.h"
+#include "rdzv/rendezvous.h"
+
+#define NA 4
+
+typedef struct tagent {
+    int idx;
+    rdzv_agent_t *a;
+    int assigned, stopped, finished, lost, closed, left_sent, progress;
+    rdzv_assignment_t asg;
+    char store_host[128];
+    rdzv_decision_t dec;
+    rdzv_failure_t f0;
+    int lost_err;
+    char lost_why[RDZV_LINE_MAX];
+} tagent_t;
+
+static uv_loop_t *loop;
+static tagent_t ag[NA];
+static int verbose;
+
+static void cb_assigned(void *arg, const rdzv_assignment_t *a)
+{
+    tagent_t *t = arg;
+    t->assigned++;
+    t->asg = *a;
+    snprintf(t->store_host, sizeof t->store_host, "%s", a->store_host);
+    t->asg.store_host = t->store_host;
+}
+
+static void cb_stopped(void *arg, const rdzv_decision_t *d)
+{
+    tagent_t *t = arg;
+    t->stopped++;
+    t->dec = *d;
+    t->dec.failures = NULL;
+    if (d->n > 0)
+        t->f0 = d->failures[0];
+    else
+        rdzv_failure_init(&t->f0);
+}
+
+static void cb_finished(void *arg)
+{
+    ((tagent_t *)arg)->finished++;
+}
+
+static void cb_lost(void *arg, int err, const char *why)
+{
+    tagent_t *t = arg;
+    t->lost++;
+    t->lost_err = err;
+    snprintf(t->lost_why, sizeof t->lost_why, "%s", why);
+}
+
+static void cb_progress(void *arg, const char *line)
+{
+    tagent_t *t = arg;
+    t->progress++;
+    if (verbose)
+        fprintf(stderr, "[agent %d] %s\n", t->idx, line);
+}
+
+static void cb_closed(void *arg)
+{
+    ((tagent_t *)arg)->closed++;
+}
+
+static void cb_left(void *arg)
+{
+    ((tagent_t *)arg)->left_sent++;
+}
+
+static const rdzv_callbacks_t cbs = {cb_assigned, cb_stopped, cb_finished, cb_lost, cb_progress};
+
+static void on_tick(uv_timer_t *t)
+{
+    (void)t;
+}
+
+/* Runs the loop until pred() holds or `seconds` pass; returns pred(). */
+static int run_until(int (*pred)(void), double seconds)
+{
+    uv_timer_t tick;
+    uv_timer_init(loop, &tick);
+    uv_timer_start(&tick, on_tick, 20, 20);
+    uint64_t end = uv_now(loop) + (uint64_t)(seconds * 1000);
+    while (!pred() && uv_now(loop) < end)
+        uv_run(loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&tick, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+    return pred();
+}
+
+#define ALL(field, n)                                                            \
+    static int all_##field##_##n(void)                                           \
+    {                                                                            \
+        for (int i = 0; i < NA; i++)                                             \
+            if (ag[i].a && ag[i].field < n)                                      \
+                return 0;                                                        \
+        return 1;                                                                \
+    }
+ALL(assigned, 1)
+ALL(assigned, 2)
+ALL(finished, 1)
+ALL(stopped, 1)
+
+static int all_closed(void)
+{
+    for (int i = 0; i < NA; i++)
+        if (ag[i].a && !ag[i].closed)
+            return 0;
+    return 1;
+}
+
+static uint16_t free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    getsockname(fd, (struct sockaddr *)&sa, &len);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static rdzv_params_t params(int n, int restarts, uint16_t port)
+{
+    rdzv_params_t p;
+    rdzv_params_default(&p);
+    p.run_id = "job1";
+    p.endpoint_host = "127.0.0.1";
+    p.endpoint_port = port;
+    p.local_addr = "127.0.0.1";
+    p.min_nodes = p.max_nodes = n;
+    p.max_restarts = restarts;
+    p.join_timeout = 5;
+    p.close_timeout = 3;
+    p.keep_alive_interval = 0.2;
+    p.progress_interval = 0.5;
+    return p;
+}
+
+static const int nprocs[NA] = {1, 2, 1, 3};
+
+static int start(int i, rdzv_params_t p, int is_host)
+{
+    char name[32];
+    snprintf(name, sizeof name, "node-%d", i);
+    rdzv_node_desc_t d = {.name = name, .addr = "127.0.0.1", .nproc = nprocs[i]};
+    p.is_host = is_host;
+    ag[i].idx = i;
+    int rc = rdzv_agent_start(loop, &p, &d, &cbs, &ag[i], &ag[i].a);
+    CHECK_EQ_INT(rc, 0);
+    return rc;
+}
+
+static void close_all(void)
+{
+    /* non-hosts first, like agents whose launchers exit; the host waits for them */
+    for (int i = NA - 1; i >= 0; i--)
+        if (ag[i].a && !ag[i].closed)
+            rdzv_agent_close(ag[i].a, cb_closed, &ag[i]);
+    CHECK(run_until(all_closed, 10));
+    memset(ag, 0, sizeof ag);
+}
+
+/* A worker's store client, to prove each attempt gets a fresh namespace. */
+static store_aclient_t *wc;
+static int wc_ready, wc_got;
+static char wc_val[64];
+
+static void wc_connected(store_aclient_t *c, int status, void *arg)
+{
+    (void)c, (void)arg;
+    wc_ready = status == 0 ? 1 : -1;
+}
+
+static void wc_reply(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
+                     void *arg)
+{
+    (void)c, (void)num, (void)arg;
+    snprintf(wc_val, sizeof wc_val, "%.*s", (int)len, val ? val : "");
+    wc_got = status == 0 ? 1 : -1;
+}
+
+static int wc_is_ready(void)
+{
+    return wc_ready != 0;
+}
+
+static int wc_has_reply(void)
+{
+    return wc_got != 0;
+}
+
+static void test_full_cycle(void)
+{
+    rdzv_params_t p = params(NA, 1, 0);
+    if (start(0, p, 1) < 0)
+        return;
+    p.endpoint_port = rdzv_agent_store_port(ag[0].a);
+    CHECK(p.endpoint_port != 0);
+    for (int i = 1; i < NA; i++)
+        start(i, p, 0);
+    CHECK(run_until(all_assigned_1, 10));
+
+    /* ranks: every node rank once, global ranks contiguous per node in node-rank order */
+    int seen[NA] = {0}, base[NA];
+    for (int i = 0; i < NA; i++) {
+        CHECK_EQ_INT(ag[i].asg.round, 0);
+        CHECK_EQ_INT(ag[i].asg.nnodes, NA);
+        CHECK_EQ_INT(ag[i].asg.world_size, 7);
+        CHECK_EQ_INT(ag[i].asg.restart_count, 0);
+        CHECK_EQ_INT(ag[i].asg.store_port, p.endpoint_port);
+        CHECK_EQ_STR(ag[i].asg.store_host, "127.0.0.1");
+        seen[ag[i].asg.node_rank]++;
+        base[ag[i].asg.node_rank] = ag[i].asg.rank_base;
+        CHECK_EQ_INT(ag[i].asg.node_rank, i); /* node-0 < node-1 < ... */
+    }
+    for (int r = 0; r < NA; r++)
+        CHECK_EQ_INT(seen[r], 1);
+    CHECK_EQ_INT(base[0], 0);
+    CHECK_EQ_INT(base[1], 1);
+    CHECK_EQ_INT(base[2], 3);
+    CHECK_EQ_INT(base[3], 4);
+
+    /* a worker key written during round 0 */
+    wc_ready = wc_got = 0;
+    store_aclient_connect(loop, "127.0.0.1", p.endpoint_port, 2000, wc_connected, NULL, &wc);
+    CHECK(run_until(wc_is_ready, 5) && wc_ready == 1);
+    store_aclient_set(wc, "/worker/key", "v0", 2, NULL, NULL);
+    store_aclient_get(wc, "/worker/key", wc_reply, NULL);
+    CHECK(run_until(wc_has_reply, 5));
+    CHECK_EQ_STR(wc_val, "v0");
+
+    /* a worker on node 2 fails: everyone is told, with the same root cause */
+    rdzv_failure_t f;
+    rdzv_failure_init(&f);
+    f.rank = 3;
+    f.local_rank = 0;
+    f.exit_code = 1;
+    snprintf(f.reason, sizeof f.reason, "exited with code 1");
+    snprintf(f.message, sizeof f.message, "RuntimeError: boom");
+    CHECK_EQ_INT(rdzv_agent_report_failure(ag[2].a, &f), 0);
+    CHECK(run_until(all_stopped_1, 5));
+    for (int i = 0; i < NA; i++) {
+        CHECK_EQ_INT(ag[i].dec.action, RDZV_RESTART);
+        CHECK_EQ_INT(ag[i].dec.n, 1);
+        CHECK_EQ_INT(ag[i].dec.next_round, 1);
+        CHECK_EQ_INT(ag[i].dec.restart_count, 1);
+        CHECK_EQ_STR(ag[i].f0.node_name, "node-2");
+        CHECK_EQ_INT(ag[i].f0.rank, 3);
+        CHECK_EQ_INT(ag[i].f0.node_rank, 2);
+        CHECK_EQ_STR(ag[i].f0.message, "RuntimeError: boom");
+        CHECK_EQ_INT(ag[i].dec.own, i == 2 ? 0 : -1);
+    }
+    /* local workers gone: everyone rejoins, round 1 closes at once */
+    for (int i = 0; i < NA; i++)
+        CHECK_EQ_INT(rdzv_agent_rejoin(ag[i].a), 0);
+    CHECK(run_until(all_assigned_2, 5));
+    for (int i = 0; i < NA; i++) {
+        CHECK_EQ_INT(ag[i].asg.round, 1);
+        CHECK_EQ_INT(ag[i].asg.restart_count, 1);
+        CHECK_EQ_INT(ag[i].asg.node_rank, i);
+    }
+    /* the previous attempt's worker keys are gone */
+    wc_got = 0;
+    store_aclient_get(wc, "/worker/key", wc_reply, NULL);
+    CHECK(run_until(wc_has_reply, 5));
+    CHECK_EQ_STR(wc_val, "");
+    store_aclient_close(wc);
+
+    for (int i = 0; i < NA; i++)
+        CHECK_EQ_INT(rdzv_agent_report_done(ag[i].a), 0);
+    CHECK(run_until(all_finished_1, 5));
+    for (int i = 0; i < NA; i++)
+        CHECK_EQ_INT(ag[i].lost, 0);
+    /* the host closes first here, yet stays up until the others are gone */
+    rdzv_agent_close(ag[0].a, cb_closed, &ag[0]);
+    uv_run(loop, UV_RUN_NOWAIT);
+    CHECK_EQ_INT(ag[0].closed, 0);
+    for (int i = 1; i < NA; i++)
+        rdzv_agent_close(ag[i].a, cb_closed, &ag[i]);
+    CHECK(run_until(all_closed, 5));
+    for (int i = 0; i < NA; i++)
+        CHECK_EQ_INT(ag[i].lost, 0);
+    memset(ag, 0, sizeof ag);
+}
+
+static int others_stopped(void)
+{
+    for (int i = 0; i < NA; i++)
+        if (i != 3 && !ag[i].stopped)
+            return 0;
+    return 1;
+}
+
+static void test_agent_lost_and_leave(void)
+{
+    rdzv_params_t p = params(NA, 0, 0);
+    start(0, p, 1);
+    p.endpoint_port = rdzv_agent_store_port(ag[0].a);
+    for (int i = 1; i < NA; i++)
+        start(i, p, 0);
+    CHECK(run_until(all_assigned_1, 10));
+    /* an agent dies without a word: its closed connection stops everyone else at once */
+    rdzv_agent_close(ag[3].a, cb_closed, &ag[3]);
+    CHECK(run_until(others_stopped, 5));
+    CHECK_EQ_INT(ag[1].dec.action, RDZV_EXIT);
+    CHECK_EQ_STR(ag[1].f0.reason, "agent lost: connection closed");
+    CHECK_EQ_STR(ag[1].f0.node_name, "node-3");
+    CHECK_EQ_INT(ag[1].f0.node_rank, 3);
+    close_all();
+
+    /* leave (SIGTERM): the others hear the reason, the leaver's message is sent */
+    p = params(NA, 0, 0);
+    start(0, p, 1);
+    p.endpoint_port = rdzv_agent_store_port(ag[0].a);
+    for (int i = 1; i < NA; i++)
+        start(i, p, 0);
+    CHECK(run_until(all_assigned_1, 10));
+    CHECK_EQ_INT(rdzv_agent_leave(ag[3].a, "SIGTERM", cb_left, &ag[3]), 0);
+    CHECK(run_until(others_stopped, 5));
+    CHECK_EQ_INT(ag[3].left_sent, 1);
+    CHECK_EQ_STR(ag[0].f0.reason, "agent left: SIGTERM");
+    CHECK_EQ_INT(ag[3].lost, 0);
+    close_all();
+}
+
+static int others_lost(void)
+{
+    for (int i = 1; i < NA; i++)
+        if (!ag[i].lost)
+            return 0;
+    return 1;
+}
+
+static int others_stopped_1(void)
+{
+    for (int i = 1; i < NA; i++)
+        if (!ag[i].stopped)
+            return 0;
+    return 1;
+}
+
+/* The host in a process of its own, so that it can be stopped or killed. */
+static pid_t fork_host(rdzv_params_t p)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    uv_loop_t l;
+    uv_loop_init(&l);
+    rdzv_node_desc_t d = {.name = "node-0", .addr = "127.0.0.1", .nproc = 1};
+    rdzv_callbacks_t none = {0};
+    rdzv_agent_t *a;
+    p.is_host = 1;
+    if (rdzv_agent_start(&l, &p, &d, &none, NULL, &a) < 0)
+        _exit(1);
+    uv_run(&l, UV_RUN_DEFAULT);
+    _exit(0);
+}
+
+static void test_host_lost(void)
+{
+    rdzv_params_t p = params(NA, 0, 0);
+    start(0, p, 1);
+    p.endpoint_port = rdzv_agent_store_port(ag[0].a);
+    for (int i = 1; i < NA; i++)
+        start(i, p, 0);
+    CHECK(run_until(all_assigned_1, 10));
+    /* the host's agent goes while the job runs: the others are told before the store closes */
+    rdzv_agent_close(ag[0].a, cb_closed, &ag[0]);
+    CHECK(run_until(others_stopped_1, 5));
+    CHECK_EQ_STR(ag[1].f0.node_name, "node-0");
+    CHECK_EQ_STR(ag[1].f0.reason, "agent lost: connection closed");
+    close_all();
+
+    /* the host process dies (kill -9): everyone else notices the lost connection */
+    static const int sigs[] = {SIGKILL, SIGSTOP};
+    for (int s = 0; s < 2; s++) {
+        p = params(NA, 0, free_port());
+        pid_t pid = fork_host(p);
+        ag[0].a = NULL;
+        for (int i = 1; i < NA; i++)
+            start(i, p, 0);
+        CHECK(run_until(all_assigned_1, 10));
+        kill(pid, sigs[s]);
+        CHECK(run_until(others_lost, 5));
+        for (int i = 1; i < NA; i++)
+            CHECK_EQ_INT(ag[i].lost_err, sigs[s] == SIGKILL ? RDZV_ESTORELOST
+                                                            : RDZV_ESTORESILENT);
+        if (sigs[s] == SIGSTOP)
+            CHECK(strstr(ag[1].lost_why, "did not answer heartbeats for 0.6 s") != NULL);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        close_all();
+    }
+}
+
+static int some_lost(void)
+{
+    for (int i = 0; i < NA - 1; i++)
+        if (!ag[i].lost)
+            return 0;
+    return 1;
+}
+
+static void test_join_timeout(void)
+{
+    rdzv_params_t p = params(NA, 0, 0);
+    p.join_timeout = 1;
+    p.want_rank = 0;
+    start(0, p, 1);
+    p.endpoint_port = rdzv_agent_store_port(ag[0].a);
+    p.want_rank = 1;
+    start(1, p, 0);
+    p.want_rank = 3;
+    start(2, p, 0);
+    CHECK(run_until(some_lost, 5));
+    for (int i = 0; i < NA - 1; i++) {
+        CHECK_EQ_INT(ag[i].lost_err, RDZV_EJOINTIMEOUT);
+        CHECK(strstr(ag[i].lost_why, "3/4 nodes joined, missing node rank 2") != NULL);
+    }
+    close_all();
+}
+
+static void test_host_starts_last(void)
+{
+    uint16_t port = free_port();
+    rdzv_params_t p = params(NA, 0, port);
+    for (int i = 1; i < NA; i++)
+        start(i, p, 0);
+    /* the others retry while nobody listens */
+    uv_timer_t t;
+    uv_timer_init(loop, &t);
+    uv_timer_start(&t, on_tick, 300, 0);
+    uv_run(loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&t, NULL);
+    CHECK_EQ_INT(ag[1].lost, 0);
+    start(0, p, 1);
+    CHECK(run_until(all_assigned_1, 10));
+    for (int i = 0; i < NA; i++)
+        CHECK_EQ_INT(ag[i].asg.nnodes, NA);
+    for (int i = 0; i < NA; i++)
+        rdzv_agent_report_done(ag[i].a);
+    CHECK(run_until(all_finished_1, 5));
+    close_all();
+}
+
+int main(void)
+{
+    verbose = getenv("RDZV_TEST_VERBOSE") != NULL;
+    loop = uv_default_loop();
+    RUN(test_full_cycle);
+    RUN(test_agent_lost_and_leave);
+    RUN(test_host_lost);
+    RUN(test_join_timeout);
+    RUN(test_host_starts_last);
+    uv_run(loop, UV_RUN_NOWAIT);
+    CHECK_EQ_INT(uv_loop_close(loop), 0);
+    return check_result();
+}
