@@ -1,0 +1,170 @@
+"""Job-wide failure propagation, restarts, node loss and exit codes (fault injection).
+
+Every test bounds how long the job may take to stop (far below the workers' own run time) and
+checks that nothing is left behind: no orphan and no zombie of the job's workers."""
+import os
+import re
+import signal
+import time
+
+import pytest
+
+from cluster import (WORKERS, Agent, Netns, agent_args, parse_kv, result_lines, start_agents,
+                     wait_all, no_leftovers)
+
+FAIL_SH = os.path.join(WORKERS, "fail.sh")
+NOPY = ["--no-python", "--term-timeout", "2"]
+PEER_FAILURE, PEER_LOST, STORE_LOST, HANG = 170, 171, 172, 174
+STOP_BOUND = 20   # seconds; the workers themselves would run for 300
+
+
+def job(n, port, env, extra=(), nproc=1, **kw):
+    marker = f"300.{os.getpid()}{port}"
+    e = {"SLEEP": marker, **env}
+    agents = start_agents(n, nproc, port, extra=NOPY + list(extra), env=e, script=FAIL_SH, **kw)
+    return agents, marker
+
+
+def finish(agents, marker, timeout=STOP_BOUND):
+    codes = wait_all(agents, timeout)
+    time.sleep(0.2)
+    clean, left = no_leftovers(marker)
+    assert clean, f"left behind: {left}"
+    return codes
+
+
+def root_cause(text):
+    m = re.search(r"Root Cause.*?(?=\n=+|\Z)", text, re.S)
+    assert m, text
+    return m.group(0)
+
+
+@pytest.mark.parametrize("how,code", [("exit", 1), ("segv", 128 + 11), ("kill", 128 + 9)])
+def test_worker_failure_stops_every_node(port, how, code):
+    agents, marker = job(4, port, {"FAIL_RANK": "2", "FAIL_HOW": how})
+    codes = finish(agents, marker)
+    assert codes == [PEER_FAILURE, PEER_FAILURE, code, PEER_FAILURE], [a.err for a in agents]
+    for i in (0, 1, 3):
+        assert f"term rank={i}" in agents[i].out          # siblings got SIGTERM, not a timeout
+    causes = {root_cause(a.err) for a in agents}
+    assert len(causes) == 1, causes                          # identical root cause everywhere
+    (cause,) = causes
+    assert "rank      : 2" in cause or "rank: 2" in cause
+    assert "127.0.0.4" in cause or "node" in cause
+
+
+def test_worker_ignoring_sigterm_is_killed(port):
+    agents, marker = job(3, port, {"FAIL_RANK": "0", "IGNORE_TERM": "1"})
+    codes = finish(agents, marker)
+    assert codes == [1, PEER_FAILURE, PEER_FAILURE]
+
+
+def test_agent_kill9_is_noticed(port):
+    agents, marker = job(4, port, {})
+    time.sleep(2)
+    agents[2].kill()      # SIGKILL to the agent's whole session: agent and its workers
+    codes = finish(agents, marker)
+    assert codes[2] == -9
+    assert [codes[i] for i in (0, 1, 3)] == [PEER_LOST] * 3, [a.err for a in agents]
+    assert all("lost" in agents[i].err for i in (0, 1, 3))
+
+
+def test_agent_alone_kill9_leaves_no_orphans(port):
+    agents, marker = job(2, port, {})
+    time.sleep(2)
+    agents[1].proc.send_signal(signal.SIGKILL)   # only the agent: its workers must not survive it
+    codes = finish(agents, marker)
+    assert codes == [PEER_LOST, -9]
+
+
+def test_store_host_kill9(port):
+    agents, marker = job(4, port, {})
+    time.sleep(2)
+    agents[0].proc.send_signal(signal.SIGKILL)
+    codes = finish(agents, marker)
+    assert codes == [-9, STORE_LOST, STORE_LOST, STORE_LOST], [a.err for a in agents]
+
+
+def test_sigterm_to_one_agent(port):
+    agents, marker = job(4, port, {})
+    time.sleep(2)
+    agents[1].signal(signal.SIGTERM)
+    codes = finish(agents, marker, timeout=8)   # well under the 3 s x heartbeat path + grace
+    assert codes == [PEER_LOST, 143, PEER_LOST, PEER_LOST], [a.err for a in agents]
+    assert all("left" in agents[i].err or "SIGTERM" in agents[i].err for i in (0, 2, 3))
+
+
+def test_node_cut_off(port):
+    net = Netns(f"pf{os.getpid() % 1000}n", 3)
+    marker = f"300.{os.getpid()}{port}"
+    try:
+        endpoint = f"{Netns.addr(0)}:{port}"
+        agents = [Agent(agent_args(3, 1, endpoint, Netns.addr(i), extra=NOPY, script=FAIL_SH),
+                        env={"SLEEP": marker}, prefix=net.prefix_cmd(i)) for i in range(3)]
+        time.sleep(2.5)
+        net.link_down(2)
+        codes = finish(agents, marker)
+        assert codes == [PEER_LOST, PEER_LOST, STORE_LOST], [a.err for a in agents]
+        assert "silent" in agents[0].err or "heartbeat" in agents[0].err
+    finally:
+        net.close()
+
+
+def test_restart_once_then_succeed(port):
+    agents = start_agents(4, 2, port, extra=["--max-restarts", "1"],
+                          env={"FAIL_RANK": "5", "FAIL_UNTIL": "1"})
+    codes = wait_all(agents, timeout=180)
+    assert codes == [0] * 4, [a.err for a in agents]
+    res = [parse_kv(l) for l in result_lines(agents)]
+    assert sorted(int(r["rank"]) for r in res) == list(range(8))
+    assert all(r["restart"] == "1" and int(r["sum"]) == 28 for r in res)
+
+
+def test_restarts_exhausted(port):
+    agents, marker = job(3, port, {"FAIL_RANK": "1", "FAIL_UNTIL": "9", "FAIL_EXIT": "3"},
+                         extra=["--max-restarts", "2"])
+    codes = finish(agents, marker, timeout=40)
+    assert codes == [PEER_FAILURE, 3, PEER_FAILURE]
+    starts = [l for l in result_lines(agents[1:2], "start ")]
+    assert [parse_kv(l)["restart"] for l in starts] == ["0", "1", "2"]
+
+
+def test_node_joins_running_elastic_job(port):
+    endpoint = f"127.0.0.2:{port}"
+    extra = NOPY + ["--rdzv-conf", "last_call_timeout=0.5"]
+    env = {"DONE_AFTER": "6"}
+    agents = [Agent(agent_args("2:3", 1, endpoint, f"127.0.0.{2 + i}", extra=extra,
+                               script=FAIL_SH), env=env) for i in range(2)]
+    time.sleep(3)
+    agents.append(Agent(agent_args("2:3", 1, endpoint, "127.0.0.4", extra=extra,
+                                   script=FAIL_SH), env=env))
+    codes = wait_all(agents, timeout=60)
+    assert codes == [0, 0, 0], [a.err for a in agents]
+    done = [parse_kv(l) for l in result_lines(agents, "done ")]
+    assert sorted(int(d["rank"]) for d in done) == [0, 1, 2]
+    assert all(d["world"] == "3" for d in done)
+    # a membership change is not a failure: it used up no restart (--max-restarts is 0)
+    assert all(d["restart"] == "0" for d in done)
+
+
+def test_hang_watchdog(port):
+    agents, marker = job(3, port, {"FAIL_RANK": "1", "FAIL_HOW": "hang", "FAIL_AFTER": "0",
+                                   "TICK": "0.2"}, extra=["--hang-timeout", "2"])
+    codes = finish(agents, marker)
+    assert codes == [PEER_FAILURE, HANG, PEER_FAILURE], [a.err for a in agents]
+    assert all("hang" in root_cause(a.err).lower() or "no output" in root_cause(a.err)
+               for a in agents)
+
+
+def test_termination_log_on_every_node(port, tmp_path):
+    logs = [tmp_path / f"term{i}" for i in range(3)]
+    marker = f"300.{os.getpid()}{port}"
+    endpoint = f"127.0.0.2:{port}"
+    agents = [Agent(agent_args(3, 1, endpoint, f"127.0.0.{2 + i}",
+                               extra=NOPY + ["--termination-log", str(logs[i])], script=FAIL_SH),
+                    env={"SLEEP": marker, "FAIL_RANK": "2", "FAIL_EXIT": "7"}) for i in range(3)]
+    finish(agents, marker)
+    texts = [p.read_text() for p in logs]
+    for t in texts:
+        assert 0 < len(t.encode()) <= 4096
+        assert "rank 2" in t and "127.0.0.4" in t and "7" in t

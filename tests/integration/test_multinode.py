@@ -1,0 +1,158 @@
+"""Multi-node rendezvous: several podrun agents on one machine, each with its own loopback
+address (or its own network namespace), agree on ranks and run one job."""
+import os
+import shutil
+import time
+
+
+from cluster import (WORKERS, Agent, Netns, agent_args, parse_kv, result_lines, start_agents,
+                     wait_all)
+
+ENV_SH = os.path.join(WORKERS, "env.sh")
+NOPY = ["--no-python"]
+
+
+def env_results(agents):
+    return [parse_kv(l) for l in result_lines(agents, "env ")]
+
+
+def check_ranks(results, nproc_per_node):
+    """Global ranks are 0..W-1 once each, contiguous per node in node-rank order."""
+    world = sum(nproc_per_node)
+    assert sorted(int(r["rank"]) for r in results) == list(range(world))
+    by_node = {}
+    for r in results:
+        assert int(r["world"]) == world
+        assert int(r["group_world"]) == len(nproc_per_node)
+        by_node.setdefault(int(r["group_rank"]), []).append(r)
+    assert sorted(by_node) == list(range(len(nproc_per_node)))
+    base = 0
+    for node in sorted(by_node):
+        rs = by_node[node]
+        n = len(rs)
+        assert all(int(r["local_world"]) == n for r in rs)
+        assert sorted(int(r["rank"]) for r in rs) == list(range(base, base + n))
+        assert sorted(int(r["local_rank"]) for r in rs) == list(range(n))
+        base += n
+    return by_node
+
+
+def test_four_nodes_gloo_allreduce(port):
+    agents = start_agents(4, 2, port)
+    codes = wait_all(agents, timeout=120)
+    assert codes == [0] * 4, [a.err for a in agents]
+    res = [parse_kv(l) for l in result_lines(agents)]
+    assert sorted(int(r["rank"]) for r in res) == list(range(8))
+    assert all(int(r["sum"]) == sum(range(8)) and int(r["world"]) == 8 for r in res)
+    # workers use the job store: one store per job
+    env_agents = start_agents(4, 2, port + 1 if port < 65000 else port - 1, extra=NOPY,
+                              script=ENV_SH)
+    assert wait_all(env_agents) == [0] * 4
+    res = env_results(env_agents)
+    check_ranks(res, [2, 2, 2, 2])
+    assert all(r["agent_store"] == "True" for r in res)
+    assert len({r["master"] for r in res}) == 1
+
+
+def test_mixed_worker_counts(port):
+    nproc = [1, 3, 2, 2]
+    agents = start_agents(4, nproc, port, extra=NOPY, script=ENV_SH)
+    assert wait_all(agents) == [0] * 4, [a.err for a in agents]
+    by_node = check_ranks(env_results(agents), nproc)
+    assert sorted(len(v) for v in by_node.values()) == sorted(nproc)
+
+
+def test_store_host_started_last(port):
+    agents = start_agents(4, 1, port, extra=NOPY, script=ENV_SH, order=[1, 2, 3, 0],
+                          delays={0: 1.5})
+    assert wait_all(agents) == [0] * 4, [a.err for a in agents]
+    check_ranks(env_results(agents), [1] * 4)
+
+
+def test_agent_joins_five_seconds_late(port):
+    agents = start_agents(3, 1, port, extra=NOPY, script=ENV_SH, delays={2: 5})
+    assert wait_all(agents) == [0] * 3, [a.err for a in agents]
+    check_ranks(env_results(agents), [1] * 3)
+    # while waiting, the others said who had joined and how many were missing
+    assert "2/3" in agents[0].err or "2/3" in agents[1].err
+
+
+def test_node_ranks_stable_and_given(port):
+    """--node-rank decides the order; without it, the same nodes get the same ranks again."""
+    n = 3
+    endpoint = f"127.0.0.2:{port}"
+    agents = [Agent(agent_args(n, 1, endpoint, f"127.0.0.{2 + i}", extra=NOPY + [
+        "--node-rank", str(n - 1 - i)], script=ENV_SH)) for i in range(n)]
+    assert wait_all(agents) == [0] * n
+    for i, a in enumerate(agents):
+        (r,) = env_results([a])
+        assert int(r["group_rank"]) == n - 1 - i
+    runs = []
+    for p in (port + 2, port + 3):
+        agents = start_agents(n, 1, p, extra=NOPY, script=ENV_SH, order=[2, 0, 1])
+        assert wait_all(agents) == [0] * n
+        runs.append([env_results([a])[0]["group_rank"] for a in agents])
+    assert runs[0] == runs[1]
+
+
+def test_endpoint_name_resolves_late(port, tmp_path):
+    """Headless-service DNS lag: the endpoint name is unknown for the first seconds."""
+    hosts = tmp_path / "hosts"
+    shutil.copy("/etc/hosts", hosts)
+    name = "podrun-late-store.test"
+    endpoint = f"{name}:{port}"
+
+    def in_ns():
+        script = f'mount --bind {hosts} /etc/hosts && exec "$@"'
+        return ["unshare", "--mount", "sh", "-c", script, "sh"]
+
+    agents = []
+    for i in range(3):
+        extra = NOPY + (["--rdzv-conf", "is_host=1"] if i == 0 else [])
+        agents.append(Agent(agent_args(3, 1, endpoint, f"127.0.0.{2 + i}", extra=extra,
+                                       script=ENV_SH), prefix=in_ns(), name=f"node{i}"))
+    time.sleep(3)
+    for a in agents[1:]:
+        assert a.proc.poll() is None, "an agent gave up while the name did not resolve"
+    with open(hosts, "a") as f:
+        f.write(f"127.0.0.2 {name}\n")
+    assert wait_all(agents) == [0] * 3, [a.err for a in agents]
+    check_ranks(env_results(agents), [1] * 3)
+
+
+def test_min_max_with_fewer_than_max(port):
+    endpoint = f"127.0.0.2:{port}"
+    agents = [Agent(agent_args("2:4", 2, endpoint, f"127.0.0.{2 + i}",
+                               extra=NOPY + ["--rdzv-conf", "last_call_timeout=1"],
+                               script=ENV_SH)) for i in range(3)]
+    assert wait_all(agents) == [0] * 3, [a.err for a in agents]
+    check_ranks(env_results(agents), [2, 2, 2])
+
+
+def test_join_timeout_names_missing_nodes(port):
+    endpoint = f"127.0.0.2:{port}"
+    agents = [Agent(agent_args(3, 1, endpoint, f"127.0.0.{2 + i}", extra=NOPY + [
+        "--node-rank", str(i), "--rdzv-conf", "join_timeout=2"], script=ENV_SH))
+        for i in range(2)]
+    codes = wait_all(agents, timeout=30)
+    assert all(c != 0 for c in codes)
+    err = agents[0].err
+    assert "2/3" in err and "time" in err.lower(), err
+    missing = err.split("waiting for", 1)[-1].splitlines()[0]
+    assert "2" in missing, err  # node rank 2 is named as missing
+    assert not result_lines(agents, "env ")
+
+
+def test_four_nodes_in_network_namespaces(port):
+    net = Netns(f"pr{os.getpid() % 1000}n", 4)
+    try:
+        endpoint = f"{Netns.addr(0)}:{port}"
+        agents = [Agent(agent_args(4, 2, endpoint, Netns.addr(i)), prefix=net.prefix_cmd(i),
+                        name=f"node{i}") for i in range(4)]
+        codes = wait_all(agents, timeout=120)
+        assert codes == [0] * 4, [a.err for a in agents]
+        res = [parse_kv(l) for l in result_lines(agents)]
+        assert sorted(int(r["rank"]) for r in res) == list(range(8))
+        assert all(int(r["sum"]) == 28 for r in res)
+    finally:
+        net.close()
