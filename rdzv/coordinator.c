@@ -1338,9 +1338,13 @@ static void sweep(coord_t *c, double now)
             continue;
         if (n->state == NS_MEMBER && (n->done || c->phase == COORD_OVER))
             continue;
-        if (now - n->last_seen > limit) {
+        /* A node without running workers costs nobody anything while it is quiet, and one
+         * wrongly dropped from a forming round costs the whole job: give it three times as
+         * long. A dead agent is noticed by its closed connection anyway. */
+        double lim = n->state == NS_MEMBER ? limit : 3 * limit;
+        if (now - n->last_seen > lim) {
             char why[64];
-            sfmt(why, sizeof why, "node silent for %g s", limit);
+            sfmt(why, sizeof why, "node silent for %g s", lim);
             node_gone(c, n, (int)i, FK_SILENT, why, now);
         }
     }

@@ -56,9 +56,15 @@ static void cb_stopped(void *arg, const rdzv_decision_t *d)
         rdzv_failure_init(&t->f0);
 }
 
+static void cb_closed(void *arg);
+static int close_when_finished;
+
 static void cb_finished(void *arg)
 {
-    ((tagent_t *)arg)->finished++;
+    tagent_t *t = arg;
+    t->finished++;
+    if (close_when_finished) /* what a launcher does: exit as soon as it is told */
+        rdzv_agent_close(t->a, cb_closed, t);
 }
 
 static void cb_lost(void *arg, int err, const char *why)
@@ -426,7 +432,7 @@ static int some_lost(void)
 static void test_join_timeout(void)
 {
     rdzv_params_t p = params(NA, 0, 0);
-    p.join_timeout = 1;
+    p.join_timeout = 1.5;
     p.want_rank = 0;
     start(0, p, 1);
     p.endpoint_port = rdzv_agent_store_port(ag[0].a);
@@ -435,6 +441,8 @@ static void test_join_timeout(void)
     p.want_rank = 3;
     start(2, p, 0);
     CHECK(run_until(some_lost, 5));
+    CHECK(ag[0].progress >= 2); /* the host's own lines */
+    CHECK(ag[1].progress >= 1); /* read from the status key */
     for (int i = 0; i < NA - 1; i++) {
         CHECK_EQ_INT(ag[i].lost_err, RDZV_EJOINTIMEOUT);
         CHECK(strstr(ag[i].lost_why, "3/4 nodes joined, missing node rank 2") != NULL);
@@ -459,10 +467,16 @@ static void test_host_starts_last(void)
     CHECK(run_until(all_assigned_1, 10));
     for (int i = 0; i < NA; i++)
         CHECK_EQ_INT(ag[i].asg.nnodes, NA);
+    close_when_finished = 1;
     for (int i = 0; i < NA; i++)
         rdzv_agent_report_done(ag[i].a);
-    CHECK(run_until(all_finished_1, 5));
-    close_all();
+    CHECK(run_until(all_closed, 5));
+    for (int i = 0; i < NA; i++) {
+        CHECK_EQ_INT(ag[i].finished, 1);
+        CHECK_EQ_INT(ag[i].lost, 0);
+    }
+    close_when_finished = 0;
+    memset(ag, 0, sizeof ag);
 }
 
 int main(void)

@@ -672,6 +672,23 @@ static void test_heartbeat_loss(void)
     CHECK_EQ_STR(f[0].reason, "node silent for 3 s");
     coord_free(c);
 
+    /* before its round closes a node gets three times as long */
+    c = mk(3, 3, 0, NULL);
+    join(c, 0, "a", 1, -1, 0);
+    join(c, 1, "b", 1, -1, 0);
+    for (int s = 0; s < 10; s++) {
+        hb(c, 0);
+        advance(c, 1);
+    }
+    coord_info_t info;
+    coord_info(c, &info);
+    CHECK_EQ_INT(info.joined, 1);
+    rdzv_assignment_t a;
+    char err[32], text[256];
+    CHECK_EQ_INT(assigned(1, 0, &a, err, sizeof err, text, sizeof text), -1);
+    CHECK_EQ_STR(text, "node silent for 9 s");
+    coord_free(c);
+
     /* a stalled loop (sweep 10 s late) is not everyone's silence */
     c = running(2, 0);
     now += 10;
