@@ -42,9 +42,11 @@
  *    deleted (every key outside "podrun/"), and each joined agent's assign key is set.
  *  - Running: agents WAIT on P r/<R>/end. The first failure of round R — a fail record, a leave,
  *    a closed ops connection of a node that is not done, or a node silent for
- *    keep_alive_interval x keep_alive_max_attempt — makes the coordinator set P r/<R>/end at once
- *    with the decision; round R+1 opens in the same step. The decision is set once, so every agent
- *    prints the same root cause. Action: restart while restarts are left, else exit. In an elastic
+ *    keep_alive_interval x keep_alive_max_attempt — makes the coordinator decide on the next pass
+ *    of its loop (no timeout: reports that arrived in the same pass are sorted in by time, so the
+ *    root cause is the earliest of them) and set P r/<R>/end; round R+1 opens in the same step.
+ *    The decision is set once, so every agent prints the same root cause; later reports are only
+ *    logged by the host. Action: restart while restarts are left, else exit. In an elastic
  *    job (MIN<MAX) a node leaving, lost or joining is a membership change: it restarts without
  *    using up a restart. A node joining a running round with room for it (elastic, fewer than
  *    MAX) stops the round for that reason; without room it waits for the next round.
@@ -59,8 +61,17 @@
  * contiguous per node in node-rank order: rank_base = sum of nproc of the lower node ranks.
  *
  * Liveness: the coordinator notices a dead agent from its closed connection immediately, and a
- * silent node by heartbeats; an agent notices a lost store host from its connection, or from a
- * heartbeat reply missing for keep_alive_interval x keep_alive_max_attempt.
+ * silent node by heartbeats (a node with no running workers — joined, waiting, or between rounds —
+ * gets three times as long, and a sweep that runs late because the host's loop was stalled
+ * restarts everyone's clock); an agent notices a lost store host from its connection, or from a
+ * heartbeat reply missing for keep_alive_interval x keep_alive_max_attempt. A silent node still
+ * waiting for its assignment is answered "rejected", so it exits if it is alive after all.
+ *
+ * Who hosts: static — node rank 0, at master_addr:master_port; c10d — the agent whose local
+ * address is the endpoint host (rdzv_endpoint_is_local), or the one given is_host=1. The host
+ * binds local_addr (or all addresses) and its own agent connects over loopback like any other.
+ * Everyone else connects with backoff until join_timeout: a name that does not resolve yet or a
+ * refused connection is retried, never fatal before then.
  *
  * Values are "key=value\n" lines; in values '\\' and newline are escaped as "\\\\" and "\\n".
  * Every field has a bounded length (see the RDZV_*_MAX below); longer text is cut.
