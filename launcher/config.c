@@ -177,8 +177,8 @@ int cfg_parse_int(const char *s, long min, long max, long *out)
 /* "25", "2.5", "500ms", "30s", "10m", "1h" → milliseconds; bare numbers are seconds. */
 int cfg_parse_duration(const char *s, uint64_t *ms)
 {
-    if (!s || !*s || isspace((unsigned char)*s) || *s == '-' || *s == '+')
-        return -EINVAL;
+    if (!s || !(isdigit((unsigned char)s[0]) || (s[0] == '.' && isdigit((unsigned char)s[1]))))
+        return -EINVAL;   /* also keeps out "-1", " 1", "nan", "inf" */
     char *end;
     errno = 0;
     double v = strtod(s, &end);

@@ -1,0 +1,131 @@
+"""Worker output: whole prefixed lines, nothing lost, per-rank log files, tee/redirects/filter."""
+import os
+import re
+import subprocess
+import time
+
+from conftest import TORCH_PY
+from launch_util import PY, run, worker
+
+LINE = re.compile(r"^\[rank (\d+)\]:r=(\d+) i=(\d+) (x+)$")
+ELINE = re.compile(r"^\[rank (\d+)\]:e r=(\d+) i=(\d+)$")
+
+
+def check_flood(out, err, nproc, n):
+    seen = {r: 0 for r in range(nproc)}
+    tails = set()
+    for line in out.split("\n")[:-1]:
+        m = LINE.match(line)
+        if not m:
+            t = re.fullmatch(r"\[rank (\d+)\]:tail r=(\d+)", line)
+            assert t and t.group(1) == t.group(2), f"mangled line: {line[:200]!r}"
+            tails.add(int(t.group(1)))
+            continue
+        rank, r, i, pad = int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4)
+        assert rank == r and len(pad) == rank * 7 + 3, line[:200]
+        assert i == seen[rank], f"rank {rank}: line {i} after {seen[rank] - 1}"
+        seen[rank] += 1
+    assert seen == {r: n for r in range(nproc)}
+    assert tails == set(range(nproc))        # partial last lines flushed, each on its own line
+    assert out.endswith("\n")
+    eseen = {r: 0 for r in range(nproc)}
+    for line in err.splitlines():
+        m = ELINE.match(line)
+        if m:
+            assert int(m.group(1)) == int(m.group(2)) and int(m.group(3)) == eseen[int(m.group(2))]
+            eseen[int(m.group(2))] += 10
+    assert eseen == {r: n for r in range(nproc)}
+
+
+def test_8_workers_100k_lines_each_whole_and_complete(podrun):
+    r = run(podrun, "--nproc-per-node", "8", *PY, worker("flood.py"), "100000", timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    check_flood(r.stdout, r.stderr, 8, 100000)
+
+
+def test_slow_reader_loses_nothing(podrun):
+    """podrun's stdout is a pipe nobody reads for a while: the workers are held back (their
+    pipes fill up) instead of podrun buffering without bound or dropping lines."""
+    e = dict(os.environ)
+    p = subprocess.Popen([podrun, "--nproc-per-node", "4", *PY, worker("flood.py"), "50000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+    time.sleep(1.5)                           # let every pipe on the way fill up
+    with open(f"/proc/{p.pid}/status") as f:
+        rss_kib = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0
+    check_flood(out.decode(), err.decode(), 4, 50000)
+    assert rss_kib < 64 * 1024, f"podrun held {rss_kib} KiB while its reader was stalled"
+
+
+def test_long_line_split_into_prefixed_chunks(podrun):
+    n = 100000
+    r = run(podrun, "--nproc-per-node", "2", "--no-python", TORCH_PY, "-c",
+            f"import sys; sys.stdout.write('a' * {n} + '\\n' + 'b' * 10 + '\\n')")
+    assert r.returncode == 0
+    for rank in (0, 1):
+        chunks = [l[len(f"[rank {rank}]:"):] for l in r.stdout.splitlines()
+                  if l.startswith(f"[rank {rank}]:")]
+        assert "".join(chunks[:-1]) == "a" * n and chunks[-1] == "b" * 10
+        assert len(chunks) > 2                          # split, each piece prefixed
+
+
+def test_log_dir_layout(podrun, tmp_path):
+    r = run(podrun, "--nproc-per-node", "2", "--log-dir", str(tmp_path), "--rdzv-id", "run1",
+            "sh", "-c", 'echo "out $RANK"; echo "err $RANK" >&2')
+    assert r.returncode == 0, r.stderr
+    for rank in (0, 1):
+        d = tmp_path / "run1" / "attempt_0" / str(rank)
+        assert (d / "stdout.log").read_text() == f"out {rank}\n"
+        assert (d / "stderr.log").read_text() == f"err {rank}\n"
+    assert "[rank 1]:out 1" in r.stdout                 # and still on the console
+
+
+def test_redirects_and_tee_as_torchrun(podrun, tmp_path):
+    # -r 1: stdout only to files; stderr stays on the console and gets no file
+    r = run(podrun, "--nproc-per-node", "2", "--log-dir", str(tmp_path), "-r", "1",
+            "sh", "-c", 'echo "out $RANK"; echo "err $RANK" >&2')
+    assert "out" not in r.stdout and "[rank 0]:err 0" in r.stderr
+    d = tmp_path / "none" / "attempt_0"
+    assert (d / "0" / "stdout.log").read_text() == "out 0\n"
+    assert not (d / "0" / "stderr.log").exists()
+    # --tee 0:3,1:2 — rank 0 both streams to files and console, rank 1 only stderr to a file
+    r = run(podrun, "--nproc-per-node", "2", "--log-dir", str(tmp_path / "t"), "--tee", "0:3,1:2",
+            "sh", "-c", 'echo "out $RANK"; echo "err $RANK" >&2')
+    d = tmp_path / "t" / "none" / "attempt_0"
+    assert "[rank 0]:out 0" in r.stdout and "[rank 1]:out 1" in r.stdout
+    assert (d / "0" / "stdout.log").read_text() == "out 0\n"
+    assert (d / "0" / "stderr.log").read_text() == "err 0\n"
+    assert (d / "1" / "stderr.log").read_text() == "err 1\n"
+    assert not (d / "1" / "stdout.log").exists()
+    # --redirects 3 without --log-dir: files in a temporary directory that podrun names
+    r = run(podrun, "--redirects", "3", "sh", "-c", 'echo hidden')
+    assert r.stdout == ""
+    m = re.search(r"worker log files are in (\S+)", r.stderr)
+    assert m and open(os.path.join(m.group(1), "0", "stdout.log")).read() == "hidden\n"
+
+
+def test_local_ranks_filter(podrun, tmp_path):
+    r = run(podrun, "--nproc-per-node", "3", "--local_ranks_filter", "0,2", "--log-dir",
+            str(tmp_path), "sh", "-c", 'echo "out $RANK"')
+    assert sorted(r.stdout.splitlines()) == ["[rank 0]:out 0", "[rank 2]:out 2"]
+    assert (tmp_path / "none" / "attempt_0" / "1" / "stdout.log").read_text() == "out 1\n"
+
+
+def test_prefix_template(podrun):
+    r = run(podrun, "--nproc-per-node", "2", "--role", "trainer", "sh", "-c", "echo hi",
+            env={"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[${role_name}${local_rank}]:"})
+    assert sorted(r.stdout.splitlines()) == ["[trainer0]:hi", "[trainer1]:hi"]
+
+
+def test_no_temp_files_left_without_log_dir(podrun, tmp_path):
+    r = run(podrun, "--nproc-per-node", "2", "true", env={"TMPDIR": str(tmp_path)})
+    assert r.returncode == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stdout_closed_by_reader_does_not_hang(podrun):
+    p = subprocess.Popen(f"{podrun} --nproc-per-node 2 sh -c 'yes | head -c 2000000' | head -n 1",
+                         shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, _ = p.communicate(timeout=60)
+    assert out.startswith(b"[rank ")

@@ -1,0 +1,154 @@
+"""podrun as PID 1 / subreaper: reaping orphans, forwarding signals, stopping the job."""
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import TORCH_PY
+from launch_util import pid_alive, run, start, wait_lines, worker
+
+TRAP_TERM = ('trap \'echo "rank $RANK got TERM" >> "$OUT"; exit 0\' TERM; '
+             'echo "ready $RANK"; while :; do sleep 0.05; done')
+
+
+def can_unshare():
+    return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
+                          capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not can_unshare(), reason="needs unshare --pid (root)")
+def test_pid1_reaps_100_orphaned_grandchildren(podrun):
+    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", podrun, "--python",
+                        TORCH_PY, worker("orphans.py"), "100"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "[rank 0]:reaper=1 orphans=100" in r.stdout, r.stdout   # podrun is PID 1
+    assert "[rank 0]:alive=0 zombies=0" in r.stdout, r.stdout
+
+
+def test_subreaper_reaps_100_orphaned_grandchildren(podrun):
+    r = run(podrun, "--python", TORCH_PY, worker("orphans.py"), "100")
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"^\[rank 0\]:reaper=(\d+) orphans=(\d+)$", r.stdout, re.M)
+    assert m and int(m.group(2)) == 100, r.stdout   # re-parented to podrun, not to init
+    assert "[rank 0]:alive=0 zombies=0" in r.stdout, r.stdout
+
+
+@pytest.mark.skipif(not can_unshare(), reason="needs unshare --pid (root)")
+def test_pid1_sigterm_stops_job_143(podrun, tmp_path):
+    out = tmp_path / "got"
+    p = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM",
+                          podrun, "--nproc-per-node", "2", "sh", "-c", TRAP_TERM],
+                         env={**os.environ, "OUT": str(out)}, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        wait_lines(p, "ready", 2)
+        # podrun is unshare's child, PID 1 in the new namespace: a PID 1 gets only the signals
+        # it installed handlers for, so this checks that podrun did
+        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+            pid1 = int(f.read().split()[0])
+        os.kill(pid1, signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == 143, err
+    assert sorted(out.read_text().splitlines()) == ["rank 0 got TERM", "rank 1 got TERM"]
+
+
+def test_sigterm_forwarded_to_every_group_exit_143(podrun, tmp_path):
+    out = tmp_path / "got"
+    p = start(podrun, "--nproc-per-node", "3", "sh", "-c",
+              'sleep 300 & echo "$!" >> "$OUT.kids"; ' + TRAP_TERM, env={"OUT": str(out)})
+    wait_lines(p, "ready", 3)
+    kids = [int(x) for x in open(f"{out}.kids").read().split()]
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 143, err
+    assert sorted(out.read_text().splitlines()) == [f"rank {i} got TERM" for i in range(3)]
+    assert "got SIGTERM; stopping 3 workers" in err
+    # the whole process group got it: the background sleeps are gone too
+    assert not any(pid_alive(k) for k in kids)
+
+
+def test_sigint_exit_130(podrun, tmp_path):
+    p = start(podrun, "--nproc-per-node", "2", "sh", "-c",
+              'trap "exit 0" INT; echo ready; while :; do sleep 0.05; done')
+    wait_lines(p, "ready", 2)
+    p.send_signal(signal.SIGINT)
+    p.communicate(timeout=30)
+    assert p.returncode == 130
+
+
+def test_worker_ignoring_sigterm_is_sigkilled_after_grace(podrun, tmp_path):
+    pids = tmp_path / "pids"
+    p = start(podrun, "--nproc-per-node", "2", "--term-timeout", "0.5", "sh", "-c",
+              'trap "" TERM; echo $$ >> "$OUT"; echo ready; exec sleep 300',
+              env={"OUT": str(pids)})
+    wait_lines(p, "ready", 2)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 143, err
+    assert "SIGKILL after 0.5s" in err
+    for pid in map(int, pids.read_text().split()):
+        assert not pid_alive(pid)
+
+
+def test_second_sigterm_kills_at_once(podrun, tmp_path):
+    p = start(podrun, "--term-timeout", "300", "sh", "-c",
+              'trap "" TERM; echo ready; exec sleep 300')
+    wait_lines(p, "ready", 1)
+    p.send_signal(signal.SIGTERM)
+    p.stderr.readline()        # "got SIGTERM; stopping …": the stop has begun
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 143
+    assert "got SIGTERM again; sending SIGKILL now" in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2])
+def test_other_signals_forwarded_to_groups(podrun, sig):
+    name = signal.Signals(sig).name[3:]
+    p = start(podrun, "--nproc-per-node", "2", "sh", "-c",
+              f'trap "echo got-{name}; exit 0" {name}; echo ready; while :; do sleep 0.05; done')
+    wait_lines(p, "ready", 2)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert sorted(re.findall(rf"^\[rank (\d)\]:got-{name}$", out, re.M)) == ["0", "1"]
+
+
+def test_failure_stops_siblings_and_their_children(podrun, tmp_path):
+    kids = tmp_path / "kids"
+    r = run(podrun, "--nproc-per-node", "3", "sh", "-c",
+            'sleep 300 & echo $! >> "$OUT"; [ "$RANK" = 0 ] && { sleep 0.3; exit 4; }; wait',
+            env={"OUT": str(kids)}, timeout=30)
+    assert r.returncode == 4, r.stderr
+    for pid in map(int, kids.read_text().split()):
+        assert not pid_alive(pid)
+
+
+def test_leftover_processes_after_success_are_stopped(podrun, tmp_path):
+    kids = tmp_path / "kids"
+    r = run(podrun, "--nproc-per-node", "2", "--term-timeout", "1", "sh", "-c",
+            'sleep 300 & echo $! >> "$OUT"; exit 0', env={"OUT": str(kids)}, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "left processes in its group" in r.stderr
+    for pid in map(int, kids.read_text().split()):
+        assert not pid_alive(pid)
+
+
+def test_podrun_killed_takes_workers_with_it(podrun, tmp_path):
+    pids = tmp_path / "pids"
+    p = start(podrun, "--nproc-per-node", "2", "sh", "-c",
+              'echo $$ >> "$OUT"; echo ready; exec sleep 300', env={"OUT": str(pids)})
+    wait_lines(p, "ready", 2)
+    p.kill()
+    p.communicate(timeout=30)
+    import time
+    deadline = time.monotonic() + 10
+    ws = list(map(int, pids.read_text().split()))
+    while any(pid_alive(w) for w in ws) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(pid_alive(w) for w in ws)

@@ -1,0 +1,248 @@
+/* Config layering (default < env < flag), both flag spellings, validation messages. */
+#include <string.h>
+
+#include "check.h"
+#include "config.h"
+
+static char err[512];
+
+/* cfg keeps pointers into argv (the program): keep a copy that outlives the caller's block */
+static char *argv_store[32];
+
+static int parse(struct cfg *c, char **envp, int argc, char **argv_in)
+{
+    char **argv = argv_store;
+    for (int i = 0; i < argc && i < 31; i++)
+        argv[i] = argv_in[i];
+    argv[argc < 31 ? argc : 31] = NULL;
+    cfg_init(c);
+    int r = cfg_load_env(c, envp, err, sizeof err);
+    if (!r)
+        r = cfg_parse_args(c, argc, argv, err, sizeof err);
+    if (!r)
+        r = cfg_finalize(c, 4, 0, err, sizeof err);
+    return r;
+}
+
+#define ARGV(...) (char *[]){"podrun", __VA_ARGS__, NULL}
+#define ARGC(...) ((int)(sizeof((char *[]){"podrun", __VA_ARGS__}) / sizeof(char *)))
+#define PARSE(c, envp, ...) parse(c, envp, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__))
+
+static void test_defaults(void)
+{
+    struct cfg c;
+    CHECK_EQ_INT(PARSE(&c, NULL, "prog"), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 1);
+    CHECK_EQ_INT(c.nnodes_min, 1);
+    CHECK_EQ_INT(c.nnodes_max, 1);
+    CHECK_EQ_STR(c.master_addr, "127.0.0.1");
+    CHECK_EQ_INT(c.master_port, 29500);
+    CHECK_EQ_INT(c.term_timeout_ms, 25000);
+    CHECK_EQ_INT(c.join_timeout_ms, 600000);
+    CHECK_EQ_INT(c.last_call_timeout_ms, 30000);
+    CHECK_EQ_INT(c.keep_alive_interval_ms, 1000);
+    CHECK_EQ_INT(c.keep_alive_max_attempt, 3);
+    CHECK_EQ_INT(c.is_host, -1);
+    CHECK_EQ_STR(c.rdzv_id, "none");
+    CHECK_EQ_STR(c.role, "default");
+    CHECK_EQ_STR(c.python, "python3");
+    CHECK_EQ_INT(c.src[CFG_NPROC_PER_NODE].kind, CFG_SRC_DEFAULT);
+    CHECK_EQ_INT(c.program_argc, 1);
+    CHECK_EQ_STR(c.program[0], "prog");
+    /* static rendezvous: the endpoint is master addr:port */
+    CHECK_EQ_STR(c.rdzv_host, "127.0.0.1");
+    CHECK_EQ_INT(c.rdzv_port, 29500);
+    CHECK_EQ_INT(c.src[CFG_RDZV_ENDPOINT].kind, CFG_SRC_DERIVED);
+    cfg_free(&c);
+}
+
+static void test_layers(void)
+{
+    struct cfg c;
+    char *env[] = {"PET_NPROC_PER_NODE=2", "PODRUN_MASTER_PORT=1000", "PET_MASTER_PORT=999",
+                   "PET_ROLE=", "PYTHON_EXEC=/opt/py", NULL};
+    CHECK_EQ_INT(PARSE(&c, env, "--master_port", "2000", "prog"), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 2);
+    CHECK_EQ_INT(c.src[CFG_NPROC_PER_NODE].kind, CFG_SRC_ENV);
+    CHECK_EQ_STR(c.src[CFG_NPROC_PER_NODE].name, "PET_NPROC_PER_NODE");
+    CHECK_EQ_INT(c.master_port, 2000);
+    CHECK_EQ_INT(c.src[CFG_MASTER_PORT].kind, CFG_SRC_FLAG);
+    CHECK_EQ_STR(c.src[CFG_MASTER_PORT].name, "--master_port");
+    CHECK_EQ_STR(c.role, "default");               /* empty env is unset */
+    CHECK_EQ_STR(c.python, "/opt/py");
+    CHECK_EQ_STR(c.src[CFG_PYTHON].name, "PYTHON_EXEC");
+    cfg_free(&c);
+
+    char *env2[] = {"PET_MASTER_PORT=999", "PODRUN_MASTER_PORT=1000", NULL};
+    CHECK_EQ_INT(PARSE(&c, env2, "prog"), 0);
+    CHECK_EQ_INT(c.master_port, 1000);                /* PODRUN_ beats PET_ */
+    CHECK_EQ_STR(c.src[CFG_MASTER_PORT].name, "PODRUN_MASTER_PORT");
+    cfg_free(&c);
+}
+
+static void test_spellings_and_forms(void)
+{
+    struct cfg c;
+    CHECK_EQ_INT(PARSE(&c, NULL, "--nproc_per_node=3", "--max-restarts", "2", "--log_dir=/x",
+                       "-r3", "-t", "0:1", "--local-ranks-filter", "0,2", "--", "-prog", "-a"),
+                 0);
+    CHECK_EQ_INT(c.nproc_per_node, 3);
+    CHECK_EQ_INT(c.max_restarts, 2);
+    CHECK_EQ_STR(c.log_dir, "/x");
+    CHECK_EQ_INT(c.redirect_mask[0], 3);
+    CHECK_EQ_INT(c.redirect_mask[2], 3);
+    CHECK_EQ_INT(c.tee_mask[0], 1);
+    CHECK_EQ_INT(c.tee_mask[1], 0);
+    CHECK(c.console_rank[0] && !c.console_rank[1] && c.console_rank[2]);
+    CHECK_EQ_STR(c.program[0], "-prog");
+    CHECK_EQ_INT(c.program_argc, 2);
+    cfg_free(&c);
+    /* options end at the first non-option: the program's own flags are its own */
+    CHECK_EQ_INT(PARSE(&c, NULL, "-m", "pkg.mod", "--nproc-per-node", "9"), 0);
+    CHECK(c.module);
+    CHECK_EQ_INT(c.nproc_per_node, 1);
+    CHECK_EQ_INT(c.program_argc, 3);
+    cfg_free(&c);
+}
+
+static void test_multinode_flags(void)
+{
+    struct cfg c;
+    CHECK_EQ_INT(PARSE(&c, NULL, "--nnodes", "2:4", "--node_rank", "3", "--rdzv-backend", "c10d",
+                       "--rdzv-endpoint", "node0", "--rdzv-id", "j", "--local-addr", "10.0.0.2",
+                       "--rdzv-conf", "join_timeout=5,last_call_timeout=500ms,is_host=0,"
+                       "keep_alive_interval=2,keep_alive_max_attempt=5,close_timeout=1m",
+                       "prog"),
+                 0);
+    CHECK_EQ_INT(c.nnodes_min, 2);
+    CHECK_EQ_INT(c.nnodes_max, 4);
+    CHECK_EQ_INT(c.node_rank, 3);
+    CHECK_EQ_INT(c.rdzv_backend, CFG_BACKEND_C10D);
+    CHECK_EQ_STR(c.rdzv_host, "node0");
+    CHECK_EQ_INT(c.rdzv_port, CFG_DEFAULT_C10D_PORT);
+    CHECK_EQ_STR(c.local_addr, "10.0.0.2");
+    CHECK_EQ_INT(c.join_timeout_ms, 5000);
+    CHECK_EQ_INT(c.last_call_timeout_ms, 500);
+    CHECK_EQ_INT(c.close_timeout_ms, 60000);
+    CHECK_EQ_INT(c.keep_alive_interval_ms, 2000);
+    CHECK_EQ_INT(c.keep_alive_max_attempt, 5);
+    CHECK_EQ_INT(c.is_host, 0);
+    CHECK_EQ_INT(c.src[CFG_JOIN_TIMEOUT].kind, CFG_SRC_FLAG);
+    CHECK_EQ_INT(c.src[CFG_READ_TIMEOUT].kind, CFG_SRC_DEFAULT);
+    cfg_free(&c);
+    CHECK_EQ_INT(PARSE(&c, NULL, "--rdzv-endpoint", "[::1]:1234", "--rdzv-backend=c10d", "p"), 0);
+    CHECK_EQ_STR(c.rdzv_host, "::1");
+    CHECK_EQ_INT(c.rdzv_port, 1234);
+    cfg_free(&c);
+    CHECK_EQ_INT(PARSE(&c, NULL, "--standalone", "p"), 0);
+    CHECK_EQ_INT(c.rdzv_backend, CFG_BACKEND_C10D);
+    CHECK_EQ_INT(c.src[CFG_RDZV_BACKEND].kind, CFG_SRC_DERIVED);
+    cfg_free(&c);
+}
+
+static void test_nproc_kinds(void)
+{
+    struct cfg c;
+    CHECK_EQ_INT(PARSE(&c, NULL, "--nproc-per-node", "auto", "p"), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 4);   /* no GPU: CPUs */
+    cfg_free(&c);
+    CHECK_EQ_INT(PARSE(&c, NULL, "--nproc-per-node", "cpu", "p"), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 4);
+    cfg_free(&c);
+    CHECK_EQ_INT(PARSE(&c, NULL, "--nproc-per-node", "gpu", "p"), -22);
+    CHECK(strstr(err, "no GPU found") != NULL);
+    cfg_free(&c);
+    cfg_init(&c);
+    CHECK_EQ_INT(cfg_parse_args(&c, 4, ARGV("--nproc-per-node", "gpu", "p"), err, sizeof err), 0);
+    CHECK_EQ_INT(cfg_finalize(&c, 4, 8, err, sizeof err), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 8);
+    cfg_free(&c);
+}
+
+struct bad {
+    const char *args[6];
+    const char *env;
+    const char *needle;
+};
+
+static void test_errors_name_input(void)
+{
+    static const struct bad bad[] = {
+        {{"--nproc-per-node", "x", "p"}, NULL, "--nproc-per-node 'x'"},
+        {{"--nnodes", "4:2", "p"}, NULL, "MIN is larger than MAX"},
+        {{"--rdzv-conf", "join_timeout=1,weird=2", "p"}, NULL, "unknown key 'weird'"},
+        {{"--rdzv-conf", "keep_alive_max_attempt=0", "p"}, NULL, "keep_alive_max_attempt=0"},
+        {{"--master-port", "0", "p"}, NULL, "--master-port '0'"},
+        {{"--term-timeout", "1y", "p"}, NULL, "--term-timeout '1y'"},
+        {{"--frobnicate", "p"}, NULL, "unknown option '--frobnicate'"},
+        {{"--role"}, NULL, "option --role needs a value"},
+        {{"--role", "", "p"}, NULL, "--role '': must not be empty"},
+        {{"p"}, "PODRUN_NNODES=0", "PODRUN_NNODES='0'"},
+        {{"p"}, "PET_STANDALONE=perhaps", "PET_STANDALONE='perhaps'"},
+        {{"-m", "--run-path", "p"}, NULL, "--run-path and --module"},
+        {{"--rdzv-backend", "c10d", "--nnodes", "2", "p"}, NULL, "needs --rdzv-endpoint"},
+        {{"--tee", "1:1", "p"}, NULL, "local rank 1 is not below --nproc-per-node 1"},
+        {{"--nproc-per-node", "2000", "p"}, NULL, "from 1 to 1024"},
+        {{NULL}, NULL, "no program to run"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        struct cfg c;
+        char *argv[8] = {"podrun"};
+        int argc = 1;
+        for (int k = 0; bad[i].args[k]; k++)
+            argv[argc++] = (char *)bad[i].args[k];
+        char *env[] = {(char *)bad[i].env, NULL};
+        err[0] = 0;
+        int r = parse(&c, env, argc, argv);
+        CHECK_EQ_INT(r, -22);
+        if (!strstr(err, bad[i].needle))
+            fprintf(stderr, "case %zu: '%s' lacks '%s'\n", i, err, bad[i].needle);
+        CHECK(strstr(err, bad[i].needle) != NULL);
+        CHECK(strchr(err, '\n') == NULL);
+        cfg_free(&c);
+    }
+}
+
+static void test_durations(void)
+{
+    uint64_t ms;
+    CHECK_EQ_INT(cfg_parse_duration("25", &ms), 0);
+    CHECK_EQ_INT(ms, 25000);
+    CHECK_EQ_INT(cfg_parse_duration("0.5", &ms), 0);
+    CHECK_EQ_INT(ms, 500);
+    CHECK_EQ_INT(cfg_parse_duration("250ms", &ms), 0);
+    CHECK_EQ_INT(ms, 250);
+    CHECK_EQ_INT(cfg_parse_duration("2m", &ms), 0);
+    CHECK_EQ_INT(ms, 120000);
+    CHECK_EQ_INT(cfg_parse_duration("1h", &ms), 0);
+    CHECK_EQ_INT(ms, 3600000);
+    CHECK(cfg_parse_duration("", &ms) < 0);
+    CHECK(cfg_parse_duration("-1", &ms) < 0);
+    CHECK(cfg_parse_duration("1d", &ms) < 0);
+    CHECK(cfg_parse_duration("nan", &ms) < 0);
+    CHECK(cfg_parse_duration("inf", &ms) < 0);
+    CHECK(cfg_parse_duration(" 1", &ms) < 0);
+    CHECK(cfg_parse_duration("1e12", &ms) < 0);
+}
+
+static void test_help_stops_parsing(void)
+{
+    struct cfg c;
+    cfg_init(&c);
+    CHECK_EQ_INT(cfg_parse_args(&c, 3, ARGV("--help", "--bogus"), err, sizeof err), 0);
+    CHECK(c.help);
+    cfg_free(&c);
+}
+
+int main(void)
+{
+    RUN(test_defaults);
+    RUN(test_layers);
+    RUN(test_spellings_and_forms);
+    RUN(test_multinode_flags);
+    RUN(test_nproc_kinds);
+    RUN(test_errors_name_input);
+    RUN(test_durations);
+    RUN(test_help_stops_parsing);
+    return check_result();
+}
