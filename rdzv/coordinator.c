@@ -1411,6 +1411,14 @@ void coord_shutdown(coord_t *c, double now)
     if (c->closing)
         return;
     c->closing = 1;
+    /* nobody may be left waiting for a decision or a round that can no longer come */
+    if (c->stopped && !c->decided)
+        decide(c, now);
+    if (c->phase == COORD_OPEN) {
+        char text[256];
+        sfmt(text, sizeof text, "job '%s': the job store host is shutting down", c->run_id);
+        go_over(c, "ended", text);
+    }
     act_timer(c, COORD_T_SWEEP, -1);
     act_timer(c, COORD_T_JOIN, -1);
     act_timer(c, COORD_T_LAST_CALL, -1);

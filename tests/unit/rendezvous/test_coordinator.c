@@ -223,7 +223,9 @@ static int end_of(int round, rdzv_decision_t *d, rdzv_failure_t *f)
     const char *v = w_get(key);
     if (!v)
         return -1;
-    return rdzv_end_decode(v, strlen(v), d, f);
+    rdzv_decision_t dd;
+    rdzv_failure_t ff[RDZV_MAX_FAILURES];
+    return rdzv_end_decode(v, strlen(v), d ? d : &dd, f ? f : ff);
 }
 
 static int logs_contain(const char *s)
@@ -751,6 +753,26 @@ static void test_shutdown_waits_for_agents(void)
     CHECK_EQ_INT(W.closed, 0);
     conn_close(c, 2);
     CHECK_EQ_INT(W.closed, 1);
+    coord_free(c);
+
+    /* closing with a round open: the joined hear it at once */
+    c = mk(3, 3, 0, NULL);
+    join(c, 0, "a", 1, -1, 0);
+    coord_shutdown(c, now);
+    drain(c);
+    rdzv_assignment_t a;
+    char err[32], text[256];
+    CHECK_EQ_INT(assigned(0, 0, &a, err, sizeof err, text, sizeof text), -1);
+    CHECK_EQ_STR(err, "ended");
+    CHECK(strstr(text, "shutting down") != NULL);
+    coord_free(c);
+
+    /* closing with a decision pending: it is made now */
+    c = running(2, 0);
+    fail(c, 1, 0, 1, now, "exited with code 1");
+    coord_shutdown(c, now);
+    drain(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), 0);
     coord_free(c);
 
     /* bounded by close_timeout */
