@@ -705,8 +705,8 @@ static void progress_line(coord_t *c, double now, int timed_out, char *out, size
         char took[32];
         rdzv_format_duration(c->p.join_timeout, took, sizeof took);
         sfmt(out, cap,
-                 "rendezvous '%s' round %d timed out after %s: %d/%d nodes joined, missing %s "
-                 "(joined: %s)",
+                 "rendezvous '%s' round %d timed out after %s: %d/%d nodes joined, still "
+                 "waiting for %s (joined: %s)",
                  c->run_id, c->round, took, c->joined, target, missing, joined);
     } else if (c->joined >= c->p.min_nodes && c->joined < target) {
         sfmt(out, cap,
@@ -834,7 +834,9 @@ static void open_round(coord_t *c, int round, double now)
         c->rank_owner[r] = -1;
     act_timer(c, COORD_T_JOIN, c->join_deadline);
     act_timer(c, COORD_T_LAST_CALL, -1);
-    act_timer(c, COORD_T_PROGRESS, now + c->p.progress_interval);
+    /* the first line soon, so a short wait is explained too; then every progress_interval */
+    act_timer(c, COORD_T_PROGRESS,
+              now + (c->p.progress_interval < 1 ? c->p.progress_interval : 1));
     /* live members of the previous round are expected back; waiting nodes join right away */
     for (size_t i = 0; i < c->n_nodes; i++) {
         cnode_t *n = c->nodes[i];

@@ -654,7 +654,7 @@ int rdzv_agent_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_de
         return rc;
     }
     uint64_t pi = (uint64_t)(a->p.progress_interval * 1000);
-    uv_timer_start(&a->prog_timer, on_prog_timer, pi, pi);
+    uv_timer_start(&a->prog_timer, on_prog_timer, pi < 1000 ? pi : 1000, pi);
     *out = a;
     return 0;
 }
@@ -735,7 +735,7 @@ int rdzv_agent_rejoin(rdzv_agent_t *a)
     send_join(a);
     if (a->state == AS_JOINING) {
         uint64_t pi = (uint64_t)(a->p.progress_interval * 1000);
-        uv_timer_start(&a->prog_timer, on_prog_timer, pi, pi);
+        uv_timer_start(&a->prog_timer, on_prog_timer, pi < 1000 ? pi : 1000, pi);
     }
     return a->state == AS_JOINING ? 0 : -ENOTCONN;
 }

@@ -445,7 +445,7 @@ static void test_join_timeout(void)
     CHECK(ag[1].progress >= 1); /* read from the status key */
     for (int i = 0; i < NA - 1; i++) {
         CHECK_EQ_INT(ag[i].lost_err, RDZV_EJOINTIMEOUT);
-        CHECK(strstr(ag[i].lost_why, "3/4 nodes joined, missing node rank 2") != NULL);
+        CHECK(strstr(ag[i].lost_why, "3/4 nodes joined, still waiting for node rank 2") != NULL);
     }
     close_all();
 }
