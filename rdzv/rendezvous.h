@@ -73,6 +73,24 @@
  * Everyone else connects with backoff until join_timeout: a name that does not resolve yet or a
  * refused connection is retried, never fatal before then.
  *
+ * Use from the launcher's state machine:
+ *   RENDEZVOUS  rdzv_agent_start; progress() lines go to the log.
+ *   assigned()  start the workers: RANK = rank_base + local rank, WORLD_SIZE = world_size,
+ *               GROUP_RANK = node_rank, GROUP_WORLD_SIZE = nnodes, MASTER_ADDR/PORT =
+ *               store_host/store_port, TORCHELASTIC_RESTART_COUNT = restart_count,
+ *               TORCHELASTIC_USE_AGENT_STORE=True.
+ *   RUNNING     first local worker failure: stop the local workers and
+ *               rdzv_agent_report_failure; every local worker exited 0: rdzv_agent_report_done.
+ *   stopped()   stop the local workers; once they are gone, RDZV_RESTART: rdzv_agent_rejoin
+ *               (back to RENDEZVOUS), RDZV_EXIT: print the summary (failures[0] is the root
+ *               cause) and exit — with the worker's code if d->own >= 0, else the peer code.
+ *   finished()  exit 0.
+ *   lost()      stop the local workers and exit: RDZV_ESTORELOST/RDZV_ESTORESILENT with the
+ *               retryable code, RDZV_EJOINTIMEOUT/RDZV_EREJECTED/RDZV_EENDED non-zero, with `why`.
+ *   SIGTERM     rdzv_agent_leave, stop the workers, and exit once `sent` has run.
+ *   Every exit goes through rdzv_agent_close and waits for `closed`: on the host that is what
+ *   keeps the store up until the other agents are gone.
+ *
  * Values are "key=value\n" lines; in values '\\' and newline are escaped as "\\\\" and "\\n".
  * Every field has a bounded length (see the RDZV_*_MAX below); longer text is cut.
  */
