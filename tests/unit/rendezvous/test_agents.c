@@ -479,10 +479,23 @@ static void test_host_starts_last(void)
     memset(ag, 0, sizeof ag);
 }
 
+static void test_endpoint_is_local(void)
+{
+    char hn[256] = "";
+    gethostname(hn, sizeof hn - 1);
+    CHECK_EQ_INT(rdzv_endpoint_is_local("127.0.0.2", "127.0.0.2"), 1);
+    CHECK_EQ_INT(rdzv_endpoint_is_local("127.0.0.2", "127.0.0.3"), 0); /* agents sharing lo */
+    CHECK_EQ_INT(rdzv_endpoint_is_local("localhost", NULL), 1);
+    CHECK_EQ_INT(rdzv_endpoint_is_local(hn, NULL), 1);
+    CHECK_EQ_INT(rdzv_endpoint_is_local("store.invalid", NULL), 0);
+    CHECK_EQ_INT(rdzv_endpoint_is_local("", NULL), 0);
+}
+
 int main(void)
 {
     verbose = getenv("RDZV_TEST_VERBOSE") != NULL;
     loop = uv_default_loop();
+    RUN(test_endpoint_is_local);
     RUN(test_full_cycle);
     RUN(test_agent_lost_and_leave);
     RUN(test_host_lost);
