@@ -262,3 +262,23 @@ def test_bad_input_is_one_line_exit_2(podrun, args, env, needle):
     assert r.stdout == ""
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("podrun: "), r.stderr
     assert needle in r.stderr, r.stderr
+
+
+def test_demo_training_runs(podrun):
+    """scripts/demo's job: DDP over gloo, every rank ends with the same weights."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = run(podrun, "--nproc-per-node", "2", "--master-port", str(free_port()), *PY,
+            os.path.join(root, "scripts", "demo_train.py"), env={"DEMO_STEPS": "6"}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert len(re.findall(r"^\[rank [01]\]:step +5 loss ", r.stdout, re.M)) == 2
+    assert r.stdout.count("identical on all 2 ranks: True") == 2
+
+
+def test_dockerfile_runs_podrun_as_entrypoint():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    lines = [l.strip() for l in open(os.path.join(root, "docker", "Dockerfile"))
+             if l.strip() and not l.startswith("#")]
+    entry = [l for l in lines if l.startswith("ENTRYPOINT")]
+    assert len(entry) == 1
+    assert json.loads(entry[0][len("ENTRYPOINT"):]) == ["/usr/local/bin/podrun"]   # exec form
+    assert any(l.startswith("COPY --from=build /build/launcher/podrun") for l in lines)
