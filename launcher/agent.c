@@ -425,8 +425,17 @@ static void on_signal(void *arg, int sig)
             workers_signal(&a->wg, sig);
         }
         break;
-    default:
-        break;   /* before the start or after the stop there is nobody to tell */
+    case AGENT_INIT:
+    case AGENT_RENDEZVOUS:
+        if (stops) {   /* no worker yet: leave at once */
+            a->stop_signal = sig;
+            a->exit_code = 128 + sig;
+            enter_exiting(a);
+        }
+        break;
+    case AGENT_EXITING:
+    case AGENT_DONE:
+        break;   /* after the stop there is nobody to tell */
     }
 }
 
