@@ -118,6 +118,7 @@ static int serve(const char *host, uint16_t port, const store_limits_t *lim)
     if (e < 0) {
         fprintf(stderr, "podrun store: cannot listen on %s:%u: %s (pick another --port or "
                         "--host)\n", host && *host ? host : "0.0.0.0", port, uv_strerror(e));
+        uv_run(&loop, UV_RUN_DEFAULT); /* lets the listeners that failed finish closing */
         uv_loop_close(&loop);
         return 1;
     }

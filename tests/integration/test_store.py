@@ -1,0 +1,208 @@
+"""`podrun store` against real torch 1.13 TCPStore clients: every op the 1.13 client has, many
+clients at once, waits that time out and then succeed, gloo init_process_group + all_reduce
+through it, the shell client, flags, and clean stops on SIGTERM / SIGINT."""
+import signal
+import subprocess
+
+import pytest
+
+from conftest import TORCH_PY
+from store_util import podrun_store, run_torch
+
+
+@pytest.fixture
+def store(podrun, port):
+    s = podrun_store(podrun, port)
+    yield s
+    s.stop()
+
+
+def test_every_13_client_op(store):
+    out = run_torch("""
+        import datetime, json, sys
+        import torch.distributed as dist
+        s = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False,
+                          timeout=datetime.timedelta(seconds=10))
+        r = {}
+        s.set("k", "v1"); r["get"] = s.get("k").decode()
+        s.set("k", b"\\x00bin\\xff"); r["bin"] = list(s.get("k"))
+        r["add"] = [s.add("c", 5), s.add("c", -2), s.add("c", 0)]
+        r["add_text"] = s.get("c").decode()
+        r["cs_missing_expected"] = s.compare_set("cs", "x", "y").decode()
+        r["cs_create"] = s.compare_set("cs", "", "y").decode()
+        r["cs_swap"] = s.compare_set("cs", "y", "z").decode()
+        r["cs_mismatch"] = s.compare_set("cs", "nope", "w").decode()
+        r["num_keys"] = s.num_keys()
+        r["del"] = [s.delete_key("k"), s.delete_key("k")]
+        r["num_keys_after"] = s.num_keys()
+        s.wait(["c", "cs"])
+        s.wait(["c"], datetime.timedelta(seconds=1))
+        s.set_timeout(datetime.timedelta(seconds=5))
+        big = b"x" * (4 << 20)
+        s.set("big", big); r["big"] = s.get("big") == big
+        print(json.dumps(r))
+    """, store.port)
+    assert out == {
+        "get": "v1", "bin": [0, 98, 105, 110, 255], "add": [5, 3, 3], "add_text": "3",
+        "cs_missing_expected": "x", "cs_create": "y", "cs_swap": "z", "cs_mismatch": "z",
+        "num_keys": 3, "del": [True, False], "num_keys_after": 2, "big": True,
+    }
+
+
+def test_world_size_and_many_clients(store):
+    """64 TCPStore objects (128 connections) in threads: ADD init/, counters, waits."""
+    out = run_torch("""
+        import datetime, json, sys, threading
+        import torch.distributed as dist
+        port, n = int(sys.argv[1]), 64
+        t = datetime.timedelta(seconds=20)
+        results = [None] * n
+        def worker(i):
+            s = dist.TCPStore("127.0.0.1", port, world_size=n, is_master=False, timeout=t)
+            got = s.add("counter", 1)
+            if got == n:
+                s.set("go", "now")
+            s.wait(["go"])
+            s.set(f"rank{i}", str(i))
+            s.wait([f"rank{(i + 1) % n}"])
+            results[i] = (s.get("go").decode(), int(s.get(f"rank{(i + 1) % n}")))
+        ts = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+        [x.start() for x in ts]; [x.join() for x in ts]
+        c = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=t)
+        # keys: the unprefixed "init/" every client ADDed to, /counter, /go, /rank0../rank63
+        print(json.dumps({"results": results, "keys": c.num_keys(),
+                          "counter": c.get("counter").decode()}))
+    """, store.port)
+    assert out["keys"] == 67 and out["counter"] == "64"
+    assert out["results"] == [["now", (i + 1) % 64] for i in range(64)]
+
+
+def test_wait_times_out_then_succeeds(store):
+    out = run_torch("""
+        import datetime, json, sys, threading, time
+        import torch.distributed as dist
+        port = int(sys.argv[1])
+        s = dist.TCPStore("127.0.0.1", port, is_master=False,
+                          timeout=datetime.timedelta(seconds=10))
+        r = {}
+        t0 = time.time()
+        try:
+            s.wait(["late"], datetime.timedelta(milliseconds=300))
+            r["first"] = "no timeout"
+        except RuntimeError as e:
+            r["first"] = "timeout"
+        r["waited_s"] = round(time.time() - t0, 1)
+        # a second wait on the same connection, satisfied by another client 0.3 s later
+        def setter():
+            time.sleep(0.3)
+            o = dist.TCPStore("127.0.0.1", port, is_master=False)
+            o.set("late", "here")
+        threading.Thread(target=setter).start()
+        s.wait(["late"], datetime.timedelta(seconds=5))
+        r["value"] = s.get("late").decode()
+        r["after"] = s.add("n", 1)   # the connection is still in sync
+        print(json.dumps(r))
+    """, store.port)
+    assert out["first"] == "timeout" and 0.2 <= out["waited_s"] <= 2
+    assert out["value"] == "here" and out["after"] == 1
+
+
+GLOO = """
+import datetime, json, sys
+import torch, torch.distributed as dist
+port, rank, world = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=30))
+dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                        timeout=datetime.timedelta(seconds=30))
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+dist.barrier()
+print(json.dumps({"rank": rank, "sum": t.item()}))
+"""
+
+
+def test_gloo_all_reduce_through_store(store):
+    world = 3
+    procs = [subprocess.Popen([TORCH_PY, "-c", GLOO, str(store.port), str(r), str(world)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(world)]
+    for r, p in enumerate(procs):
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err[-2000:]
+        assert f'"sum": {float(sum(range(1, world + 1)))}' in out
+
+
+def test_shell_client(podrun, store):
+    addr = f"127.0.0.1:{store.port}"
+
+    def run(*args, rc=0):
+        p = subprocess.run([podrun, "store", *args], capture_output=True, text=True, timeout=20)
+        assert p.returncode == rc, (args, p.stdout, p.stderr)
+        return p.stdout
+
+    run("set", addr, "/k", "hello")
+    assert run("get", addr, "/k") == "hello\n"
+    assert run("add", addr, "/n", "5") == "5\n"
+    assert run("add", addr, "/n") == "6\n"
+    assert run("keys", addr) == "2\n"
+    assert run("ping", addr) == "ok\n"
+    assert run("delete", addr, "/k") == "1\n"
+    assert run("delete", addr, "/k") == "0\n"
+    run("wait", addr, "/n")
+    run("--timeout", "1", "wait", addr, "/never", rc=1)
+    # the shell client (2.x dialect) and a 1.13 client see the same keys
+    out = run_torch("""
+        import json, sys
+        import torch.distributed as dist
+        s = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False)
+        s.set("from13", "x")   # wire key "/from13"
+        print(json.dumps(s.get("n").decode()))
+    """, store.port)
+    assert out == "6"
+    assert run("get", addr, "/from13") == "x\n"
+
+
+@pytest.mark.parametrize("args", [
+    ["--port", "notaport"], ["--port", "70000"], ["--bogus"], ["--max-key-len", "0"],
+    ["--max-value-len", "12Q"], ["--port"], ["frobnicate", "127.0.0.1:1"],
+    ["get", "nocolon", "k"], ["get", "127.0.0.1:5"],
+])
+def test_bad_flags(podrun, args):
+    p = subprocess.run([podrun, "store", *args], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("podrun store: ")
+
+
+def test_help(podrun):
+    p = subprocess.run([podrun, "store", "--help"], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0 and "--max-total-bytes" in p.stdout and "wait ADDR" in p.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_cleanly(podrun, port, sig):
+    s = podrun_store(podrun, port)
+    # with clients connected, one of them in a wait
+    waiter = subprocess.Popen([TORCH_PY, "-c", """
+import datetime, sys
+import torch.distributed as dist
+s = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False)
+s.set("x", "1")
+print("waiting", flush=True)
+try:
+    s.wait(["never"], datetime.timedelta(seconds=30))
+except RuntimeError:
+    print("lost", flush=True)
+""", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert waiter.stdout.readline().strip() == "waiting"
+    rc = s.stop(sig)
+    assert rc == 0
+    assert f"podrun store: listening on 127.0.0.1:{port}" in s.stderr
+    out, _ = waiter.communicate(timeout=20)
+    assert "lost" in out   # the waiting client learns at once, not after its timeout
+
+
+def test_port_in_use(podrun, store):
+    p = subprocess.run([podrun, "store", "--host", "127.0.0.1", "--port", str(store.port)],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 1 and "cannot listen" in p.stderr
