@@ -1,0 +1,402 @@
+"""The Kubernetes manifests under docker/: each parses, runs podrun with flags and environment
+that podrun accepts (checked against `podrun --help` and `podrun --print-config`), and maps podrun's
+exit codes onto its operator's restart or failure policy the way podrun's exit-code table intends:
+1-127 permanent, >= 128 retryable, and a node stopped because of another node never decides the
+job's fate by itself."""
+import os
+import pathlib
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import PODRUN, ROOT
+
+DOCKER = ROOT / "docker"
+MANIFESTS = sorted(p for p in DOCKER.iterdir() if p.suffix in (".yaml", ".yml"))
+
+# podrun's exit-code table: what `--exit-code-<reason>` defaults to
+NODE_CODES = {"peer-failure": 170, "peer-lost": 171, "store-lost": 172, "rdzv-timeout": 173,
+              "hang": 174}
+SIGNALLED = 128 + 15                      # podrun itself got SIGTERM (pod deleted, node drained)
+PERMANENT = set(range(1, 128))            # a worker's own code, 2 usage, 126/127 program
+# a node stopped because of another node: the other node's pod carries the cause
+CONSEQUENCES = ("peer-failure", "peer-lost", "store-lost")
+
+TERMINATION_LOG = "/dev/termination-log"
+
+
+def run_podrun(*args, env=None):
+    assert os.access(PODRUN, os.X_OK), f"{PODRUN} is not built"
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("PODRUN_", "PET_", "TORCHELASTIC_"))}
+    e.update(env or {})
+    return subprocess.run([PODRUN, *args], capture_output=True, text=True, env=e, timeout=10)
+
+
+_help = {}
+
+
+def podrun_help():
+    if "text" not in _help:
+        r = run_podrun("--help")
+        assert r.returncode == 0, r.stderr
+        _help["text"] = r.stdout
+    return _help["text"]
+
+
+def podrun_options():
+    """{'--flag': takes_value} from --help: a flag followed by one space and a word takes a value."""
+    opts = {}
+    for m in re.finditer(r"^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)( \S)?", podrun_help(), re.M):
+        opts[m.group(1)] = bool(m.group(2))
+    assert "--nnodes" in opts and "--rdzv-endpoint" in opts, podrun_help()
+    return opts
+
+
+def rdzv_conf_keys():
+    line = next(l for l in podrun_help().splitlines() if "--rdzv-conf" in l)
+    return {k.strip() for k in line.split("K=V,...", 1)[1].split(",")}
+
+
+def print_config(args, env):
+    """podrun --print-config under this env and these args: {name: (value, source)}."""
+    r = run_podrun("--print-config", *args, env=env)
+    assert r.returncode == 0, f"podrun rejects {args} with {env}: {r.stderr}"
+    cfg = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"^(rdzv-conf \S+|\S+)\s+(.*?)\s+\(([^()]*)\)$", line)
+        if m:
+            cfg[m.group(1)] = (m.group(2), m.group(3))
+        elif line.startswith("program"):
+            cfg["program"] = (line.split(None, 1)[1].strip(), "")
+    return cfg
+
+
+# ---- the manifests' shapes ------------------------------------------------------------------
+
+def docs(path):
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def all_docs():
+    return [(p.name, d) for p in MANIFESTS for d in docs(p)]
+
+
+def workload(kind_api):
+    found = [(n, d) for n, d in all_docs() if (d["apiVersion"], d["kind"]) == kind_api]
+    assert len(found) == 1, f"expected one {kind_api} under docker/, found {len(found)}"
+    return found[0]
+
+
+def pod_templates(doc):
+    """Every pod template of a workload, with the number of pods made from it."""
+    spec = doc["spec"]
+    kind = (doc["apiVersion"], doc["kind"])
+    if kind == ("kubeflow.org/v1", "PyTorchJob"):
+        return [(r["template"], r.get("replicas", 1)) for r in spec["pytorchReplicaSpecs"].values()]
+    if kind == ("batch.volcano.sh/v1alpha1", "Job"):
+        return [(t["template"], t.get("replicas", 1)) for t in spec["tasks"]]
+    if kind == ("jobset.x-k8s.io/v1alpha2", "JobSet"):
+        return [(r["template"]["spec"]["template"],
+                 r.get("replicas", 1) * r["template"]["spec"].get("parallelism", 1))
+                for r in spec["replicatedJobs"]]
+    if kind == ("batch/v1", "Job"):
+        return [(spec["template"], spec.get("parallelism", 1))]
+    return []
+
+
+def podrun_container(template):
+    cs = [c for c in template["spec"]["containers"]
+          if c.get("command") and os.path.basename(c["command"][0]) == "podrun"]
+    assert len(cs) == 1, f"one container must run podrun as its command: {template['spec']}"
+    return cs[0]
+
+
+def split_args(argv):
+    """podrun's own options and the program, as podrun parses its command line."""
+    opts, flags, i = podrun_options(), [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            i += 1
+            break
+        if not a.startswith("-") or a == "-":
+            break
+        name = a.split("=", 1)[0]
+        name = "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+        flags.append(name)
+        if opts.get(name) and "=" not in a:
+            i += 1
+        i += 1
+    return flags, argv[i:]
+
+
+def container_env(c, sample="0"):
+    """The container's env as podrun would see it; downward-API values become `sample`."""
+    env = {}
+    for e in c.get("env", []):
+        env[e["name"]] = e["value"] if "value" in e else sample
+    return env
+
+
+def operator_env(doc):
+    """What the operator itself puts into the container's env (reference/k8s.md 1.2)."""
+    if doc["kind"] != "PyTorchJob":
+        return {}
+    spec, env = doc["spec"], {}
+    if "nprocPerNode" in spec:
+        env["PET_NPROC_PER_NODE"] = str(spec["nprocPerNode"])
+    ep = spec.get("elasticPolicy")
+    if ep is None:
+        env["PET_NNODES"] = str(sum(r.get("replicas", 1)
+                                    for r in spec["pytorchReplicaSpecs"].values()))
+        return env
+    worker = spec["pytorchReplicaSpecs"]["Worker"]
+    port = ep.get("rdzvPort") or next(
+        p["containerPort"] for p in podrun_container(worker["template"]).get("ports", [])
+        if p["name"] == "pytorchjob-port")
+    host = ep.get("rdzvHost") or f"{doc['metadata']['name']}-worker-0"
+    env["PET_RDZV_ENDPOINT"] = f"{host}:{port}"
+    env["PET_RDZV_BACKEND"] = ep.get("rdzvBackend", "c10d")
+    lo, hi = ep.get("minReplicas"), ep.get("maxReplicas")
+    lo, hi = lo if lo is not None else hi, hi if hi is not None else lo
+    env["PET_NNODES"] = f"{lo}:{hi}" if lo is not None else str(worker.get("replicas", 1))
+    if "maxRestarts" in ep:
+        env["PET_MAX_RESTARTS"] = str(ep["maxRestarts"])
+    if "rdzvId" in ep:
+        env["PET_RDZV_ID"] = ep["rdzvId"]
+    if ep.get("rdzvConf"):
+        env["PET_RDZV_CONF"] = ",".join(f"{kv['key']}={kv['value']}" for kv in ep["rdzvConf"])
+    return env
+
+
+def resolved(doc, template):
+    """podrun's resolved configuration in this pod, and the program it runs."""
+    c = podrun_container(template)
+    env = {**operator_env(doc), **container_env(c)}
+    cfg = print_config(c["command"][1:] + c.get("args", []), env)
+    return cfg, c
+
+
+def exit_codes(cfg):
+    return {r: int(cfg[f"exit-code-{r}"][0]) for r in NODE_CODES}
+
+
+def failure_rules(job_spec):
+    return job_spec["podFailurePolicy"]["rules"]
+
+
+def exit_code_rules(rules, action):
+    out = set()
+    for r in rules:
+        if r["action"] == action and "onExitCodes" in r:
+            assert r["onExitCodes"]["operator"] == "In"
+            out |= set(r["onExitCodes"]["values"])
+    return out
+
+
+# ---- tests -----------------------------------------------------------------------------------
+
+def test_every_manifest_parses_and_each_operator_has_one():
+    assert MANIFESTS, "no manifests under docker/"
+    kinds = set()
+    for name, d in all_docs():
+        assert {"apiVersion", "kind", "metadata", "spec"} <= set(d), name
+        assert d["metadata"].get("name"), name
+        kinds.add((d["apiVersion"], d["kind"]))
+    assert {("kubeflow.org/v1", "PyTorchJob"), ("batch.volcano.sh/v1alpha1", "Job"),
+            ("jobset.x-k8s.io/v1alpha2", "JobSet"), ("batch/v1", "Job")} <= kinds
+
+
+def test_dockerfile_env_is_podrun_s():
+    opts = podrun_options()
+    for m in re.finditer(r"^ENV\s+(PODRUN_|PET_)([A-Z_]+)=", (DOCKER / "Dockerfile").read_text(), re.M):
+        assert "--" + m.group(2).lower().replace("_", "-") in opts, m.group(0)
+
+
+def test_exit_code_flags_match_the_table():
+    opts = podrun_options()
+    text = podrun_help()
+    for reason, code in NODE_CODES.items():
+        flag = f"--exit-code-{reason}"
+        assert flag in opts and opts[flag], f"{flag} missing from podrun --help"
+        m = re.search(rf"{flag} \S+\s.*\[(\d+)\]", text)
+        if m:
+            assert int(m.group(1)) == code, (flag, m.group(0))
+    # the retryable codes are >= 128 and the permanent ones below
+    assert all(c >= 128 for c in NODE_CODES.values()) and SIGNALLED >= 128
+    assert not PERMANENT & set(NODE_CODES.values())
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_podrun_flags_env_and_program_are_podrun_s(path):
+    opts, keys = podrun_options(), rdzv_conf_keys()
+    dockerfile = (DOCKER / "Dockerfile").read_text()
+    workloads = [d for d in docs(path) if pod_templates(d)]
+    assert workloads, f"{path.name} runs no pods"
+    for d in workloads:
+        for template, _ in pod_templates(d):
+            c = podrun_container(template)
+            argv = c["command"][1:] + c.get("args", [])
+            flags, program = split_args(argv)
+            for f in flags:
+                assert f in opts, f"{path.name}: podrun has no option {f}"
+            envs = {**operator_env(d), **container_env(c)}
+            for name in envs:
+                for pre in ("PODRUN_", "PET_"):
+                    if name.startswith(pre):
+                        flag = "--" + name[len(pre):].lower().replace("_", "-")
+                        assert flag in opts, f"{path.name}: {name} is no podrun option"
+            for conf in [envs.get("PODRUN_RDZV_CONF"), envs.get("PET_RDZV_CONF")] + [
+                    argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--rdzv-conf"]:
+                for kv in (conf or "").split(","):
+                    if kv:
+                        assert kv.split("=", 1)[0] in keys, f"{path.name}: rdzv-conf {kv}"
+            assert program, f"{path.name}: no program after podrun's options"
+            # the image has the program where the manifest says
+            assert re.search(rf"^COPY .* {re.escape(program[0])}$", dockerfile, re.M), program
+            cfg, _ = resolved(d, template)
+            assert cfg["program"][0] == " ".join(program)
+            # podrun writes the root cause where Kubernetes reads it
+            assert c.get("terminationMessagePath", TERMINATION_LOG) == TERMINATION_LOG
+
+
+def test_pytorchjob_exit_code_policy_and_env_only_config():
+    name, d = workload(("kubeflow.org/v1", "PyTorchJob"))
+    job = d["metadata"]["name"]
+    for rtype, r in d["spec"]["pytorchReplicaSpecs"].items():
+        assert r["restartPolicy"] == "ExitCode", f"{rtype}: only ExitCode tells codes apart"
+        containers = r["template"]["spec"]["containers"]
+        # the operator reads the exit code of the container named pytorch: it must be podrun
+        assert podrun_container(r["template"])["name"] == "pytorch"
+        assert [c["name"] for c in containers].count("pytorch") == 1
+        cfg, c = resolved(d, r["template"])
+        # every code podrun uses for "stopped because of someone else" is retryable (>= 128)
+        assert all(code >= 128 for code in exit_codes(cfg).values()), exit_codes(cfg)
+        # configured from the operator's env: c10d at <job>-worker-0, which is pod 0's hostname
+        assert cfg["rdzv-backend"] == ("c10d", "env PET_RDZV_BACKEND")
+        assert cfg["rdzv-endpoint"][0].split(":")[0] == f"{job}-worker-0"
+        assert cfg["nnodes"][1] == "env PET_NNODES"
+        ep = d["spec"]["elasticPolicy"]
+        lo, hi = ep["minReplicas"], ep["maxReplicas"]
+        assert lo <= r["replicas"] <= hi
+        assert cfg["max-restarts"] == (str(ep["maxRestarts"]), "env PET_MAX_RESTARTS")
+        port = next(p["containerPort"] for p in c["ports"] if p["name"] == "pytorchjob-port")
+        assert port == ep["rdzvPort"] == int(cfg["rdzv-endpoint"][0].split(":")[1])
+        assert not [a for a in c.get("args", []) if a.startswith("-")], \
+            "configuration comes from the env (PET_*/PODRUN_*) only"
+    # pods still running once the job has failed are stopped
+    assert d["spec"]["runPolicy"]["cleanPodPolicy"] in ("Running", "All")
+
+
+def test_volcano_job_policies_restart_on_pod_failed():
+    name, d = workload(("batch.volcano.sh/v1alpha1", "Job"))
+    spec, job = d["spec"], d["metadata"]["name"]
+    assert {"svc", "env"} <= set(spec["plugins"])
+    pols = spec["policies"]
+    # the first matching policy wins: code rules come before the catch-all event rules
+    restart = [i for i, p in enumerate(pols)
+               if p.get("event") == "PodFailed" or "PodFailed" in p.get("events", [])]
+    assert restart and pols[restart[0]]["action"] == "RestartJob"
+    for i, p in enumerate(pols):
+        assert not ("event" in p and "exitCode" in p), "event and exitCode exclude each other"
+        if "exitCode" in p:
+            assert i < restart[0]
+            assert p["exitCode"] != 0
+            if p["action"] in ("TerminateJob", "AbortJob", "CompleteJob"):
+                assert p["exitCode"] in PERMANENT, f"retryable code {p['exitCode']} ends the job"
+    assert any(p.get("event") == "PodEvicted" and p["action"] == "RestartJob" for p in pols)
+    for t in spec["tasks"]:
+        tmpl = t["template"]
+        assert tmpl["spec"]["restartPolicy"] == "Never", "OnFailure never lets PodFailed fire"
+        # Volcano reads containers[0]'s exit code
+        assert tmpl["spec"]["containers"][0] is podrun_container(tmpl)
+        cfg, _ = resolved(d, tmpl)
+        codes = exit_codes(cfg)
+        stopping = {p["exitCode"] for p in pols
+                    if "exitCode" in p and p["action"] != "RestartJob"}
+        assert not stopping & set(codes.values()), "a node stopped by another must restart the job"
+        assert int(cfg["nnodes"][0]) == t["replicas"] == spec["minAvailable"]
+        # svc plugin: pod 0 is <job>-<task>-0.<job>; its hostname makes it the store host
+        assert cfg["rdzv-backend"][0] == "c10d"
+        assert cfg["rdzv-endpoint"][0].split(":")[0] == f"{job}-{t['name']}-0.{job}"
+
+
+def check_pod_failure_policy(job_spec, template, cfg):
+    """podFailurePolicy rules against podrun's exit-code table, and the API's own rules."""
+    rules = failure_rules(job_spec)
+    assert len(rules) <= 20
+    assert template["spec"]["restartPolicy"] == "Never", "podFailurePolicy needs Never"
+    assert job_spec.get("podReplacementPolicy", "Failed") == "Failed"
+    cname = podrun_container(template)["name"]
+    for r in rules:
+        assert r["action"] in ("FailJob", "FailIndex", "Ignore", "Count")
+        if "onExitCodes" in r:
+            oc = r["onExitCodes"]
+            assert oc["containerName"] == cname
+            vals = oc["values"]
+            assert vals == sorted(set(vals)) and len(vals) <= 255 and 0 not in vals
+        if "onPodConditions" in r:
+            assert all(c["type"] == "DisruptionTarget" for c in r["onPodConditions"])
+    codes = exit_codes(cfg)
+    # permanent: exactly the codes below 128 fail the job
+    assert exit_code_rules(rules, "FailJob") == PERMANENT
+    # nodes stopped because of another node are replaced, not counted; nothing else is ignored
+    ignored = exit_code_rules(rules, "Ignore")
+    assert ignored == {codes[r] for r in CONSEQUENCES}
+    # retryable codes are counted (never ignored, never fatal)
+    for r in ("rdzv-timeout", "hang"):
+        assert codes[r] not in ignored | PERMANENT
+    assert SIGNALLED not in ignored | PERMANENT
+    # a disruption (preemption, drain) is not the job's fault
+    assert any(r["action"] == "Ignore" and "onPodConditions" in r for r in rules)
+
+
+def test_jobset_failure_policy_on_podrun_codes():
+    name, d = workload(("jobset.x-k8s.io/v1alpha2", "JobSet"))
+    spec, js = d["spec"], d["metadata"]["name"]
+    fp = spec["failurePolicy"]
+    assert fp["maxRestarts"] >= 1
+    by_reason = {reason: r["action"] for r in fp["rules"] for reason in r["onJobFailureReasons"]}
+    assert by_reason["PodFailurePolicy"] == "FailJobSet"          # FailJob: permanent codes
+    assert by_reason.get("BackoffLimitExceeded", "RestartJobSet") == "RestartJobSet"
+    sub = spec.get("network", {}).get("subdomain", js)
+    for rj in spec["replicatedJobs"]:
+        job_spec = rj["template"]["spec"]
+        assert job_spec["backoffLimit"] == 0, "any counted pod failure restarts the JobSet"
+        assert job_spec.get("completionMode", "Indexed") == "Indexed"
+        tmpl = job_spec["template"]
+        cfg, _ = resolved(d, tmpl)
+        check_pod_failure_policy(job_spec, tmpl, cfg)
+        assert int(cfg["nnodes"][0]) == rj.get("replicas", 1) * job_spec["parallelism"] \
+            == rj.get("replicas", 1) * job_spec["completions"]
+        # pod 0 of job 0: <jobset>-<rjob>-0-0.<subdomain>, its hostname makes it the store host
+        assert cfg["rdzv-endpoint"][0].split(":")[0] == f"{js}-{rj['name']}-0-0.{sub}"
+
+
+def test_indexed_job_pod_failure_policy_and_service():
+    name, d = workload(("batch/v1", "Job"))
+    spec, job = d["spec"], d["metadata"]["name"]
+    assert spec["completionMode"] == "Indexed"
+    assert spec["completions"] == spec["parallelism"]
+    assert spec["backoffLimit"] >= 1
+    tmpl = spec["template"]
+    cfg, c = resolved(d, tmpl)
+    check_pod_failure_policy(spec, tmpl, cfg)
+    assert int(cfg["nnodes"][0]) == spec["completions"]
+    # node rank = completion index, through the downward API
+    ann = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    rank_env = [e for e in c["env"] if e["name"] in ("PODRUN_NODE_RANK", "PET_NODE_RANK")]
+    assert rank_env and rank_env[0]["valueFrom"]["fieldRef"]["fieldPath"] == ann
+    assert cfg["node-rank"][1].startswith("env ")
+    # pod names resolve through a headless Service named like the pods' subdomain
+    sub = tmpl["spec"]["subdomain"]
+    svcs = [s for n, s in all_docs() if n == name and s["kind"] == "Service"]
+    assert len(svcs) == 1 and svcs[0]["metadata"]["name"] == sub
+    assert svcs[0]["spec"]["clusterIP"] == "None"
+    assert svcs[0]["spec"]["selector"] == {"batch.kubernetes.io/job-name": job}
+    host, port = cfg["rdzv-endpoint"][0].split(":")
+    assert host == f"{job}-0.{sub}"
+    assert int(port) in [p["port"] for p in svcs[0]["spec"]["ports"]]
