@@ -339,7 +339,8 @@ def check_pod_failure_policy(job_spec, template, cfg):
             vals = oc["values"]
             assert vals == sorted(set(vals)) and len(vals) <= 255 and 0 not in vals
         if "onPodConditions" in r:
-            assert all(c["type"] == "DisruptionTarget" for c in r["onPodConditions"])
+            assert all(c["type"] == "DisruptionTarget" and c.get("status") == "True"
+                       for c in r["onPodConditions"])
     codes = exit_codes(cfg)
     # permanent: exactly the codes below 128 fail the job
     assert exit_code_rules(rules, "FailJob") == PERMANENT
