@@ -1,42 +1,57 @@
 /* launcher/agent.c — the state machine (see agent.h), on one libuv loop.
  *
- * Events and what they do:
- *   a worker exits non-zero while RUNNING  → it is the root cause; stop the others, exit with
- *                                            its code (128+signal for a signal death)
- *   every worker exited 0                  → EXITING, after stopping whatever the workers
- *                                            left running in their process groups
- *   SIGTERM / SIGINT                       → stop the job with that signal, exit 128+signal; a
- *                                            second one while stopping sends SIGKILL at once
+ * Every run, one node or many, goes through the rendezvous (rdzv/rendezvous.h): this agent
+ * joins, the coordinator in the agent that hosts the job store assigns ranks, and every
+ * decision about the job — stop, restart, exit, finished — is pushed to every agent. The events
+ * and what they do:
+ *   assigned (RENDEZVOUS)                  → start the workers of this attempt (RUNNING)
+ *   a worker exits non-zero while RUNNING  → report it to the job (the first one only) and stop
+ *                                            the others at once (STOPPING)
+ *   the hang watchdog fires                → the same, with "hang" as the reason
+ *   every worker exited 0                  → report done; wait for the job to finish
+ *   stopped(decision)                      → stop the workers; once they are gone: restart →
+ *                                            rejoin (RENDEZVOUS, next attempt); exit → EXITING
+ *                                            with the code the decision gives this node
+ *   finished                               → EXITING, exit 0
+ *   lost (store host gone, join timeout)   → stop the workers, EXITING with the lost code
+ *   SIGTERM / SIGINT                       → tell the job this node leaves, stop the workers,
+ *                                            exit 128+signal; a second one sends SIGKILL at once
  *   SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2      → forwarded to every worker process group
  *   an orphan is reaped                    → nothing else to do (init.c reaped it)
- *   the stop completes (or gives up)       → EXITING: drain the pipes, print the report, write
- *                                            the termination log, flush, close, return. */
+ *   EXITING                                → drain the pipes, print the report, write the
+ *                                            termination log, close the rendezvous (the host
+ *                                            keeps the store up until the others are gone),
+ *                                            flush, close, return. */
 #include "agent.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <limits.h>
-#include <netdb.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "env.h"
 #include "init.h"
 #include "logs.h"
+#include "rdzv/rendezvous.h"
 #include "report.h"
 #include "workers.h"
 
 #define AGENT_FLUSH_MS 10000   /* bound on writing the last output to a stalled reader */
+#define AGENT_LEAVE_MS 2000    /* bound on telling the job this node leaves */
 
 enum agent_state { AGENT_INIT, AGENT_RENDEZVOUS, AGENT_RUNNING, AGENT_STOPPING, AGENT_EXITING,
                    AGENT_DONE };
@@ -50,15 +65,33 @@ struct agent {
     bool wg_ready;
     struct logs logs;
     struct log_stream *streams;    /* 2 per worker: stdout, stderr */
+    uv_timer_t *hang;              /* per worker, with --hang-timeout */
     int n;
 
-    /* what rendezvous decided */
+    /* the rendezvous and what it assigned */
+    rdzv_agent_t *rz;
+    bool rz_closing, rz_closed;
     int group_rank, group_world_size, world_size, rank_base;
     int restart_count;
-    const char *master_addr;
+    char master_addr[RDZV_NAME_MAX];
     int master_port;
     const char *run_id;
-    bool use_agent_store;
+    int attempt;                   /* attempts this agent started: attempt_<n> */
+    bool workers_down;             /* no worker of this attempt is left (or none started) */
+
+    /* this node's first failure in the attempt */
+    int failed;                    /* local rank, -1 if none */
+    int failed_code;               /* its exit code (128+signal) */
+    bool failed_hang;
+
+    /* what the job decided */
+    bool decided;
+    int action, dn, own, restart_counted, restarts_used;
+    rdzv_failure_t dfail[RDZV_MAX_FAILURES];
+    char dreason[RDZV_REASON_MAX];
+    bool finished;
+    bool lost;
+    int lost_err;
 
     char base_dir[PATH_MAX];       /* --log-dir, or a private temporary directory */
     char run_dir[PATH_MAX];        /* base/<run_id>/attempt_<n> */
@@ -67,10 +100,13 @@ struct agent {
 
     int exit_code;
     int stop_signal;               /* the signal that stopped podrun, 0 if none */
-    int failed;                    /* local rank of the root cause, -1 if none */
-    char host[256];
+    bool leave_pending;
+    bool drained;
+    char host[RDZV_NAME_MAX];      /* the address peers know this node by */
+    char node_name[RDZV_NAME_MAX];
+    char ifname[IF_NAMESIZE + 1];  /* the interface that holds --local-addr, "" if none */
     char rdzv_id_buf[40];
-    uv_timer_t exit_timer;
+    uv_timer_t exit_timer, leave_timer;
 };
 
 static const char *state_name(enum agent_state s)
@@ -80,12 +116,20 @@ static const char *state_name(enum agent_state s)
 }
 
 static void enter_exiting(struct agent *a);
+static void advance(struct agent *a);
 
 static void set_state(struct agent *a, enum agent_state s)
 {
     if (getenv("PODRUN_DEBUG"))
         logs_message(&a->logs, "state %s -> %s", state_name(a->state), state_name(s));
     a->state = s;
+}
+
+static double now_epoch(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* ---------- files: the run directory, error files, log files ---------- */
@@ -130,29 +174,38 @@ static void rank_path(struct agent *a, int lr, const char *file, char *out, size
     pathf(out, len, "%s/%d/%s", a->run_dir, lr, file);
 }
 
-static int prepare_dirs(struct agent *a)
+static bool any_mask(struct agent *a)
+{
+    for (int i = 0; i < a->n; i++)
+        if (a->cfg->redirect_mask[i] || a->cfg->tee_mask[i])
+            return true;
+    return false;
+}
+
+static int prepare_base(struct agent *a)
 {
     struct cfg *c = a->cfg;
-    bool masks = false;
-    for (int i = 0; i < a->n; i++)
-        masks |= c->redirect_mask[i] || c->tee_mask[i];
     if (c->log_dir) {
         if (pathf(a->base_dir, sizeof a->base_dir, "%s", c->log_dir))
             return -ENAMETOOLONG;
         a->keep_files = true;
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        if (pathf(a->base_dir, sizeof a->base_dir, "%s/podrun_XXXXXX", tmp && *tmp ? tmp : "/tmp"))
-            return -ENAMETOOLONG;
-        if (!mkdtemp(a->base_dir))
-            return -errno;
-        a->own_base = true;
-        a->keep_files = masks;
+        return 0;
     }
+    const char *tmp = getenv("TMPDIR");
+    if (pathf(a->base_dir, sizeof a->base_dir, "%s/podrun_XXXXXX", tmp && *tmp ? tmp : "/tmp"))
+        return -ENAMETOOLONG;
+    if (!mkdtemp(a->base_dir))
+        return -errno;
+    a->own_base = true;
+    a->keep_files = any_mask(a);
+    return 0;
+}
+
+static int prepare_attempt_dir(struct agent *a)
+{
     char id[256];
     path_safe(a->run_id, id, sizeof id);
-    if (pathf(a->run_dir, sizeof a->run_dir, "%s/%s/attempt_%d", a->base_dir, id,
-              a->restart_count))
+    if (pathf(a->run_dir, sizeof a->run_dir, "%s/%s/attempt_%d", a->base_dir, id, a->attempt))
         return -ENAMETOOLONG;
     for (int i = 0; i < a->n; i++) {
         char d[PATH_MAX + 16];
@@ -161,33 +214,41 @@ static int prepare_dirs(struct agent *a)
         int r = mkdir_p(d);
         if (r)
             return r;
+        /* a stale error or heartbeat file would name the wrong root cause */
         rank_path(a, i, "error.json", d, sizeof d);
-        unlink(d);   /* a stale error file would name the wrong root cause */
+        unlink(d);
+        rank_path(a, i, "heartbeat", d, sizeof d);
+        unlink(d);
     }
-    if (masks && !c->log_dir)
+    if (any_mask(a) && !a->cfg->log_dir)
         logs_message(&a->logs, "worker log files are in %s", a->run_dir);
     return 0;
 }
 
-static void remove_dirs(struct agent *a)
+/* Removes this attempt's directory (unless files are kept); with `all`, the base too. */
+static void remove_dirs(struct agent *a, bool all)
 {
     if (a->keep_files || !a->base_dir[0])
         return;
     char p[PATH_MAX + 32];
-    for (int i = 0; i < a->n; i++) {
-        rank_path(a, i, "error.json", p, sizeof p);
-        unlink(p);
-        if (!pathf(p, sizeof p, "%s/%d", a->run_dir, i))
-            rmdir(p);
-    }
-    rmdir(a->run_dir);
-    char *slash = strrchr(a->run_dir, '/');
-    if (slash) {
-        *slash = 0;
+    if (a->run_dir[0]) {
+        for (int i = 0; i < a->n; i++) {
+            rank_path(a, i, "error.json", p, sizeof p);
+            unlink(p);
+            rank_path(a, i, "heartbeat", p, sizeof p);
+            unlink(p);
+            if (!pathf(p, sizeof p, "%s/%d", a->run_dir, i))
+                rmdir(p);
+        }
         rmdir(a->run_dir);
-        *slash = '/';
+        char *slash = strrchr(a->run_dir, '/');
+        if (slash) {
+            *slash = 0;
+            rmdir(a->run_dir);
+            *slash = '/';
+        }
     }
-    if (a->own_base)
+    if (all && a->own_base)
         rmdir(a->base_dir);
 }
 
@@ -195,11 +256,9 @@ static void remove_dirs(struct agent *a)
 static int open_log_file(struct agent *a, int lr, int bit)
 {
     struct cfg *c = a->cfg;
-    bool any_mask = false;
-    for (int i = 0; i < a->n; i++)
-        any_mask |= c->redirect_mask[i] || c->tee_mask[i];
     /* --log-dir alone keeps both streams of every rank; with -r/-t only what they name */
-    bool want = any_mask ? ((c->redirect_mask[lr] | c->tee_mask[lr]) & bit) : c->log_dir != NULL;
+    bool want = any_mask(a) ? ((c->redirect_mask[lr] | c->tee_mask[lr]) & bit)
+                            : c->log_dir != NULL;
     if (!want)
         return -1;
     char p[PATH_MAX + 32];
@@ -211,57 +270,183 @@ static int open_log_file(struct agent *a, int lr, int bit)
     return fd;
 }
 
-/* ---------- rendezvous (one node: this agent is the whole job) ---------- */
+/* ---------- stopping ---------- */
 
-/* A port that was free a moment ago, for --standalone. */
-static int free_port(const char *host)
+static void stop_job(struct agent *a, int sig, const char *why)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    if (getaddrinfo(host, "0", &hints, &ai) || !ai)
-        return -1;
-    int port = -1;
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && bind(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof ss;
-        if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-            port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                  : ((struct sockaddr_in *)&ss)->sin_port);
-    }
-    if (fd >= 0)
-        close(fd);
-    freeaddrinfo(ai);
-    return port;
+    int alive = workers_alive(&a->wg);
+    char sn[32];
+    if (why && alive)
+        logs_message(&a->logs, "%s; stopping %d worker%s (%s, SIGKILL after %.1fs)", why, alive,
+                     alive == 1 ? "" : "s", report_signame(sig, sn, sizeof sn),
+                     (double)a->cfg->term_timeout_ms / 1000.0);
+    else if (why)
+        logs_message(&a->logs, "%s", why);
+    if (a->state == AGENT_RUNNING)
+        set_state(a, AGENT_STOPPING);
+    for (int i = 0; a->hang && i < a->n; i++)
+        uv_timer_stop(&a->hang[i]);
+    if (!a->workers_down)
+        workers_stop_all(&a->wg, sig, a->cfg->term_timeout_ms);
 }
 
-static int rendezvous(struct agent *a)
+/* Every worker of this attempt is gone: read the rest of their output, then see what next. */
+static void workers_gone(struct agent *a)
 {
-    struct cfg *c = a->cfg;
-    set_state(a, AGENT_RENDEZVOUS);
-    a->group_rank = c->node_rank;
-    a->group_world_size = 1;
-    a->rank_base = 0;
-    a->world_size = a->n;
-    a->master_addr = c->master_addr;
-    a->master_port = c->master_port;
-    a->use_agent_store = false;
-    a->run_id = c->rdzv_id;
-    if (c->standalone) {
-        if (c->src[CFG_RDZV_ID].kind == CFG_SRC_DEFAULT) {
-            unsigned char r[16];
-            if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-                memset(r, 0x5a, sizeof r);
-            for (int i = 0; i < 16; i++)
-                sprintf(a->rdzv_id_buf + 2 * i, "%02x", r[i]);
-            a->run_id = a->rdzv_id_buf;
-        }
-        if (c->src[CFG_MASTER_PORT].kind == CFG_SRC_DEFAULT) {
-            int p = free_port(c->master_addr);
-            if (p > 0)
-                a->master_port = p;
-        }
+    if (a->workers_down)
+        return;
+    a->workers_down = true;
+    for (int i = 0; i < 2 * a->n; i++)
+        logs_stream_finish(&a->streams[i]);
+    if (a->state == AGENT_RUNNING)
+        set_state(a, AGENT_STOPPING);
+    advance(a);
+}
+
+static void on_stopped(worker_group_t *g)
+{
+    struct agent *a = g->data;
+    for (int i = 0; i < g->n; i++) {
+        worker_t *w = &g->w[i];
+        if (w->state == WORKER_RUNNING)
+            logs_message(&a->logs, "rank %d (pid %d) did not exit %.1fs after SIGKILL (stuck in "
+                         "the kernel?); leaving it behind", a->rank_base + i, (int)w->pid,
+                         g->kill_wait_ms / 1000.0);
+        else if (!w->group_gone && w->pid > 0)
+            logs_message(&a->logs, "processes of rank %d's group (pgid %d) did not exit %.1fs "
+                         "after SIGKILL; leaving them behind", a->rank_base + i, (int)w->pid,
+                         g->kill_wait_ms / 1000.0);
     }
-    return 0;
+    workers_gone(a);
+}
+
+/* ---------- this node's failure → the job ---------- */
+
+/* The worker's own words for the record: its error file's message, else its last stderr lines. */
+static void failure_message(struct agent *a, int lr, char *out, size_t cap)
+{
+    char errfile[PATH_MAX + 32];
+    out[0] = 0;
+    rank_path(a, lr, "error.json", errfile, sizeof errfile);
+    struct report_error e;
+    if (report_read_error_file(errfile, &e) == 0) {
+        snprintf(out, cap, "%s", e.message ? e.message : e.traceback ? e.traceback : "");
+        report_error_free(&e);
+        return;
+    }
+    size_t tl = 0;
+    const char *tail = logs_stream_tail(&a->streams[2 * lr + 1], &tl);
+    if (!tail || !tl)
+        return;
+    /* the last few lines that fit, whole where possible */
+    size_t keep = tl < cap - 1 ? tl : cap - 1;
+    const char *p = tail + tl - keep;
+    if (keep < tl) {
+        const char *nl = memchr(p, '\n', keep);
+        if (nl && nl + 1 < tail + tl)
+            p = nl + 1;
+    }
+    size_t n = (size_t)(tail + tl - p);
+    while (n && p[n - 1] == '\n')
+        n--;
+    memcpy(out, p, n);
+    out[n] = 0;
+}
+
+/* The first failure of a local worker in this attempt: tell the job, stop the others now. */
+static void local_failure(struct agent *a, int lr, int code, bool hang, const char *reason)
+{
+    worker_t *w = &a->wg.w[lr];
+    a->failed = lr;
+    a->failed_code = code;
+    a->failed_hang = hang;
+    logs_stream_pull(&a->streams[2 * lr + 1]);   /* its last words, if still in the pipe */
+    rdzv_failure_t f;
+    rdzv_failure_init(&f);
+    snprintf(f.host, sizeof f.host, "%s", a->host);
+    snprintf(f.node_name, sizeof f.node_name, "%s", a->node_name);
+    f.node_rank = a->group_rank;
+    f.rank = a->rank_base + lr;
+    f.local_rank = lr;
+    if (!hang && w->state == WORKER_EXITED && WIFSIGNALED(w->wstatus))
+        f.signo = WTERMSIG(w->wstatus);
+    else if (!hang)
+        f.exit_code = code;
+    f.time = hang || w->state != WORKER_EXITED
+                 ? now_epoch()
+                 : (double)w->exit_time.tv_sec + w->exit_time.tv_nsec / 1e9;
+    snprintf(f.reason, sizeof f.reason, "%s", reason);
+    failure_message(a, lr, f.message, sizeof f.message);
+    if (a->rz) {
+        int r = rdzv_agent_report_failure(a->rz, &f);
+        if (r)
+            logs_message(&a->logs, "cannot report the failure to the job store: %s",
+                         uv_strerror(r));
+    }
+    char why[RDZV_REASON_MAX + 64];
+    if (w->pid > 0)
+        snprintf(why, sizeof why, "rank %d (pid %d) failed: %s", f.rank, (int)w->pid, reason);
+    else
+        snprintf(why, sizeof why, "rank %d failed: %s", f.rank, reason);
+    stop_job(a, SIGTERM, why);
+}
+
+static void on_worker_exit(worker_group_t *g, worker_t *w)
+{
+    struct agent *a = g->data;
+    int code = workers_exit_code(w->wstatus);
+    if (a->state != AGENT_RUNNING)
+        return;   /* stopping: these exits are our own signals at work */
+    if (a->hang)
+        uv_timer_stop(&a->hang[w->index]);
+    if (code != 0 && a->failed < 0) {
+        char cause[512];
+        struct report_failure f = {.wstatus = w->wstatus, .exec_errno = w->exec_errno,
+                                   .program = a->argv[0]};
+        report_cause(&f, cause, sizeof cause);
+        local_failure(a, w->index, code, false, cause);
+        return;
+    }
+    if (g->running == 0) {
+        if (a->rz && rdzv_agent_report_done(a->rz))
+            logs_message(&a->logs, "cannot report success to the job store");
+        if (workers_alive(g) > 0)
+            stop_job(a, SIGTERM, "every worker exited 0 but left processes in its group");
+        else
+            workers_gone(a);
+    }
+}
+
+/* ---------- the hang watchdog: one timer per worker, armed at last activity + T ---------- */
+
+static void on_hang_timer(uv_timer_t *t)
+{
+    struct agent *a = t->data;
+    int lr = (int)(t - a->hang);
+    if (a->state != AGENT_RUNNING || a->wg.w[lr].state != WORKER_RUNNING)
+        return;
+    uint64_t T = a->cfg->hang_timeout_ms, now = uv_now(a->loop);
+    uint64_t last = a->streams[2 * lr].last_ms;
+    if (a->streams[2 * lr + 1].last_ms > last)
+        last = a->streams[2 * lr + 1].last_ms;
+    uint64_t age = now > last ? now - last : 0;
+    char hb[PATH_MAX + 32];
+    struct stat sb;
+    rank_path(a, lr, "heartbeat", hb, sizeof hb);
+    if (stat(hb, &sb) == 0) {
+        double m = (double)sb.st_mtim.tv_sec + sb.st_mtim.tv_nsec / 1e9;
+        double hage = (now_epoch() - m) * 1000.0;
+        uint64_t h = hage > 0 ? (uint64_t)hage : 0;
+        if (h < age)
+            age = h;
+    }
+    if (age < T) {
+        uv_timer_start(t, on_hang_timer, T - age, 0);
+        return;
+    }
+    char reason[RDZV_REASON_MAX];
+    snprintf(reason, sizeof reason, "hang: no output or heartbeat for %gs", (double)T / 1000.0);
+    local_failure(a, lr, 0, true, reason);
 }
 
 /* ---------- spawning ---------- */
@@ -272,7 +457,7 @@ static int spawn_all(struct agent *a)
     unsigned replaced = 0;
     bool omp = false;
     for (int i = 0; i < a->n; i++) {
-        char prefix[128], errfile[PATH_MAX + 32];
+        char prefix[128], errfile[PATH_MAX + 32], hbfile[PATH_MAX + 32];
         int rank = a->rank_base + i;
         if (env_expand_prefix(c->log_line_prefix, rank, i, c->role, prefix, sizeof prefix))
             snprintf(prefix, sizeof prefix, "[rank %d]:", rank);
@@ -281,6 +466,7 @@ static int spawn_all(struct agent *a)
             int bit = s + 1;
             bool console = c->console_rank[i] && !(c->redirect_mask[i] & bit);
             int ffd = open_log_file(a, i, bit);
+            logs_stream_forget(&a->streams[2 * i + s]);   /* the previous attempt's */
             int r = logs_stream_open(&a->logs, &a->streams[2 * i + s], bit, prefix, console, ffd,
                                      s == 1, &cfd[s]);
             if (r) {
@@ -292,13 +478,16 @@ static int spawn_all(struct agent *a)
             }
         }
         rank_path(a, i, "error.json", errfile, sizeof errfile);
+        rank_path(a, i, "heartbeat", hbfile, sizeof hbfile);
         struct env_worker ew = {
             .local_rank = i, .rank = rank, .group_rank = a->group_rank, .role_rank = rank,
             .local_world_size = a->n, .world_size = a->world_size,
             .group_world_size = a->group_world_size, .role_world_size = a->world_size,
             .role_name = c->role, .master_addr = a->master_addr, .master_port = a->master_port,
             .restart_count = a->restart_count, .max_restarts = c->max_restarts,
-            .run_id = a->run_id, .use_agent_store = a->use_agent_store, .error_file = errfile,
+            .run_id = a->run_id, .use_agent_store = true, .error_file = errfile,
+            .heartbeat_file = c->hang_timeout_ms ? hbfile : NULL,
+            .socket_ifname = a->ifname[0] ? a->ifname : NULL,
         };
         char **env = NULL;
         struct env_notes notes;
@@ -316,7 +505,11 @@ static int spawn_all(struct agent *a)
             logs_message(&a->logs, "cannot start worker rank %d: %s", rank, uv_strerror(r));
             return r;
         }
+        if (a->hang)
+            uv_timer_start(&a->hang[i], on_hang_timer, c->hang_timeout_ms, 0);
     }
+    if (a->attempt > 0)
+        return 0;   /* said once is enough */
     if (omp)
         logs_message(&a->logs, "OMP_NUM_THREADS is unset; each of the %d workers gets "
                      "OMP_NUM_THREADS=1 (set it to tune)", a->n);
@@ -332,60 +525,155 @@ static int spawn_all(struct agent *a)
     return 0;
 }
 
-/* ---------- stopping ---------- */
+/* ---------- the rendezvous' events ---------- */
 
-static void stop_job(struct agent *a, int sig, const char *why)
+static void on_assigned(void *arg, const rdzv_assignment_t *as)
 {
-    int alive = workers_alive(&a->wg);
-    char sn[32];
-    if (why && alive)
-        logs_message(&a->logs, "%s; stopping %d worker%s (%s, SIGKILL after %.1fs)", why, alive,
-                     alive == 1 ? "" : "s", report_signame(sig, sn, sizeof sn),
-                     (double)a->cfg->term_timeout_ms / 1000.0);
-    else if (why)
-        logs_message(&a->logs, "%s", why);
-    set_state(a, AGENT_STOPPING);
-    workers_stop_all(&a->wg, sig, a->cfg->term_timeout_ms);
-}
-
-static void on_stopped(worker_group_t *g)
-{
-    struct agent *a = g->data;
-    for (int i = 0; i < g->n; i++) {
-        worker_t *w = &g->w[i];
-        if (w->state == WORKER_RUNNING)
-            logs_message(&a->logs, "rank %d (pid %d) did not exit %.1fs after SIGKILL (stuck in "
-                         "the kernel?); leaving it behind", a->rank_base + i, (int)w->pid,
-                         g->kill_wait_ms / 1000.0);
-        else if (!w->group_gone)
-            logs_message(&a->logs, "processes of rank %d's group (pgid %d) did not exit %.1fs "
-                         "after SIGKILL; leaving them behind", a->rank_base + i, (int)w->pid,
-                         g->kill_wait_ms / 1000.0);
-    }
-    enter_exiting(a);
-}
-
-static void on_worker_exit(worker_group_t *g, worker_t *w)
-{
-    struct agent *a = g->data;
-    int code = workers_exit_code(w->wstatus);
-    if (a->state != AGENT_RUNNING)
+    struct agent *a = arg;
+    if (a->state != AGENT_RENDEZVOUS || a->stop_signal)
         return;
-    if (code != 0 && a->failed < 0) {
-        char cause[512], why[700];
-        struct report_failure f = {.wstatus = w->wstatus, .exec_errno = w->exec_errno,
-                                   .program = a->argv[0]};
-        report_cause(&f, cause, sizeof cause);
-        a->failed = w->index;
-        a->exit_code = code;
-        snprintf(why, sizeof why, "rank %d (pid %d) failed: %s", a->rank_base + w->index,
-                 (int)w->pid, cause);
+    a->group_rank = as->node_rank;
+    a->group_world_size = as->nnodes;
+    a->rank_base = as->rank_base;
+    a->world_size = as->world_size;
+    a->restart_count = as->restart_count;
+    snprintf(a->master_addr, sizeof a->master_addr, "%s", as->store_host);
+    a->master_port = as->store_port;
+    a->failed = -1;
+    a->failed_hang = false;
+    a->decided = false;
+    a->workers_down = false;
+    if (getenv("PODRUN_DEBUG"))
+        logs_message(&a->logs, "round %d: node rank %d of %d, ranks %d-%d of %d, restart %d",
+                     as->round, as->node_rank, as->nnodes, as->rank_base,
+                     as->rank_base + a->n - 1, as->world_size, as->restart_count);
+    int r = prepare_attempt_dir(a);
+    if (r) {
+        logs_message(&a->logs, "cannot create the run directory under %s: %s", a->base_dir,
+                     strerror(-r));
+    }
+    set_state(a, AGENT_RUNNING);
+    if (!r)
+        r = spawn_all(a);
+    if (r) {
+        /* the workers that did start are stopped; the job hears of it as this node failing */
+        int lr = 0;
+        while (lr < a->n && a->wg.w[lr].state == WORKER_RUNNING)
+            lr++;
+        if (lr >= a->n)
+            lr = 0;
+        char reason[RDZV_REASON_MAX];
+        snprintf(reason, sizeof reason, "could not start: %s", strerror(-r));
+        local_failure(a, lr, 1, false, reason);
+    }
+}
+
+static void copy_decision(struct agent *a, const rdzv_decision_t *d)
+{
+    a->decided = true;
+    a->action = d->action;
+    a->dn = d->n < RDZV_MAX_FAILURES ? d->n : RDZV_MAX_FAILURES;
+    a->own = d->own;
+    a->restart_counted = d->restart_counted;
+    a->restarts_used = d->restart_count;
+    if (a->dn > 0)
+        memcpy(a->dfail, d->failures, (size_t)a->dn * sizeof *a->dfail);
+    snprintf(a->dreason, sizeof a->dreason, "%s", d->reason);
+}
+
+static void on_rdzv_stopped(void *arg, const rdzv_decision_t *d)
+{
+    struct agent *a = arg;
+    if (a->state >= AGENT_EXITING || a->stop_signal)
+        return;
+    copy_decision(a, d);
+    if (a->state == AGENT_RUNNING) {
+        char why[RDZV_REASON_MAX + 32];
+        snprintf(why, sizeof why, "the job stopped: %s", d->reason);
         stop_job(a, SIGTERM, why);
-        return;
     }
-    if (g->running == 0) {
-        if (workers_alive(g) > 0)
-            stop_job(a, SIGTERM, "every worker exited 0 but left processes in its group");
+    advance(a);
+}
+
+static void on_rdzv_finished(void *arg)
+{
+    struct agent *a = arg;
+    a->finished = true;
+    advance(a);
+}
+
+static int lost_code(struct agent *a, int err)
+{
+    switch (err) {
+    case RDZV_ESTORELOST:
+    case RDZV_ESTORESILENT: return a->cfg->exit_code_store_lost;
+    case RDZV_EJOINTIMEOUT: return a->cfg->exit_code_rdzv_timeout;
+    default: return 1;
+    }
+}
+
+static void on_rdzv_lost(void *arg, int err, const char *why)
+{
+    struct agent *a = arg;
+    if (a->state >= AGENT_EXITING || a->stop_signal)
+        return;
+    a->lost = true;
+    a->lost_err = err;
+    a->exit_code = lost_code(a, err);
+    if (a->state == AGENT_RUNNING) {
+        char msg[RDZV_LINE_MAX + 16];
+        snprintf(msg, sizeof msg, "%s", why);
+        stop_job(a, SIGTERM, msg);
+    } else {
+        logs_message(&a->logs, "%s", why);
+    }
+    advance(a);
+}
+
+static void on_rdzv_progress(void *arg, const char *line)
+{
+    struct agent *a = arg;
+    /* one node alone has nobody to wait for: its rendezvous is not news */
+    if (a->cfg->nnodes_max > 1 || getenv("PODRUN_DEBUG"))
+        logs_message(&a->logs, "%s", line);
+}
+
+static void restart(struct agent *a)
+{
+    if (a->restart_counted)
+        logs_message(&a->logs, "restarting the job in place (restart %d of %d): %s",
+                     a->restarts_used, a->cfg->max_restarts, a->dreason);
+    else
+        logs_message(&a->logs, "restarting the job in place (the nodes changed; no restart "
+                     "used): %s", a->dreason);
+    remove_dirs(a, false);
+    workers_reset(&a->wg);
+    a->attempt++;
+    a->decided = false;
+    a->failed = -1;
+    set_state(a, AGENT_RENDEZVOUS);
+    int r = rdzv_agent_rejoin(a->rz);
+    if (r) {
+        logs_message(&a->logs, "cannot rejoin the job: %s", uv_strerror(r));
+        a->lost = true;
+        a->exit_code = a->cfg->exit_code_store_lost;
+        advance(a);
+    }
+}
+
+/* The one place that decides what comes next once something happened. */
+static void advance(struct agent *a)
+{
+    if (a->state >= AGENT_EXITING || !a->workers_down)
+        return;
+    if (a->stop_signal) {
+        if (!a->leave_pending)
+            enter_exiting(a);
+    } else if (a->lost || a->finished) {
+        enter_exiting(a);
+    } else if (a->decided) {
+        if (a->action == RDZV_RESTART)
+            restart(a);
         else
             enter_exiting(a);
     }
@@ -400,43 +688,63 @@ static void on_child(void *arg, pid_t pid, int wstatus)
         workers_reaped(&a->wg, pid, wstatus);
 }
 
+static void leave_done(struct agent *a)
+{
+    if (!a->leave_pending)
+        return;
+    a->leave_pending = false;
+    uv_timer_stop(&a->leave_timer);
+    advance(a);
+}
+
+static void on_left(void *arg)
+{
+    leave_done(arg);
+}
+
+static void on_leave_timeout(uv_timer_t *t)
+{
+    struct agent *a = t->data;
+    if (a->leave_pending)
+        logs_message(&a->logs, "could not tell the job store that this node leaves within %.1fs",
+                     AGENT_LEAVE_MS / 1000.0);
+    leave_done(a);
+}
+
 static void on_signal(void *arg, int sig)
 {
     struct agent *a = arg;
     char sn[32], why[96];
     bool stops = sig == SIGTERM || sig == SIGINT;
-    switch (a->state) {
-    case AGENT_RUNNING:
-        if (stops) {
-            a->stop_signal = sig;
-            a->exit_code = 128 + sig;
-            snprintf(why, sizeof why, "got %s", report_signame(sig, sn, sizeof sn));
-            stop_job(a, sig, why);
-        } else {
+    if (a->state >= AGENT_EXITING)
+        return;   /* after the stop there is nobody to tell */
+    if (!stops) {
+        if (a->state == AGENT_RUNNING || a->state == AGENT_STOPPING)
             workers_signal(&a->wg, sig);
-        }
-        break;
-    case AGENT_STOPPING:
-        if (stops) {
-            logs_message(&a->logs, "got %s again; sending SIGKILL now",
-                         report_signame(sig, sn, sizeof sn));
-            workers_stop_all(&a->wg, SIGKILL, 0);
-        } else {
-            workers_signal(&a->wg, sig);
-        }
-        break;
-    case AGENT_INIT:
-    case AGENT_RENDEZVOUS:
-        if (stops) {   /* no worker yet: leave at once */
-            a->stop_signal = sig;
-            a->exit_code = 128 + sig;
-            enter_exiting(a);
-        }
-        break;
-    case AGENT_EXITING:
-    case AGENT_DONE:
-        break;   /* after the stop there is nobody to tell */
+        return;
     }
+    if (a->stop_signal) {
+        logs_message(&a->logs, "got %s again; sending SIGKILL now",
+                     report_signame(sig, sn, sizeof sn));
+        if (!a->workers_down)
+            workers_stop_all(&a->wg, SIGKILL, 0);
+        return;
+    }
+    a->stop_signal = sig;
+    a->exit_code = 128 + sig;
+    report_signame(sig, sn, sizeof sn);
+    if (a->rz && !a->rz_closing) {
+        a->leave_pending = true;
+        uv_timer_start(&a->leave_timer, on_leave_timeout, AGENT_LEAVE_MS, 0);
+        if (rdzv_agent_leave(a->rz, sn, on_left, a))
+            leave_done(a);
+    }
+    snprintf(why, sizeof why, "got %s", sn);
+    if (a->state == AGENT_RUNNING)
+        stop_job(a, sig, why);
+    else if (a->state == AGENT_STOPPING && !a->workers_down)
+        workers_stop_all(&a->wg, sig, a->cfg->term_timeout_ms);
+    advance(a);
 }
 
 /* ---------- the end ---------- */
@@ -447,16 +755,37 @@ static void close_all(uv_timer_t *t)
     logs_close(&a->logs);
     if (a->wg_ready)
         workers_close(&a->wg);
+    for (int i = 0; a->hang && i < a->n; i++)
+        uv_close((uv_handle_t *)&a->hang[i], NULL);
     init_stop();
     uv_close((uv_handle_t *)&a->exit_timer, NULL);
+    uv_close((uv_handle_t *)&a->leave_timer, NULL);
+}
+
+static void maybe_done(struct agent *a)
+{
+    if (a->drained && a->rz_closed && a->state != AGENT_DONE) {
+        set_state(a, AGENT_DONE);
+        uv_timer_start(&a->exit_timer, close_all, 0, 0);
+    }
 }
 
 static void on_drained(struct logs *L, bool complete)
 {
     struct agent *a = L->data;
     (void)complete;
-    set_state(a, AGENT_DONE);
-    uv_timer_start(&a->exit_timer, close_all, 0, 0);
+    a->drained = true;
+    maybe_done(a);
+}
+
+static void on_rdzv_closed(void *arg)
+{
+    struct agent *a = arg;
+    a->rz = NULL;
+    a->rz_closed = true;
+    /* the host's last lines (who it waited for) may have come after the first drain */
+    a->drained = false;
+    logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
 }
 
 static void write_termlog(struct agent *a, const char *text, size_t len)
@@ -467,7 +796,8 @@ static void write_termlog(struct agent *a, const char *text, size_t len)
         logs_message(&a->logs, "cannot write the termination log %s: %s", path, strerror(-r));
 }
 
-static void report_failure(struct agent *a)
+/* This node's own failed worker, as only this node knows it. */
+static void local_report(struct agent *a, bool details)
 {
     worker_t *w = &a->wg.w[a->failed];
     char errfile[PATH_MAX + 32];
@@ -488,38 +818,191 @@ static void report_failure(struct agent *a)
     size_t cap = 16384;
     char *buf = malloc(cap);
     if (buf) {
-        size_t n = report_format(&f, er ? NULL : &e, buf, cap);
+        size_t n = details ? report_details(&f, er ? NULL : &e, buf, cap)
+                           : report_format(&f, er ? NULL : &e, buf, cap);
         logs_write(&a->logs, 2, buf, n);
-        n = report_short(&f, er ? NULL : &e, buf, REPORT_TERMLOG_MAX + 1);
-        write_termlog(a, buf, n);
+        if (!a->failed_hang) {
+            n = report_short(&f, er ? NULL : &e, buf, REPORT_TERMLOG_MAX + 1);
+            write_termlog(a, buf, n);
+        }
         free(buf);
     }
     if (!er)
         report_error_free(&e);
 }
 
+/* The exit code a stop decision gives this node (README "Exit codes"). */
+static int decision_code(struct agent *a)
+{
+    struct cfg *c = a->cfg;
+    const rdzv_failure_t *root = &a->dfail[0];
+    if (a->dn == 0)
+        return c->exit_code_peer_lost;
+    if (a->own == 0 && root->rank >= 0) {
+        if (a->failed < 0)   /* a record of ours we no longer know: trust it */
+            return root->signo > 0 ? 128 + root->signo : root->exit_code > 0 ? root->exit_code : 1;
+        return a->failed_hang ? c->exit_code_hang : a->failed_code;
+    }
+    return root->rank < 0 ? c->exit_code_peer_lost : c->exit_code_peer_failure;
+}
+
+static void job_report(struct agent *a)
+{
+    size_t cap = 16384;
+    char *buf = malloc(cap);
+    if (!buf)
+        return;
+    size_t n = report_job_format(a->dfail, a->dn, a->argv[0], buf, cap);
+    logs_write(&a->logs, 2, buf, n);
+    bool mine = a->own == 0 && a->failed >= 0 && a->dfail[0].rank >= 0 && !a->failed_hang;
+    if (mine) {
+        local_report(a, true);   /* details; the termination log gets the local short form */
+        free(buf);
+        return;
+    }
+    n = report_job_short(a->dfail, a->dn, buf, REPORT_TERMLOG_MAX + 1);
+    write_termlog(a, buf, n);
+    free(buf);
+}
+
 static void enter_exiting(struct agent *a)
 {
     set_state(a, AGENT_EXITING);
+    for (int i = 0; a->hang && i < a->n; i++)
+        uv_timer_stop(&a->hang[i]);
     for (int i = 0; i < 2 * a->n; i++)
         logs_stream_finish(&a->streams[i]);
-    char msg[256];
+    char msg[RDZV_LINE_MAX + 64];
     char sn[32];
-    if (a->failed >= 0) {
-        report_failure(a);
-    } else if (a->stop_signal) {
+    if (a->stop_signal) {
         int n = snprintf(msg, sizeof msg, "podrun: stopped by %s; exit code %d\n",
                          report_signame(a->stop_signal, sn, sizeof sn), a->exit_code);
         write_termlog(a, msg, (size_t)n);
-    } else {
+    } else if (a->decided && a->action == RDZV_EXIT) {
+        a->exit_code = decision_code(a);
+        job_report(a);
+        logs_message(&a->logs, "the job failed: %s; exit code %d", a->dreason, a->exit_code);
+    } else if (a->lost) {
+        if (a->failed >= 0)
+            local_report(a, false);
+        else {
+            int n = snprintf(msg, sizeof msg, "podrun: this node lost the job; exit code %d\n",
+                             a->exit_code);
+            write_termlog(a, msg, (size_t)n);
+        }
+    } else if (a->finished) {
+        a->exit_code = 0;
         int n = snprintf(msg, sizeof msg, "podrun: all %d workers exited 0\n", a->n);
+        if (a->group_world_size > 1)
+            n = snprintf(msg, sizeof msg, "podrun: all %d workers of the job exited 0\n",
+                         a->world_size);
         write_termlog(a, msg, (size_t)n);
+    } else if (!a->exit_code) {
+        a->exit_code = 1;
     }
-    remove_dirs(a);
+    remove_dirs(a, true);
     logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
+    if (a->rz && !a->rz_closing) {
+        a->rz_closing = true;
+        rdzv_agent_close(a->rz, on_rdzv_closed, a);
+    } else if (!a->rz) {
+        a->rz_closed = true;
+    }
 }
 
 /* ---------- start ---------- */
+
+/* The interface whose address is --local-addr: gloo otherwise picks its address from the
+ * hostname, which on a multi-homed node (or in a network namespace) is often not the one the
+ * other nodes can reach. */
+static void find_ifname(struct agent *a)
+{
+    const char *la = a->cfg->local_addr;
+    unsigned char want[sizeof(struct in6_addr)];
+    int fam = AF_INET;
+    if (!la || (inet_pton(AF_INET, la, want) != 1 && (fam = AF_INET6,
+                                                        inet_pton(AF_INET6, la, want) != 1)))
+        return;
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) < 0)
+        return;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != fam || !i->ifa_name)
+            continue;
+        const void *have = fam == AF_INET
+                               ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
+                               : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+        if (!memcmp(have, want, fam == AF_INET ? 4 : 16)) {
+            snprintf(a->ifname, sizeof a->ifname, "%s", i->ifa_name);
+            break;
+        }
+    }
+    freeifaddrs(ifs);
+}
+
+static int start_rendezvous(struct agent *a)
+{
+    struct cfg *c = a->cfg;
+    rdzv_params_t p;
+    rdzv_params_default(&p);
+    a->run_id = c->rdzv_id;
+    const char *endpoint = c->rdzv_host;
+    int port = c->rdzv_port;
+    const char *local = c->local_addr;
+    if (c->standalone) {
+        if (c->src[CFG_RDZV_ID].kind == CFG_SRC_DEFAULT) {
+            unsigned char r[16];
+            if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+                memset(r, 0x5a, sizeof r);
+            for (int i = 0; i < 16; i++)
+                sprintf(a->rdzv_id_buf + 2 * i, "%02x", r[i]);
+            a->run_id = a->rdzv_id_buf;
+        }
+        endpoint = "127.0.0.1";   /* a free port on loopback, nobody else to reach it */
+        port = 0;
+        if (!local)
+            local = "127.0.0.1";
+    }
+    p.run_id = a->run_id;
+    p.endpoint_host = endpoint;
+    p.endpoint_port = (uint16_t)port;
+    if (c->rdzv_backend == CFG_BACKEND_STATIC)
+        p.is_host = c->node_rank == 0;
+    else if (c->is_host >= 0)
+        p.is_host = c->is_host;
+    else
+        p.is_host = c->standalone || rdzv_endpoint_is_local(endpoint, local);
+    p.min_nodes = c->nnodes_min;
+    p.max_nodes = c->nnodes_max;
+    p.want_rank = c->rdzv_backend == CFG_BACKEND_STATIC ||
+                          c->src[CFG_NODE_RANK].kind != CFG_SRC_DEFAULT
+                      ? c->node_rank
+                      : -1;
+    p.max_restarts = c->max_restarts;
+    p.join_timeout = (double)c->join_timeout_ms / 1000.0;
+    p.last_call_timeout = (double)c->last_call_timeout_ms / 1000.0;
+    p.close_timeout = (double)c->close_timeout_ms / 1000.0;
+    p.keep_alive_interval = (double)c->keep_alive_interval_ms / 1000.0;
+    p.keep_alive_max_attempt = c->keep_alive_max_attempt;
+    p.local_addr = local;
+    rdzv_node_desc_t self = {a->node_name, local, a->n};
+    rdzv_callbacks_t cb = {on_assigned, on_rdzv_stopped, on_rdzv_finished, on_rdzv_lost,
+                           on_rdzv_progress};
+    set_state(a, AGENT_RENDEZVOUS);
+    int r = rdzv_agent_start(a->loop, &p, &self, &cb, a, &a->rz);
+    if (r) {
+        a->rz = NULL;
+        if (p.is_host)
+            logs_message(&a->logs, "cannot host the job store on %s:%d: %s; pick another %s",
+                         local ? local : "*", port, uv_strerror(r),
+                         c->rdzv_backend == CFG_BACKEND_STATIC ? "--master-port"
+                                                               : "--rdzv-endpoint port");
+        else
+            logs_message(&a->logs, "cannot start the rendezvous with %s:%d: %s",
+                         endpoint ? endpoint : "?", port, uv_strerror(r));
+    }
+    return r;
+}
 
 static int start(struct agent *a)
 {
@@ -530,15 +1013,7 @@ static int start(struct agent *a)
     if ((r = init_become_subreaper()))
         logs_message(&a->logs, "cannot become a child subreaper (%s); orphaned grandchildren "
                      "of the workers will be reaped by the system's init", strerror(-r));
-    if (c->max_restarts > 0)
-        logs_message(&a->logs, "--max-restarts %d: podrun %s does not restart jobs in place; "
-                     "a failure ends the job", c->max_restarts, PODRUN_VERSION);
-    if (c->hang_timeout_ms > 0)
-        logs_message(&a->logs, "--hang-timeout: podrun %s has no hang watchdog; ignored",
-                     PODRUN_VERSION);
-    if ((r = rendezvous(a)))
-        return r;
-    if ((r = prepare_dirs(a))) {
+    if ((r = prepare_base(a))) {
         logs_message(&a->logs, "cannot create the run directory under %s: %s", a->base_dir,
                      strerror(-r));
         return r;
@@ -549,13 +1024,17 @@ static int start(struct agent *a)
     a->wg.data = a;
     a->wg.on_exit = on_worker_exit;
     a->wg.on_stopped = on_stopped;
-    set_state(a, AGENT_RUNNING);
-    r = spawn_all(a);
-    if (r) {
-        a->exit_code = 1;
-        stop_job(a, SIGTERM, "a worker could not be started");
+    a->workers_down = true;   /* none started yet */
+    find_ifname(a);
+    if (c->hang_timeout_ms) {
+        if (!(a->hang = calloc((size_t)a->n, sizeof *a->hang)))
+            return -ENOMEM;
+        for (int i = 0; i < a->n; i++) {
+            uv_timer_init(a->loop, &a->hang[i]);
+            a->hang[i].data = a;
+        }
     }
-    return 0;
+    return start_rendezvous(a);
 }
 
 int agent_run(struct cfg *cfg, char **envp)
@@ -570,8 +1049,12 @@ int agent_run(struct cfg *cfg, char **envp)
     a->failed = -1;
     a->n = cfg->nproc_per_node;
     a->loop = uv_default_loop();
-    if (gethostname(a->host, sizeof a->host - 1) < 0)
-        snprintf(a->host, sizeof a->host, "localhost");
+    const char *nn = getenv("PODRUN_NODE_NAME");
+    char hn[256] = "";
+    if (gethostname(hn, sizeof hn - 1) < 0 || !hn[0])
+        snprintf(hn, sizeof hn, "localhost");
+    snprintf(a->node_name, sizeof a->node_name, "%s", nn && *nn ? nn : hn);
+    snprintf(a->host, sizeof a->host, "%s", cfg->local_addr ? cfg->local_addr : hn);
     int r = env_worker_argv(cfg, &a->argv);
     if (!r && !(a->streams = calloc((size_t)(2 * a->n), sizeof *a->streams)))
         r = -ENOMEM;
@@ -587,6 +1070,8 @@ int agent_run(struct cfg *cfg, char **envp)
     a->logs.data = a;
     uv_timer_init(a->loop, &a->exit_timer);
     a->exit_timer.data = a;
+    uv_timer_init(a->loop, &a->leave_timer);
+    a->leave_timer.data = a;
 
     r = start(a);
     if (r && a->state < AGENT_RUNNING) {
@@ -600,6 +1085,7 @@ int agent_run(struct cfg *cfg, char **envp)
     uv_loop_close(a->loop);
     free(a->argv);
     free(a->streams);
+    free(a->hang);
     free(a);
     return code;
 }

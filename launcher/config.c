@@ -58,7 +58,7 @@ static const struct opt_def opts[CFG__COUNT] = {
     [CFG_MASTER_PORT] = {"master-port", 0, T_PORT, OFF(master_port), 1, 65535, "29500", "PORT",
         NULL, 0, "MASTER_PORT given to workers"},
     [CFG_LOCAL_ADDR] = {"local-addr", 0, T_OPTSTR, OFF(local_addr), 0, 0, NULL, "ADDR", NULL, 0,
-        "address this agent advertises and binds"},
+        "address this agent advertises and binds (workers get GLOO_SOCKET_IFNAME of its interface)"},
     [CFG_MAX_RESTARTS] = {"max-restarts", 0, T_INT, OFF(max_restarts), 0, 1000000, "0", "N", NULL,
         0, "in-place restarts of the job before it fails"},
     [CFG_MONITOR_INTERVAL] = {"monitor-interval", 0, T_DUR, OFF(monitor_interval_ms), 0, 0, "0.1",
@@ -92,6 +92,18 @@ static const struct opt_def opts[CFG__COUNT] = {
         "PATH", NULL, 0, "failure summary file (default /dev/termination-log when writable)"},
     [CFG_HANG_TIMEOUT] = {"hang-timeout", 0, T_DUR, OFF(hang_timeout_ms), 0, 0, "0", "SECONDS",
         NULL, 0, "a worker silent this long has failed (0: off)"},
+    [CFG_EXIT_CODE_PEER_FAILURE] = {"exit-code-peer-failure", 0, T_INT,
+        OFF(exit_code_peer_failure), 1, 255, "170", "CODE", NULL, 0,
+        "exit code when a worker on another node failed"},
+    [CFG_EXIT_CODE_PEER_LOST] = {"exit-code-peer-lost", 0, T_INT, OFF(exit_code_peer_lost), 1,
+        255, "171", "CODE", NULL, 0, "exit code when another node was lost, left or went silent"},
+    [CFG_EXIT_CODE_STORE_LOST] = {"exit-code-store-lost", 0, T_INT, OFF(exit_code_store_lost), 1,
+        255, "172", "CODE", NULL, 0, "exit code when the job store host was lost"},
+    [CFG_EXIT_CODE_RDZV_TIMEOUT] = {"exit-code-rdzv-timeout", 0, T_INT,
+        OFF(exit_code_rdzv_timeout), 1, 255, "173", "CODE", NULL, 0,
+        "exit code when the rendezvous timed out (join_timeout)"},
+    [CFG_EXIT_CODE_HANG] = {"exit-code-hang", 0, T_INT, OFF(exit_code_hang), 1, 255, "174",
+        "CODE", NULL, 0, "exit code when this node's worker hung (--hang-timeout)"},
     [CFG_JOIN_TIMEOUT] = {"join_timeout", 0, T_DUR, OFF(join_timeout_ms), 0, 0, "600", NULL, NULL,
         F_NO_ENV | F_NO_FLAG, NULL},
     [CFG_LAST_CALL_TIMEOUT] = {"last_call_timeout", 0, T_DUR, OFF(last_call_timeout_ms), 0, 0, "30",
@@ -920,7 +932,10 @@ void cfg_usage(FILE *f)
             fprintf(f, " [%s]", o->def);
         fprintf(f, "\n");
     }
-    fprintf(f, "\nexit status: 0 when every worker succeeded; otherwise the first failing worker's\n"
-               "code (128+N for a death by signal N); 127 program not found; 126 not executable;\n"
-               "128+N when podrun itself was stopped by signal N; 2 for a usage error.\n");
+    fprintf(f, "\nexit status: 0 when every worker of the job succeeded; on the node whose worker\n"
+               "failed first, that worker's code (128+N for a death by signal N; 127 program not\n"
+               "found; 126 not executable) once restarts are used up; 128+N when podrun itself\n"
+               "was stopped by signal N; 2 for a usage error; on every other node the\n"
+               "--exit-code-* value for the reason it was stopped (170 peer failure, 171 peer\n"
+               "lost, 172 store lost, 173 rendezvous timeout, 174 hang).\n");
 }

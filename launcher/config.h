@@ -45,6 +45,11 @@ enum cfg_id {
     CFG_TERM_TIMEOUT,
     CFG_TERMINATION_LOG,
     CFG_HANG_TIMEOUT,
+    CFG_EXIT_CODE_PEER_FAILURE,
+    CFG_EXIT_CODE_PEER_LOST,
+    CFG_EXIT_CODE_STORE_LOST,
+    CFG_EXIT_CODE_RDZV_TIMEOUT,
+    CFG_EXIT_CODE_HANG,
     /* the keys of --rdzv-conf, each with its own source */
     CFG_JOIN_TIMEOUT,
     CFG_LAST_CALL_TIMEOUT,
@@ -108,6 +113,13 @@ struct cfg {
     uint64_t term_timeout_ms;
     char *termination_log;          /* NULL: /dev/termination-log when writable */
     uint64_t hang_timeout_ms;       /* 0: off */
+    /* exit codes for the ways a node can be stopped by something other than its own worker's
+     * exit status (README "Exit codes") */
+    int exit_code_peer_failure;     /* a worker on another node failed */
+    int exit_code_peer_lost;        /* another agent or node was lost, left or went silent */
+    int exit_code_store_lost;       /* the job store host was lost */
+    int exit_code_rdzv_timeout;     /* the rendezvous did not complete within join_timeout */
+    int exit_code_hang;             /* this node's worker hung (--hang-timeout) */
 
     /* --rdzv-conf */
     uint64_t join_timeout_ms, last_call_timeout_ms, close_timeout_ms, keep_alive_interval_ms;

@@ -63,7 +63,11 @@ int env_build(char *const *base, const struct env_worker *w, char ***out, struct
     for (int i = 0; i < ENV_NUM_WORKER_VARS; i++)
         bytes += strlen(env_worker_vars[i]) + strlen(vals[i]) + 2;
     bytes += 64 * 3;   /* the knobs */
-    size_t slots = nbase + ENV_NUM_WORKER_VARS + 4;
+    if (w->socket_ifname)
+        bytes += sizeof "GLOO_SOCKET_IFNAME=" + strlen(w->socket_ifname);
+    if (w->heartbeat_file)
+        bytes += sizeof "PODRUN_HEARTBEAT_FILE=" + strlen(w->heartbeat_file);
+    size_t slots = nbase + ENV_NUM_WORKER_VARS + 6;
     char **arr = malloc(slots * sizeof(char *) + bytes);
     if (!arr)
         return -ENOMEM;
@@ -75,6 +79,8 @@ int env_build(char *const *base, const struct env_worker *w, char ***out, struct
         for (int i = 0; i < ENV_NUM_WORKER_VARS && hit < 0; i++)
             if (is_var(*e, env_worker_vars[i]))
                 hit = i;
+        if (is_var(*e, "PODRUN_HEARTBEAT_FILE"))
+            continue;   /* podrun's own: an inherited one would name another agent's file */
         if (hit >= 0) {
             if (strcmp(*e + strlen(env_worker_vars[hit]) + 1, vals[hit]))
                 nt.replaced |= 1u << hit;
@@ -89,11 +95,19 @@ int env_build(char *const *base, const struct env_worker *w, char ***out, struct
         arr[n++] = p;
         p += sprintf(p, "%s=%s", env_worker_vars[i], vals[i]) + 1;
     }
+    if (w->heartbeat_file) {
+        arr[n++] = p;
+        p += sprintf(p, "PODRUN_HEARTBEAT_FILE=%s", w->heartbeat_file) + 1;
+    }
     for (size_t i = 0; i < sizeof knobs / sizeof *knobs; i++)
         if (!lookup(base, knobs[i])) {
             arr[n++] = p;
             p += sprintf(p, "%s=1", knobs[i]) + 1;
         }
+    if (w->socket_ifname && !lookup(base, "GLOO_SOCKET_IFNAME")) {
+        arr[n++] = p;
+        p += sprintf(p, "GLOO_SOCKET_IFNAME=%s", w->socket_ifname) + 1;
+    }
     if (!lookup(base, "OMP_NUM_THREADS") && w->local_world_size > 1) {
         arr[n++] = p;
         p += sprintf(p, "OMP_NUM_THREADS=1") + 1;

@@ -20,6 +20,8 @@ struct env_worker {
     const char *run_id;
     bool use_agent_store;
     const char *error_file;
+    const char *heartbeat_file;  /* PODRUN_HEARTBEAT_FILE (--hang-timeout), NULL: not set */
+    const char *socket_ifname;   /* GLOO_SOCKET_IFNAME when unset: the --local-addr interface */
 };
 
 /* The variables env_build sets; the index is the bit in env_notes.replaced. */
@@ -32,8 +34,9 @@ struct env_notes {
 };
 
 /* Builds a NULL-terminated environment: `base` minus the worker variables, then the worker
- * variables, then TORCH_NCCL_ASYNC_ERROR_HANDLING / NCCL_ASYNC_ERROR_HANDLING=1 when unset and
- * OMP_NUM_THREADS=1 when unset and local_world_size > 1. One allocation: free(*out) frees all. */
+ * variables, then PODRUN_HEARTBEAT_FILE when heartbeat_file is set, then TORCH_NCCL_ASYNC_ERROR_HANDLING / NCCL_ASYNC_ERROR_HANDLING=1 when unset and
+ * OMP_NUM_THREADS=1 when unset and local_world_size > 1, GLOO_SOCKET_IFNAME=socket_ifname when
+ * that is given and the variable is unset. One allocation: free(*out) frees all. */
 int env_build(char *const *base, const struct env_worker *w, char ***out, struct env_notes *notes);
 
 /* The worker's argv (NULL-terminated, pointing into cfg; free(*out) frees it):

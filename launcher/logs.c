@@ -320,8 +320,10 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
     struct log_stream *s = st->data;
-    if (nread > 0)
+    if (nread > 0) {
+        s->last_ms = uv_now(s->L->loop);
         consume(s, (size_t)nread);
+    }
     else if (nread < 0)
         close_stream(s);   /* EOF, or an error that makes the pipe unreadable */
 }
@@ -357,6 +359,7 @@ int logs_stream_open(struct logs *L, struct log_stream *s, int which, const char
     }
     s->pipe.data = s;
     s->open = true;
+    s->last_ms = uv_now(L->loop);
     L->streams[L->nstreams++] = s;
     if (!(s->sink && s->sink->paused)) {
         r = uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb);
@@ -364,6 +367,27 @@ int logs_stream_open(struct logs *L, struct log_stream *s, int which, const char
     }
     *child_fd = fds[1];
     return 0;
+}
+
+void logs_stream_pull(struct log_stream *s)
+{
+    if (!s->open || !s->reading)
+        return;   /* a paused stream stays paused: the console is behind */
+    int fd = -1;
+    uv_fileno((uv_handle_t *)&s->pipe, &fd);
+    for (;;) {
+        uv_buf_t b;
+        alloc_cb((uv_handle_t *)&s->pipe, 0, &b);
+        if (!b.len)
+            break;
+        ssize_t n = read(fd, b.base, b.len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;   /* EAGAIN, or EOF which the read callback will see too */
+        s->last_ms = uv_now(s->L->loop);
+        consume(s, (size_t)n);
+    }
 }
 
 void logs_stream_finish(struct log_stream *s)
@@ -385,6 +409,24 @@ void logs_stream_finish(struct log_stream *s)
         consume(s, (size_t)n);
     }
     close_stream(s);
+}
+
+void logs_stream_forget(struct log_stream *s)
+{
+    struct logs *L = s->L;
+    if (!L)
+        return;
+    close_stream(s);
+    for (int i = 0; i < L->nstreams; i++)
+        if (L->streams[i] == s) {
+            L->streams[i] = L->streams[--L->nstreams];
+            break;
+        }
+    free(s->line);
+    free(s->tail);
+    s->line = s->tail = NULL;
+    s->tail_len = 0;
+    s->L = NULL;
 }
 
 const char *logs_stream_tail(const struct log_stream *s, size_t *len)

@@ -50,6 +50,7 @@ struct log_stream {
     char *tail;              /* the last LOG_TAIL_BYTES of complete lines */
     size_t tail_len;
     uint64_t bytes;
+    uint64_t last_ms;        /* uv_now() of the last read from the worker (hang watchdog) */
 };
 
 struct logs {
@@ -69,8 +70,14 @@ int logs_init(struct logs *L, uv_loop_t *loop);
  * the stream. *child_fd is the write end for the worker; close it after the fork. */
 int logs_stream_open(struct logs *L, struct log_stream *s, int which, const char *prefix,
                      bool console, int file_fd, bool keep_tail, int *child_fd);
+/* Reads what is in the pipe now without waiting (the stream stays open): lets the agent see a
+ * failed worker's last lines before the pipe's own read event comes round. */
+void logs_stream_pull(struct log_stream *s);
 /* Reads what is left in the pipe without waiting, flushes a partial last line, closes. */
 void logs_stream_finish(struct log_stream *s);
+/* Drops a finished stream from the logs so its struct can be opened again (a restart); its
+ * pipe handle must have finished closing (any later loop iteration). */
+void logs_stream_forget(struct log_stream *s);
 /* The last lines of the stream (keep_tail streams), not NUL-terminated. */
 const char *logs_stream_tail(const struct log_stream *s, size_t *len);
 

@@ -59,11 +59,6 @@ int main(int argc, char **argv)
     }
     if (!r)
         r = cfg_finalize(&cfg, cpu_count(), 0, err, sizeof err);
-    if (!r && !cfg.print_config && cfg.nnodes_max > 1) {
-        snprintf(err, sizeof err, "--nnodes %d:%d: podrun %s runs single-node jobs; use "
-                 "--nnodes 1", cfg.nnodes_min, cfg.nnodes_max, PODRUN_VERSION);
-        r = -EINVAL;
-    }
     if (r) {
         fprintf(stderr, "podrun: %s\n", err);
         cfg_free(&cfg);

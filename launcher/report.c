@@ -256,6 +256,100 @@ size_t report_short(const struct report_failure *f, const struct report_error *e
     return o.len;
 }
 
+static void format_epoch(double t, char *buf, size_t len)
+{
+    struct timespec ts = {(time_t)t, (long)((t - (double)(time_t)t) * 1e9)};
+    format_time(&ts, buf, len);
+}
+
+static void put_record(struct out *o, int idx, const rdzv_failure_t *f)
+{
+    char when[64], sn[32];
+    format_epoch(f->time, when, sizeof when);
+    put(o, "[%d]:\n", idx);
+    put(o, "  time      : %s\n", when);
+    put(o, "  host      : %s\n", f->host[0] ? f->host : "?");
+    put(o, "  node      : %s (node rank %d)\n", f->node_name[0] ? f->node_name : "?",
+        f->node_rank);
+    if (f->rank >= 0)
+        put(o, "  rank      : %d (local_rank: %d)\n", f->rank, f->local_rank);
+    else
+        put(o, "  rank      : <N/A> (the node itself)\n");
+    if (f->signo > 0)
+        put(o, "  exitcode  : -%d (%s)\n", f->signo, report_signame(f->signo, sn, sizeof sn));
+    else if (f->exit_code >= 0)
+        put(o, "  exitcode  : %d\n", f->exit_code);
+    else
+        put(o, "  exitcode  : <N/A>\n");
+    put(o, "  reason    : %s\n", f->reason[0] ? f->reason : "?");
+    if (f->message[0])
+        put_lines(o, "  message   : ", "              ", f->message, strlen(f->message));
+}
+
+size_t report_job_format(const rdzv_failure_t *f, int n, const char *title, char *buf,
+                         size_t len)
+{
+    struct out o = {buf, 0, len};
+    if (len)
+        buf[0] = 0;
+    put(&o, RULE "%s FAILED\n" THIN "Failures:\n", title ? title : "job");
+    if (n <= 1)
+        put(&o, "  <NO_OTHER_FAILURES>\n");
+    for (int i = 1; i < n; i++)
+        put_record(&o, i, &f[i]);
+    put(&o, THIN "Root Cause (first observed failure):\n");
+    if (n > 0)
+        put_record(&o, 0, &f[0]);
+    else
+        put(&o, "  <NONE>\n");
+    put(&o, RULE);
+    return o.len;
+}
+
+size_t report_job_short(const rdzv_failure_t *f, int n, char *buf, size_t len)
+{
+    if (len > REPORT_TERMLOG_MAX + 1)
+        len = REPORT_TERMLOG_MAX + 1;
+    struct out o = {buf, 0, len};
+    if (len)
+        buf[0] = 0;
+    if (n <= 0)
+        return 0;
+    char when[64], who[96];
+    format_epoch(f[0].time, when, sizeof when);
+    if (f[0].rank >= 0)
+        snprintf(who, sizeof who, "rank %d (local_rank %d)", f[0].rank, f[0].local_rank);
+    else
+        snprintf(who, sizeof who, "the agent");
+    put(&o, "podrun: job stopped: %s on %s (node %s, node rank %d) failed at %s: %s\n", who,
+        f[0].host, f[0].node_name, f[0].node_rank, when, f[0].reason);
+    if (f[0].message[0])
+        put(&o, "%s\n", f[0].message);
+    if (n > 1)
+        put(&o, "%d other failure%s after it, first: %s on %s: %s\n", n - 1, n == 2 ? "" : "s",
+            f[1].rank >= 0 ? "a worker" : "an agent", f[1].host, f[1].reason);
+    return o.len;
+}
+
+size_t report_details(const struct report_failure *f, const struct report_error *e, char *buf,
+                      size_t len)
+{
+    struct out o = {buf, 0, len};
+    if (len)
+        buf[0] = 0;
+    char cause[512];
+    report_cause(f, cause, sizeof cause);
+    put(&o, "Root cause details on this node: rank %d (local_rank: %d, pid: %d): %s\n", f->rank,
+        f->local_rank, (int)f->pid, cause);
+    put(&o, "  error_file: %s\n", e && f->error_file ? f->error_file : "<N/A>");
+    if (e && e->traceback)
+        put_lines(&o, "  traceback : ", "    ", e->traceback, strlen(e->traceback));
+    if (f->stderr_tail && f->stderr_tail_len)
+        put_lines(&o, "  stderr    : ", "    ", f->stderr_tail, f->stderr_tail_len);
+    put(&o, RULE);
+    return o.len;
+}
+
 int report_write_termlog(const char *path, bool create, const char *text, size_t len)
 {
     int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY | (create ? O_CREAT : 0), 0644);

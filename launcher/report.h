@@ -9,6 +9,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "rdzv/rendezvous.h"
+
 #define REPORT_TERMLOG_MAX 4096
 #define REPORT_ERROR_FILE_MAX (1024 * 1024)
 
@@ -52,6 +54,18 @@ size_t report_format(const struct report_failure *f, const struct report_error *
  * stderr, in at most min(len-1, REPORT_TERMLOG_MAX) bytes. */
 size_t report_short(const struct report_failure *f, const struct report_error *e, char *buf,
                     size_t len);
+
+/* The job's end as every node prints it, from the stop decision's failure records (sorted by
+ * time: f[0] is the root cause): torchrun's layout, the other failures first, then the root
+ * cause. Only record fields are used, so every node prints the same text. */
+size_t report_job_format(const rdzv_failure_t *f, int n, const char *title, char *buf,
+                         size_t len);
+/* Termination-log form of the same: the root cause first, then a count of the others. */
+size_t report_job_short(const rdzv_failure_t *f, int n, char *buf, size_t len);
+/* What this node knows beyond the record about its own failed worker: error file, traceback,
+ * the end of its stderr. Printed after the job block on the node whose worker failed. */
+size_t report_details(const struct report_failure *f, const struct report_error *e, char *buf,
+                      size_t len);
 
 /* Writes text (cut to REPORT_TERMLOG_MAX) to path. create=false: only if the file exists and
  * is writable (/dev/termination-log outside Kubernetes is left alone). 0 or negative errno. */

@@ -220,6 +220,23 @@ void workers_stop_all(worker_group_t *g, int sig, uint64_t grace_ms)
     }
 }
 
+void workers_reset(worker_group_t *g)
+{
+    uv_timer_stop(&g->timer);
+    g->phase = STOP_NONE;
+    g->stop_signal = 0;
+    g->running = 0;
+    for (int i = 0; i < g->n; i++) {
+        worker_t *w = &g->w[i];
+        if (w->errpipe >= 0)
+            close(w->errpipe);
+        memset(w, 0, sizeof *w);
+        w->index = i;
+        w->errpipe = -1;
+        w->group_gone = true;
+    }
+}
+
 void workers_close(worker_group_t *g)
 {
     for (int i = 0; g->w && i < g->n; i++)

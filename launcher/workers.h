@@ -75,6 +75,8 @@ void workers_stop_all(worker_group_t *g, int sig, uint64_t grace_ms);
 int workers_alive(worker_group_t *g);
 /* 0 for exit 0; the exit code; 128+signal for a signal death. */
 int workers_exit_code(int wstatus);
+/* Makes a stopped (or never started) group ready for the next attempt: every worker idle. */
+void workers_reset(worker_group_t *g);
 void workers_close(worker_group_t *g);
 
 #endif

@@ -40,7 +40,7 @@ def test_exact_env_per_rank(podrun, tmp_path):
             "WORLD_SIZE": "3", "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": "3",
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555",
             "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
-            "TORCHELASTIC_RUN_ID": "job7", "TORCHELASTIC_USE_AGENT_STORE": "False",
+            "TORCHELASTIC_RUN_ID": "job7", "TORCHELASTIC_USE_AGENT_STORE": "True",
             "TORCHELASTIC_ERROR_FILE": f"{tmp_path}/job7/attempt_0/{rank}/error.json",
             "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
             "NCCL_ASYNC_ERROR_HANDLING": "0",        # the user's value is kept
