@@ -424,9 +424,18 @@ static void on_timer_attempt(uv_timer_t *t)
     attempt(t->data);
 }
 
+static void retry_later(store_aclient_t *c);
+
 static void on_tcp_closed_retry(uv_handle_t *h)
 {
-    store_aclient_t *c = h->data;
+    retry_later(h->data);
+}
+
+/* After a failed attempt (its TCP handle, if any, closed): back off, or give up at the deadline.
+ * Takes the client itself: when name resolution failed there is no TCP handle whose data could
+ * point at it. */
+static void retry_later(store_aclient_t *c)
+{
     c->handles--;
     if (c->freeing) {
         maybe_free(c);
@@ -460,7 +469,7 @@ static void retry(store_aclient_t *c, int err)
         return;
     }
     c->handles++; /* balance the decrement in the shared path */
-    on_tcp_closed_retry((uv_handle_t *)&c->tcp);
+    retry_later(c);
 }
 
 static void on_ready_hello(store_aclient_t *c, uint32_t echo)

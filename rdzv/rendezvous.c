@@ -554,8 +554,11 @@ static void on_connected(store_aclient_t *c, int status, void *arg)
             a->watch = NULL;
         char why[RDZV_LINE_MAX], took[32];
         rdzv_format_duration(a->p.join_timeout, took, sizeof took);
+        const char *msg = podrun_store_strerror(status);
+        if (strncmp(msg, "Unknown error", 13) == 0)
+            msg = uv_strerror(status); /* a resolver error: libuv's words for it */
         sfmt(why, sizeof why, "rendezvous '%s': could not reach the job store at %s:%u within %s: %s",
-                 a->run_id, a->connect_host, a->port, took, podrun_store_strerror(status));
+                 a->run_id, a->connect_host, a->port, took, msg);
         agent_fail(a, RDZV_EJOINTIMEOUT, why);
         return;
     }
