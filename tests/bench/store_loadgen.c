@@ -44,6 +44,7 @@ static char host[64] = "127.0.0.1";
 static int port;
 static size_t vlen = 32;
 static char run_tag[32];
+static int spread = 1; /* --spread 0: every client from the same source address */
 
 #define HIST_MAX 200000 /* microseconds */
 static uint64_t hist[HIST_MAX + 1];
@@ -174,6 +175,17 @@ static int open_conn(int nonblock)
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* Many clients from one address make the kernel hunt for free ephemeral ports on every
+     * connect (quadratic in the number of clients). Real clients come from many hosts, so
+     * spread them over loopback source addresses 127.0.0.2... */
+    if (spread && !strncmp(host, "127.", 4)) {
+        static unsigned next;
+        struct sockaddr_in src = {0};
+        src.sin_family = AF_INET;
+        src.sin_addr.s_addr = htonl(0x7f000002u + (next++ % 250));
+        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+        bind(fd, (struct sockaddr *)&src, sizeof src);
+    }
     struct sockaddr_in a = {0};
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
@@ -400,6 +412,7 @@ int main(int argc, char **argv)
         else if (!strcmp(f, "--value-len")) vlen = (size_t)atoi(v);
         else if (!strcmp(f, "--storm")) storm_n = atoi(v);
         else if (!strcmp(f, "--idle")) idle_n = atoi(v);
+        else if (!strcmp(f, "--spread")) spread = atoi(v);
         else if (!strcmp(f, "--op")) op = !strcmp(v, "set") ? OP_SET : !strcmp(v, "add") ? OP_ADD : OP_GET;
         else {
             fprintf(stderr, "loadgen: unknown flag %s\n", f);
