@@ -5,6 +5,9 @@
  * read callback runs are gathered and written with one syscall; wake-ups of other connections
  * (STOP_WAITING, watch pushes) are written as they happen.
  *
+ * The hosting process must ignore SIGPIPE: libuv writes with write(2), and a peer that reset
+ * its connection must cost an EPIPE on that connection, not the process.
+ *
  * Memory per idle connection is the conn_t below and nothing else: reads land in one buffer
  * shared by the whole server, and only the tail of a request that has not fully arrived yet is
  * copied into a per-connection buffer, which is freed again once that request is complete.
