@@ -1025,6 +1025,9 @@ static int start(struct agent *a)
     a->wg.on_exit = on_worker_exit;
     a->wg.on_stopped = on_stopped;
     a->workers_down = true;   /* none started yet */
+    if ((r = workers_guard_start(&a->wg)))
+        logs_message(&a->logs, "cannot start the guard process (%s); if podrun is killed, "
+                     "processes its workers started may be left behind", strerror(-r));
     find_ifname(a);
     if (c->hang_timeout_ms) {
         if (!(a->hang = calloc((size_t)a->n, sizeof *a->hang)))

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -38,6 +39,7 @@ int workers_init(worker_group_t *g, uv_loop_t *loop, int n)
     g->loop = loop;
     g->n = n;
     g->kill_wait_ms = WORKERS_KILL_WAIT_MS;
+    g->guard_fd = -1;
     g->w = calloc((size_t)n, sizeof *g->w);
     if (!g->w)
         return -ENOMEM;
@@ -79,6 +81,78 @@ child_exec(const struct worker_spawn *sp, int errfd, pid_t parent)
     _exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
 }
 
+/* ---- the guard ---- */
+
+#define GUARD_MAX_GROUPS 4096
+
+/* In the guard: collect groups (+pgid) and forget them (-pgid) until the pipe ends. */
+static void __attribute__((noreturn)) guard_main(void)
+{
+    static pid_t groups[GUARD_MAX_GROUPS];
+    int n = 0;
+    for (;;) {
+        int32_t v;
+        ssize_t r = read(0, &v, sizeof v);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r != (ssize_t)sizeof v)
+            break;
+        if (v > 0 && n < GUARD_MAX_GROUPS) {
+            groups[n++] = v;
+        } else if (v < 0) {
+            for (int i = 0; i < n; i++)
+                if (groups[i] == -v) {
+                    groups[i] = groups[--n];
+                    break;
+                }
+        }
+    }
+    for (int i = 0; i < n; i++)
+        kill(-groups[i], SIGKILL);
+    _exit(0);
+}
+
+int workers_guard_start(worker_group_t *g)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -errno;
+    sigset_t saved;
+    init_fork_begin(&saved);
+    pid_t pid = fork();
+    if (pid == 0) {
+        init_child_reset();
+        setsid();   /* out of the agent's group: whoever kills that group must not kill this */
+        int nul = open("/dev/null", O_RDWR);
+        if (dup2(p[0], 0) < 0)
+            _exit(1);
+        if (nul >= 0) {
+            dup2(nul, 1);
+            dup2(nul, 2);
+        }
+        close_range(3, ~0U, 0);   /* no listening socket or worker pipe may outlive the agent */
+        guard_main();
+    }
+    int e = errno;
+    init_fork_end(&saved);
+    close(p[0]);
+    if (pid < 0) {
+        close(p[1]);
+        return -e;
+    }
+    fcntl(p[1], F_SETFL, O_NONBLOCK);   /* the agent never waits on its guard */
+    g->guard_fd = p[1];
+    return 0;
+}
+
+static void guard_tell(worker_group_t *g, int32_t v)
+{
+    if (g->guard_fd >= 0 && write(g->guard_fd, &v, sizeof v) != (ssize_t)sizeof v) {
+        close(g->guard_fd);   /* the guard is gone: go on without it */
+        g->guard_fd = -1;
+    }
+}
+
 int workers_spawn(worker_group_t *g, int i, const struct worker_spawn *sp)
 {
     worker_t *w = &g->w[i];
@@ -108,17 +182,26 @@ int workers_spawn(worker_group_t *g, int i, const struct worker_spawn *sp)
     w->state = WORKER_RUNNING;
     w->group_gone = false;
     g->running++;
+    guard_tell(g, (int32_t)pid);
     return 0;
 }
 
-static bool group_alive(worker_t *w)
+static void mark_gone(worker_group_t *g, worker_t *w)
+{
+    if (!w->group_gone) {
+        w->group_gone = true;
+        guard_tell(g, -(int32_t)w->pid);
+    }
+}
+
+static bool group_alive(worker_group_t *g, worker_t *w)
 {
     if (w->group_gone || w->pid <= 0)
         return false;
     if (w->state == WORKER_RUNNING)
         return true;
     if (kill(-w->pid, 0) < 0 && errno == ESRCH)
-        w->group_gone = true;
+        mark_gone(g, w);
     return !w->group_gone;
 }
 
@@ -126,7 +209,7 @@ int workers_alive(worker_group_t *g)
 {
     int n = 0;
     for (int i = 0; i < g->n; i++)
-        n += group_alive(&g->w[i]);
+        n += group_alive(g, &g->w[i]);
     return n;
 }
 
@@ -178,7 +261,7 @@ worker_t *workers_reaped(worker_group_t *g, pid_t pid, int wstatus)
             close(w->errpipe);
             w->errpipe = -1;
         }
-        group_alive(w);
+        group_alive(g, w);
         if (g->on_exit)
             g->on_exit(g, w);
     }
@@ -190,10 +273,10 @@ void workers_signal(worker_group_t *g, int sig)
 {
     for (int i = 0; i < g->n; i++) {
         worker_t *w = &g->w[i];
-        if (!group_alive(w))
+        if (!group_alive(g, w))
             continue;
         if (kill(-w->pid, sig) < 0 && errno == ESRCH && w->state != WORKER_RUNNING)
-            w->group_gone = true;
+            mark_gone(g, w);
     }
 }
 
@@ -246,6 +329,10 @@ void workers_close(worker_group_t *g)
         }
     free(g->w);
     g->w = NULL;
+    if (g->guard_fd >= 0) {
+        close(g->guard_fd);   /* the guard reads the end and exits */
+        g->guard_fd = -1;
+    }
     if (!uv_is_closing((uv_handle_t *)&g->timer))
         uv_close((uv_handle_t *)&g->timer, NULL);
 }

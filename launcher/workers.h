@@ -48,6 +48,7 @@ struct worker_group {
     enum workers_stop_phase phase;
     int stop_signal;
     uint64_t kill_wait_ms;
+    int guard_fd;              /* write end of the guard's pipe, -1 without a guard */
 };
 
 /* What one worker runs. stdout_fd/stderr_fd become its 1 and 2 (stdin is inherited). */
@@ -75,6 +76,11 @@ void workers_stop_all(worker_group_t *g, int sig, uint64_t grace_ms);
 int workers_alive(worker_group_t *g);
 /* 0 for exit 0; the exit code; 128+signal for a signal death. */
 int workers_exit_code(int wstatus);
+/* Starts the guard: a small process in its own session that learns each worker's process group
+ * through a pipe and, when the pipe ends without the groups being gone (the agent was killed,
+ * even with SIGKILL), sends SIGKILL to whatever is left of them. PR_SET_PDEATHSIG only reaches
+ * the worker itself; this reaches its children too. 0 or a negative errno (then no guard). */
+int workers_guard_start(worker_group_t *g);
 /* Makes a stopped (or never started) group ready for the next attempt: every worker idle. */
 void workers_reset(worker_group_t *g);
 void workers_close(worker_group_t *g);
