@@ -1079,9 +1079,18 @@ static void node_failure(const cnode_t *n, const char *reason, double now, rdzv_
     sfmt(f->reason, sizeof f->reason, "%s", reason);
 }
 
+static void maybe_closed(coord_t *c);
+
 /* `n` is out of the job (left, lost, silent). */
 static void node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char *reason, double now)
 {
+    /* A silent node (cut off, host down) may never close its connection: a closing store must
+     * not wait close_timeout for it. */
+    if (kind == FK_SILENT && n->connected) {
+        n->connected = 0;
+        c->connected--;
+        maybe_closed(c);
+    }
     switch (n->state) {
     case NS_JOINED:
         unadmit(c, n, idx);
