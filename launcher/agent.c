@@ -1025,7 +1025,8 @@ static int start(struct agent *a)
     a->wg.on_exit = on_worker_exit;
     a->wg.on_stopped = on_stopped;
     a->workers_down = true;   /* none started yet */
-    if ((r = workers_guard_start(&a->wg)))
+    /* a PID 1's death takes its whole PID namespace with it: no guard needed there */
+    if (!init_is_pid1() && (r = workers_guard_start(&a->wg)))
         logs_message(&a->logs, "cannot start the guard process (%s); if podrun is killed, "
                      "processes its workers started may be left behind", strerror(-r));
     find_ifname(a);

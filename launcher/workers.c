@@ -123,6 +123,7 @@ int workers_guard_start(worker_group_t *g)
     if (pid == 0) {
         init_child_reset();
         setsid();   /* out of the agent's group: whoever kills that group must not kill this */
+        prctl(PR_SET_NAME, "podrun-guard", 0, 0, 0);
         int nul = open("/dev/null", O_RDWR);
         if (dup2(p[0], 0) < 0)
             _exit(1);

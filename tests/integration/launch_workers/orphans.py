@@ -20,7 +20,8 @@ os.close(r)
 
 
 def orphans():
-    """(alive, zombies) among podrun's children other than this worker."""
+    """(alive, zombies) among podrun's children other than this worker and podrun's guard
+    (the process that kills the workers' groups should podrun itself be killed)."""
     alive = zombies = 0
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) == os.getpid():
@@ -29,6 +30,8 @@ def orphans():
             with open(f"/proc/{d}/stat") as f:
                 st = f.read()
         except OSError:
+            continue
+        if st[st.index("(") + 1:st.rindex(")")] == "podrun-guard":
             continue
         fields = st[st.rindex(")") + 2:].split()
         if int(fields[1]) != reaper:
