@@ -98,6 +98,25 @@ static void test_single_worker_no_omp(void)
     free(env);
 }
 
+static void test_heartbeat_and_gloo_ifname(void)
+{
+    char *base[] = {"PODRUN_HEARTBEAT_FILE=/other/agent", "GLOO_SOCKET_IFNAME=eth9", NULL};
+    struct env_worker w = worker(0, 1);
+    w.heartbeat_file = "/run/x/0/heartbeat";
+    w.socket_ifname = "veth0";
+    char **env;
+    CHECK_EQ_INT(env_build(base, &w, &env, NULL), 0);
+    CHECK_EQ_STR(get(env, "PODRUN_HEARTBEAT_FILE"), "/run/x/0/heartbeat");   /* ours wins */
+    CHECK_EQ_STR(get(env, "GLOO_SOCKET_IFNAME"), "eth9");                    /* the user's kept */
+    free(env);
+    char *none[] = {"PODRUN_HEARTBEAT_FILE=/stale", NULL};
+    w.heartbeat_file = NULL;
+    CHECK_EQ_INT(env_build(none, &w, &env, NULL), 0);
+    CHECK(get(env, "PODRUN_HEARTBEAT_FILE") == NULL);   /* without --hang-timeout: none */
+    CHECK_EQ_STR(get(env, "GLOO_SOCKET_IFNAME"), "veth0");
+    free(env);
+}
+
 static void test_argv_kinds(void)
 {
     struct cfg c;
@@ -157,6 +176,7 @@ int main(void)
     RUN(test_torchrun_vars);
     RUN(test_user_values_kept_and_replacements_noted);
     RUN(test_single_worker_no_omp);
+    RUN(test_heartbeat_and_gloo_ifname);
     RUN(test_argv_kinds);
     RUN(test_prefix);
     return check_result();

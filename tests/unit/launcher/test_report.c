@@ -1,6 +1,7 @@
 /* The failure report: torchrun's fields, the error file's message and traceback, the
  * termination log's 4096-byte bound. */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -125,6 +126,51 @@ static void test_short_fits_termination_log(void)
     unlink(path);
 }
 
+static void test_job_report_same_root_cause(void)
+{
+    rdzv_failure_t f[2];
+    memset(f, 0, sizeof f);
+    f[0].exit_code = f[1].exit_code = -1;
+    f[1].rank = f[1].local_rank = -1;
+    snprintf(f[0].host, sizeof f[0].host, "10.0.0.4");
+    snprintf(f[0].node_name, sizeof f[0].node_name, "worker-2");
+    f[0].node_rank = 2;
+    f[0].rank = 5;
+    f[0].local_rank = 1;
+    f[0].signo = 11;
+    f[0].time = 1700000000.5;
+    snprintf(f[0].reason, sizeof f[0].reason, "killed by signal 11 (SIGSEGV)");
+    snprintf(f[0].message, sizeof f[0].message, "line one\nline two");
+    snprintf(f[1].host, sizeof f[1].host, "10.0.0.5");
+    snprintf(f[1].node_name, sizeof f[1].node_name, "worker-3");
+    f[1].node_rank = 3;
+    f[1].time = 1700000001;
+    snprintf(f[1].reason, sizeof f[1].reason, "agent lost: connection closed");
+    char a[4096], b[4096];
+    report_job_format(f, 2, "train.py", a, sizeof a);
+    report_job_format(f, 2, "train.py", b, sizeof b);
+    CHECK_EQ_STR(a, b);   /* only record fields: every node prints the same */
+    const char *root = strstr(a, "Root Cause");
+    CHECK(root != NULL);
+    CHECK(strstr(root, "  host      : 10.0.0.4\n") != NULL);
+    CHECK(strstr(root, "  node      : worker-2 (node rank 2)\n") != NULL);
+    CHECK(strstr(root, "  rank      : 5 (local_rank: 1)\n") != NULL);
+    CHECK(strstr(root, "  exitcode  : -11 (SIGSEGV)\n") != NULL);
+    CHECK(strstr(root, "  message   : line one\n              line two\n") != NULL);
+    const char *other = strstr(a, "[1]:");
+    CHECK(other != NULL && other < root);   /* the others first, torchrun's order */
+    CHECK(strstr(a, "  rank      : <N/A> (the node itself)\n") != NULL);
+    size_t n = report_job_short(f, 2, b, sizeof b);
+    CHECK(n > 0 && n <= REPORT_TERMLOG_MAX);
+    CHECK(strncmp(b, "podrun: job stopped: rank 5 (local_rank 1) on 10.0.0.4 (node worker-2, "
+                     "node rank 2)", 82) == 0);
+    CHECK(strstr(b, "1 other failure after it") != NULL);
+    /* a tiny buffer is cut, never overrun */
+    char tiny[16];
+    report_job_format(f, 2, "train.py", tiny, sizeof tiny);
+    CHECK(strlen(tiny) < sizeof tiny);
+}
+
 int main(void)
 {
     RUN(test_parse_error_file);
@@ -132,5 +178,6 @@ int main(void)
     RUN(test_format_signal);
     RUN(test_format_truncates_safely);
     RUN(test_short_fits_termination_log);
+    RUN(test_job_report_same_root_cause);
     return check_result();
 }
