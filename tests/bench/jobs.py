@@ -37,13 +37,25 @@ def torchrun_cmd(n, i, port, run_id, worker, nproc=1, extra=()):
             *extra, worker]
 
 
-class Job:
-    """N agents started together; wait() returns (wall seconds, [exit codes], [peak RSS KiB])."""
+TIME = "/usr/bin/time"
 
-    def __init__(self, cmds, env=None, log_dir=None):
+
+class Job:
+    """N agents started together; wait() returns (wall seconds, [exit codes], [peak RSS KiB]).
+
+    Peak RSS comes from GNU time wrapped around each agent (rss=True): a process forked from
+    this Python driver inherits the driver's resident pages, and the kernel keeps that high-water
+    mark across exec, so the driver's own wait4 would report ~11 MiB for /bin/true. Forked from
+    the small `time` process instead, the figure is the agent's own (and its workers')."""
+
+    def __init__(self, cmds, env=None, log_dir=None, rss=False):
         e = dict(os.environ)
         e.update(env or {})
         self.log_dir = log_dir or tempfile.mkdtemp(prefix="podrun-bench-")
+        self.rss_files = []
+        if rss and os.access(TIME, os.X_OK):
+            self.rss_files = [os.path.join(self.log_dir, f"rss{i}") for i in range(len(cmds))]
+            cmds = [[TIME, "-f", "%M", "-o", f, *c] for f, c in zip(self.rss_files, cmds)]
         self.t0 = time.monotonic()
         self.procs = []
         for i, c in enumerate(cmds):
@@ -67,6 +79,12 @@ class Job:
                 self.procs[i].returncode = codes[i]
         wall = time.monotonic() - self.t0
         n = len(self.procs)
+        for i, f in enumerate(self.rss_files):
+            try:
+                with open(f) as fh:
+                    rss[i] = int(fh.read().split()[-1])
+            except (OSError, ValueError, IndexError):
+                pass
         return wall, [codes[i] for i in range(n)], [rss[i] for i in range(n)]
 
     def kill(self):

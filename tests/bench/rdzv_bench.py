@@ -12,7 +12,8 @@ from jobs import Job, build_sigworker, median, podrun_cmd, raise_nofile, torchru
 
 def run(kind, n, worker, port):
     cmd = podrun_cmd if kind == "podrun" else torchrun_cmd
-    job = Job([cmd(n, i, port, f"bench{port}", worker) for i in range(n)], env={"DONE": "1"})
+    job = Job([cmd(n, i, port, f"bench{port}", worker) for i in range(n)], env={"DONE": "1"},
+              rss=True)
     wall, codes, rss = job.wait(timeout=300)
     bad = sum(c != 0 for c in codes)
     return wall, bad, max(rss), median(rss), job.log_dir
