@@ -11,16 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* snprintf that is meant to cut: every caller's buffer is bounded and a cut line is fine. */
-static void sfmt(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void sfmt(char *out, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(out, cap, fmt, ap);
-    va_end(ap);
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* key=value text                                                                              */
 
@@ -406,6 +396,8 @@ enum node_state {
     NS_GONE,    /* left, lost, silent or rejected */
 };
 
+#define HOST_CLOSING "the job store host is shutting down"
+
 enum fail_kind { FK_WORKER, FK_LEFT, FK_LOST, FK_SILENT, FK_JOINED };
 
 typedef struct cnode {
@@ -422,6 +414,8 @@ typedef struct u64map {
     int *vals;
     size_t cap, n;
 } u64map_t;
+
+static int u64map_put(u64map_t *m, uint64_t k, int v);
 
 static size_t u64_hash(uint64_t k, size_t cap)
 {
@@ -443,7 +437,8 @@ static int u64map_get(const u64map_t *m, uint64_t k)
     }
 }
 
-static int u64map_put(u64map_t *m, uint64_t k, int v)
+/* Makes room for one more key, so that the next u64map_put cannot fail. */
+static int u64map_reserve(u64map_t *m)
 {
     if ((m->n + 1) * 2 > m->cap) {
         u64map_t g = {0};
@@ -462,6 +457,13 @@ static int u64map_put(u64map_t *m, uint64_t k, int v)
         free(m->vals);
         *m = g;
     }
+    return 0;
+}
+
+static int u64map_put(u64map_t *m, uint64_t k, int v)
+{
+    if (u64map_reserve(m) < 0)
+        return -ENOMEM;
     size_t i = u64_hash(k, m->cap);
     while (m->keys[i] && m->keys[i] != k)
         i = (i + 1) & (m->cap - 1);
@@ -602,13 +604,19 @@ static const char *node_label(const cnode_t *n)
     return n->d.name[0] ? n->d.name : n->d.addr[0] ? n->d.addr : n->ids;
 }
 
+void rdzv_node_key(char *out, size_t cap, const char *prefix, const char *ids, const char *what,
+                   int num)
+{
+    if (num >= 0)
+        sfmt(out, cap, "%sn/%s/%s/%d", prefix, ids, what, num);
+    else
+        sfmt(out, cap, "%sn/%s/%s", prefix, ids, what);
+}
+
 static void node_key(const coord_t *c, char *out, size_t cap, const cnode_t *n, const char *what,
                      int num)
 {
-    if (num >= 0)
-        sfmt(out, cap, "%sn/%s/%s/%d", c->prefix, n->ids, what, num);
-    else
-        sfmt(out, cap, "%sn/%s/%s", c->prefix, n->ids, what);
+    rdzv_node_key(out, cap, c->prefix, n->ids, what, num);
 }
 
 static void answer_error(coord_t *c, cnode_t *n, const char *kind, const char *text)
@@ -840,13 +848,14 @@ static void open_round(coord_t *c, int round, double now)
     /* live members of the previous round are expected back; waiting nodes join right away */
     for (size_t i = 0; i < c->n_nodes; i++) {
         cnode_t *n = c->nodes[i];
-        if (n->state == NS_MEMBER) {
+        if (n->state == NS_MEMBER || n->state == NS_STOPPED) {
             n->state = NS_STOPPED;
             c->expected_missing++;
         }
     }
     c->members = c->done = 0;
-    for (size_t i = 0; i < c->n_nodes; i++) {
+    /* ... up to MAX: the rest keep waiting for the round after */
+    for (size_t i = 0; i < c->n_nodes && c->joined < c->p.max_nodes; i++) {
         cnode_t *n = c->nodes[i];
         if (n->state == NS_WAITING) {
             c->waiting--;
@@ -1030,7 +1039,8 @@ static void decide(coord_t *c, double now)
     d.failures = c->failures;
     d.n = c->n_failures;
     d.own = -1;
-    if (counted && c->restarts_used >= c->p.max_restarts) {
+    if (c->closing || (counted && c->restarts_used >= c->p.max_restarts)) {
+        /* a closing store host leaves no store to restart in */
         d.action = RDZV_EXIT;
         d.restart_counted = 0;
     } else {
@@ -1061,8 +1071,11 @@ static void decide(coord_t *c, double now)
         open_round(c, c->round + 1, now);
     } else {
         char text[RDZV_LINE_MAX];
-        sfmt(text, sizeof text, "job '%s' stopped in round %d: %s (no restarts left)",
-                 c->run_id, c->round, d.reason);
+        sfmt(text, sizeof text, "job '%s' stopped in round %d: %s%s", c->run_id, c->round,
+             d.reason,
+             !c->closing                  ? " (no restarts left)"
+             : strstr(d.reason, HOST_CLOSING) ? ""
+                                              : " (" HOST_CLOSING ")");
         act_log(c, "%s", text);
         go_over(c, "ended", text);
     }
@@ -1163,10 +1176,13 @@ static cnode_t *node_for(coord_t *c, uint64_t conn, uint64_t id, const char *ids
     n->exp_idx = -1;
     n->last_seen = now;
     i = (int)c->n_nodes;
-    if (u64map_put(&c->by_id, id, i) < 0 || u64map_put(&c->by_conn, conn, i) < 0) {
+    /* both maps or neither: an index in one without the node would be read out of bounds */
+    if (u64map_reserve(&c->by_id) < 0 || u64map_reserve(&c->by_conn) < 0) {
         free(n);
         return NULL;
     }
+    u64map_put(&c->by_id, id, i);
+    u64map_put(&c->by_conn, conn, i);
     c->nodes[c->n_nodes++] = n;
     c->connected++;
     *idx = i;
@@ -1280,32 +1296,49 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
         if (!slash[1] || *end || num < 0 || num > (1L << 30))
             return;
     }
-    static const char *const ops[] = {"hb", "join", "done", "fail", "leave"};
-    size_t op = 0;
-    while (op < sizeof ops / sizeof *ops && strcmp(rest, ops[op]) != 0)
+    enum { OP_HB, OP_JOIN, OP_DONE, OP_FAIL, OP_LEAVE, OP_COUNT };
+    static const char *const ops[OP_COUNT] = {"hb", "join", "done", "fail", "leave"};
+    int op = 0;
+    while (op < OP_COUNT && strcmp(rest, ops[op]) != 0)
         op++;
-    if (op == sizeof ops / sizeof *ops)
+    if (op == OP_COUNT)
         return;
     int idx;
     cnode_t *n = node_for(c, conn, id, ids, &idx, now);
     if (!n)
         return;
     n->last_seen = now;
-    if (strcmp(rest, "hb") == 0)
-        return;
-    if (strcmp(rest, "join") == 0 && num >= 0)
-        on_join(c, n, idx, (int)num, val, vlen, now);
-    else if (strcmp(rest, "done") == 0 && num >= 0)
-        on_done(c, n, (int)num);
-    else if (strcmp(rest, "fail") == 0 && num >= 0)
-        on_fail(c, n, (int)num, val, vlen, now);
-    else if (strcmp(rest, "leave") == 0 && n->state != NS_GONE) {
-        char why[RDZV_REASON_MAX], r[64];
-        size_t l = vlen < sizeof r - 1 ? vlen : sizeof r - 1;
-        memcpy(r, val ? val : "", val ? l : 0);
-        r[val ? l : 0] = '\0';
-        sfmt(why, sizeof why, "agent left: %s", r[0] ? r : "shutting down");
-        node_gone(c, n, idx, FK_LEFT, why, now);
+    /* a write proves the connection open, also for a node dropped as silent that came back:
+     * its close must count again */
+    if (!n->connected) {
+        n->connected = 1;
+        c->connected++;
+    }
+    switch (op) {
+    case OP_JOIN:
+        if (num >= 0)
+            on_join(c, n, idx, (int)num, val, vlen, now);
+        break;
+    case OP_DONE:
+        if (num >= 0)
+            on_done(c, n, (int)num);
+        break;
+    case OP_FAIL:
+        if (num >= 0)
+            on_fail(c, n, (int)num, val, vlen, now);
+        break;
+    case OP_LEAVE:
+        if (n->state != NS_GONE) {
+            char why[RDZV_REASON_MAX], r[64];
+            size_t l = vlen < sizeof r - 1 ? vlen : sizeof r - 1;
+            memcpy(r, val ? val : "", val ? l : 0);
+            r[val ? l : 0] = '\0';
+            sfmt(why, sizeof why, "agent left: %s", r[0] ? r : "shutting down");
+            node_gone(c, n, idx, FK_LEFT, why, now);
+        }
+        break;
+    default: /* a heartbeat: last_seen is all */
+        break;
     }
 }
 
@@ -1423,8 +1456,20 @@ void coord_shutdown(coord_t *c, double now)
         return;
     c->closing = 1;
     /* nobody may be left waiting for a decision or a round that can no longer come */
-    if (c->stopped && !c->decided)
+    if (c->phase == COORD_RUNNING && !c->decided) {
+        if (!c->stopped) {
+            rdzv_failure_t f;
+            rdzv_failure_init(&f);
+            sfmt(f.host, sizeof f.host, "%s", c->store_host);
+            sfmt(f.node_name, sizeof f.node_name, "%s", c->store_host);
+            f.time = now;
+            sfmt(f.reason, sizeof f.reason, "%s", HOST_CLOSING);
+            record_failure(c, &f);
+            c->stopped = 1;
+            sfmt(c->stop_why, sizeof c->stop_why, "%s", HOST_CLOSING);
+        }
         decide(c, now);
+    }
     if (c->phase == COORD_OPEN) {
         char text[256];
         sfmt(text, sizeof text, "job '%s': the job store host is shutting down", c->run_id);

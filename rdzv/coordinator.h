@@ -12,10 +12,29 @@
 #ifndef PODRUN_RDZV_COORDINATOR_H
 #define PODRUN_RDZV_COORDINATOR_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "rdzv/rendezvous.h"
+
+/* snprintf that is meant to cut: every caller's buffer is bounded and a cut line is fine. */
+static inline void sfmt(char *out, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline void sfmt(char *out, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out, cap, fmt, ap);
+    va_end(ap);
+}
+
+/* The key of a node's record: "<prefix>n/<ids>/<what>[/<num>]" (num < 0: none), prefix being
+ * "podrun/<run_id>/" and ids the node's 16 hex digits. Agents write these and the coordinator
+ * answers on them. */
+void rdzv_node_key(char *out, size_t cap, const char *prefix, const char *ids, const char *what,
+                   int num);
 
 /* ---- key=value text ---- */
 

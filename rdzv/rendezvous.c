@@ -4,7 +4,6 @@
 #include "rdzv/rendezvous.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,16 +14,6 @@
 #include "rdzv/aclient.h"
 #include "rdzv/coordinator.h"
 #include "rdzv/server.h"
-
-/* snprintf that is meant to cut: every caller's buffer is bounded and a cut line is fine. */
-static void sfmt(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void sfmt(char *out, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(out, cap, fmt, ap);
-    va_end(ap);
-}
 
 enum agent_state {
     AS_CONNECTING,
@@ -312,10 +301,7 @@ static int host_start(rdzv_agent_t *a)
 
 static void key_of(rdzv_agent_t *a, char *out, size_t cap, const char *what, int num)
 {
-    if (num >= 0)
-        sfmt(out, cap, "%sn/%s/%s/%d", a->prefix, a->id, what, num);
-    else
-        sfmt(out, cap, "%sn/%s/%s", a->prefix, a->id, what);
+    rdzv_node_key(out, cap, a->prefix, a->id, what, num);
 }
 
 static void on_written(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,

@@ -386,17 +386,19 @@ static pid_t fork_host(rdzv_params_t p)
 
 static void test_host_lost(void)
 {
-    rdzv_params_t p = params(NA, 0, 0);
+    rdzv_params_t p = params(NA, 2, 0);
     start(0, p, 1);
     p.endpoint_port = rdzv_agent_store_port(ag[0].a);
     for (int i = 1; i < NA; i++)
         start(i, p, 0);
     CHECK(run_until(all_assigned_1, 10));
-    /* the host's agent goes while the job runs: the others are told before the store closes */
+    /* the host's agent goes while the job runs: the others are told before the store closes,
+     * and told to exit, for there is no store left to restart in */
     rdzv_agent_close(ag[0].a, cb_closed, &ag[0]);
     CHECK(run_until(others_stopped_1, 5));
-    CHECK_EQ_STR(ag[1].f0.node_name, "node-0");
-    CHECK_EQ_STR(ag[1].f0.reason, "agent lost: connection closed");
+    CHECK_EQ_INT(ag[1].dec.action, RDZV_EXIT);
+    CHECK_EQ_STR(ag[1].f0.node_name, "127.0.0.1");
+    CHECK_EQ_STR(ag[1].f0.reason, "the job store host is shutting down");
     close_all();
 
     /* the host process dies (kill -9): everyone else notices the lost connection */

@@ -824,6 +824,130 @@ static void test_shutdown_waits_for_agents(void)
     coord_free(c);
 }
 
+/* A node dropped as silent that comes back is watched again: its closed connection stops the
+ * round instead of leaving the job waiting for it forever. */
+static void test_silent_node_rejoins(void)
+{
+    coord_t *c = running(2, 3);
+    auto_hb = 0;
+    for (int s = 0; s < 4; s++) {
+        hb(c, 0);
+        advance(c, 1);
+    }
+    rdzv_decision_t d;
+    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    CHECK_EQ_INT(end_of(0, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_RESTART);
+    auto_hb = 1;
+    rejoin_all(c, 2, 1);
+    CHECK_EQ_INT(node_rank_of(1, 1), 1);
+    coord_info_t info;
+    coord_info(c, &info);
+    CHECK_EQ_INT(info.connected, 2);
+    wr(c, 0, "done", 1, "1");
+    conn_close(c, 1);
+    run_timers(c);
+    CHECK_EQ_INT(end_of(1, &d, f), 0);
+    CHECK_EQ_STR(f[0].reason, "agent lost: connection closed");
+    CHECK_EQ_STR(f[0].node_name, "worker-1");
+    coord_free(c);
+}
+
+/* Nodes that waited while the job was full fill the next round only up to MAX. */
+static void test_waiting_nodes_capped_at_max(void)
+{
+    coord_t *c = mk(1, 2, 3, NULL);
+    join(c, 0, "a", 1, -1, 0);
+    advance(c, 31);
+    CHECK_EQ_INT(node_rank_of(0, 0), 0);
+    join(c, 1, "b", 1, -1, 0);
+    join(c, 2, "c", 1, -1, 0);
+    join(c, 3, "d", 1, -1, 0);
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), 0);
+    rdzv_assignment_t a;
+    int n = 0;
+    for (int i = 1; i <= 3; i++)
+        if (assigned(i, 0, &a, NULL, 0, NULL, 0) == 1) {
+            CHECK_EQ_INT(a.round, 1);
+            CHECK_EQ_INT(a.nnodes, 2);
+            n++;
+        }
+    CHECK_EQ_INT(n, 2);
+    coord_info_t info;
+    coord_info(c, &info);
+    CHECK_EQ_INT(info.phase, COORD_RUNNING);
+    CHECK_EQ_INT(info.members, 2);
+    CHECK_EQ_INT(info.waiting, 1);
+    coord_free(c);
+}
+
+/* A node that sat out a round (still stopped from an earlier one) is expected like any other:
+ * its own rejoin does not close an elastic round before the rest are back. */
+static void test_stopped_node_expected_again(void)
+{
+    coord_t *c = mk(1, 3, 5, NULL);
+    join(c, 0, "a", 1, -1, 0);
+    join(c, 1, "b", 1, -1, 0);
+    advance(c, 31);
+    CHECK_EQ_INT(node_rank_of(1, 0), 1);
+    fail(c, 0, 0, 0, now, "exited with code 1");
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), 0);
+    join(c, 0, "a", 1, -1, 1); /* b keeps its heartbeat but sits round 1 out */
+    advance(c, 31);
+    CHECK_EQ_INT(node_rank_of(0, 1), 0);
+    fail(c, 0, 1, 0, now, "exited with code 1");
+    run_timers(c);
+    CHECK_EQ_INT(end_of(1, NULL, NULL), 0);
+    join(c, 1, "b", 1, -1, 1);
+    rdzv_assignment_t a;
+    CHECK_EQ_INT(assigned(1, 1, &a, NULL, 0, NULL, 0), 0); /* a is expected back */
+    join(c, 0, "a", 1, -1, 2);
+    CHECK_EQ_INT(assigned(1, 1, &a, NULL, 0, NULL, 0), 1);
+    CHECK_EQ_INT(a.round, 2);
+    CHECK_EQ_INT(a.nnodes, 2);
+    coord_free(c);
+}
+
+/* Once the store host shuts down no round can come: a running round ends with an exit
+ * decision, and later leaves or closes open nothing. */
+static void test_shutdown_ends_running_round(void)
+{
+    coord_t *c = running(2, 3);
+    coord_shutdown(c, now);
+    drain(c);
+    rdzv_decision_t d;
+    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    CHECK_EQ_INT(end_of(0, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_EXIT);
+    CHECK(strstr(d.reason, "shutting down") != NULL);
+    wr(c, 0, "leave", -1, "SIGTERM");
+    conn_close(c, 1);
+    run_timers(c);
+    coord_info_t info;
+    coord_info(c, &info);
+    CHECK_EQ_INT(info.phase, COORD_OVER);
+    CHECK(W.timer[COORD_T_JOIN] < 0 && W.timer[COORD_T_PROGRESS] < 0);
+    CHECK_EQ_INT(end_of(1, NULL, NULL), -1);
+    coord_free(c);
+
+    /* a stop seen before the shutdown still ends the job, never in a restart */
+    c = running(2, 3);
+    conn_close(c, 1);
+    coord_shutdown(c, now);
+    drain(c);
+    CHECK_EQ_INT(end_of(0, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_EXIT);
+    CHECK_EQ_STR(f[0].reason, "agent lost: connection closed");
+    join(c, 0, "worker-0", 1, -1, 1);
+    rdzv_assignment_t a;
+    char err[32];
+    CHECK_EQ_INT(assigned(0, 1, &a, err, sizeof err, NULL, 0), -1);
+    CHECK_EQ_STR(err, "ended");
+    coord_free(c);
+}
+
 static void test_bad_input_ignored(void)
 {
     coord_t *c = mk(2, 2, 0, NULL);
@@ -872,6 +996,10 @@ int main(void)
     RUN(test_all_done_finished);
     RUN(test_shutdown_waits_for_agents);
     RUN(test_bad_input_ignored);
+    RUN(test_silent_node_rejoins);
+    RUN(test_waiting_nodes_capped_at_max);
+    RUN(test_stopped_node_expected_again);
+    RUN(test_shutdown_ends_running_round);
     w_reset();
     return check_result();
 }
