@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,8 @@ static const char usage[] =
     "  --max-keys-per-request N   keys in one CHECK/WAIT/MULTI_GET/MULTI_SET (default 128K)\n"
     "  --max-connections N        open client connections (default 65536)\n"
     "  --max-total-bytes N        keys and values held in all (default 1G)\n"
+    "  --max-pending-bytes N      replies not yet read and requests not yet complete, all\n"
+    "                             clients together (default 256M)\n"
     "  Sizes take a K, M or G suffix (powers of 1024). A client that breaks a limit or sends\n"
     "  bytes that are not a request is disconnected; everyone else is served on.\n"
     "\n"
@@ -41,7 +44,8 @@ static const char usage[] =
     "  keys ADDR                  print the number of keys\n"
     "  delete ADDR KEY            delete KEY, print 1 if it existed, else 0\n"
     "  ping ADDR                  check that a store answers\n"
-    "  --timeout S                seconds to wait for the store and for `wait` (default 30)\n";
+    "  --timeout S                seconds to wait for the store and for its answers, `wait`\n"
+    "                             included (default 30, at most 2147483)\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -246,7 +250,10 @@ static int client_cmd(const char *cmd, int argc, char **argv, int timeout_s)
 
 int store_cmd_main(int argc, char **argv)
 {
-    enum { O_HOST = 256, O_PORT, O_KEY, O_VALUE, O_KEYS, O_CONNS, O_BYTES, O_TIMEOUT, O_HELP };
+    enum {
+        O_HOST = 256, O_PORT, O_KEY, O_VALUE, O_KEYS, O_CONNS, O_BYTES, O_PENDING, O_TIMEOUT,
+        O_HELP
+    };
     static const struct option opts[] = {
         {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT},
@@ -255,6 +262,7 @@ int store_cmd_main(int argc, char **argv)
         {"max-keys-per-request", required_argument, 0, O_KEYS},
         {"max-connections", required_argument, 0, O_CONNS},
         {"max-total-bytes", required_argument, 0, O_BYTES},
+        {"max-pending-bytes", required_argument, 0, O_PENDING},
         {"timeout", required_argument, 0, O_TIMEOUT},
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0},
@@ -279,7 +287,7 @@ int store_cmd_main(int argc, char **argv)
             if (parse_port(optarg, &port) < 0)
                 return usage_error("--port '%s' is not a port number 0-65535", optarg);
             break;
-        case O_KEY: case O_VALUE: case O_KEYS: case O_CONNS: case O_BYTES:
+        case O_KEY: case O_VALUE: case O_KEYS: case O_CONNS: case O_BYTES: case O_PENDING:
             if (parse_size(optarg, &v) < 0 || v == 0)
                 return usage_error("'%s' is not a positive size (like 4096, 8K, 8M, 1G)",
                                    optarg);
@@ -287,11 +295,14 @@ int store_cmd_main(int argc, char **argv)
             else if (c == O_VALUE) lim.max_value_len = v;
             else if (c == O_KEYS) lim.max_keys_per_req = v;
             else if (c == O_CONNS) lim.max_connections = v;
+            else if (c == O_PENDING) lim.max_pending_bytes = v;
             else lim.max_total_bytes = v;
             break;
         case O_TIMEOUT:
-            if (parse_size(optarg, &v) < 0 || v > 86400 * 365)
-                return usage_error("--timeout '%s' is not a number of seconds", optarg);
+            /* in milliseconds it must fit an int */
+            if (parse_size(optarg, &v) < 0 || v > INT_MAX / 1000)
+                return usage_error("--timeout '%s' is not a number of seconds from 0 to 2147483",
+                                   optarg);
             timeout_s = (int)v;
             break;
         case 'h':

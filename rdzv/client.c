@@ -18,6 +18,7 @@
 
 struct podrun_store {
     int fd;
+    int io_ms;        /* how long one reply may take (the connect timeout); 0: no limit */
     uint32_t nonce;
     char *rbuf;
     size_t rlen, rcap;
@@ -55,10 +56,39 @@ const char *podrun_store_strerror(int err)
 
 /* ---- bytes ---------------------------------------------------------------------------- */
 
-static int send_all(podrun_store_t *s, const char *p, size_t len)
+/* deadline_ms for one request and its reply (< 0: none) */
+static int64_t io_deadline(const podrun_store_t *s)
+{
+    return s->io_ms > 0 ? now_ms() + s->io_ms : -1;
+}
+
+/* Waits until fd is ready for `events` or deadline_ms (< 0: none) passes. */
+static int wait_fd(int fd, short events, int64_t deadline_ms)
+{
+    for (;;) {
+        if (deadline_ms < 0)
+            return 0;
+        int64_t left = deadline_ms - now_ms();
+        if (left <= 0)
+            return PODRUN_ETIMEDOUT;
+        struct pollfd pfd = {fd, events, 0};
+        int pr = poll(&pfd, 1, left > 1000000 ? 1000000 : (int)left);
+        if (pr < 0 && errno != EINTR)
+            return PODRUN_ECONNRESET;
+        if (pr > 0)
+            return 0;
+    }
+}
+
+static int send_all(podrun_store_t *s, const char *p, size_t len, int64_t deadline_ms)
 {
     while (len > 0) {
-        ssize_t n = send(s->fd, p, len, MSG_NOSIGNAL);
+        int w = wait_fd(s->fd, POLLOUT, deadline_ms);
+        if (w)
+            return w;
+        ssize_t n = send(s->fd, p, len, MSG_NOSIGNAL | (deadline_ms >= 0 ? MSG_DONTWAIT : 0));
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -72,7 +102,7 @@ static int send_all(podrun_store_t *s, const char *p, size_t len)
 
 static int flush(podrun_store_t *s)
 {
-    int r = send_all(s, s->out.p, s->out.len);
+    int r = send_all(s, s->out.p, s->out.len, io_deadline(s));
     s->out.len = 0;
     return r;
 }
@@ -98,17 +128,9 @@ static int recv_reply(podrun_store_t *s, wire_reply_shape_t shape, uint64_t n,
             s->rbuf = b;
             s->rcap = want;
         }
-        if (deadline_ms >= 0) {
-            int64_t left = deadline_ms - now_ms();
-            if (left <= 0)
-                return PODRUN_ETIMEDOUT;
-            struct pollfd pfd = {s->fd, POLLIN, 0};
-            int pr = poll(&pfd, 1, left > 1000000 ? 1000000 : (int)left);
-            if (pr < 0 && errno != EINTR)
-                return PODRUN_ECONNRESET;
-            if (pr <= 0)
-                continue;
-        }
+        int w = wait_fd(s->fd, POLLIN, deadline_ms);
+        if (w)
+            return w;
         ssize_t got = recv(s->fd, s->rbuf + s->rlen, s->rcap - s->rlen, 0);
         if (got < 0 && errno == EINTR)
             continue;
@@ -128,10 +150,12 @@ static void consume(podrun_store_t *s, size_t used)
 static int roundtrip(podrun_store_t *s, wire_reply_shape_t shape, uint64_t n, wire_reply_t *rep,
                      size_t *used)
 {
-    int r = flush(s);
+    int64_t dl = io_deadline(s);
+    int r = send_all(s, s->out.p, s->out.len, dl);
+    s->out.len = 0;
     if (r)
         return r;
-    return recv_reply(s, shape, n, -1, rep, used);
+    return recv_reply(s, shape, n, dl, rep, used);
 }
 
 static int put_key_op(podrun_store_t *s, wire_op_t op, const char *key)
@@ -254,6 +278,7 @@ int podrun_store_connect(const char *host, uint16_t port, int timeout_ms, podrun
     if (!s)
         return -ENOMEM;
     s->fd = -1;
+    s->io_ms = timeout_ms > 0 ? timeout_ms : 0;
     int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     double delay = 500, r01;
     unsigned seed = (unsigned)getpid() ^ (unsigned)now_ms();
@@ -383,9 +408,13 @@ int podrun_store_wait(podrun_store_t *s, const char *const *keys, size_t n, int 
         return -ENOMEM;
     if ((r = flush(s)))
         return r;
+    int64_t dl = io_deadline(s);
     for (;;) {
-        if ((r = recv_reply(s, WIRE_R_U8, 0, -1, &rep, &used)))
-            return r;
+        if ((r = recv_reply(s, WIRE_R_U8, 0, dl, &rep, &used))) {
+            if (r == PODRUN_ETIMEDOUT)
+                shutdown(s->fd, SHUT_RDWR); /* out of step with the server: unusable now */
+            return r == PODRUN_ETIMEDOUT ? PODRUN_ECONNRESET : r;
+        }
         consume(s, used);
         if (rep.u8 == WIRE_WAIT_CANCELED)
             return PODRUN_ETIMEDOUT;

@@ -51,6 +51,7 @@ struct keyspace {
     ks_entry_t **buckets;
     size_t nbuckets, nentries, nkeys;
     size_t bytes, max_bytes;
+    int unbounded; /* a keyspace_set_unbounded is running */
     uint64_t seed;
     ks_ready_cb on_ready;
     ks_watch_cb on_watch;
@@ -130,7 +131,7 @@ static void grow(keyspace_t *ks)
 
 static int room(const keyspace_t *ks, size_t more)
 {
-    return more <= ks->max_bytes && ks->bytes <= ks->max_bytes - more;
+    return ks->unbounded || (more <= ks->max_bytes && ks->bytes <= ks->max_bytes - more);
 }
 
 /* The entry for key, created (not present, no value) if needed. */
@@ -284,6 +285,15 @@ int keyspace_set(keyspace_t *ks, const char *key, size_t klen, const char *val, 
     r = store_value(ks, e, val, vlen);
     if (r)
         maybe_drop(ks, e);
+    return r;
+}
+
+int keyspace_set_unbounded(keyspace_t *ks, const char *key, size_t klen, const char *val,
+                           size_t vlen)
+{
+    ks->unbounded = 1;
+    int r = keyspace_set(ks, key, klen, val, vlen);
+    ks->unbounded = 0;
     return r;
 }
 

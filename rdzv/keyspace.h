@@ -45,6 +45,9 @@ int keyspace_new(size_t max_bytes, ks_ready_cb on_ready, ks_watch_cb on_watch, v
 void keyspace_free(keyspace_t *ks);
 
 int keyspace_set(keyspace_t *ks, const char *key, size_t klen, const char *val, size_t vlen);
+/* keyspace_set past max_bytes (the bytes still count): for the hosting process's own records. */
+int keyspace_set_unbounded(keyspace_t *ks, const char *key, size_t klen, const char *val,
+                           size_t vlen);
 /* 1 and the value (valid until the next write) when the key exists, 0 when it does not. */
 int keyspace_get(keyspace_t *ks, const char *key, size_t klen, const char **val, size_t *vlen);
 /* The stored value is the decimal text of the sum, as torch's std::to_string writes it; a missing

@@ -50,7 +50,7 @@ struct rdzv_agent {
     int leaving, closing;
     uv_timer_t hb_timer, prog_timer, defer_timer;
     int hb_out;
-    double hb_sent, started;
+    double hb_sent, hb_tick, started;
     void (*leave_sent)(void *);
     void *leave_arg;
 
@@ -211,11 +211,18 @@ static void on_ctimer(uv_timer_t *t)
 static void run_actions(rdzv_agent_t *a)
 {
     coord_action_t act;
+    char lost_key[256] = "";
+    int lost = 0;
     while (coord_next_action(a->coord, &act)) {
         switch (act.kind) {
-        case COORD_SET:
-            store_server_set(a->server, act.key, strlen(act.key), act.val, act.vlen);
+        case COORD_SET: {
+            int r = store_server_set(a->server, act.key, strlen(act.key), act.val, act.vlen);
+            if (r < 0 && !lost) {
+                lost = r;
+                sfmt(lost_key, sizeof lost_key, "%s", act.key);
+            }
             break;
+        }
         case COORD_TIMER:
             if (act.at < 0) {
                 uv_timer_stop(&a->ctimer[act.timer]);
@@ -237,6 +244,15 @@ static void run_actions(rdzv_agent_t *a)
         default:
             break;
         }
+    }
+    if (lost) {
+        /* an answer or a decision the agents wait for is missing: rather than leave them
+         * waiting, this agent goes, and with it the store, which every agent notices */
+        char why[RDZV_LINE_MAX];
+        sfmt(why, sizeof why, "rendezvous '%s': could not record %s in the job store: %s",
+             a->run_id, lost_key, strerror(-lost));
+        progress(a, why);
+        agent_fail(a, RDZV_ESTORELOST, why);
     }
 }
 
@@ -464,8 +480,14 @@ static void on_hb_timer(uv_timer_t *t)
 {
     rdzv_agent_t *a = t->data;
     double now = now_epoch(), limit = a->p.keep_alive_interval * a->p.keep_alive_max_attempt;
+    /* A tick this late means this loop itself stalled: timers run before I/O, so the answer may
+     * be waiting unread. The outstanding heartbeat gets a fresh window instead of a verdict. */
+    int late = a->hb_tick > 0 && now - a->hb_tick > 2 * a->p.keep_alive_interval;
+    a->hb_tick = now;
     if (a->hb_out) {
-        if (now - a->hb_sent >= limit - 1e-3) {
+        if (late)
+            a->hb_sent = now;
+        else if (now - a->hb_sent >= limit - 1e-3) {
             char why[RDZV_LINE_MAX];
             sfmt(why, sizeof why,
                      "the job store at %s:%u did not answer heartbeats for %g s",

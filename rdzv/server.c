@@ -59,6 +59,7 @@ typedef struct conn {
     char *rbuf;                 /* the unparsed tail of a request, when one is split */
     size_t rlen, rcap;
     size_t need;                /* bytes rbuf must hold before parsing can progress */
+    size_t queued;              /* reply bytes handed to uv_write and not yet written */
     unsigned char dialect;
     unsigned char closing, paused, wrote_observed;
 } conn_t;
@@ -66,6 +67,7 @@ typedef struct conn {
 typedef struct wreq {
     uv_write_t req;
     conn_t *c;
+    size_t len;
     char data[];
 } wreq_t;
 
@@ -81,6 +83,8 @@ struct store_server {
     size_t nconns;
     uint64_t next_id;
     uint64_t requests, dropped;
+    size_t pending;             /* queued replies + split-request buffers, all connections */
+    size_t conn_cap;            /* ... of one connection */
     char *shared;               /* READ_CHUNK bytes lent to whichever connection is reading */
     wire_buf_t out;             /* replies of the read callback that is running */
     conn_t *cur;                /* ... and its connection */
@@ -104,6 +108,7 @@ void store_limits_default(store_limits_t *lim)
     lim->max_keys_per_req = 128 * 1024;
     lim->max_connections = 65536;
     lim->max_total_bytes = (size_t)1 << 30;
+    lim->max_pending_bytes = (size_t)256 << 20;
 }
 
 /* ---- output ------------------------------------------------------------------------------ */
@@ -112,10 +117,35 @@ static void conn_close(conn_t *c);
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
+/* Whether c may hold `more` bytes beyond what it holds now (queued replies and a split
+ * request), within its own cap and the server's budget: a client that does not read its replies,
+ * or asks for answers far larger than its requests, must not grow the server without bound. */
+static int conn_room(const conn_t *c, size_t more)
+{
+    const store_server_t *s = c->srv;
+    size_t held = c->queued + c->rcap;
+    return more <= s->conn_cap - held && held <= s->conn_cap &&
+           more <= s->lim.max_pending_bytes - s->pending && s->pending <= s->lim.max_pending_bytes;
+}
+
+static void conn_fail(conn_t *c, const char *why);
+
+static void conn_over(conn_t *c)
+{
+    char why[240];
+    snprintf(why, sizeof why,
+             "replies and partial requests held for it would pass %zu bytes (%zu held for all "
+             "connections, limit --max-pending-bytes %zu): a client must read its replies",
+             c->srv->conn_cap, c->srv->pending, c->srv->lim.max_pending_bytes);
+    conn_fail(c, why);
+}
+
 static void on_written(uv_write_t *req, int status)
 {
     wreq_t *w = (wreq_t *)req;
     conn_t *c = w->c;
+    c->queued -= w->len;
+    c->srv->pending -= w->len;
     free(w);
     if (status < 0) {
         conn_close(c);
@@ -144,12 +174,17 @@ static void conn_send(conn_t *c, const char *p, size_t len)
     if (n < 0)
         n = 0;
     size_t rest = len - (size_t)n;
+    if (!conn_room(c, rest)) {
+        conn_over(c);
+        return;
+    }
     wreq_t *w = malloc(sizeof *w + rest);
     if (!w) {
         conn_close(c);
         return;
     }
     w->c = c;
+    w->len = rest;
     memcpy(w->data, p + n, rest);
     b = uv_buf_init(w->data, (unsigned)rest);
     if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0) {
@@ -157,6 +192,8 @@ static void conn_send(conn_t *c, const char *p, size_t len)
         conn_close(c);
         return;
     }
+    c->queued += rest;
+    c->srv->pending += rest;
     if (!c->paused && c->tcp.write_queue_size > WRITE_HIGH) {
         c->paused = 1;
         uv_read_stop((uv_stream_t *)&c->tcp);
@@ -187,10 +224,10 @@ static void on_ready(void *arg, ks_owner_t *owner)
     (void)arg;
     conn_t *c = owner_conn(owner);
     static const char stop = WIRE_STOP_WAITING;
-    if (c == c->srv->cur)
-        wire_put_u8(&c->srv->out, (uint8_t)stop);
-    else
+    if (c != c->srv->cur)
         conn_send(c, &stop, 1);
+    else if (wire_put_u8(&c->srv->out, (uint8_t)stop) < 0)
+        conn_fail(c, "out of memory"); /* a lost STOP_WAITING would hang the client */
 }
 
 static void on_watch(void *arg, ks_owner_t *owner, int type, const char *key, size_t klen,
@@ -228,6 +265,7 @@ static void on_conn_closed(uv_handle_t *h)
         s->limit_logged = 0;
     if (c->wrote_observed && s->on_close)
         s->on_close(s->obs_arg, c->id);
+    s->pending -= c->rcap;
     free(c->rbuf);
     free(c);
     s->handles--;
@@ -319,7 +357,10 @@ static int list_key(void *arg, const char *key, size_t klen, const char *val, si
 {
     (void)val;
     (void)vlen;
-    return wire_put_str(arg, key, klen);
+    conn_t *c = arg;
+    if (!conn_room(c, c->srv->out.len + klen + 8))
+        return -ENOBUFS;
+    return wire_put_str(&c->srv->out, key, klen);
 }
 
 /* Applies one request. Returns 0, or -1 after failing the connection. */
@@ -406,8 +447,8 @@ static int handle(conn_t *c, const wire_req_t *q)
         wire_iter_init(&it, q->list);
         while (r == 0 && wire_list_next(&it, &k, NULL)) {
             keyspace_get(s->ks, k.p, k.len, &v, &vlen);
-            if (o->len > s->lim.max_total_bytes + s->lim.max_value_len) {
-                conn_fail(c, "MULTI_GET answer larger than the store itself");
+            if (!conn_room(c, o->len + vlen + 8)) {
+                conn_over(c);
                 return -1;
             }
             r = wire_put_str(o, v, vlen);
@@ -450,7 +491,7 @@ static int handle(conn_t *c, const wire_req_t *q)
     case WIRE_LIST:
         r = wire_put_i64(o, (int64_t)keyspace_num_keys(s->ks));
         if (r == 0)
-            r = keyspace_foreach(s->ks, list_key, o);
+            r = keyspace_foreach(s->ks, list_key, c);
         break;
     case WIRE_WATCH_KEY:
         if ((r = keyspace_watch(s->ks, &c->owner, q->key.p, q->key.len)) < 0)
@@ -459,6 +500,10 @@ static int handle(conn_t *c, const wire_req_t *q)
         break;
     default:
         r = -EINVAL;
+    }
+    if (r == -ENOBUFS) {
+        conn_over(c);
+        return -1;
     }
     if (r < 0) {
         snprintf(why, sizeof why, "%s failed: %s", wire_op_name(q->op), ks_error(r));
@@ -516,6 +561,11 @@ static ssize_t process(conn_t *c, const char *p, size_t len)
         }
         if (handle(c, &req) < 0)
             return -1;
+        /* replies to a batch of pipelined requests are bounded like everything else */
+        if (!conn_room(c, s->out.len)) {
+            conn_over(c);
+            return -1;
+        }
         off += (size_t)r;
     }
     return (ssize_t)off;
@@ -533,17 +583,36 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     *buf = uv_buf_init(c->srv->shared, READ_CHUNK);
 }
 
-/* Grows the split-request buffer to hold at least `want` bytes. */
+/* Grows the split-request buffer to hold at least `want` bytes: -ENOBUFS over the limits. */
 static int rbuf_reserve(conn_t *c, size_t want)
 {
     if (want <= c->rcap)
         return 0;
+    if (!conn_room(c, want - c->rcap))
+        return -ENOBUFS;
     char *b = realloc(c->rbuf, want);
     if (!b)
         return -ENOMEM;
+    c->srv->pending += want - c->rcap;
     c->rbuf = b;
     c->rcap = want;
     return 0;
+}
+
+static void rbuf_free(conn_t *c)
+{
+    c->srv->pending -= c->rcap;
+    free(c->rbuf);
+    c->rbuf = NULL;
+    c->rlen = c->rcap = 0;
+}
+
+static void rbuf_fail(conn_t *c, int r)
+{
+    if (r == -ENOBUFS)
+        conn_over(c);
+    else
+        conn_fail(c, "out of memory");
 }
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -561,8 +630,9 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     int in_rbuf = c->rlen > 0;
     if (in_rbuf) {
         if (buf->base == s->shared) { /* a chunk of a split request: append it */
-            if (rbuf_reserve(c, c->rlen + len) < 0) {
-                conn_fail(c, "out of memory");
+            int rr = rbuf_reserve(c, c->rlen + len);
+            if (rr < 0) {
+                rbuf_fail(c, rr);
                 return;
             }
             memcpy(c->rbuf + c->rlen, buf->base, len);
@@ -577,16 +647,15 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     s->out.len = 0;
     ssize_t used = process(c, p, len);
     s->cur = NULL;
-    if (used < 0)
-        return;
-    conn_send(c, s->out.p, s->out.len);
+    if (used >= 0)
+        conn_send(c, s->out.p, s->out.len);
     if (s->out.cap > (1u << 20))
         wire_buf_free(&s->out);
+    if (used < 0)
+        return;
     size_t rest = len - (size_t)used;
     if (rest == 0) {
-        free(c->rbuf);
-        c->rbuf = NULL;
-        c->rlen = c->rcap = 0;
+        rbuf_free(c);
         return;
     }
     /* keep the incomplete request, with room for all of it when its size is known */
@@ -595,15 +664,17 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         c->rlen = rest;
     } else {
         c->rlen = 0;
-        if (rbuf_reserve(c, rest) < 0) {
-            conn_fail(c, "out of memory");
+        int rr = rbuf_reserve(c, rest);
+        if (rr < 0) {
+            rbuf_fail(c, rr);
             return;
         }
         memcpy(c->rbuf, p + used, rest);
         c->rlen = rest;
     }
-    if (rbuf_reserve(c, c->need) < 0)
-        conn_fail(c, "out of memory");
+    int rr = rbuf_reserve(c, c->need);
+    if (rr < 0)
+        rbuf_fail(c, rr);
 }
 
 static void on_connection(uv_stream_t *l, int status)
@@ -751,7 +822,16 @@ int store_server_start(uv_loop_t *loop, const char *host, uint16_t port,
     s->wl.max_key_len = s->lim.max_key_len;
     s->wl.max_value_len = s->lim.max_value_len;
     s->wl.max_keys = s->lim.max_keys_per_req;
+    if (!s->lim.max_pending_bytes)
+        s->lim.max_pending_bytes = (size_t)256 << 20;
+    /* one connection: its largest request (COMPARE_SET: a key and two values) plus replies
+     * queued up to the point where its reading pauses, within the budget of all */
+    s->conn_cap = 2 * s->lim.max_value_len + s->lim.max_key_len + WRITE_HIGH + 2 * READ_CHUNK;
+    if (s->conn_cap > s->lim.max_pending_bytes)
+        s->conn_cap = s->lim.max_pending_bytes;
     s->wl.max_request = s->lim.max_total_bytes + 2 * s->lim.max_value_len + 1024;
+    if (s->wl.max_request > s->conn_cap)
+        s->wl.max_request = s->conn_cap;
     s->shared = malloc(READ_CHUNK);
     int r = s->shared ? keyspace_new(s->lim.max_total_bytes, on_ready, on_watch, s, &s->ks)
                       : -ENOMEM;
@@ -787,7 +867,7 @@ void store_server_observe(store_server_t *s, const char *prefix, store_write_cb 
 int store_server_set(store_server_t *s, const char *key, size_t klen, const void *val,
                      size_t vlen)
 {
-    return keyspace_set(s->ks, key, klen, val, vlen);
+    return keyspace_set_unbounded(s->ks, key, klen, val, vlen);
 }
 
 int store_server_get(store_server_t *s, const char *key, size_t klen, const char **val,

@@ -18,6 +18,11 @@ typedef struct store_limits {
     size_t max_keys_per_req;   /* keys in one CHECK/WAIT/MULTI_*; default 128 Ki */
     size_t max_connections;    /* open client connections; default 65536 */
     size_t max_total_bytes;    /* keys + values held; default 1 GiB */
+    size_t max_pending_bytes;  /* replies not yet read by their clients plus requests not yet
+                                  complete, all connections together; default 256 MiB (0: the
+                                  default). One connection may hold at most 2 x max_value_len +
+                                  max_key_len + 32 MiB of it (so no single request may be larger);
+                                  the connection that would pass either is closed */
 } store_limits_t;
 
 void store_limits_default(store_limits_t *lim);
@@ -42,7 +47,9 @@ uint16_t store_server_port(const store_server_t *s);
 /* One observer per server; a second call replaces the first. */
 void store_server_observe(store_server_t *s, const char *prefix, store_write_cb on_write,
                           store_close_cb on_close, void *arg);
-/* In-process writes: same semantics as the wire ops, waiters woken, observer not called. */
+/* In-process writes: same semantics as the wire ops, waiters woken, observer not called. They
+ * are not bounded by max_total_bytes: the hosting process's own small records must not fail
+ * because clients filled the store. */
 int store_server_set(store_server_t *s, const char *key, size_t klen, const void *val,
                      size_t vlen);
 /* Returns 1 and a pointer into the key space (valid until the next write) if the key exists. */

@@ -31,7 +31,12 @@ typedef struct podrun_store podrun_store_t;
 
 /* Connects to HOST:PORT. While the name does not resolve or the connection is refused, retries
  * with exponential backoff (500 ms, x1.5, +/-50 % jitter, capped at 10 s) until timeout_ms has
- * passed (0: one attempt). On success *out is a connected, validated client. */
+ * passed (0: one attempt). On success *out is a connected, validated client.
+ *
+ * timeout_ms > 0 is also the I/O timeout of the client: sending a request and receiving its
+ * reply may take at most that long, or the call returns PODRUN_ETIMEDOUT (and the connection is
+ * unusable), so a server that stopped answering cannot block the caller forever. The wait of
+ * podrun_store_wait has its own timeout instead. timeout_ms <= 0: no I/O timeout. */
 int podrun_store_connect(const char *host, uint16_t port, int timeout_ms, podrun_store_t **out);
 void podrun_store_close(podrun_store_t *s);
 

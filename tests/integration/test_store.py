@@ -206,3 +206,81 @@ def test_port_in_use(podrun, store):
     p = subprocess.run([podrun, "store", "--host", "127.0.0.1", "--port", str(store.port)],
                        capture_output=True, text=True, timeout=10)
     assert p.returncode == 1 and "cannot listen" in p.stderr
+
+
+def _v2_conn(port, rcvbuf=None):
+    import socket
+    import struct
+    s = socket.socket()
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"\x00" + struct.pack("<I", 0x3C85F7CE))   # 2.x VALIDATE
+    return s
+
+
+def _v2_str(b):
+    import struct
+    return struct.pack("<Q", len(b)) + b
+
+
+def _rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+
+
+def _closed_by_server(s, timeout=10):
+    """True once the server closed s; whatever it sent first is read and dropped."""
+    s.settimeout(timeout)
+    try:
+        while s.recv(1 << 20):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except OSError:
+        return False
+
+
+def _ping(s, n):
+    import struct
+    s.sendall(b"\x0d" + struct.pack("<I", n))
+    return struct.unpack("<I", s.recv(4))[0] == n
+
+
+def test_unread_replies_are_bounded(podrun, port):
+    """A client that asks for far more than it sends (MULTI_GET of one 8 MiB value many times)
+    and does not read is disconnected before the server holds its answer; so is one that would
+    pass --max-pending-bytes with replies it leaves unread; everyone else is served on."""
+    import struct
+    s = podrun_store(podrun, port, "--max-pending-bytes", "64M")
+    try:
+        a = _v2_conn(port)
+        a.sendall(b"\x01" + _v2_str(b"big") + _v2_str(b"x" * (8 << 20)))   # SET
+        assert _ping(a, 7)
+        base = _rss_kib(s.proc.pid)
+        # 120 x 8 MiB asked for in one request: refused while it is built
+        for _ in range(2):
+            b = _v2_conn(port, rcvbuf=4096)
+            b.sendall(b"\x0a" + struct.pack("<Q", 120) + _v2_str(b"big") * 120)
+            assert _closed_by_server(b)
+            assert _ping(a, 9)
+        # 5 x 8 MiB fits one connection; two of them unread do not fit 64 MiB
+        c1 = _v2_conn(port, rcvbuf=4096)
+        c1.sendall(b"\x0a" + struct.pack("<Q", 5) + _v2_str(b"big") * 5)
+        assert _ping(a, 10)
+        c2 = _v2_conn(port, rcvbuf=4096)
+        c2.sendall(b"\x0a" + struct.pack("<Q", 5) + _v2_str(b"big") * 5)
+        assert _closed_by_server(c2)
+        assert _ping(a, 11)
+        # unbounded, one such request alone costs the server about 2 GiB (the answer built, then
+        # queued); the margin leaves room for a sanitizer's quarantine of freed memory
+        assert _rss_kib(s.proc.pid) - base < 600 * 1024
+        c1.close()
+        assert _ping(a, 12)
+        a.close()
+    finally:
+        s.stop()
+    assert s.stderr.count("a client must read its replies") == 3

@@ -228,6 +228,29 @@ static void test_backoff(void)
     uv_run(loop, UV_RUN_NOWAIT);
 }
 
+/* Clients that filled the store cannot make the hosting process's own records fail. */
+static void test_inprocess_write_when_full(void)
+{
+    store_limits_t lim;
+    store_limits_default(&lim);
+    lim.max_total_bytes = 256;
+    store_server_t *s2;
+    CHECK_EQ_INT(store_server_start(loop, "127.0.0.1", 0, &lim, &s2), 0);
+    store_aclient_t *c = connect_ok(store_server_port(s2));
+    char big[300];
+    memset(big, 'x', sizeof big);
+    res_t a = {0}, g = {0};
+    store_aclient_set(c, "/fill", big, 200, on_reply, &a);
+    spin(&a.done, 3000);
+    CHECK_EQ_INT(store_server_set(s2, "podrun/j/r/0/end", 16, big, sizeof big), 0);
+    store_aclient_get(c, "podrun/j/r/0/end", on_reply, &g);
+    spin(&g.done, 3000);
+    CHECK(g.done && g.status == 0 && g.val[0] == 'x');
+    store_aclient_close(c);
+    store_server_close(s2, NULL, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -239,6 +262,7 @@ int main(void)
     RUN(test_observer);
     RUN(test_lost);
     RUN(test_backoff);
+    RUN(test_inprocess_write_when_full);
     int closed = 0;
     store_server_close(srv, NULL, NULL);
     (void)closed;

@@ -1,6 +1,11 @@
 /* tests/unit/rdzv/test_store_client.c — the blocking C client (podrun/store.h) against the
  * server, every operation, in the 2.x dialect; connect retry and wait timeouts. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -220,6 +225,51 @@ static void test_server_gone(void)
     CHECK(podrun_store_strerror(PODRUN_ETIMEDOUT) != NULL);
 }
 
+/* A server that answers the handshake and then nothing: every call ends within the connect
+ * timeout instead of blocking forever. */
+static void *silent_server(void *arg)
+{
+    int l = *(int *)arg, fd = accept(l, NULL, NULL);
+    unsigned char b[10];
+    size_t got = 0;
+    while (fd >= 0 && got < sizeof b) {
+        ssize_t n = recv(fd, b + got, sizeof b - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (got == sizeof b)
+        send(fd, b + 6, 4, 0); /* VALIDATE(5) PING(1+4): echo the nonce */
+    char sink[4096];
+    while (fd >= 0 && recv(fd, sink, sizeof sink, 0) > 0)
+        ;
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+static void test_silent_server_times_out(void)
+{
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    CHECK(bind(l, (struct sockaddr *)&a, sizeof a) == 0 && listen(l, 4) == 0);
+    getsockname(l, (struct sockaddr *)&a, &al);
+    pthread_t th;
+    pthread_create(&th, NULL, silent_server, &l);
+    podrun_store_t *s = NULL;
+    CHECK_EQ_INT(podrun_store_connect("127.0.0.1", ntohs(a.sin_port), 300, &s), 0);
+    char *v = NULL;
+    size_t n;
+    long long t0 = ms_now();
+    CHECK_EQ_INT(podrun_store_get(s, "/k", &v, &n), PODRUN_ETIMEDOUT);
+    CHECK(ms_now() - t0 >= 250 && ms_now() - t0 < 5000);
+    podrun_store_close(s);
+    pthread_join(th, NULL);
+    close(l);
+}
+
 int main(void)
 {
     if (st_start(&st, NULL, 0) != 0) {
@@ -234,6 +284,7 @@ int main(void)
     RUN(test_wait_woken);
     RUN(test_connect_retries);
     RUN(test_server_gone);
+    RUN(test_silent_server_times_out);
     st_stop(&st);
     return check_result();
 }
