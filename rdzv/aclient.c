@@ -152,8 +152,10 @@ static void on_written(uv_write_t *w, int status)
     areq_t *set = aw->set;
     free(aw);
     if (set) {
+        /* after store_aclient_close the write is cancelled: UV_ECANCELED as the header says */
+        int st = status >= 0 ? 0 : c->state == S_CLOSED ? UV_ECANCELED : PODRUN_ECONNRESET;
         if (set->cb)
-            set->cb(c, status < 0 ? PODRUN_ECONNRESET : 0, NULL, 0, 0, set->arg);
+            set->cb(c, st, NULL, 0, 0, set->arg);
         free_req(set);
     }
     if (status < 0 && c->state == S_READY)
@@ -484,7 +486,9 @@ static void on_ready_hello(store_aclient_t *c, uint32_t echo)
 static void on_connected(uv_connect_t *req, int status)
 {
     store_aclient_t *c = req->data;
-    if (c->state == S_CLOSED)
+    /* closed while connecting (timed out, closed by the user): whoever closed it has dealt
+     * with the attempt already */
+    if (c->state == S_CLOSED || status == UV_ECANCELED || !c->tcp_open)
         return;
     if (status < 0) {
         retry(c, status);

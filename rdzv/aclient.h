@@ -48,7 +48,8 @@ int store_aclient_wait(store_aclient_t *c, const char *const *keys, size_t n, in
 int store_aclient_ping(store_aclient_t *c, store_reply_cb cb, void *arg);
 
 /* Closes the connection; pending callbacks run with UV_ECANCELED, then the client is freed.
- * on_lost does not run. */
+ * on_lost does not run. A SET whose bytes were still being written gets its callback later,
+ * from the loop, after this returns: 0 if they went out, else UV_ECANCELED. */
 void store_aclient_close(store_aclient_t *c);
 
 #endif

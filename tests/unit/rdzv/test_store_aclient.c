@@ -1,9 +1,13 @@
 /* tests/unit/rdzv/test_store_aclient.c — the libuv client and the server on one loop: pipelined
  * requests, waits with timeouts (CANCEL_WAIT keeps the FIFO in sync), connect backoff, loss of
  * the server, and the server's in-process hooks (observer, direct writes, delete_except). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "../check.h"
 #include "rdzv/aclient.h"
@@ -228,6 +232,32 @@ static void test_backoff(void)
     uv_run(loop, UV_RUN_NOWAIT);
 }
 
+/* A connect that hangs (the server's backlog is full) ends as a timeout, not as the
+ * cancellation of the attempt that timed out. */
+static void test_connect_hangs_times_out(void)
+{
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    CHECK(bind(l, (struct sockaddr *)&a, sizeof a) == 0 && listen(l, 0) == 0);
+    getsockname(l, (struct sockaddr *)&a, &al);
+    int f1 = socket(AF_INET, SOCK_STREAM, 0), f2 = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    CHECK(connect(f1, (struct sockaddr *)&a, sizeof a) == 0);
+    connect(f2, (struct sockaddr *)&a, sizeof a); /* fills the backlog */
+    res_t r = {0};
+    store_aclient_t *c;
+    CHECK_EQ_INT(store_aclient_connect(loop, "127.0.0.1", ntohs(a.sin_port), 1200, on_conn, &r, &c),
+                 0);
+    spin(&r.done, 10000);
+    CHECK(r.done);
+    CHECK_EQ_INT(r.status, PODRUN_ETIMEDOUT);
+    uv_run(loop, UV_RUN_NOWAIT);
+    close(f1);
+    close(f2);
+    close(l);
+}
+
 /* Clients that filled the store cannot make the hosting process's own records fail. */
 static void test_inprocess_write_when_full(void)
 {
@@ -263,6 +293,7 @@ int main(void)
     RUN(test_lost);
     RUN(test_backoff);
     RUN(test_inprocess_write_when_full);
+    RUN(test_connect_hangs_times_out);
     int closed = 0;
     store_server_close(srv, NULL, NULL);
     (void)closed;
