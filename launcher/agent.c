@@ -901,13 +901,15 @@ static void enter_exiting(struct agent *a)
         a->exit_code = 1;
     }
     remove_dirs(a, true);
-    logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
+    /* before the drain, which may complete at once and then needs to know the rendezvous is
+     * already gone (a job that never got one) */
     if (a->rz && !a->rz_closing) {
         a->rz_closing = true;
         rdzv_agent_close(a->rz, on_rdzv_closed, a);
     } else if (!a->rz) {
         a->rz_closed = true;
     }
+    logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
 }
 
 /* ---------- start ---------- */

@@ -27,3 +27,10 @@ def free_port(host="127.0.0.1"):
 @pytest.fixture
 def port():
     return free_port()
+
+
+@pytest.fixture(autouse=True)
+def _own_master_port(monkeypatch):
+    """Single-node podrun hosts the job store on --master-port (29500 by default, as torchrun):
+    give every test a free one so a stray listener on this machine cannot get in the way."""
+    monkeypatch.setenv("PODRUN_MASTER_PORT", str(free_port()))

@@ -282,3 +282,15 @@ def test_dockerfile_runs_podrun_as_entrypoint():
     assert len(entry) == 1
     assert json.loads(entry[0][len("ENTRYPOINT"):]) == ["/usr/local/bin/podrun"]   # exec form
     assert any(l.startswith("COPY --from=build /build/launcher/podrun") for l in lines)
+
+
+def test_store_port_taken_is_a_clear_error(podrun):
+    """The job store cannot bind: one line naming the port and the flag, and podrun ends."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = run(podrun, "--master-port", str(port), "--no-python", "true", timeout=20)
+    assert r.returncode == 1
+    assert f":{port}" in r.stderr and "--master-port" in r.stderr, r.stderr
