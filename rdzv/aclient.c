@@ -28,7 +28,6 @@ typedef struct areq {
     unsigned char kind, shape, timed_out;
     uint64_t n;                 /* MULTI_GET vectors */
     int64_t deadline;           /* WAIT: loop time in ms, < 0 none */
-    uint64_t sent_us;           /* PING: for the round trip */
     uint32_t nonce;
     store_reply_cb cb;
     void *arg;
@@ -68,13 +67,6 @@ struct store_aclient {
     size_t rlen, rcap;
     store_aclient_cb connected, on_lost;
     void *carg, *lost_arg;
-};
-
-static const wire_limits_t reply_limits = {
-    .max_key_len = (size_t)1 << 30,
-    .max_value_len = (size_t)1 << 32,
-    .max_keys = (size_t)1 << 24,
-    .max_request = 0,
 };
 
 static void attempt(store_aclient_t *c);
@@ -336,10 +328,6 @@ static int deliver(store_aclient_t *c, const wire_reply_t *rep)
     }
     default: {
         int64_t num = rep->num;
-        if (q->shape == WIRE_R_U32) /* PING: the round trip in microseconds */
-            num = (int64_t)(uv_hrtime() / 1000 - q->sent_us);
-        if (q->shape == WIRE_R_U32 && rep->u32 != q->nonce)
-            return PODRUN_EPROTO;
         store_reply_cb cb = q->cb;
         void *arg = q->arg;
         c->head = q->next;
@@ -384,7 +372,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         wire_reply_t rep;
         size_t need = 0;
         ssize_t r = wire_reply_parse((wire_reply_shape_t)c->head->shape, c->head->n,
-                                     c->rbuf + off, c->rlen - off, &reply_limits, &rep, &need);
+                                     c->rbuf + off, c->rlen - off, &wire_reply_limits, &rep, &need);
         if (r < 0) {
             lose(c, PODRUN_EPROTO);
             return;
@@ -449,11 +437,9 @@ static void retry_later(store_aclient_t *c)
                               ? PODRUN_ETIMEDOUT : c->last_err ? c->last_err : PODRUN_ETIMEDOUT);
         return;
     }
-    double r01 = (double)rand_r(&c->seed) / RAND_MAX;
-    double d = c->delay * (0.5 + r01);
+    double d = wire_backoff_next(&c->delay, &c->seed);
     if (d > (double)left)
         d = (double)left;
-    c->delay = c->delay * 1.5 > 10000 ? 10000 : c->delay * 1.5;
     c->state = S_RESOLVING;
     uv_timer_start(&c->timer, on_timer_attempt, (uint64_t)d, 0);
 }
@@ -681,22 +667,6 @@ int store_aclient_wait(store_aclient_t *c, const char *const *keys, size_t n, in
     }
     take_buf(q, &b);
     q->deadline = timeout_ms < 0 ? -1 : (int64_t)uv_now(c->loop) + timeout_ms;
-    return submit(c, q);
-}
-
-int store_aclient_ping(store_aclient_t *c, store_reply_cb cb, void *arg)
-{
-    areq_t *q = new_req(K_NORMAL, WIRE_R_U32, cb, arg);
-    wire_buf_t b = {0};
-    c->nonce++;
-    if (!q || wire_put_op(&b, WIRE_V2, WIRE_PING) || wire_put_u32(&b, c->nonce)) {
-        free(q);
-        wire_buf_free(&b);
-        return -ENOMEM;
-    }
-    q->nonce = c->nonce;
-    q->sent_us = uv_hrtime() / 1000;
-    take_buf(q, &b);
     return submit(c, q);
 }
 

@@ -44,8 +44,6 @@ int store_aclient_delete(store_aclient_t *c, const char *key, store_reply_cb cb,
  * case the wait is cancelled on the server and the connection stays usable. */
 int store_aclient_wait(store_aclient_t *c, const char *const *keys, size_t n, int timeout_ms,
                        store_reply_cb cb, void *arg);
-/* cb(status 0) when the echo came back; `num` holds the round trip in microseconds. */
-int store_aclient_ping(store_aclient_t *c, store_reply_cb cb, void *arg);
 
 /* Closes the connection; pending callbacks run with UV_ECANCELED, then the client is freed.
  * on_lost does not run. A SET whose bytes were still being written gets its callback later,

@@ -25,14 +25,6 @@ struct podrun_store {
     wire_buf_t out;
 };
 
-/* Replies are trusted more than requests, but still bounded. */
-static const wire_limits_t reply_limits = {
-    .max_key_len = (size_t)1 << 30,
-    .max_value_len = (size_t)1 << 32,
-    .max_keys = (size_t)1 << 24,
-    .max_request = 0,
-};
-
 static int64_t now_ms(void)
 {
     struct timespec ts;
@@ -113,7 +105,7 @@ static int recv_reply(podrun_store_t *s, wire_reply_shape_t shape, uint64_t n,
 {
     for (;;) {
         size_t need = 0;
-        ssize_t r = wire_reply_parse(shape, n, s->rbuf, s->rlen, &reply_limits, out, &need);
+        ssize_t r = wire_reply_parse(shape, n, s->rbuf, s->rlen, &wire_reply_limits, out, &need);
         if (r < 0)
             return PODRUN_EPROTO;
         if (r > 0) {
@@ -280,7 +272,7 @@ int podrun_store_connect(const char *host, uint16_t port, int timeout_ms, podrun
     s->fd = -1;
     s->io_ms = timeout_ms > 0 ? timeout_ms : 0;
     int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
-    double delay = 500, r01;
+    double delay = 500;
     unsigned seed = (unsigned)getpid() ^ (unsigned)now_ms();
     for (;;) {
         int r = try_connect(s, host, port, deadline);
@@ -295,14 +287,12 @@ int podrun_store_connect(const char *host, uint16_t port, int timeout_ms, podrun
                    : r == -ETIMEDOUT ? PODRUN_ETIMEDOUT : r;
         }
         /* exponential backoff with +/-50 % jitter, never past the deadline */
-        r01 = (double)rand_r(&seed) / RAND_MAX;
-        double d = delay * (0.5 + r01);
+        double d = wire_backoff_next(&delay, &seed);
         if (d > (double)left)
             d = (double)left;
         struct timespec ts = {(time_t)(d / 1000), (long)((int64_t)d % 1000) * 1000000L};
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
             ;
-        delay = delay * 1.5 > 10000 ? 10000 : delay * 1.5;
     }
 }
 

@@ -780,11 +780,6 @@ uint16_t rdzv_agent_store_port(const rdzv_agent_t *a)
     return a->port;
 }
 
-const char *rdzv_agent_id(const rdzv_agent_t *a)
-{
-    return a->id;
-}
-
 int rdzv_endpoint_is_local(const char *endpoint_host, const char *local_addr)
 {
     if (!endpoint_host || !*endpoint_host)

@@ -210,8 +210,6 @@ void rdzv_agent_close(rdzv_agent_t *a, void (*closed)(void *), void *arg);
 
 /* The port the store listens on (host), or the endpoint port. */
 uint16_t rdzv_agent_store_port(const rdzv_agent_t *a);
-/* This agent's id (16 hex digits). */
-const char *rdzv_agent_id(const rdzv_agent_t *a);
 
 /* c10d host rule without any lookup: 1 when `endpoint_host` is `local_addr`, or (no local_addr)
  * when it is this machine's hostname (short or full), "localhost" or a loopback address. */

@@ -82,7 +82,6 @@ struct store_server {
     conn_t *conns;
     size_t nconns;
     uint64_t next_id;
-    uint64_t requests, dropped;
     size_t pending;             /* queued replies + split-request buffers, all connections */
     size_t conn_cap;            /* ... of one connection */
     char *shared;               /* READ_CHUNK bytes lent to whichever connection is reading */
@@ -307,7 +306,6 @@ static void conn_fail(conn_t *c, const char *why)
     peer_name(c, peer, sizeof peer);
     fprintf(stderr, "podrun store: closing connection %llu from %s: %s\n",
             (unsigned long long)c->id, peer, why);
-    c->srv->dropped++;
     conn_close(c);
 }
 
@@ -374,7 +372,6 @@ static int handle(conn_t *c, const wire_req_t *q)
     int r = 0;
     char why[160];
 
-    s->requests++;
     switch (q->op) {
     case WIRE_VALIDATE:
         return 0; /* the magic was checked by the parser */
@@ -707,7 +704,6 @@ static void on_connection(uv_stream_t *l, int status)
                             "(raise --max-connections)\n", s->lim.max_connections);
             s->limit_logged = 1;
         }
-        s->dropped++;
         conn_close(c);
         return;
     }
@@ -879,15 +875,6 @@ int store_server_get(store_server_t *s, const char *key, size_t klen, const char
 size_t store_server_delete_except(store_server_t *s, const char *keep_prefix)
 {
     return keyspace_delete_except(s->ks, keep_prefix, keep_prefix ? strlen(keep_prefix) : 0);
-}
-
-void store_server_stats(const store_server_t *s, store_stats_t *st)
-{
-    st->connections = s->nconns;
-    st->keys = keyspace_num_keys(s->ks);
-    st->bytes = keyspace_bytes(s->ks);
-    st->requests = s->requests;
-    st->dropped = s->dropped;
 }
 
 static void on_listener_closed(uv_handle_t *h)

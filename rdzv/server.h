@@ -59,15 +59,6 @@ int store_server_get(store_server_t *s, const char *key, size_t klen, const char
  * the next attempt. Returns the number of keys deleted. */
 size_t store_server_delete_except(store_server_t *s, const char *keep_prefix);
 
-typedef struct store_stats {
-    size_t connections;   /* open now */
-    size_t keys;
-    size_t bytes;         /* keys + values */
-    uint64_t requests;    /* served since start */
-    uint64_t dropped;     /* connections closed for bad input or limits */
-} store_stats_t;
-void store_server_stats(const store_server_t *s, store_stats_t *st);
-
 /* Stops listening, closes every connection, frees everything once the handles are closed
  * (on_closed, if given, runs then). */
 void store_server_close(store_server_t *s, void (*on_closed)(void *arg), void *arg);

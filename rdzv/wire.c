@@ -374,3 +374,18 @@ ssize_t wire_reply_parse(wire_reply_shape_t shape, uint64_t n, const char *buf, 
     }
     return (ssize_t)c.off;
 }
+
+const wire_limits_t wire_reply_limits = {
+    .max_key_len = (size_t)1 << 30,
+    .max_value_len = (size_t)1 << 32,
+    .max_keys = (size_t)1 << 24,
+    .max_request = 0,
+};
+
+double wire_backoff_next(double *delay_ms, unsigned *seed)
+{
+    double r01 = (double)rand_r(seed) / RAND_MAX;
+    double d = *delay_ms * (0.5 + r01);
+    *delay_ms = *delay_ms * 1.5 > 10000 ? 10000 : *delay_ms * 1.5;
+    return d;
+}

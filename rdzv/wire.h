@@ -164,6 +164,13 @@ typedef struct wire_reply {
 ssize_t wire_reply_parse(wire_reply_shape_t shape, uint64_t n, const char *buf, size_t len,
                          const wire_limits_t *lim, wire_reply_t *out, size_t *need);
 
+/* The clients' bounds on replies: trusted more than requests, but still bounded. */
+extern const wire_limits_t wire_reply_limits;
+
+/* The clients' connect backoff: returns the next pause in ms (*delay_ms with +/-50 % jitter
+ * from *seed) and grows *delay_ms by 1.5, capped at 10 s. Start *delay_ms at 500. */
+double wire_backoff_next(double *delay_ms, unsigned *seed);
+
 static inline uint64_t wire_get_u64(const char *p)
 {
     const unsigned char *u = (const unsigned char *)p;

@@ -165,7 +165,8 @@ def test_shell_client(podrun, store):
 @pytest.mark.parametrize("args", [
     ["--port", "notaport"], ["--port", "70000"], ["--bogus"], ["--max-key-len", "0"],
     ["--max-value-len", "12Q"], ["--port"], ["frobnicate", "127.0.0.1:1"],
-    ["get", "nocolon", "k"], ["get", "127.0.0.1:5"],
+    ["get", "nocolon", "k"], ["get", "127.0.0.1:5"], ["--timeout", "2147484", "ping", "127.0.0.1:1"],
+    ["--max-pending-bytes", "0"],
 ])
 def test_bad_flags(podrun, args):
     p = subprocess.run([podrun, "store", *args], capture_output=True, text=True, timeout=10)
