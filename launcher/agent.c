@@ -9,6 +9,8 @@
  *                                            the others at once (STOPPING)
  *   the hang watchdog fires                → the same, with "hang" as the reason
  *   every worker exited 0                  → report done; wait for the job to finish
+ *   ending (the round's end is known)      → stop the workers at once (STOPPING); its record,
+ *                                            stopped or finished, follows a round trip later
  *   stopped(decision)                      → stop the workers; once they are gone: restart →
  *                                            rejoin (RENDEZVOUS, next attempt); exit → EXITING
  *                                            with the code the decision gives this node
@@ -78,6 +80,7 @@ struct agent {
     const char *run_id;
     int attempt;                   /* attempts this agent started: attempt_<n> */
     bool workers_down;             /* no worker of this attempt is left (or none started) */
+    int ended_alive;               /* workers stopped when the round's end was first known */
 
     /* this node's first failure in the attempt */
     int failed;                    /* local rank, -1 if none */
@@ -543,6 +546,7 @@ static void on_assigned(void *arg, const rdzv_assignment_t *as)
     a->failed_hang = false;
     a->decided = false;
     a->workers_down = false;
+    a->ended_alive = 0;
     if (getenv("PODRUN_DEBUG"))
         logs_message(&a->logs, "round %d: node rank %d of %d, ranks %d-%d of %d, restart %d",
                      as->round, as->node_rank, as->nnodes, as->rank_base,
@@ -591,8 +595,25 @@ static void on_rdzv_stopped(void *arg, const rdzv_decision_t *d)
         char why[RDZV_REASON_MAX + 32];
         snprintf(why, sizeof why, "the job stopped: %s", d->reason);
         stop_job(a, SIGTERM, why);
+    } else if (a->ended_alive > 0) {
+        logs_message(&a->logs, "the job stopped: %s; stopping %d worker%s (SIGTERM, SIGKILL "
+                     "after %.1fs)", d->reason, a->ended_alive, a->ended_alive == 1 ? "" : "s",
+                     (double)a->cfg->term_timeout_ms / 1000.0);
     }
+    a->ended_alive = 0;
     advance(a);
+}
+
+/* The round ended (the decision follows a round trip later): restart and exit both stop the
+ * workers, and a finished round has none running, so they are stopped now. */
+static void on_rdzv_ending(void *arg, int round)
+{
+    struct agent *a = arg;
+    (void)round;
+    if (a->state != AGENT_RUNNING || a->stop_signal)
+        return;
+    a->ended_alive = workers_alive(&a->wg);
+    stop_job(a, SIGTERM, NULL);
 }
 
 static void on_rdzv_finished(void *arg)
@@ -989,7 +1010,7 @@ static int start_rendezvous(struct agent *a)
     p.local_addr = local;
     rdzv_node_desc_t self = {a->node_name, local, a->n};
     rdzv_callbacks_t cb = {on_assigned, on_rdzv_stopped, on_rdzv_finished, on_rdzv_lost,
-                           on_rdzv_progress};
+                           on_rdzv_progress, on_rdzv_ending};
     set_state(a, AGENT_RENDEZVOUS);
     int r = rdzv_agent_start(a->loop, &p, &self, &cb, a, &a->rz);
     if (r) {

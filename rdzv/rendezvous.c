@@ -377,8 +377,13 @@ static void on_end_waited(store_aclient_t *c, int status, const char *val, size_
         return; /* a lost connection is reported by on_lost */
     char key[320];
     sfmt(key, sizeof key, "%sr/%d/end", a->prefix, a->round);
-    if (req_begin(a, store_aclient_get(a->watch, key, on_end_value, a)) < 0)
+    if (req_begin(a, store_aclient_get(a->watch, key, on_end_value, a)) < 0) {
         agent_fail(a, RDZV_ESTORELOST, "could not read the end of the round from the job store");
+        return;
+    }
+    /* the GET is on its way; whatever its answer, this round's workers stop now */
+    if (a->cb.ending)
+        a->cb.ending(a->arg, a->round);
 }
 
 static void wait_end(rdzv_agent_t *a)

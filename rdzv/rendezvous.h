@@ -81,6 +81,8 @@
  *               TORCHELASTIC_USE_AGENT_STORE=True.
  *   RUNNING     first local worker failure: stop the local workers and
  *               rdzv_agent_report_failure; every local worker exited 0: rdzv_agent_report_done.
+ *   ending()    optional: the moment the end of the round is known (before its record is
+ *               read): stop the local workers now.
  *   stopped()   stop the local workers; once they are gone, RDZV_RESTART: rdzv_agent_rejoin
  *               (back to RENDEZVOUS), RDZV_EXIT: print the summary (failures[0] is the root
  *               cause) and exit — with the worker's code if d->own >= 0, else the peer code.
@@ -186,6 +188,12 @@ typedef struct rdzv_callbacks {
     void (*finished)(void *arg);                              /* every node is done: exit 0 */
     void (*lost)(void *arg, int err, const char *why);        /* this node is out of the job */
     void (*progress)(void *arg, const char *line);            /* a line for the log */
+    void (*ending)(void *arg, int round); /* optional: round `round` has ended, the record of
+                                             why (stopped() or finished()) follows as soon as
+                                             it is read. Every ending stops this node's workers
+                                             (finished: they have already exited), so the
+                                             launcher may stop them here, one round trip
+                                             earlier; it must not close or rejoin from here. */
 } rdzv_callbacks_t;
 
 typedef struct rdzv_agent rdzv_agent_t;

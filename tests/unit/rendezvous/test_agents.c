@@ -23,6 +23,7 @@ typedef struct tagent {
     int idx;
     rdzv_agent_t *a;
     int assigned, stopped, finished, lost, closed, left_sent, progress;
+    int ending, ending_round, ending_first; /* ending(): count, round, before its record */
     rdzv_assignment_t asg;
     char store_host[128];
     rdzv_decision_t dec;
@@ -93,7 +94,16 @@ static void cb_left(void *arg)
     ((tagent_t *)arg)->left_sent++;
 }
 
-static const rdzv_callbacks_t cbs = {cb_assigned, cb_stopped, cb_finished, cb_lost, cb_progress};
+static void cb_ending(void *arg, int round)
+{
+    tagent_t *t = arg;
+    t->ending_first = t->ending == 0 ? t->stopped + t->finished == 0 : t->ending_first;
+    t->ending++;
+    t->ending_round = round;
+}
+
+static const rdzv_callbacks_t cbs = {cb_assigned, cb_stopped, cb_finished, cb_lost, cb_progress,
+                                     cb_ending};
 
 static void on_tick(uv_timer_t *t)
 {
@@ -276,6 +286,10 @@ static void test_full_cycle(void)
         CHECK_EQ_INT(ag[i].f0.node_rank, 2);
         CHECK_EQ_STR(ag[i].f0.message, "RuntimeError: boom");
         CHECK_EQ_INT(ag[i].dec.own, i == 2 ? 0 : -1);
+        /* the end of the round was known before its record was read */
+        CHECK_EQ_INT(ag[i].ending, 1);
+        CHECK_EQ_INT(ag[i].ending_round, 0);
+        CHECK_EQ_INT(ag[i].ending_first, 1);
     }
     /* local workers gone: everyone rejoins, round 1 closes at once */
     for (int i = 0; i < NA; i++)
