@@ -403,10 +403,19 @@ enum node_state {
 
 enum fail_kind { FK_WORKER, FK_LEFT, FK_LOST, FK_SILENT, FK_JOINED };
 
+/* A node's descriptor as the coordinator keeps it: the strings live in one allocation of
+ * their own length (strs), not in three RDZV_NAME_MAX arrays, since a 1000-node job keeps a
+ * thousand of these. Before the first join the strings are "". */
+typedef struct cdesc {
+    const char *name, *addr, *host;
+    int nproc, want_rank, pid;
+} cdesc_t;
+
 typedef struct cnode {
     uint64_t id, conn;
     char ids[17];
-    rdzv_desc_rec_t d;
+    cdesc_t d;
+    char *strs;
     int state, connected, join_k, node_rank, done, exp_idx;
     double last_seen;
 } cnode_t;
@@ -525,6 +534,11 @@ static void q_reset(coord_t *c)
         free(c->q[i].val);
     }
     c->q_len = c->q_pos = 0;
+    if (c->q_cap > 256) { /* a burst (a round closing on 1000 nodes) is not kept for life */
+        free(c->q);
+        c->q = NULL;
+        c->q_cap = 0;
+    }
 }
 
 static action_store_t *q_push(coord_t *c, int kind)
@@ -1170,6 +1184,7 @@ static cnode_t *node_for(coord_t *c, uint64_t conn, uint64_t id, const char *ids
     cnode_t *n = calloc(1, sizeof *n);
     if (!n)
         return NULL;
+    n->d.name = n->d.addr = n->d.host = "";
     n->id = id;
     n->conn = conn;
     memcpy(n->ids, ids, 16);
@@ -1192,6 +1207,26 @@ static cnode_t *node_for(coord_t *c, uint64_t conn, uint64_t id, const char *ids
     return n;
 }
 
+static int node_set_desc(cnode_t *n, const rdzv_desc_rec_t *d)
+{
+    size_t ln = strlen(d->name) + 1, la = strlen(d->addr) + 1, lh = strlen(d->host) + 1;
+    char *s = malloc(ln + la + lh);
+    if (!s)
+        return -ENOMEM;
+    memcpy(s, d->name, ln);
+    memcpy(s + ln, d->addr, la);
+    memcpy(s + ln + la, d->host, lh);
+    free(n->strs);
+    n->strs = s;
+    n->d.name = s;
+    n->d.addr = s + ln;
+    n->d.host = s + ln + la;
+    n->d.nproc = d->nproc;
+    n->d.want_rank = d->want_rank;
+    n->d.pid = d->pid;
+    return 0;
+}
+
 static void on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, size_t vlen,
                     double now)
 {
@@ -1207,7 +1242,10 @@ static void on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, siz
         answer_error(c, n, "rejected", "joined again while its round is running");
         return;
     }
-    n->d = d;
+    if (node_set_desc(n, &d) < 0) {
+        answer_error(c, n, "rejected", "the job store host is out of memory");
+        return;
+    }
     if (c->phase == COORD_OVER) {
         answer_error(c, n, c->over_kind, c->over_text);
         n->state = NS_GONE;
@@ -1580,8 +1618,10 @@ void coord_free(coord_t *c)
         return;
     q_reset(c);
     free(c->q);
-    for (size_t i = 0; i < c->n_nodes; i++)
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        free(c->nodes[i]->strs);
         free(c->nodes[i]);
+    }
     free(c->nodes);
     free(c->by_id.keys);
     free(c->by_id.vals);

@@ -152,7 +152,7 @@ static int get_entry(keyspace_t *ks, const char *key, size_t klen, ks_entry_t **
     e->klen = klen;
     if (klen)
         memcpy(e->key, key, klen);
-    if (ks->nentries >= ks->nbuckets)
+    if (ks->nentries >= 2 * ks->nbuckets) /* chains of 2 on average: half the table */
         grow(ks);
     size_t b = h & (ks->nbuckets - 1);
     e->next = ks->buckets[b];
