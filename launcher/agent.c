@@ -1077,7 +1077,7 @@ int agent_run(struct cfg *cfg, char **envp)
     a->n = cfg->nproc_per_node;
     a->loop = uv_default_loop();
     const char *nn = getenv("PODRUN_NODE_NAME");
-    char hn[256] = "";
+    char hn[RDZV_NAME_MAX] = "";   /* host names are at most 64 bytes */
     if (gethostname(hn, sizeof hn - 1) < 0 || !hn[0])
         snprintf(hn, sizeof hn, "localhost");
     snprintf(a->node_name, sizeof a->node_name, "%s", nn && *nn ? nn : hn);
