@@ -256,14 +256,17 @@ static void run_actions(rdzv_agent_t *a)
     }
 }
 
-static void on_observed_write(void *arg, uint64_t conn, const char *key, size_t klen,
-                              const char *val, size_t vlen)
+/* Every observed key is a record an agent writes for the coordinator alone (join, heartbeat,
+ * failure, done, leave): once the coordinator has read it, the key space need not keep it. */
+static int on_observed_write(void *arg, uint64_t conn, const char *key, size_t klen,
+                             const char *val, size_t vlen)
 {
     rdzv_agent_t *a = arg;
     if (a->closing == 2)
-        return;
+        return 0;
     coord_on_write(a->coord, conn, key, klen, val, vlen, now_epoch());
     run_actions(a);
+    return 1;
 }
 
 static void on_observed_close(void *arg, uint64_t conn)

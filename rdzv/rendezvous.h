@@ -25,6 +25,9 @@
  *                                          by time — [0] is the root cause —, next round, counts)
  *   P status                 coordinator   the current progress line of an open round
  *
+ * The keys agents write (join, hb, fail, done, leave) are records for the coordinator alone: the
+ * host drops each one from the key space as soon as the coordinator has read it.
+ *
  * Messages per round are O(N): one join SET, one assign SET + WAIT + GET, one end SET that wakes
  * N WAITs and N GETs. Nobody compare-and-swaps a shared blob; each node's state lives in its own
  * keys and only the coordinator reads them (for free, in-process). An agent never names a round

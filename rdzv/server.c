@@ -326,7 +326,8 @@ static void report_write(conn_t *c, const char *key, size_t klen)
     if (!keyspace_get(s->ks, key, klen, &v, &vlen))
         v = NULL;
     c->wrote_observed = 1;
-    s->on_write(s->obs_arg, c->id, key, klen, v, vlen);
+    if (s->on_write(s->obs_arg, c->id, key, klen, v, vlen) && v)
+        keyspace_delete(s->ks, key, klen);
 }
 
 static const char *ks_error(int r)

@@ -32,9 +32,11 @@ typedef struct store_server store_server_t;
 /* Called after a write (SET, COMPARE_SET that swapped, ADD, APPEND, MULTI_SET entry, DELETE_KEY,
  * QUEUE_PUSH) of a key that starts with the observed prefix, after its waiters were woken.
  * conn_id identifies the client connection (never 0; 0 for in-process writes, which are not
- * reported). `val` is the value now stored (NULL for a delete). */
-typedef void (*store_write_cb)(void *arg, uint64_t conn_id, const char *key, size_t klen,
-                               const char *val, size_t vlen);
+ * reported). `val` is the value now stored (NULL for a delete). Returning non-zero says the
+ * observer has taken the write: the key is dropped from the key space right after the call, so
+ * records only the hosting process reads cost no memory while the job runs. */
+typedef int (*store_write_cb)(void *arg, uint64_t conn_id, const char *key, size_t klen,
+                              const char *val, size_t vlen);
 /* Called when a connection that wrote at least one observed key is closed, for any reason. */
 typedef void (*store_close_cb)(void *arg, uint64_t conn_id);
 

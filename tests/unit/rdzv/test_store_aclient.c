@@ -123,14 +123,17 @@ static int writes, closes;
 static uint64_t last_conn;
 static char last_key[64], last_val[64];
 
-static void obs_write(void *arg, uint64_t conn, const char *key, size_t klen, const char *val,
-                      size_t vlen)
+static int obs_consume; /* what obs_write answers: 1 takes the write, dropping the key */
+
+static int obs_write(void *arg, uint64_t conn, const char *key, size_t klen, const char *val,
+                     size_t vlen)
 {
     (void)arg;
     writes++;
     last_conn = conn;
     snprintf(last_key, sizeof last_key, "%.*s", (int)klen, key);
     snprintf(last_val, sizeof last_val, "%.*s", val ? (int)vlen : 6, val ? val : "(null)");
+    return obs_consume;
 }
 
 static void obs_close(void *arg, uint64_t conn)
@@ -158,6 +161,20 @@ static void test_observer(void)
     CHECK_EQ_STR(last_val, "(null)");
     store_server_set(srv, "podrun/inproc", 13, "x", 1); /* in-process writes are not reported */
     CHECK_EQ_INT(writes, 2);
+    /* a write the observer takes is reported with its value, then gone from the key space */
+    const char *v;
+    size_t vl;
+    obs_consume = 1;
+    res_t e = {0}, f = {0};
+    store_aclient_add(c, "podrun/hb", 5, on_reply, &e);
+    spin(&e.done, 3000);
+    CHECK_EQ_INT(writes, 3);
+    CHECK_EQ_STR(last_val, "5");
+    CHECK_EQ_INT(store_server_get(srv, "podrun/hb", 9, &v, &vl), 0);
+    store_aclient_add(c, "podrun/hb", 5, on_reply, &f);   /* counts from nothing again */
+    spin(&f.done, 3000);
+    CHECK_EQ_STR(last_val, "5");
+    obs_consume = 0;
     store_aclient_close(c);
     for (int i = 0; i < 20 && closes == 0; i++)
         uv_run(loop, UV_RUN_NOWAIT), spin(&closes, 50);
@@ -166,8 +183,6 @@ static void test_observer(void)
     store_server_set(srv, "podrun/keep", 11, "1", 1);
     store_server_set(srv, "/worker/x", 9, "1", 1);
     CHECK(store_server_delete_except(srv, "podrun/") >= 1);
-    const char *v;
-    size_t vl;
     CHECK_EQ_INT(store_server_get(srv, "/worker/x", 9, &v, &vl), 0);
     CHECK_EQ_INT(store_server_get(srv, "podrun/keep", 11, &v, &vl), 1);
     store_server_observe(srv, "", NULL, NULL, NULL);
