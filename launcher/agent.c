@@ -53,6 +53,7 @@
 #include "workers.h"
 
 #define AGENT_FLUSH_MS 10000   /* bound on writing the last output to a stalled reader */
+#define AGENT_STRAY_MS 1000    /* grace for descendants that left their worker's group */
 #define AGENT_LEAVE_MS 2000    /* bound on telling the job this node leaves */
 
 enum agent_state { AGENT_INIT, AGENT_RENDEZVOUS, AGENT_RUNNING, AGENT_STOPPING, AGENT_EXITING,
@@ -102,6 +103,7 @@ struct agent {
     char **argv;
 
     int exit_code;
+    int strays;                    /* such descendants sent SIGTERM at exit, not yet reaped */
     int stop_signal;               /* the signal that stopped podrun, 0 if none */
     bool leave_pending;
     bool drained;
@@ -702,11 +704,15 @@ static void advance(struct agent *a)
 
 /* ---------- init.c's events ---------- */
 
+static void close_all(uv_timer_t *t);
+
 static void on_child(void *arg, pid_t pid, int wstatus)
 {
     struct agent *a = arg;
-    if (a->wg.w)
-        workers_reaped(&a->wg, pid, wstatus);
+    if (a->wg.w && workers_reaped(&a->wg, pid, wstatus))
+        return;
+    if (a->strays > 0 && --a->strays == 0 && a->state == AGENT_DONE)
+        uv_timer_start(&a->exit_timer, close_all, 0, 0);
 }
 
 static void leave_done(struct agent *a)
@@ -774,6 +780,8 @@ static void close_all(uv_timer_t *t)
 {
     struct agent *a = t->data;
     logs_close(&a->logs);
+    /* whatever of the strays is still there after its grace */
+    init_signal_children(SIGKILL, a->wg.guard_pid);
     if (a->wg_ready)
         workers_close(&a->wg);
     for (int i = 0; a->hang && i < a->n; i++)
@@ -787,7 +795,7 @@ static void maybe_done(struct agent *a)
 {
     if (a->drained && a->rz_closed && a->state != AGENT_DONE) {
         set_state(a, AGENT_DONE);
-        uv_timer_start(&a->exit_timer, close_all, 0, 0);
+        uv_timer_start(&a->exit_timer, close_all, a->strays ? AGENT_STRAY_MS : 0, 0);
     }
 }
 
@@ -922,6 +930,9 @@ static void enter_exiting(struct agent *a)
         a->exit_code = 1;
     }
     remove_dirs(a, true);
+    /* The workers' groups are gone; what is left among podrun's children left its group
+     * (setsid, a daemon) and was adopted by podrun as subreaper: it goes with the job. */
+    a->strays = init_signal_children(SIGTERM, a->wg.guard_pid);
     /* before the drain, which may complete at once and then needs to know the rendezvous is
      * already gone (a job that never got one) */
     if (a->rz && !a->rz_closing) {

@@ -18,6 +18,7 @@
  * Children get all of that undone before exec (init_child_reset). */
 #include "init.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -144,4 +145,31 @@ void init_child_reset(void)
         if (s != SIGKILL && s != SIGSTOP)
             sigaction(s, &dfl, NULL);
     sigprocmask(SIG_SETMASK, &st.start_mask, NULL);
+}
+
+int init_signal_children(int sig, pid_t spare)
+{
+    /* /proc/self/task/<tid>/children lists the children of each thread; re-parented orphans
+     * are listed under the thread that adopted them, so every thread is read. */
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/task/%.16s/children", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        long pid;
+        while (fscanf(f, "%ld", &pid) == 1)
+            if (pid > 0 && pid != spare && kill((pid_t)pid, sig) == 0)
+                n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
 }

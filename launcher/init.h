@@ -24,6 +24,10 @@ int init_become_subreaper(void);
 int init_start(uv_loop_t *loop, init_child_cb on_child, init_signal_cb on_signal, void *arg);
 /* Reaps whatever has exited right now (also run on every SIGCHLD). */
 void init_reap(void);
+/* Sends `sig` to every child podrun has now except `spare`: at exit, when the workers are gone,
+ * these are descendants that left their worker's process group (setsid, daemons) and were
+ * re-parented to podrun as their subreaper. Returns how many were signalled. */
+int init_signal_children(int sig, pid_t spare);
 /* Closes the signal handles (the loop must run once more to finish closing them). */
 void init_stop(void);
 bool init_is_pid1(void);

@@ -143,6 +143,7 @@ int workers_guard_start(worker_group_t *g)
     }
     fcntl(p[1], F_SETFL, O_NONBLOCK);   /* the agent never waits on its guard */
     g->guard_fd = p[1];
+    g->guard_pid = pid;
     return 0;
 }
 
@@ -276,8 +277,15 @@ void workers_signal(worker_group_t *g, int sig)
         worker_t *w = &g->w[i];
         if (!group_alive(g, w))
             continue;
-        if (kill(-w->pid, sig) < 0 && errno == ESRCH && w->state != WORKER_RUNNING)
+        if (kill(-w->pid, sig) == 0 || errno != ESRCH)
+            continue;
+        if (w->state != WORKER_RUNNING)
             mark_gone(g, w);
+        else
+            /* forked but not yet out of setsid(): its group does not exist yet. The child was
+             * forked with every signal blocked and unblocks only after resetting handlers to
+             * their defaults, so the signal waits for it and then acts as on the worker. */
+            kill(w->pid, sig);
     }
 }
 

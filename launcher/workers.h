@@ -49,6 +49,7 @@ struct worker_group {
     int stop_signal;
     uint64_t kill_wait_ms;
     int guard_fd;              /* write end of the guard's pipe, -1 without a guard */
+    pid_t guard_pid;           /* the guard process, 0 without one */
 };
 
 /* What one worker runs. stdout_fd/stderr_fd become its 1 and 2 (stdin is inherited). */

@@ -152,3 +152,14 @@ def test_podrun_killed_takes_workers_with_it(podrun, tmp_path):
     while any(pid_alive(w) for w in ws) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(pid_alive(w) for w in ws)
+
+
+def test_descendant_that_left_its_group_goes_with_the_job(podrun):
+    """A worker's child that made itself a session of its own (a daemon) is adopted by podrun
+    as subreaper and stopped when the job ends: nothing outlives podrun."""
+    marker = f"303.{os.getpid()}"
+    r = run(podrun, "--no-python", "sh", "-c",
+            f"setsid sleep {marker} & echo started; sleep 0.3", timeout=30)
+    assert r.returncode == 0, r.stderr
+    out = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+    assert out.stdout.strip() == "", "left behind: " + out.stdout
