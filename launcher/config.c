@@ -50,7 +50,8 @@ static const struct opt_def opts[CFG__COUNT] = {
         "job id, TORCHELASTIC_RUN_ID"},
     [CFG_RDZV_CONF] = {"rdzv-conf", 0, T_RDZV_CONF, 0, 0, 0, NULL, "K=V,...", NULL, F_ACTION,
         "join_timeout, last_call_timeout, close_timeout, keep_alive_interval, "
-        "keep_alive_max_attempt, is_host, read_timeout, timeout"},
+        "keep_alive_max_attempt, is_host; timeout (static: join_timeout unless that is given, "
+        "as torchrun), read_timeout (accepted for torchrun compatibility, unused)"},
     [CFG_STANDALONE] = {"standalone", 0, T_BOOL, OFF(standalone), 0, 0, "0", NULL, NULL, 0,
         "single-node job on a free local port with a random id"},
     [CFG_MASTER_ADDR] = {"master-addr", 0, T_STR, OFF(master_addr), 0, 0, "127.0.0.1", "HOST", NULL,
@@ -264,23 +265,31 @@ static int check_stdspec(const char *s)
     return 0;
 }
 
-static int check_ranks(const char *s)
+/* "0,2,...": each local rank below n (marked in mark[] when given). -EINVAL: not a list of
+ * ranks; -ERANGE: *bad is not below n. */
+static int parse_ranks(const char *s, int n, bool *mark, long *bad)
 {
     const char *p = s;
-    long v;
     if (!*s)
         return -EINVAL;
     while (*p) {
         const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        size_t k = comma ? (size_t)(comma - p) : strlen(p);
         char item[16];
-        if (n == 0 || n >= sizeof item)
+        long v;
+        if (k == 0 || k >= sizeof item)
             return -EINVAL;
-        memcpy(item, p, n);
-        item[n] = 0;
+        memcpy(item, p, k);
+        item[k] = 0;
         if (cfg_parse_int(item, 0, CFG_MAX_NPROC - 1, &v))
             return -EINVAL;
-        p += n;
+        if (v >= n) {
+            *bad = v;
+            return -ERANGE;
+        }
+        if (mark)
+            mark[v] = true;
+        p += k;
         if (*p == ',' && !*++p)
             return -EINVAL;
     }
@@ -292,7 +301,7 @@ static int set_endpoint(struct cfg *c, const char *v)
     /* HOST, HOST:PORT, [V6]:PORT, [V6] */
     char host[256];
     long port = 0;
-    const char *colon;
+    const char *colon = NULL;
     size_t hl;
     if (v[0] == '[') {
         const char *rb = strchr(v, ']');
@@ -327,6 +336,7 @@ static int set_endpoint(struct cfg *c, const char *v)
     if (r)
         return r;
     c->rdzv_port = (int)port;
+    c->rdzv_port_given = v[0] == '[' ? strchr(v, ']')[1] == ':' : colon != NULL;
     return 0;
 }
 
@@ -493,7 +503,7 @@ int cfg_set(struct cfg *c, enum cfg_id id, const char *v, const struct cfg_src *
         r = set_str((char **)(base + o->off), v);
         break;
     case T_RANKS:
-        if (check_ranks(v))
+        if (parse_ranks(v, CFG_MAX_NPROC, NULL, &(long){0}))
             return fail(err, errlen, "%s: expected local ranks separated by commas, e.g. 0,2",
                         what);
         r = set_str((char **)(base + o->off), v);
@@ -748,6 +758,12 @@ int cfg_finalize(struct cfg *c, int ncpus, int ngpus, char *err, size_t errlen)
         c->rdzv_port = 0;
         derive(c, CFG_RDZV_ENDPOINT, "--standalone");
     }
+    /* torchrun's static rendezvous waits for the other nodes as long as its store `timeout` */
+    if (c->rdzv_backend == CFG_BACKEND_STATIC && c->src[CFG_STORE_TIMEOUT].kind != CFG_SRC_DEFAULT &&
+        c->src[CFG_JOIN_TIMEOUT].kind == CFG_SRC_DEFAULT) {
+        c->join_timeout_ms = c->store_timeout_ms;
+        derive(c, CFG_JOIN_TIMEOUT, "rdzv-conf timeout");
+    }
     if (c->node_rank >= c->nnodes_max) {
         cfg_src_describe(&c->src[CFG_NODE_RANK], what, sizeof what);
         return fail(err, errlen, "--node-rank %d (%s) must be below --nnodes %d", c->node_rank,
@@ -767,8 +783,17 @@ int cfg_finalize(struct cfg *c, int ncpus, int ngpus, char *err, size_t errlen)
             derive(c, CFG_RDZV_ENDPOINT, "--rdzv-backend c10d");
         }
     }
-    if (c->rdzv_port == 0 && c->rdzv_backend == CFG_BACKEND_C10D && !c->standalone)
+    /* an explicit :0 is a free port that the hosting node binds, as torchrun does */
+    if (c->rdzv_port == 0 && c->rdzv_backend == CFG_BACKEND_C10D && !c->standalone &&
+        !c->rdzv_port_given)
         c->rdzv_port = CFG_DEFAULT_C10D_PORT;
+    if (c->rdzv_port == 0 && c->rdzv_port_given && !c->standalone && c->nnodes_max > 1 &&
+        (c->rdzv_backend == CFG_BACKEND_STATIC ? c->node_rank != 0 : c->is_host != 1))
+        return fail(err, errlen, "--rdzv-endpoint %s:0 (a free port) works only on a single node "
+                    "or the node that hosts the job store (%s); the other nodes cannot find the "
+                    "port: give its number", c->rdzv_host,
+                    c->rdzv_backend == CFG_BACKEND_STATIC ? "--node-rank 0"
+                                                          : "--rdzv-conf is_host=1");
 
     int n = c->nproc_per_node;
     free(c->redirect_mask);
@@ -784,30 +809,20 @@ int cfg_finalize(struct cfg *c, int ncpus, int ngpus, char *err, size_t errlen)
         r = expand_stdspec(c->tee, n, c->tee_mask, "--tee", err, errlen);
     if (r)
         return r;
+    long bad = 0;
     if (!c->local_ranks_filter) {
         for (int i = 0; i < n; i++)
             c->console_rank[i] = true;
-    } else {
-        const char *p = c->local_ranks_filter;
-        while (*p) {
-            long lr;
-            char item[16];
-            size_t k = strcspn(p, ",");
-            memcpy(item, p, k);
-            item[k] = 0;
-            cfg_parse_int(item, 0, CFG_MAX_NPROC - 1, &lr);
-            if (lr >= n)
-                return fail(err, errlen, "--local-ranks-filter '%s': local rank %ld is not below "
-                            "--nproc-per-node %d", c->local_ranks_filter, lr, n);
-            c->console_rank[lr] = true;
-            p += k;
-            if (*p == ',')
-                p++;
-        }
+    } else if (parse_ranks(c->local_ranks_filter, n, c->console_rank, &bad)) {
+        return fail(err, errlen, "--local-ranks-filter '%s': local rank %ld is not below "
+                    "--nproc-per-node %d", c->local_ranks_filter, bad, n);
     }
     if (!c->program && !c->print_config)
         return fail(err, errlen, "no program to run; usage: podrun [options] [--] PROGRAM "
                     "[ARGS...] (see podrun --help)");
+    if (c->program && !c->program[0][0])
+        return fail(err, errlen, "the program name is empty; usage: podrun [options] [--] "
+                    "PROGRAM [ARGS...] (see podrun --help)");
     return 0;
 }
 
@@ -893,7 +908,13 @@ void cfg_print(const struct cfg *c, FILE *f)
             snprintf(name, sizeof name, "rdzv-conf %s", opts[i].name);
         else
             snprintf(name, sizeof name, "%s", opts[i].name);
-        fprintf(f, "%-32s %-24s (%s)\n", name, val, src);
+        const char *note = "";
+        if (i == CFG_READ_TIMEOUT ||
+            (i == CFG_STORE_TIMEOUT && c->src[CFG_JOIN_TIMEOUT].kind != CFG_SRC_DERIVED))
+            note = "; accepted for torchrun compatibility, unused";
+        else if (i == CFG_STORE_TIMEOUT)
+            note = "; used as join_timeout";
+        fprintf(f, "%-32s %-24s (%s%s)\n", name, val, src, note);
     }
     fprintf(f, "%-32s", "program");
     if (!c->program)

@@ -94,7 +94,8 @@ struct cfg {
     int node_rank;
     enum cfg_backend rdzv_backend;
     char *rdzv_host;                /* --rdzv-endpoint host; NULL: derived in cfg_finalize */
-    int rdzv_port;                  /* 0: the backend's default */
+    int rdzv_port;                  /* 0: the backend's default, or a free port when given */
+    bool rdzv_port_given;           /* the endpoint named a port (":0" = a free port) */
     char *rdzv_id;
     bool standalone;
     char *master_addr;

@@ -160,10 +160,48 @@ static void test_nproc_kinds(void)
 }
 
 struct bad {
-    const char *args[6];
+    const char *args[10];
     const char *env;
     const char *needle;
 };
+
+/* An explicit port 0 is a free port (torchrun's --standalone uses it); no port is the default. */
+static void test_endpoint_port_zero(void)
+{
+    struct cfg c;
+    CHECK_EQ_INT(PARSE(&c, NULL, "--rdzv-backend=c10d", "--rdzv-endpoint", "localhost:0", "p"), 0);
+    CHECK_EQ_INT(c.rdzv_port, 0);
+    cfg_free(&c);
+    CHECK_EQ_INT(PARSE(&c, NULL, "--rdzv-backend=c10d", "--rdzv-endpoint", "[::1]:0", "p"), 0);
+    CHECK_EQ_INT(c.rdzv_port, 0);
+    cfg_free(&c);
+    CHECK_EQ_INT(PARSE(&c, NULL, "--rdzv-backend=c10d", "--nnodes", "2", "--rdzv-endpoint", "h:0",
+                       "--rdzv-conf", "is_host=1", "p"), 0);
+    CHECK_EQ_INT(c.rdzv_port, 0);
+    cfg_free(&c);
+    CHECK_EQ_INT(PARSE(&c, NULL, "--rdzv-backend=c10d", "--rdzv-endpoint", "[::1]", "p"), 0);
+    CHECK_EQ_INT(c.rdzv_port, CFG_DEFAULT_C10D_PORT);
+    cfg_free(&c);
+    CHECK_EQ_INT(PARSE(&c, NULL, "--local-ranks-filter", "1,3", "--nproc-per-node", "4", "p"), 0);
+    CHECK(!c.console_rank[0] && c.console_rank[1] && !c.console_rank[2] && c.console_rank[3]);
+    cfg_free(&c);
+}
+
+/* `timeout` is torchrun's static rendezvous wait; join_timeout given wins. */
+static void test_static_timeout(void)
+{
+    struct cfg c;
+    CHECK_EQ_INT(PARSE(&c, NULL, "--rdzv-conf", "timeout=7", "p"), 0);
+    CHECK_EQ_INT(c.join_timeout_ms, 7000);
+    CHECK_EQ_INT(c.src[CFG_JOIN_TIMEOUT].kind, CFG_SRC_DERIVED);
+    cfg_free(&c);
+    CHECK_EQ_INT(PARSE(&c, NULL, "--rdzv-conf", "timeout=7,join_timeout=3", "p"), 0);
+    CHECK_EQ_INT(c.join_timeout_ms, 3000);
+    cfg_free(&c);
+    CHECK_EQ_INT(PARSE(&c, NULL, "--rdzv-backend=c10d", "--rdzv-conf", "timeout=7", "p"), 0);
+    CHECK_EQ_INT(c.join_timeout_ms, 600000);
+    cfg_free(&c);
+}
 
 static void test_errors_name_input(void)
 {
@@ -184,10 +222,19 @@ static void test_errors_name_input(void)
         {{"--tee", "1:1", "p"}, NULL, "local rank 1 is not below --nproc-per-node 1"},
         {{"--nproc-per-node", "2000", "p"}, NULL, "from 1 to 1024"},
         {{NULL}, NULL, "no program to run"},
+        {{""}, NULL, "the program name is empty"},
+        {{"--", ""}, NULL, "the program name is empty"},
+        {{"--rdzv-backend", "c10d", "--nnodes", "2", "--rdzv-endpoint", "h:0", "p"}, NULL,
+         "--rdzv-endpoint h:0"},
+        {{"--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "h:0", "p"}, NULL,
+         "--rdzv-endpoint h:0"},
+        {{"--local-ranks-filter", "0,3", "--nproc-per-node", "2", "p"}, NULL,
+         "local rank 3 is not below --nproc-per-node 2"},
+        {{"--local-ranks-filter", "0,", "p"}, NULL, "--local-ranks-filter '0,'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         struct cfg c;
-        char *argv[8] = {"podrun"};
+        char *argv[12] = {"podrun"};
         int argc = 1;
         for (int k = 0; bad[i].args[k]; k++)
             argv[argc++] = (char *)bad[i].args[k];
@@ -242,6 +289,8 @@ int main(void)
     RUN(test_multinode_flags);
     RUN(test_nproc_kinds);
     RUN(test_errors_name_input);
+    RUN(test_endpoint_port_zero);
+    RUN(test_static_timeout);
     RUN(test_durations);
     RUN(test_help_stops_parsing);
     return check_result();
