@@ -95,7 +95,6 @@ struct agent {
     char dreason[RDZV_REASON_MAX];
     bool finished;
     bool lost;
-    int lost_err;
 
     char base_dir[PATH_MAX];       /* --log-dir, or a private temporary directory */
     char run_dir[PATH_MAX];        /* base/<run_id>/attempt_<n> */
@@ -111,6 +110,7 @@ struct agent {
     char node_name[RDZV_NAME_MAX];
     char ifname[IF_NAMESIZE + 1];  /* the interface that holds --local-addr, "" if none */
     char rdzv_id_buf[40];
+    char last_progress[RDZV_LINE_MAX];   /* the last rendezvous line printed */
     uv_timer_t exit_timer, leave_timer;
 };
 
@@ -179,6 +179,16 @@ static void rank_path(struct agent *a, int lr, const char *file, char *out, size
     pathf(out, len, "%s/%d/%s", a->run_dir, lr, file);
 }
 
+/* A stale error or heartbeat file would name the wrong root cause. */
+static void unlink_rank_files(struct agent *a, int lr)
+{
+    char p[PATH_MAX + 32];
+    rank_path(a, lr, "error.json", p, sizeof p);
+    unlink(p);
+    rank_path(a, lr, "heartbeat", p, sizeof p);
+    unlink(p);
+}
+
 static bool any_mask(struct agent *a)
 {
     for (int i = 0; i < a->n; i++)
@@ -219,11 +229,7 @@ static int prepare_attempt_dir(struct agent *a)
         int r = mkdir_p(d);
         if (r)
             return r;
-        /* a stale error or heartbeat file would name the wrong root cause */
-        rank_path(a, i, "error.json", d, sizeof d);
-        unlink(d);
-        rank_path(a, i, "heartbeat", d, sizeof d);
-        unlink(d);
+        unlink_rank_files(a, i);
     }
     if (any_mask(a) && !a->cfg->log_dir)
         logs_message(&a->logs, "worker log files are in %s", a->run_dir);
@@ -238,10 +244,7 @@ static void remove_dirs(struct agent *a, bool all)
     char p[PATH_MAX + 32];
     if (a->run_dir[0]) {
         for (int i = 0; i < a->n; i++) {
-            rank_path(a, i, "error.json", p, sizeof p);
-            unlink(p);
-            rank_path(a, i, "heartbeat", p, sizeof p);
-            unlink(p);
+            unlink_rank_files(a, i);
             if (!pathf(p, sizeof p, "%s/%d", a->run_dir, i))
                 rmdir(p);
         }
@@ -277,20 +280,31 @@ static int open_log_file(struct agent *a, int lr, int bit)
 
 /* ---------- stopping ---------- */
 
-static void stop_job(struct agent *a, int sig, const char *why)
+static void hang_stop_all(struct agent *a)
 {
-    int alive = workers_alive(&a->wg);
+    for (int i = 0; a->hang && i < a->n; i++)
+        uv_timer_stop(&a->hang[i]);
+}
+
+/* "<why>; stopping N workers (SIGTERM, SIGKILL after Ts)", or just why with none alive. */
+static void say_stopping(struct agent *a, const char *why, int alive, int sig)
+{
     char sn[32];
-    if (why && alive)
+    if (alive)
         logs_message(&a->logs, "%s; stopping %d worker%s (%s, SIGKILL after %.1fs)", why, alive,
                      alive == 1 ? "" : "s", report_signame(sig, sn, sizeof sn),
                      (double)a->cfg->term_timeout_ms / 1000.0);
-    else if (why)
+    else
         logs_message(&a->logs, "%s", why);
+}
+
+static void stop_job(struct agent *a, int sig, const char *why)
+{
+    if (why)
+        say_stopping(a, why, workers_alive(&a->wg), sig);
     if (a->state == AGENT_RUNNING)
         set_state(a, AGENT_STOPPING);
-    for (int i = 0; a->hang && i < a->n; i++)
-        uv_timer_stop(&a->hang[i]);
+    hang_stop_all(a);
     if (!a->workers_down)
         workers_stop_all(&a->wg, sig, a->cfg->term_timeout_ms);
 }
@@ -327,20 +341,30 @@ static void on_stopped(worker_group_t *g)
 
 /* ---------- this node's failure → the job ---------- */
 
+/* What a failed worker left: its error file (read into *e; the result of
+ * report_read_error_file) and the last lines of its stderr. */
+static int failure_inputs(struct agent *a, int lr, char *errfile, size_t len,
+                          struct report_error *e, const char **tail, size_t *tl)
+{
+    rank_path(a, lr, "error.json", errfile, len);
+    *tl = 0;
+    *tail = logs_stream_tail(&a->streams[2 * lr + 1], tl);
+    return report_read_error_file(errfile, e);
+}
+
 /* The worker's own words for the record: its error file's message, else its last stderr lines. */
 static void failure_message(struct agent *a, int lr, char *out, size_t cap)
 {
     char errfile[PATH_MAX + 32];
     out[0] = 0;
-    rank_path(a, lr, "error.json", errfile, sizeof errfile);
     struct report_error e;
-    if (report_read_error_file(errfile, &e) == 0) {
+    const char *tail;
+    size_t tl;
+    if (failure_inputs(a, lr, errfile, sizeof errfile, &e, &tail, &tl) == 0) {
         snprintf(out, cap, "%s", e.message ? e.message : e.traceback ? e.traceback : "");
         report_error_free(&e);
         return;
     }
-    size_t tl = 0;
-    const char *tail = logs_stream_tail(&a->streams[2 * lr + 1], &tl);
     if (!tail || !tl)
         return;
     /* the last few lines that fit, whole where possible */
@@ -598,9 +622,9 @@ static void on_rdzv_stopped(void *arg, const rdzv_decision_t *d)
         snprintf(why, sizeof why, "the job stopped: %s", d->reason);
         stop_job(a, SIGTERM, why);
     } else if (a->ended_alive > 0) {
-        logs_message(&a->logs, "the job stopped: %s; stopping %d worker%s (SIGTERM, SIGKILL "
-                     "after %.1fs)", d->reason, a->ended_alive, a->ended_alive == 1 ? "" : "s",
-                     (double)a->cfg->term_timeout_ms / 1000.0);
+        char why[RDZV_REASON_MAX + 32];
+        snprintf(why, sizeof why, "the job stopped: %s", d->reason);
+        say_stopping(a, why, a->ended_alive, SIGTERM);
     }
     a->ended_alive = 0;
     advance(a);
@@ -641,14 +665,13 @@ static void on_rdzv_lost(void *arg, int err, const char *why)
     if (a->state >= AGENT_EXITING || a->stop_signal)
         return;
     a->lost = true;
-    a->lost_err = err;
     a->exit_code = lost_code(a, err);
     if (a->state == AGENT_RUNNING) {
         char msg[RDZV_LINE_MAX + 16];
         snprintf(msg, sizeof msg, "%s", why);
         stop_job(a, SIGTERM, msg);
-    } else {
-        logs_message(&a->logs, "%s", why);
+    } else if (strcmp(why, a->last_progress) != 0) {
+        logs_message(&a->logs, "%s", why);   /* unless the rendezvous already said it */
     }
     advance(a);
 }
@@ -657,8 +680,10 @@ static void on_rdzv_progress(void *arg, const char *line)
 {
     struct agent *a = arg;
     /* one node alone has nobody to wait for: its rendezvous is not news */
-    if (a->cfg->nnodes_max > 1 || getenv("PODRUN_DEBUG"))
+    if (a->cfg->nnodes_max > 1 || getenv("PODRUN_DEBUG")) {
         logs_message(&a->logs, "%s", line);
+        snprintf(a->last_progress, sizeof a->last_progress, "%s", line);
+    }
 }
 
 static void restart(struct agent *a)
@@ -709,6 +734,10 @@ static void close_all(uv_timer_t *t);
 static void on_child(void *arg, pid_t pid, int wstatus)
 {
     struct agent *a = arg;
+    if (pid == a->wg.guard_pid) {
+        a->wg.guard_pid = 0;   /* gone early: nothing left to reap at the end */
+        return;
+    }
     if (a->wg.w && workers_reaped(&a->wg, pid, wstatus))
         return;
     if (a->strays > 0 && --a->strays == 0 && a->state == AGENT_DONE)
@@ -830,11 +859,10 @@ static void local_report(struct agent *a, bool details)
 {
     worker_t *w = &a->wg.w[a->failed];
     char errfile[PATH_MAX + 32];
-    rank_path(a, a->failed, "error.json", errfile, sizeof errfile);
     struct report_error e;
-    int er = report_read_error_file(errfile, &e);
-    size_t tl = 0;
-    const char *tail = logs_stream_tail(&a->streams[2 * a->failed + 1], &tl);
+    const char *tail;
+    size_t tl;
+    int er = failure_inputs(a, a->failed, errfile, sizeof errfile, &e, &tail, &tl);
     struct report_failure f = {
         .rank = a->rank_base + a->failed, .local_rank = a->failed, .pid = w->pid,
         .wstatus = w->wstatus, .exec_errno = w->exec_errno, .time = w->exit_time,
@@ -897,8 +925,7 @@ static void job_report(struct agent *a)
 static void enter_exiting(struct agent *a)
 {
     set_state(a, AGENT_EXITING);
-    for (int i = 0; a->hang && i < a->n; i++)
-        uv_timer_stop(&a->hang[i]);
+    hang_stop_all(a);
     for (int i = 0; i < 2 * a->n; i++)
         logs_stream_finish(&a->streams[i]);
     char msg[RDZV_LINE_MAX + 64];

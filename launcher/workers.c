@@ -18,7 +18,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,6 +147,27 @@ int workers_guard_start(worker_group_t *g)
     g->guard_fd = p[1];
     g->guard_pid = pid;
     return 0;
+}
+
+#define GUARD_REAP_MS 100
+
+/* The guard exits as soon as it reads the end of its pipe: wait for that (bounded) and reap
+ * it, so that no zombie of podrun's is left to whoever reaps after podrun. */
+static void reap_guard(worker_group_t *g)
+{
+    if (g->guard_pid <= 0)
+        return;
+    int pfd = (int)syscall(SYS_pidfd_open, g->guard_pid, 0);
+    if (pfd >= 0) {
+        struct pollfd p = {.fd = pfd, .events = POLLIN};
+        while (poll(&p, 1, GUARD_REAP_MS) < 0 && errno == EINTR)
+            ;
+        close(pfd);
+    }
+    int ws;
+    while (waitpid(g->guard_pid, &ws, WNOHANG) < 0 && errno == EINTR)
+        ;
+    g->guard_pid = 0;
 }
 
 static void guard_tell(worker_group_t *g, int32_t v)
@@ -342,6 +365,7 @@ void workers_close(worker_group_t *g)
         close(g->guard_fd);   /* the guard reads the end and exits */
         g->guard_fd = -1;
     }
+    reap_guard(g);
     if (!uv_is_closing((uv_handle_t *)&g->timer))
         uv_close((uv_handle_t *)&g->timer, NULL);
 }

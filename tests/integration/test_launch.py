@@ -297,3 +297,10 @@ def test_store_port_taken_is_a_clear_error(podrun):
         r = run(podrun, "--master-port", str(port), "--no-python", "true", timeout=20)
     assert r.returncode == 1
     assert f":{port}" in r.stderr and "--master-port" in r.stderr, r.stderr
+
+
+def test_join_timeout_said_once(podrun, port):
+    r = run(podrun, "--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+            f"127.0.0.1:{port}", "--rdzv-conf", "join_timeout=1", "true", timeout=30)
+    assert r.returncode == 173, r.stderr
+    assert r.stderr.count("timed out") == 1, r.stderr

@@ -163,3 +163,26 @@ def test_descendant_that_left_its_group_goes_with_the_job(podrun):
     assert r.returncode == 0, r.stderr
     out = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
     assert out.stdout.strip() == "", "left behind: " + out.stdout
+
+
+REAPER = r"""
+import ctypes, os, subprocess, sys, time
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
+rc = subprocess.run(sys.argv[1:]).returncode
+time.sleep(0.5)
+left = []
+for t in os.listdir("/proc/self/task"):
+    with open(f"/proc/self/task/{t}/children") as f:
+        for pid in f.read().split():
+            with open(f"/proc/{pid}/stat") as s:
+                left.append(s.read().split(")")[0].split("(")[-1] + " " + pid)
+print(rc, ",".join(left))
+"""
+
+
+def test_no_zombie_left_to_the_reaper_after_podrun(podrun):
+    """podrun reaps its own helper processes before it exits: whoever reaps after it (the real
+    init, a subreaper above it) finds none of them, not even as zombies."""
+    out = subprocess.run([TORCH_PY, "-c", REAPER, podrun, "--nproc-per-node", "2", "true"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.split(" ", 1) == ["0", "\n"], out.stdout + out.stderr
