@@ -455,6 +455,10 @@ static void on_hang_timer(uv_timer_t *t)
     if (a->state != AGENT_RUNNING || a->wg.w[lr].state != WORKER_RUNNING)
         return;
     uint64_t T = a->cfg->hang_timeout_ms, now = uv_now(a->loop);
+    if (logs_stream_paused(&a->streams[2 * lr]) || logs_stream_paused(&a->streams[2 * lr + 1])) {
+        uv_timer_start(t, on_hang_timer, T, 0);   /* blocked by podrun's own output, not hung */
+        return;
+    }
     uint64_t last = a->streams[2 * lr].last_ms;
     if (a->streams[2 * lr + 1].last_ms > last)
         last = a->streams[2 * lr + 1].last_ms;
@@ -831,7 +835,10 @@ static void maybe_done(struct agent *a)
 static void on_drained(struct logs *L, bool complete)
 {
     struct agent *a = L->data;
-    (void)complete;
+    if (complete && logs_say_dropped(L)) {   /* lost on one stream: said on the other */
+        logs_drain(L, AGENT_FLUSH_MS, on_drained);
+        return;
+    }
     a->drained = true;
     maybe_done(a);
 }
@@ -849,7 +856,18 @@ static void on_rdzv_closed(void *arg)
 static void write_termlog(struct agent *a, const char *text, size_t len)
 {
     const char *path = a->cfg->termination_log;
+    /* lost console output is part of the story: the note goes last, the text yields room */
+    char note[512], *both = NULL;
+    size_t nl = logs_dropped_note(&a->logs, note, sizeof note);
+    if (nl && (both = malloc(REPORT_TERMLOG_MAX + 1))) {
+        size_t keep = len + nl > REPORT_TERMLOG_MAX ? REPORT_TERMLOG_MAX - nl : len;
+        memcpy(both, text, keep);
+        memcpy(both + keep, note, nl);
+        text = both;
+        len = keep + nl;
+    }
     int r = report_write_termlog(path ? path : "/dev/termination-log", path != NULL, text, len);
+    free(both);
     if (r && path)
         logs_message(&a->logs, "cannot write the termination log %s: %s", path, strerror(-r));
 }
@@ -956,6 +974,7 @@ static void enter_exiting(struct agent *a)
     } else if (!a->exit_code) {
         a->exit_code = 1;
     }
+    logs_say_dropped(&a->logs);
     remove_dirs(a, true);
     /* The workers' groups are gone; what is left among podrun's children left its group
      * (setsid, a daemon) and was adopted by podrun as subreaper: it goes with the job. */

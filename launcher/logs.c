@@ -39,6 +39,7 @@ static void sink_open(struct logs *L, struct log_sink *k, int fd)
     struct stat sb;
     if (fstat(fd, &sb) < 0) {
         k->fd = -1;
+        k->drop_err = errno;
         return;
     }
     if (S_ISFIFO(sb.st_mode)) {
@@ -136,6 +137,7 @@ static void sink_kick(struct log_sink *k)
             break;
         }
         /* the reader is gone (EPIPE) or the file is unusable: nothing more can be delivered */
+        k->drop_err = n < 0 ? errno : EIO;
         k->dropped += k->end - k->start;
         k->start = k->end;
         if (k->own_fd)
@@ -180,6 +182,7 @@ static void sink_append(struct log_sink *k, const char *a, size_t al, const char
             nc *= 2;
         char *nb = realloc(k->buf, nc);
         if (!nb) {
+            k->drop_err = ENOMEM;
             k->dropped += need;
             return;
         }
@@ -210,6 +213,7 @@ static void set_paused(struct log_sink *k, bool pause)
         } else if (!pause && !s->reading) {
             if (uv_read_start((uv_stream_t *)&s->pipe, alloc_cb, read_cb) == 0)
                 s->reading = true;
+            s->last_ms = uv_now(L->loop);   /* the pause was podrun's, not the worker's */
         }
     }
 }
@@ -455,6 +459,56 @@ void logs_write(struct logs *L, int which, const char *data, size_t len)
     struct log_sink *k = which == 2 ? L->err : L->out;
     sink_append(k, data, len, "", 0, false);
     sink_kick(k);
+}
+
+bool logs_stream_paused(const struct log_stream *s)
+{
+    return s->L && s->open && !s->eof && !s->reading && s->sink && s->sink->paused;
+}
+
+static size_t note_one(struct log_sink *k, const char *name, char *buf, size_t cap, bool mark)
+{
+    if (k->dropped <= k->dropped_said || cap == 0)
+        return 0;
+    int n = snprintf(buf, cap, "podrun: %llu bytes of worker output could not be written to "
+                     "%s: %s\n", (unsigned long long)(k->dropped - k->dropped_said), name,
+                     strerror(k->drop_err ? k->drop_err : EIO));
+    if (mark)
+        k->dropped_said = k->dropped;
+    if (n < 0)
+        return 0;
+    return (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+size_t logs_dropped_note(struct logs *L, char *buf, size_t cap)
+{
+    size_t n = 0;
+    if (cap)
+        buf[0] = 0;
+    n += note_one(L->out, L->err == L->out ? "stdout and stderr" : "stdout", buf, cap, false);
+    if (L->err != L->out)
+        n += note_one(L->err, "stderr", buf + n, cap - n, false);
+    return n;
+}
+
+bool logs_say_dropped(struct logs *L)
+{
+    char line[2][256];
+    struct log_sink *other[2] = {L->err, L->out};
+    size_t n[2] = {0, 0};
+    /* each stream's loss is said on the other one; the same file has no other */
+    bool said = false;
+    n[0] = note_one(L->out, L->err == L->out ? "stdout and stderr" : "stdout", line[0],
+                    sizeof line[0], true);
+    if (L->err != L->out)
+        n[1] = note_one(L->err, "stderr", line[1], sizeof line[1], true);
+    for (int i = 0; i < 2; i++)
+        if (n[i] && other[i] != (i ? L->err : L->out) && other[i]->fd >= 0) {
+            sink_append(other[i], line[i], n[i], "", 0, false);
+            sink_kick(other[i]);
+            said = true;
+        }
+    return said;
 }
 
 static void on_drain_timeout(uv_timer_t *t)

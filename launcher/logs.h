@@ -34,6 +34,8 @@ struct log_sink {
     char *buf;
     size_t start, end, cap;
     uint64_t dropped;        /* bytes that could not be delivered (reader gone) */
+    uint64_t dropped_said;   /* of those, already reported */
+    int drop_err;            /* why (an errno value) */
 };
 
 struct log_stream {
@@ -84,6 +86,18 @@ const char *logs_stream_tail(const struct log_stream *s, size_t *len);
 /* podrun's own messages: "podrun: <text>\n" on stderr, in order with the workers' lines. */
 void logs_message(struct logs *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void logs_write(struct logs *L, int which, const char *data, size_t len);
+
+/* A stream of this worker's is paused because podrun's own output is behind: the worker
+ * is blocked in write() by podrun, not hung. */
+bool logs_stream_paused(const struct log_stream *s);
+
+/* For each of podrun's stdout and stderr that lost bytes not yet said (logs_say_dropped), a line
+ * "podrun: N bytes of worker output could not be written to stdout: REASON\n" into buf
+ * (NUL-terminated; its length is returned, 0 if nothing was lost). */
+size_t logs_dropped_note(struct logs *L, char *buf, size_t cap);
+/* Writes such lines (for losses not said before) on the other stream, where that one still
+ * works; true if it wrote one. */
+bool logs_say_dropped(struct logs *L);
 
 /* Calls on_drained once both sinks are empty (complete=true) or timeout_ms passed (false). */
 void logs_drain(struct logs *L, uint64_t timeout_ms, void (*cb)(struct logs *, bool));

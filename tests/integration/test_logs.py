@@ -129,3 +129,31 @@ def test_stdout_closed_by_reader_does_not_hang(podrun):
                          shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, _ = p.communicate(timeout=60)
     assert out.startswith(b"[rank ")
+
+
+def test_stalled_reader_is_not_a_hang(podrun):
+    """A worker blocked in write() because podrun's own stdout is behind (its reader stalled)
+    is held back by podrun, not hung: --hang-timeout does not stop it."""
+    p = subprocess.Popen([podrun, "--hang-timeout", "1", "--no-python", "sh", "-c",
+                          "yes xxxxxxxxxxxxxxx | head -c 3000000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(3)                             # the reader stalls three hang timeouts long
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err.decode()
+    assert b"hang" not in err
+    assert len(out) > 3000000
+
+
+def test_lost_output_is_said_on_the_other_stream(podrun, tmp_path):
+    """stdout's reader went away: the loss is reported once on stderr and in the termination
+    log, instead of vanishing."""
+    term = tmp_path / "term"
+    p = subprocess.Popen([podrun, "--termination-log", str(term), "--no-python", "sh", "-c",
+                          "sleep 0.5; echo one; echo two"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()                          # the reader is gone before the worker writes
+    err = p.stderr.read()
+    p.wait(timeout=30)
+    want = "bytes of worker output could not be written to stdout: Broken pipe"
+    assert err.count(want) == 1, err
+    assert want in term.read_text()
