@@ -956,7 +956,8 @@ void cfg_usage(FILE *f)
     fprintf(f, "\nexit status: 0 when every worker of the job succeeded; on the node whose worker\n"
                "failed first, that worker's code (128+N for a death by signal N; 127 program not\n"
                "found; 126 not executable) once restarts are used up; 128+N when podrun itself\n"
-               "was stopped by signal N; 2 for a usage error; on every other node the\n"
-               "--exit-code-* value for the reason it was stopped (170 peer failure, 171 peer\n"
-               "lost, 172 store lost, 173 rendezvous timeout, 174 hang).\n");
+               "was stopped by signal N; 2 for a usage error; 1 when podrun could not start the\n"
+               "job (the store port taken, a spawn failure, a node rejected or too late); on\n"
+               "every other node the --exit-code-* value for the reason it was stopped (170 peer\n"
+               "failure, 171 peer lost, 172 store lost, 173 rendezvous timeout, 174 hang).\n");
 }

@@ -373,10 +373,10 @@ int logs_stream_open(struct logs *L, struct log_stream *s, int which, const char
     return 0;
 }
 
-void logs_stream_pull(struct log_stream *s)
+/* Reads what the pipe holds now, without waiting (EAGAIN, or EOF which the read callback or
+ * close_stream sees). */
+static void read_now(struct log_stream *s)
 {
-    if (!s->open || !s->reading)
-        return;   /* a paused stream stays paused: the console is behind */
     int fd = -1;
     uv_fileno((uv_handle_t *)&s->pipe, &fd);
     for (;;) {
@@ -388,30 +388,23 @@ void logs_stream_pull(struct log_stream *s)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            break;   /* EAGAIN, or EOF which the read callback will see too */
+            break;
         s->last_ms = uv_now(s->L->loop);
         consume(s, (size_t)n);
     }
+}
+
+void logs_stream_pull(struct log_stream *s)
+{
+    if (s->open && s->reading)   /* a paused stream stays paused: the console is behind */
+        read_now(s);
 }
 
 void logs_stream_finish(struct log_stream *s)
 {
     if (!s->open)
         return;
-    int fd = -1;
-    uv_fileno((uv_handle_t *)&s->pipe, &fd);
-    for (;;) {
-        uv_buf_t b;
-        alloc_cb((uv_handle_t *)&s->pipe, 0, &b);
-        if (!b.len)
-            break;
-        ssize_t n = read(fd, b.base, b.len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        consume(s, (size_t)n);
-    }
+    read_now(s);
     close_stream(s);
 }
 
