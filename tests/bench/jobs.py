@@ -1,7 +1,9 @@
 """Start N podrun or torchrun agents on this machine (one per loopback address) and measure them.
 Shared by the rendezvous and failure benchmarks."""
+import atexit
 import os
 import resource
+import signal
 import subprocess
 import tempfile
 import time
@@ -38,6 +40,18 @@ def torchrun_cmd(n, i, port, run_id, worker, nproc=1, extra=()):
 
 
 TIME = "/usr/bin/time"
+_live = []   # every Job not yet waited for: killed if the driver ends early
+
+
+def _kill_live(*_):
+    for job in list(_live):
+        job.kill()
+    if _:
+        raise SystemExit(1)
+
+
+atexit.register(_kill_live)
+signal.signal(signal.SIGTERM, _kill_live)
 
 
 class Job:
@@ -58,6 +72,7 @@ class Job:
             cmds = [[TIME, "-f", "%M", "-o", f, *c] for f, c in zip(self.rss_files, cmds)]
         self.t0 = time.monotonic()
         self.procs = []
+        _live.append(self)
         for i, c in enumerate(cmds):
             with open(os.path.join(self.log_dir, f"agent{i}.log"), "wb") as log:
                 self.procs.append(subprocess.Popen(c, env=e, stdout=log, stderr=log,
@@ -78,6 +93,7 @@ class Job:
                 rss[i] = ru.ru_maxrss
                 self.procs[i].returncode = codes[i]
         wall = time.monotonic() - self.t0
+        _live.remove(self)
         n = len(self.procs)
         for i, f in enumerate(self.rss_files):
             try:
