@@ -153,7 +153,9 @@ static void test_nproc_kinds(void)
     CHECK(strstr(err, "no GPU found") != NULL);
     cfg_free(&c);
     cfg_init(&c);
-    CHECK_EQ_INT(cfg_parse_args(&c, 4, ARGV("--nproc-per-node", "gpu", "p"), err, sizeof err), 0);
+    /* the config keeps pointers into argv: the array must outlive cfg_finalize */
+    char **gpu_argv = ARGV("--nproc-per-node", "gpu", "p");
+    CHECK_EQ_INT(cfg_parse_args(&c, 4, gpu_argv, err, sizeof err), 0);
     CHECK_EQ_INT(cfg_finalize(&c, 4, 8, err, sizeof err), 0);
     CHECK_EQ_INT(c.nproc_per_node, 8);
     cfg_free(&c);
@@ -276,7 +278,8 @@ static void test_help_stops_parsing(void)
 {
     struct cfg c;
     cfg_init(&c);
-    CHECK_EQ_INT(cfg_parse_args(&c, 3, ARGV("--help", "--bogus"), err, sizeof err), 0);
+    char **help_argv = ARGV("--help", "--bogus");
+    CHECK_EQ_INT(cfg_parse_args(&c, 3, help_argv, err, sizeof err), 0);
     CHECK(c.help);
     cfg_free(&c);
 }
