@@ -80,20 +80,23 @@ void rdzv_params_default(rdzv_params_t *p)
     p->progress_interval = 5;
 }
 
+/* Every field left at 0 (or below) gets its value from rdzv_params_default. */
 static void fill_defaults(rdzv_params_t *p)
 {
+    rdzv_params_t d;
+    rdzv_params_default(&d);
     if (p->join_timeout <= 0)
-        p->join_timeout = 600;
+        p->join_timeout = d.join_timeout;
     if (p->last_call_timeout <= 0)
-        p->last_call_timeout = 30;
+        p->last_call_timeout = d.last_call_timeout;
     if (p->close_timeout <= 0)
-        p->close_timeout = 30;
+        p->close_timeout = d.close_timeout;
     if (p->keep_alive_interval <= 0)
-        p->keep_alive_interval = 1;
+        p->keep_alive_interval = d.keep_alive_interval;
     if (p->keep_alive_max_attempt <= 0)
-        p->keep_alive_max_attempt = 3;
+        p->keep_alive_max_attempt = d.keep_alive_max_attempt;
     if (p->progress_interval <= 0)
-        p->progress_interval = 5;
+        p->progress_interval = d.progress_interval;
 }
 
 /* ---- lifetime ---- */
