@@ -546,6 +546,14 @@ static void on_prog_timer(uv_timer_t *t)
     }
 }
 
+/* The first progress line after 1 s (or progress_interval if shorter), then every
+ * progress_interval. */
+static void start_progress(rdzv_agent_t *a)
+{
+    uint64_t pi = (uint64_t)(a->p.progress_interval * 1000);
+    uv_timer_start(&a->prog_timer, on_prog_timer, pi < 1000 ? pi : 1000, pi);
+}
+
 static void on_conn_lost(store_aclient_t *c, int status, void *arg)
 {
     (void)status;
@@ -675,8 +683,7 @@ int rdzv_agent_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_de
         *out = NULL;
         return rc;
     }
-    uint64_t pi = (uint64_t)(a->p.progress_interval * 1000);
-    uv_timer_start(&a->prog_timer, on_prog_timer, pi < 1000 ? pi : 1000, pi);
+    start_progress(a);
     *out = a;
     return 0;
 }
@@ -755,10 +762,8 @@ int rdzv_agent_rejoin(rdzv_agent_t *a)
         return -EINVAL;
     a->join_k++;
     send_join(a);
-    if (a->state == AS_JOINING) {
-        uint64_t pi = (uint64_t)(a->p.progress_interval * 1000);
-        uv_timer_start(&a->prog_timer, on_prog_timer, pi < 1000 ? pi : 1000, pi);
-    }
+    if (a->state == AS_JOINING)
+        start_progress(a);
     return a->state == AS_JOINING ? 0 : -ENOTCONN;
 }
 
