@@ -716,26 +716,28 @@ int rdzv_agent_report_done(rdzv_agent_t *a)
     return send_set(a, key, "1", 1);
 }
 
+/* Runs the leave's `sent` callback, once. */
+static void leave_done(rdzv_agent_t *a)
+{
+    void (*sent)(void *) = a->leave_sent;
+    a->leave_sent = NULL;
+    if (sent)
+        sent(a->leave_arg);
+}
+
 static void on_leave_written(store_aclient_t *c, int status, const char *val, size_t len,
                              int64_t num, void *arg)
 {
     (void)c, (void)status, (void)val, (void)len, (void)num;
     rdzv_agent_t *a = arg;
     a->pending--;
-    void (*sent)(void *) = a->leave_sent;
-    a->leave_sent = NULL;
-    if (sent)
-        sent(a->leave_arg);
+    leave_done(a);
     maybe_free(a);
 }
 
 static void on_defer(uv_timer_t *t)
 {
-    rdzv_agent_t *a = t->data;
-    void (*sent)(void *) = a->leave_sent;
-    a->leave_sent = NULL;
-    if (sent)
-        sent(a->leave_arg);
+    leave_done(t->data);
 }
 
 int rdzv_agent_leave(rdzv_agent_t *a, const char *reason, void (*sent)(void *), void *arg)
