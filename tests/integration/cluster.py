@@ -52,15 +52,16 @@ def agent_args(nnodes, nproc, endpoint, local_addr, run_id="job1", extra=(), scr
 
 
 def start_agents(n, nproc, port, run_id="job1", extra=(), env=None, script=None,
-                 host_index=0, order=None, delays=None):
-    """Starts n agents on 127.0.0.2 … 127.0.0.(n+1); agent host_index hosts the store."""
-    endpoint = f"127.0.0.{2 + host_index}:{port}"
+                 order=None, delays=None):
+    """Starts n agents on 127.0.0.2 … 127.0.0.(n+1), in `order`, waiting delays[i] seconds
+    before agent i; the agent on 127.0.0.2 (the endpoint) hosts the store."""
+    endpoint = f"127.0.0.2:{port}"
     agents = [None] * n
     for i in (order or range(n)):
         if delays and delays.get(i):
             time.sleep(delays[i])
         np = nproc[i] if isinstance(nproc, (list, tuple)) else nproc
-        agents[i] = Agent(agent_args(n if isinstance(n, int) else n, np, endpoint,
+        agents[i] = Agent(agent_args(n, np, endpoint,
                                      f"127.0.0.{2 + i}", run_id, extra, script),
                           env=env, name=f"node{i}")
     return agents

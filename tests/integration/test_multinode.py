@@ -4,9 +4,9 @@ import os
 import shutil
 import time
 
-
 from cluster import (WORKERS, Agent, Netns, agent_args, parse_kv, result_lines, start_agents,
                      wait_all)
+from conftest import free_port
 
 ENV_SH = os.path.join(WORKERS, "env.sh")
 NOPY = ["--no-python"]
@@ -45,7 +45,7 @@ def test_four_nodes_gloo_allreduce(port):
     assert sorted(int(r["rank"]) for r in res) == list(range(8))
     assert all(int(r["sum"]) == sum(range(8)) and int(r["world"]) == 8 for r in res)
     # workers use the job store: one store per job
-    env_agents = start_agents(4, 2, port + 1 if port < 65000 else port - 1, extra=NOPY,
+    env_agents = start_agents(4, 2, free_port("127.0.0.2"), extra=NOPY,
                               script=ENV_SH)
     assert wait_all(env_agents) == [0] * 4
     res = env_results(env_agents)
@@ -88,7 +88,7 @@ def test_node_ranks_stable_and_given(port):
         (r,) = env_results([a])
         assert int(r["group_rank"]) == n - 1 - i
     runs = []
-    for p in (port + 2, port + 3):
+    for p in (free_port("127.0.0.2"), free_port("127.0.0.2")):
         agents = start_agents(n, 1, p, extra=NOPY, script=ENV_SH, order=[2, 0, 1])
         assert wait_all(agents) == [0] * n
         runs.append([env_results([a])[0]["group_rank"] for a in agents])
