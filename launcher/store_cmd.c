@@ -13,6 +13,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "config.h"
 #include "podrun/store.h"
 #include "rdzv/server.h"
 
@@ -77,9 +78,8 @@ static int parse_size(const char *s, size_t *out)
 
 static int parse_port(const char *s, uint16_t *out)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || v < 0 || v > 65535)
+    long v;
+    if (cfg_parse_int(s, 0, 65535, &v) < 0)
         return -1;
     *out = (uint16_t)v;
     return 0;
