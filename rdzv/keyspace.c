@@ -667,6 +667,19 @@ int keyspace_foreach(keyspace_t *ks, int (*fn)(void *arg, const char *key, size_
     return 0;
 }
 
+/* Frees every queued item of e. */
+static void drop_queue(keyspace_t *ks, ks_entry_t *e)
+{
+    while (e->qhead) {
+        ks_item_t *it = e->qhead;
+        e->qhead = it->next;
+        ks->bytes -= it->len;
+        free(it);
+    }
+    e->qtail = NULL;
+    e->qlen = 0;
+}
+
 size_t keyspace_delete_except(keyspace_t *ks, const char *keep, size_t keeplen)
 {
     size_t n = 0;
@@ -680,14 +693,7 @@ size_t keyspace_delete_except(keyspace_t *ks, const char *keep, size_t keeplen)
                 drop_value(ks, e);
                 n++;
             }
-            while (e->qhead) {
-                ks_item_t *it = e->qhead;
-                e->qhead = it->next;
-                ks->bytes -= it->len;
-                free(it);
-            }
-            e->qtail = NULL;
-            e->qlen = 0;
+            drop_queue(ks, e);
             maybe_drop(ks, e);
         }
     }
@@ -702,11 +708,7 @@ void keyspace_free(keyspace_t *ks)
         ks_entry_t *e = ks->buckets[i], *next;
         for (; e; e = next) {
             next = e->next;
-            while (e->qhead) {
-                ks_item_t *it = e->qhead;
-                e->qhead = it->next;
-                free(it);
-            }
+            drop_queue(ks, e);
             /* waiters and watches belong to owners; detach them so owners can be released */
             for (ks_link_t *l = e->waiters; l; l = l->next)
                 l->e = NULL;
