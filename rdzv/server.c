@@ -247,6 +247,7 @@ static void on_watch(void *arg, ks_owner_t *owner, int type, const char *key, si
 /* ---- connections ------------------------------------------------------------------------- */
 
 static void server_maybe_done(store_server_t *s);
+static void rbuf_free(conn_t *c);
 
 static void on_conn_closed(uv_handle_t *h)
 {
@@ -264,8 +265,7 @@ static void on_conn_closed(uv_handle_t *h)
         s->limit_logged = 0;
     if (c->wrote_observed && s->on_close)
         s->on_close(s->obs_arg, c->id);
-    s->pending -= c->rcap;
-    free(c->rbuf);
+    rbuf_free(c);
     free(c);
     s->handles--;
     server_maybe_done(s);
