@@ -59,7 +59,6 @@ struct store_aclient {
     double delay;
     unsigned seed;
     int last_err;
-    uint32_t nonce;
     areq_t *head, *tail;        /* on the wire, awaiting replies */
     areq_t *hhead, *htail;      /* held behind a WAIT */
     int wait_out;               /* a WAIT is on the wire */
@@ -292,7 +291,7 @@ static void pop_head(store_aclient_t *c)
     free_req(q);
 }
 
-static void on_ready_hello(store_aclient_t *c, uint32_t echo);
+static void on_ready_hello(store_aclient_t *c);
 
 /* Delivers one reply to the request at the FIFO head. Returns 0, or an error to drop the link. */
 static int deliver(store_aclient_t *c, const wire_reply_t *rep)
@@ -300,11 +299,11 @@ static int deliver(store_aclient_t *c, const wire_reply_t *rep)
     areq_t *q = c->head;
     switch (q->kind) {
     case K_HELLO: {
-        uint32_t echo = rep->u32, want = q->nonce;
+        int ok = rep->u32 == q->nonce;
         pop_head(c);
-        if (echo != want)
+        if (!ok)
             return PODRUN_EPROTO;
-        on_ready_hello(c, echo);
+        on_ready_hello(c);
         return 0;
     }
     case K_CANCEL:
@@ -460,9 +459,8 @@ static void retry(store_aclient_t *c, int err)
     retry_later(c);
 }
 
-static void on_ready_hello(store_aclient_t *c, uint32_t echo)
+static void on_ready_hello(store_aclient_t *c)
 {
-    (void)echo;
     uv_timer_stop(&c->timer);
     c->state = S_READY;
     if (c->connected)
@@ -483,17 +481,17 @@ static void on_connected(uv_connect_t *req, int status)
     uv_tcp_nodelay(&c->tcp, 1);
     c->state = S_VALIDATING;
     wire_buf_t b = {0};
-    c->nonce = (uint32_t)uv_hrtime() ^ (uint32_t)(uintptr_t)c;
+    uint32_t nonce = (uint32_t)uv_hrtime() ^ (uint32_t)(uintptr_t)c;
     areq_t *q = new_req(K_HELLO, WIRE_R_U32, NULL, NULL);
     if (!q || wire_put_op(&b, WIRE_V2, WIRE_VALIDATE) || wire_put_u32(&b, WIRE_MAGIC) ||
-        wire_put_op(&b, WIRE_V2, WIRE_PING) || wire_put_u32(&b, c->nonce) ||
+        wire_put_op(&b, WIRE_V2, WIRE_PING) || wire_put_u32(&b, nonce) ||
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
         free(q);
         wire_buf_free(&b);
         connect_failed(c, -ENOMEM);
         return;
     }
-    q->nonce = c->nonce;
+    q->nonce = nonce;
     take_buf(q, &b);
     if (send_req(c, q) < 0) {
         free_req(q);
@@ -657,10 +655,7 @@ int store_aclient_wait(store_aclient_t *c, const char *const *keys, size_t n, in
 {
     areq_t *q = new_req(K_WAIT, WIRE_R_U8, cb, arg);
     wire_buf_t b = {0};
-    int bad = !q || wire_put_op(&b, WIRE_V2, WIRE_WAIT) || wire_put_u64(&b, n);
-    for (size_t i = 0; !bad && i < n; i++)
-        bad = wire_put_str(&b, keys[i], strlen(keys[i])) != 0;
-    if (bad) {
+    if (!q || wire_put_op(&b, WIRE_V2, WIRE_WAIT) || wire_put_keys(&b, keys, n)) {
         free(q);
         wire_buf_free(&b);
         return -ENOMEM;

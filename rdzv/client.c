@@ -161,11 +161,8 @@ static int put_key_op(podrun_store_t *s, wire_op_t op, const char *key)
 static int put_keys(podrun_store_t *s, wire_op_t op, const char *const *keys, size_t n)
 {
     s->out.len = 0;
-    if (wire_put_op(&s->out, WIRE_V2, op) || wire_put_u64(&s->out, n))
+    if (wire_put_op(&s->out, WIRE_V2, op) || wire_put_keys(&s->out, keys, n))
         return -ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        if (wire_put_str(&s->out, keys[i], strlen(keys[i])))
-            return -ENOMEM;
     return 0;
 }
 

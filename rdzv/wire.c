@@ -298,6 +298,16 @@ int wire_put_str(wire_buf_t *b, const void *p, size_t len)
     return 0;
 }
 
+int wire_put_keys(wire_buf_t *b, const char *const *keys, size_t n)
+{
+    if (wire_put_u64(b, n))
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (wire_put_str(b, keys[i], strlen(keys[i])))
+            return -ENOMEM;
+    return 0;
+}
+
 int wire_put_op(wire_buf_t *b, wire_dialect_t d, wire_op_t op)
 {
     int code = wire_opcode(d, op);

@@ -146,6 +146,9 @@ int wire_put_u32(wire_buf_t *b, uint32_t v);
 int wire_put_u64(wire_buf_t *b, uint64_t v);
 int wire_put_i64(wire_buf_t *b, int64_t v);
 int wire_put_str(wire_buf_t *b, const void *p, size_t len); /* u64 length + bytes */
+/* A key list as CHECK/WAIT/MULTI_GET send it: u64 n, then each NUL-terminated key as a str.
+ * On -ENOMEM part of the list may be in the buffer: callers drop the request. */
+int wire_put_keys(wire_buf_t *b, const char *const *keys, size_t n);
 /* The opcode byte of `op` for dialect d; -EINVAL if the dialect lacks it. */
 int wire_put_op(wire_buf_t *b, wire_dialect_t d, wire_op_t op);
 
