@@ -763,15 +763,21 @@ static void set_status(coord_t *c, const char *line)
 static void close_round(coord_t *c, double now);
 static void check_close(coord_t *c, double now);
 
+/* The open round's timers (join, last call, progress) are off. */
+static void stop_open_timers(coord_t *c)
+{
+    act_timer(c, COORD_T_JOIN, -1);
+    act_timer(c, COORD_T_LAST_CALL, -1);
+    act_timer(c, COORD_T_PROGRESS, -1);
+    c->last_call_armed = 0;
+}
+
 static void go_over(coord_t *c, const char *kind, const char *text)
 {
     c->phase = COORD_OVER;
     sfmt(c->over_kind, sizeof c->over_kind, "%s", kind);
     sfmt(c->over_text, sizeof c->over_text, "%s", text);
-    act_timer(c, COORD_T_JOIN, -1);
-    act_timer(c, COORD_T_LAST_CALL, -1);
-    act_timer(c, COORD_T_PROGRESS, -1);
-    c->last_call_armed = 0;
+    stop_open_timers(c);
     for (size_t i = 0; i < c->n_nodes; i++) {
         cnode_t *n = c->nodes[i];
         if (n->state == NS_WAITING || n->state == NS_JOINED) {
@@ -963,10 +969,7 @@ static void close_round(coord_t *c, double now)
     c->members = n;
     c->done = 0;
     c->joined = 0;
-    c->last_call_armed = 0;
-    act_timer(c, COORD_T_JOIN, -1);
-    act_timer(c, COORD_T_LAST_CALL, -1);
-    act_timer(c, COORD_T_PROGRESS, -1);
+    stop_open_timers(c);
     char line[256];
     sfmt(line, sizeof line,
              "rendezvous '%s' round %d complete: %d node%s, world size %lld, restart count %d "
@@ -1517,9 +1520,7 @@ void coord_shutdown(coord_t *c, double now)
         go_over(c, "ended", text);
     }
     act_timer(c, COORD_T_SWEEP, -1);
-    act_timer(c, COORD_T_JOIN, -1);
-    act_timer(c, COORD_T_LAST_CALL, -1);
-    act_timer(c, COORD_T_PROGRESS, -1);
+    stop_open_timers(c);
     act_timer(c, COORD_T_DECIDE, -1);
     if (c->connected > 0)
         act_timer(c, COORD_T_CLOSE, now + c->p.close_timeout);
