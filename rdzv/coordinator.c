@@ -986,12 +986,12 @@ static void check_close(coord_t *c, double now)
         return;
     int n = c->joined;
     if (n >= c->p.max_nodes ||
-        (n >= c->p.min_nodes && c->expect_known && c->expected_missing <= 0 && n > 0)) {
+        (n >= c->p.min_nodes && c->expect_known && c->expected_missing <= 0)) {
         close_round(c, now);
-    } else if (n >= c->p.min_nodes && n > 0 && !c->last_call_armed) {
+    } else if (n >= c->p.min_nodes && !c->last_call_armed) {
         c->last_call_armed = 1;
         act_timer(c, COORD_T_LAST_CALL, now + c->p.last_call_timeout);
-    } else if ((n < c->p.min_nodes || n == 0) && c->last_call_armed) {
+    } else if (n < c->p.min_nodes && c->last_call_armed) {
         c->last_call_armed = 0;
         act_timer(c, COORD_T_LAST_CALL, -1);
     }
@@ -1447,7 +1447,7 @@ void coord_on_timer(coord_t *c, int timer, double now)
     case COORD_T_JOIN:
         if (c->phase != COORD_OPEN)
             break;
-        if (c->joined >= c->p.min_nodes && c->joined > 0) {
+        if (c->joined >= c->p.min_nodes) {
             close_round(c, now);
         } else {
             progress_line(c, now, 1, line, sizeof line);
@@ -1457,7 +1457,7 @@ void coord_on_timer(coord_t *c, int timer, double now)
         break;
     case COORD_T_LAST_CALL:
         c->last_call_armed = 0;
-        if (c->phase == COORD_OPEN && c->joined >= c->p.min_nodes && c->joined > 0)
+        if (c->phase == COORD_OPEN && c->joined >= c->p.min_nodes)
             close_round(c, now);
         break;
     case COORD_T_SWEEP:
