@@ -324,6 +324,16 @@ static void test_full_cycle(void)
     memset(ag, 0, sizeof ag);
 }
 
+/* Agent 0 hosts, the others join it; 1 once every agent has its assignment. */
+static int start_job(rdzv_params_t p)
+{
+    start(0, p, 1);
+    p.endpoint_port = rdzv_agent_store_port(ag[0].a);
+    for (int i = 1; i < NA; i++)
+        start(i, p, 0);
+    return run_until(all_assigned_1, 10);
+}
+
 static int others_stopped(void)
 {
     for (int i = 0; i < NA; i++)
@@ -335,11 +345,7 @@ static int others_stopped(void)
 static void test_agent_lost_and_leave(void)
 {
     rdzv_params_t p = params(NA, 0, 0);
-    start(0, p, 1);
-    p.endpoint_port = rdzv_agent_store_port(ag[0].a);
-    for (int i = 1; i < NA; i++)
-        start(i, p, 0);
-    CHECK(run_until(all_assigned_1, 10));
+    CHECK(start_job(p));
     /* an agent dies without a word: its closed connection stops everyone else at once */
     rdzv_agent_close(ag[3].a, cb_closed, &ag[3]);
     CHECK(run_until(others_stopped, 5));
@@ -351,11 +357,7 @@ static void test_agent_lost_and_leave(void)
 
     /* leave (SIGTERM): the others hear the reason, the leaver's message is sent */
     p = params(NA, 0, 0);
-    start(0, p, 1);
-    p.endpoint_port = rdzv_agent_store_port(ag[0].a);
-    for (int i = 1; i < NA; i++)
-        start(i, p, 0);
-    CHECK(run_until(all_assigned_1, 10));
+    CHECK(start_job(p));
     CHECK_EQ_INT(rdzv_agent_leave(ag[3].a, "SIGTERM", cb_left, &ag[3]), 0);
     CHECK(run_until(others_stopped, 5));
     CHECK_EQ_INT(ag[3].left_sent, 1);
@@ -401,11 +403,7 @@ static pid_t fork_host(rdzv_params_t p)
 static void test_host_lost(void)
 {
     rdzv_params_t p = params(NA, 2, 0);
-    start(0, p, 1);
-    p.endpoint_port = rdzv_agent_store_port(ag[0].a);
-    for (int i = 1; i < NA; i++)
-        start(i, p, 0);
-    CHECK(run_until(all_assigned_1, 10));
+    CHECK(start_job(p));
     /* the host's agent goes while the job runs: the others are told before the store closes,
      * and told to exit, for there is no store left to restart in */
     rdzv_agent_close(ag[0].a, cb_closed, &ag[0]);
