@@ -72,8 +72,7 @@ struct agent {
     int n;
 
     /* the rendezvous and what it assigned */
-    rdzv_agent_t *rz;
-    bool rz_closing, rz_closed;
+    rdzv_agent_t *rz;              /* NULL once closed (or never started) */
     int group_rank, group_world_size, world_size, rank_base;
     int restart_count;
     char master_addr[RDZV_NAME_MAX];
@@ -793,7 +792,7 @@ static void on_signal(void *arg, int sig)
     a->stop_signal = sig;
     a->exit_code = 128 + sig;
     report_signame(sig, sn, sizeof sn);
-    if (a->rz && !a->rz_closing) {
+    if (a->rz) {
         a->leave_pending = true;
         uv_timer_start(&a->leave_timer, on_leave_timeout, AGENT_LEAVE_MS, 0);
         if (rdzv_agent_leave(a->rz, sn, on_left, a))
@@ -826,7 +825,7 @@ static void close_all(uv_timer_t *t)
 
 static void maybe_done(struct agent *a)
 {
-    if (a->drained && a->rz_closed && a->state != AGENT_DONE) {
+    if (a->drained && !a->rz && a->state != AGENT_DONE) {
         set_state(a, AGENT_DONE);
         uv_timer_start(&a->exit_timer, close_all, a->strays ? AGENT_STRAY_MS : 0, 0);
     }
@@ -847,7 +846,6 @@ static void on_rdzv_closed(void *arg)
 {
     struct agent *a = arg;
     a->rz = NULL;
-    a->rz_closed = true;
     /* the host's last lines (who it waited for) may have come after the first drain */
     a->drained = false;
     logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
@@ -979,14 +977,9 @@ static void enter_exiting(struct agent *a)
     /* The workers' groups are gone; what is left among podrun's children left its group
      * (setsid, a daemon) and was adopted by podrun as subreaper: it goes with the job. */
     a->strays = init_signal_children(SIGTERM, a->wg.guard_pid);
-    /* before the drain, which may complete at once and then needs to know the rendezvous is
-     * already gone (a job that never got one) */
-    if (a->rz && !a->rz_closing) {
-        a->rz_closing = true;
+    /* done once the output is drained and the rendezvous closed (on_rdzv_closed drains again) */
+    if (a->rz)
         rdzv_agent_close(a->rz, on_rdzv_closed, a);
-    } else if (!a->rz) {
-        a->rz_closed = true;
-    }
     logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
 }
 
