@@ -134,6 +134,14 @@ struct out {
     size_t len, cap;
 };
 
+/* An empty text in buf (when there is room for one). */
+static struct out out_start(char *buf, size_t cap)
+{
+    if (cap)
+        buf[0] = 0;
+    return (struct out){buf, 0, cap};
+}
+
 static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(struct out *o, const char *fmt, ...)
 {
@@ -173,9 +181,7 @@ static void format_time(const struct timespec *t, char *buf, size_t len)
 size_t report_format(const struct report_failure *f, const struct report_error *e, char *buf,
                      size_t len)
 {
-    struct out o = {buf, 0, len};
-    if (len)
-        buf[0] = 0;
+    struct out o = out_start(buf, len);
     char when[64], cause[512], sn[32];
     format_time(&f->time, when, sizeof when);
     report_cause(f, cause, sizeof cause);
@@ -227,9 +233,7 @@ size_t report_short(const struct report_failure *f, const struct report_error *e
 {
     if (len > REPORT_TERMLOG_MAX + 1)
         len = REPORT_TERMLOG_MAX + 1;
-    struct out o = {buf, 0, len};
-    if (len)
-        buf[0] = 0;
+    struct out o = out_start(buf, len);
     char when[64], cause[512];
     format_time(&f->time, when, sizeof when);
     report_cause(f, cause, sizeof cause);
@@ -289,9 +293,7 @@ static void put_record(struct out *o, int idx, const rdzv_failure_t *f)
 size_t report_job_format(const rdzv_failure_t *f, int n, const char *title, char *buf,
                          size_t len)
 {
-    struct out o = {buf, 0, len};
-    if (len)
-        buf[0] = 0;
+    struct out o = out_start(buf, len);
     put(&o, RULE "%s FAILED\n" THIN "Failures:\n", title ? title : "job");
     if (n <= 1)
         put(&o, "  <NO_OTHER_FAILURES>\n");
@@ -310,9 +312,7 @@ size_t report_job_short(const rdzv_failure_t *f, int n, char *buf, size_t len)
 {
     if (len > REPORT_TERMLOG_MAX + 1)
         len = REPORT_TERMLOG_MAX + 1;
-    struct out o = {buf, 0, len};
-    if (len)
-        buf[0] = 0;
+    struct out o = out_start(buf, len);
     if (n <= 0)
         return 0;
     char when[64], who[96];
@@ -334,9 +334,7 @@ size_t report_job_short(const rdzv_failure_t *f, int n, char *buf, size_t len)
 size_t report_details(const struct report_failure *f, const struct report_error *e, char *buf,
                       size_t len)
 {
-    struct out o = {buf, 0, len};
-    if (len)
-        buf[0] = 0;
+    struct out o = out_start(buf, len);
     char cause[512];
     report_cause(f, cause, sizeof cause);
     put(&o, "Root cause details on this node: rank %d (local_rank: %d, pid: %d): %s\n", f->rank,
