@@ -35,6 +35,15 @@ struct opt_def {
 
 #define OFF(f) offsetof(struct cfg, f)
 
+/* The --rdzv-conf keys: the options from join_timeout to timeout, in enum order. */
+#define CFG_RDZV_CONF_FIRST CFG_JOIN_TIMEOUT
+#define CFG_RDZV_CONF_LAST CFG_STORE_TIMEOUT
+
+static bool is_rdzv_conf_key(int id)
+{
+    return id >= CFG_RDZV_CONF_FIRST && id <= CFG_RDZV_CONF_LAST;
+}
+
 static const struct opt_def opts[CFG__COUNT] = {
     [CFG_NPROC_PER_NODE] = {"nproc-per-node", 0, T_NPROC, 0, 0, 0, "1", "N|auto|cpu|gpu", NULL, 0,
         "workers on this node; auto = GPUs, else CPUs"},
@@ -344,9 +353,6 @@ static int set_endpoint(struct cfg *c, const char *v)
 static int set_rdzv_conf(struct cfg *c, const char *v, const struct cfg_src *src, char *err,
                          size_t errlen)
 {
-    static const enum cfg_id keys[] = {CFG_JOIN_TIMEOUT, CFG_LAST_CALL_TIMEOUT, CFG_CLOSE_TIMEOUT,
-        CFG_KEEP_ALIVE_INTERVAL, CFG_KEEP_ALIVE_MAX_ATTEMPT, CFG_IS_HOST, CFG_READ_TIMEOUT,
-        CFG_STORE_TIMEOUT};
     char what[160];
     input_name(CFG_RDZV_CONF, src, v, what, sizeof what);
     const char *p = v;
@@ -367,15 +373,17 @@ static int set_rdzv_conf(struct cfg *c, const char *v, const struct cfg_src *src
         if (!eq || eq == item)
             return fail(err, errlen, "%s: '%s' is not KEY=VALUE", what, item);
         *eq = 0;
-        enum cfg_id id = CFG__COUNT;
-        for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-            if (!strcmp(item, opts[keys[i]].name))
-                id = keys[i];
-        if (id == CFG__COUNT)
-            return fail(err, errlen,
-                        "%s: unknown key '%s'; known keys: join_timeout, last_call_timeout, "
-                        "close_timeout, keep_alive_interval, keep_alive_max_attempt, is_host, "
-                        "read_timeout, timeout", what, item);
+        enum cfg_id id = CFG_RDZV_CONF_FIRST;
+        while (id <= CFG_RDZV_CONF_LAST && strcmp(item, opts[id].name))
+            id++;
+        if (id > CFG_RDZV_CONF_LAST) {
+            char known[256];
+            size_t kl = 0;
+            for (int k = CFG_RDZV_CONF_FIRST; k <= CFG_RDZV_CONF_LAST; k++)
+                kl += (size_t)snprintf(known + kl, sizeof known - kl, "%s%s",
+                                       k == CFG_RDZV_CONF_FIRST ? "" : ", ", opts[k].name);
+            return fail(err, errlen, "%s: unknown key '%s'; known keys: %s", what, item, known);
+        }
         int r = cfg_set(c, id, eq + 1, src, err, errlen);
         if (r)
             return r;
@@ -397,7 +405,7 @@ int cfg_set(struct cfg *c, enum cfg_id id, const char *v, const struct cfg_src *
     input_name(id, src, v, what, sizeof what);
     if (!v)
         return fail(err, errlen, "%s needs a value", o->name);
-    if (id >= CFG_JOIN_TIMEOUT && id <= CFG_STORE_TIMEOUT && src->kind != CFG_SRC_DEFAULT)
+    if (is_rdzv_conf_key(id) && src->kind != CFG_SRC_DEFAULT)
         snprintf(what, sizeof what, "--rdzv-conf %s=%s", o->name, v);
 
     switch (o->type) {
@@ -904,7 +912,7 @@ void cfg_print(const struct cfg *c, FILE *f)
         format_value(c, i, val, sizeof val);
         cfg_src_describe(&c->src[i], src, sizeof src);
         char name[48];
-        if (i >= CFG_JOIN_TIMEOUT && i <= CFG_STORE_TIMEOUT)
+        if (is_rdzv_conf_key(i))
             snprintf(name, sizeof name, "rdzv-conf %s", opts[i].name);
         else
             snprintf(name, sizeof name, "%s", opts[i].name);
