@@ -245,6 +245,21 @@ static int set_str(char **field, const char *v)
     return 0;
 }
 
+/* Copies the next item of a non-empty "a,b,c" list at *p into item and moves *p past it and its
+ * comma; -EINVAL for an empty or overlong item or a trailing comma. */
+static int next_item(const char **p, char *item, size_t cap)
+{
+    size_t n = strcspn(*p, ",");
+    if (n == 0 || n >= cap)
+        return -EINVAL;
+    memcpy(item, *p, n);
+    item[n] = 0;
+    *p += n;
+    if (**p == ',' && !*++*p)
+        return -EINVAL;
+    return 0;
+}
+
 /* "N" (all local ranks) or "LR:N,LR:N" with N in 0..3: syntax only; ranks are checked against
  * nproc in cfg_finalize. */
 static int check_stdspec(const char *s)
@@ -252,23 +267,15 @@ static int check_stdspec(const char *s)
     long v;
     if (!strchr(s, ':'))
         return cfg_parse_int(s, 0, 3, &v);
-    const char *p = s;
-    while (*p) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+    for (const char *p = s; *p;) {
         char item[32];
-        if (n == 0 || n >= sizeof item)
+        if (next_item(&p, item, sizeof item))
             return -EINVAL;
-        memcpy(item, p, n);
-        item[n] = 0;
         char *colon = strchr(item, ':');
         if (!colon)
             return -EINVAL;
         *colon = 0;
         if (cfg_parse_int(item, 0, CFG_MAX_NPROC - 1, &v) || cfg_parse_int(colon + 1, 0, 3, &v))
-            return -EINVAL;
-        p += n;
-        if (*p == ',' && !*++p)
             return -EINVAL;
     }
     return 0;
@@ -278,19 +285,12 @@ static int check_stdspec(const char *s)
  * ranks; -ERANGE: *bad is not below n. */
 static int parse_ranks(const char *s, int n, bool *mark, long *bad)
 {
-    const char *p = s;
     if (!*s)
         return -EINVAL;
-    while (*p) {
-        const char *comma = strchr(p, ',');
-        size_t k = comma ? (size_t)(comma - p) : strlen(p);
+    for (const char *p = s; *p;) {
         char item[16];
         long v;
-        if (k == 0 || k >= sizeof item)
-            return -EINVAL;
-        memcpy(item, p, k);
-        item[k] = 0;
-        if (cfg_parse_int(item, 0, CFG_MAX_NPROC - 1, &v))
+        if (next_item(&p, item, sizeof item) || cfg_parse_int(item, 0, CFG_MAX_NPROC - 1, &v))
             return -EINVAL;
         if (v >= n) {
             *bad = v;
@@ -298,9 +298,6 @@ static int parse_ranks(const char *s, int n, bool *mark, long *bad)
         }
         if (mark)
             mark[v] = true;
-        p += k;
-        if (*p == ',' && !*++p)
-            return -EINVAL;
     }
     return 0;
 }
