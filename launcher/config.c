@@ -5,6 +5,7 @@
  * layer (PET_<NAME>, then PODRUN_<NAME> which wins), --help and --print-config, so a new option
  * is one table row plus, for a new type, one parser. */
 #include "config.h"
+#include "env.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -557,15 +558,6 @@ static void env_suffix(const char *name, char *buf, size_t len)
     buf[i] = 0;
 }
 
-static const char *env_lookup(char *const *envp, const char *name)
-{
-    size_t n = strlen(name);
-    for (char *const *e = envp; e && *e; e++)
-        if (!strncmp(*e, name, n) && (*e)[n] == '=')
-            return *e + n + 1;
-    return NULL;
-}
-
 int cfg_load_env(struct cfg *c, char *const *envp, char *err, size_t errlen)
 {
     for (int i = 0; i < CFG__COUNT; i++) {
@@ -575,19 +567,18 @@ int cfg_load_env(struct cfg *c, char *const *envp, char *err, size_t errlen)
         char suffix[40];
         env_suffix(o->name, suffix, sizeof suffix);
         /* lowest first, so that PODRUN_ wins over PET_, which wins over the torch variable */
-        char names[3][48];
+        struct cfg_src names[3];
         int nn = 0;
         if (o->extra_env)
-            snprintf(names[nn++], sizeof names[0], "%s", o->extra_env);
-        snprintf(names[nn++], sizeof names[0], "PET_%s", suffix);
-        snprintf(names[nn++], sizeof names[0], "PODRUN_%s", suffix);
+            snprintf(names[nn++].name, sizeof names[0].name, "%s", o->extra_env);
+        snprintf(names[nn++].name, sizeof names[0].name, "PET_%s", suffix);
+        snprintf(names[nn++].name, sizeof names[0].name, "PODRUN_%s", suffix);
         for (int k = 0; k < nn; k++) {
-            const char *v = env_lookup(envp, names[k]);
+            const char *v = env_get(envp, names[k].name);
             if (!v || !*v)
                 continue;
-            struct cfg_src s = {CFG_SRC_ENV, ""};
-            snprintf(s.name, sizeof s.name, "%s", names[k]);
-            int r = cfg_set(c, (enum cfg_id)i, v, &s, err, errlen);
+            names[k].kind = CFG_SRC_ENV;
+            int r = cfg_set(c, (enum cfg_id)i, v, &names[k], err, errlen);
             if (r)
                 return r;
         }

@@ -27,7 +27,7 @@ static bool is_var(const char *entry, const char *name)
     return !strncmp(entry, name, n) && entry[n] == '=';
 }
 
-static const char *lookup(char *const *env, const char *name)
+const char *env_get(char *const *env, const char *name)
 {
     for (char *const *e = env; e && *e; e++)
         if (is_var(*e, name))
@@ -100,15 +100,15 @@ int env_build(char *const *base, const struct env_worker *w, char ***out, struct
         p += sprintf(p, "PODRUN_HEARTBEAT_FILE=%s", w->heartbeat_file) + 1;
     }
     for (size_t i = 0; i < sizeof knobs / sizeof *knobs; i++)
-        if (!lookup(base, knobs[i])) {
+        if (!env_get(base, knobs[i])) {
             arr[n++] = p;
             p += sprintf(p, "%s=1", knobs[i]) + 1;
         }
-    if (w->socket_ifname && !lookup(base, "GLOO_SOCKET_IFNAME")) {
+    if (w->socket_ifname && !env_get(base, "GLOO_SOCKET_IFNAME")) {
         arr[n++] = p;
         p += sprintf(p, "GLOO_SOCKET_IFNAME=%s", w->socket_ifname) + 1;
     }
-    if (!lookup(base, "OMP_NUM_THREADS") && w->local_world_size > 1) {
+    if (!env_get(base, "OMP_NUM_THREADS") && w->local_world_size > 1) {
         arr[n++] = p;
         p += sprintf(p, "OMP_NUM_THREADS=1") + 1;
         nt.omp_set = true;

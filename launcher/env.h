@@ -39,6 +39,9 @@ struct env_notes {
  * that is given and the variable is unset. One allocation: free(*out) frees all. */
 int env_build(char *const *base, const struct env_worker *w, char ***out, struct env_notes *notes);
 
+/* The value of `name` in a NULL-terminated "NAME=value" list (NULL or empty list: none). */
+const char *env_get(char *const *env, const char *name);
+
 /* The worker's argv (NULL-terminated, pointing into cfg; free(*out) frees it):
  * --no-python or a non-.py program: PROGRAM ARGS; -m: PYTHON -u -m PROGRAM ARGS;
  * --run-path: PYTHON -u -c <runpy> PROGRAM ARGS; a .py program: PYTHON -u PROGRAM ARGS. */
