@@ -308,14 +308,19 @@ static void stop_job(struct agent *a, int sig, const char *why)
         workers_stop_all(&a->wg, sig, a->cfg->term_timeout_ms);
 }
 
+static void finish_streams(struct agent *a)
+{
+    for (int i = 0; i < 2 * a->n; i++)
+        logs_stream_finish(&a->streams[i]);
+}
+
 /* Every worker of this attempt is gone: read the rest of their output, then see what next. */
 static void workers_gone(struct agent *a)
 {
     if (a->workers_down)
         return;
     a->workers_down = true;
-    for (int i = 0; i < 2 * a->n; i++)
-        logs_stream_finish(&a->streams[i]);
+    finish_streams(a);
     if (a->state == AGENT_RUNNING)
         set_state(a, AGENT_STOPPING);
     advance(a);
@@ -620,15 +625,12 @@ static void on_rdzv_stopped(void *arg, const rdzv_decision_t *d)
     if (a->state >= AGENT_EXITING || a->stop_signal)
         return;
     copy_decision(a, d);
-    if (a->state == AGENT_RUNNING) {
-        char why[RDZV_REASON_MAX + 32];
-        snprintf(why, sizeof why, "the job stopped: %s", d->reason);
+    char why[RDZV_REASON_MAX + 32];
+    snprintf(why, sizeof why, "the job stopped: %s", d->reason);
+    if (a->state == AGENT_RUNNING)
         stop_job(a, SIGTERM, why);
-    } else if (a->ended_alive > 0) {
-        char why[RDZV_REASON_MAX + 32];
-        snprintf(why, sizeof why, "the job stopped: %s", d->reason);
+    else if (a->ended_alive > 0)
         say_stopping(a, why, a->ended_alive, SIGTERM);
-    }
     a->ended_alive = 0;
     advance(a);
 }
@@ -669,13 +671,10 @@ static void on_rdzv_lost(void *arg, int err, const char *why)
         return;
     a->lost = true;
     a->exit_code = lost_code(a, err);
-    if (a->state == AGENT_RUNNING) {
-        char msg[RDZV_LINE_MAX + 16];
-        snprintf(msg, sizeof msg, "%s", why);
-        stop_job(a, SIGTERM, msg);
-    } else if (strcmp(why, a->last_progress) != 0) {
+    if (a->state == AGENT_RUNNING)
+        stop_job(a, SIGTERM, why);
+    else if (strcmp(why, a->last_progress) != 0)
         logs_message(&a->logs, "%s", why);   /* unless the rendezvous already said it */
-    }
     advance(a);
 }
 
@@ -942,8 +941,7 @@ static void enter_exiting(struct agent *a)
 {
     set_state(a, AGENT_EXITING);
     hang_stop_all(a);
-    for (int i = 0; i < 2 * a->n; i++)
-        logs_stream_finish(&a->streams[i]);
+    finish_streams(a);
     char msg[RDZV_LINE_MAX + 64];
     char sn[32];
     if (a->stop_signal) {
@@ -964,10 +962,9 @@ static void enter_exiting(struct agent *a)
         }
     } else if (a->finished) {
         a->exit_code = 0;
-        int n = snprintf(msg, sizeof msg, "podrun: all %d workers exited 0\n", a->n);
-        if (a->group_world_size > 1)
-            n = snprintf(msg, sizeof msg, "podrun: all %d workers of the job exited 0\n",
-                         a->world_size);
+        bool job = a->group_world_size > 1;
+        int n = snprintf(msg, sizeof msg, "podrun: all %d workers%s exited 0\n",
+                         job ? a->world_size : a->n, job ? " of the job" : "");
         write_termlog(a, msg, (size_t)n);
     } else if (!a->exit_code) {
         a->exit_code = 1;
