@@ -38,7 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -48,6 +47,7 @@
 #include "env.h"
 #include "init.h"
 #include "logs.h"
+#include "rdzv/common.h"
 #include "rdzv/rendezvous.h"
 #include "report.h"
 #include "workers.h"
@@ -127,13 +127,6 @@ static void set_state(struct agent *a, enum agent_state s)
     if (getenv("PODRUN_DEBUG"))
         logs_message(&a->logs, "state %s -> %s", state_name(a->state), state_name(s));
     a->state = s;
-}
-
-static double now_epoch(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* ---------- files: the run directory, error files, log files ---------- */
@@ -406,7 +399,7 @@ static void local_failure(struct agent *a, int lr, int code, bool hang, const ch
     else if (!hang)
         f.exit_code = code;
     f.time = hang || w->state != WORKER_EXITED
-                 ? now_epoch()
+                 ? podrun_time_epoch()
                  : (double)w->exit_time.tv_sec + w->exit_time.tv_nsec / 1e9;
     snprintf(f.reason, sizeof f.reason, "%s", reason);
     failure_message(a, lr, f.message, sizeof f.message);
@@ -472,7 +465,7 @@ static void on_hang_timer(uv_timer_t *t)
     rank_path(a, lr, "heartbeat", hb, sizeof hb);
     if (stat(hb, &sb) == 0) {
         double m = (double)sb.st_mtim.tv_sec + sb.st_mtim.tv_nsec / 1e9;
-        double hage = (now_epoch() - m) * 1000.0;
+        double hage = (podrun_time_epoch() - m) * 1000.0;
         uint64_t h = hage > 0 ? (uint64_t)hage : 0;
         if (h < age)
             age = h;
@@ -1021,11 +1014,7 @@ static int start_rendezvous(struct agent *a)
     const char *local = c->local_addr;
     if (c->standalone) {
         if (c->src[CFG_RDZV_ID].kind == CFG_SRC_DEFAULT) {
-            unsigned char r[16];
-            if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-                memset(r, 0x5a, sizeof r);
-            for (int i = 0; i < 16; i++)
-                sprintf(a->rdzv_id_buf + 2 * i, "%02x", r[i]);
+            podrun_random_id(a->rdzv_id_buf, 32);
             a->run_id = a->rdzv_id_buf;
         }
         endpoint = "127.0.0.1";   /* a free port on loopback, nobody else to reach it */
@@ -1124,8 +1113,8 @@ int agent_run(struct cfg *cfg, char **envp)
     a->n = cfg->nproc_per_node;
     a->loop = uv_default_loop();
     const char *nn = getenv("PODRUN_NODE_NAME");
-    char hn[RDZV_NAME_MAX] = "";   /* host names are at most 64 bytes */
-    if (gethostname(hn, sizeof hn - 1) < 0 || !hn[0])
+    char hn[RDZV_NAME_MAX];   /* host names are at most 64 bytes */
+    if (podrun_hostname(hn, sizeof hn) < 0 || !hn[0])
         snprintf(hn, sizeof hn, "localhost");
     snprintf(a->node_name, sizeof a->node_name, "%s", nn && *nn ? nn : hn);
     snprintf(a->host, sizeof a->host, "%s", cfg->local_addr ? cfg->local_addr : hn);

@@ -6,6 +6,7 @@
  * is one table row plus, for a new type, one parser. */
 #include "config.h"
 #include "env.h"
+#include "rdzv/common.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -182,21 +183,6 @@ static void input_name(enum cfg_id id, const struct cfg_src *s, const char *val,
     }
 }
 
-int cfg_parse_int(const char *s, long min, long max, long *out)
-{
-    if (!s || !*s)
-        return -EINVAL;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || isspace((unsigned char)*s))
-        return -EINVAL;
-    if (v < min || v > max)
-        return -ERANGE;
-    *out = v;
-    return 0;
-}
-
 /* "25", "2.5", "500ms", "30s", "10m", "1h" → milliseconds; bare numbers are seconds. */
 int cfg_parse_duration(const char *s, uint64_t *ms)
 {
@@ -267,7 +253,7 @@ static int check_stdspec(const char *s)
 {
     long v;
     if (!strchr(s, ':'))
-        return cfg_parse_int(s, 0, 3, &v);
+        return podrun_parse_int(s, 0, 3, &v);
     for (const char *p = s; *p;) {
         char item[32];
         if (next_item(&p, item, sizeof item))
@@ -276,7 +262,7 @@ static int check_stdspec(const char *s)
         if (!colon)
             return -EINVAL;
         *colon = 0;
-        if (cfg_parse_int(item, 0, CFG_MAX_NPROC - 1, &v) || cfg_parse_int(colon + 1, 0, 3, &v))
+        if (podrun_parse_int(item, 0, CFG_MAX_NPROC - 1, &v) || podrun_parse_int(colon + 1, 0, 3, &v))
             return -EINVAL;
     }
     return 0;
@@ -291,7 +277,7 @@ static int parse_ranks(const char *s, int n, bool *mark, long *bad)
     for (const char *p = s; *p;) {
         char item[16];
         long v;
-        if (next_item(&p, item, sizeof item) || cfg_parse_int(item, 0, CFG_MAX_NPROC - 1, &v))
+        if (next_item(&p, item, sizeof item) || podrun_parse_int(item, 0, CFG_MAX_NPROC - 1, &v))
             return -EINVAL;
         if (v >= n) {
             *bad = v;
@@ -305,45 +291,16 @@ static int parse_ranks(const char *s, int n, bool *mark, long *bad)
 
 static int set_endpoint(struct cfg *c, const char *v)
 {
-    /* HOST, HOST:PORT, [V6]:PORT, [V6] */
     char host[256];
-    long port = 0;
-    const char *colon = NULL;
-    size_t hl;
-    if (v[0] == '[') {
-        const char *rb = strchr(v, ']');
-        if (!rb || rb == v + 1)
-            return -EINVAL;
-        hl = (size_t)(rb - v - 1);
-        if (hl >= sizeof host)
-            return -EINVAL;
-        memcpy(host, v + 1, hl);
-        if (rb[1] == ':') {
-            if (cfg_parse_int(rb + 2, 0, 65535, &port))
-                return -EINVAL;
-        } else if (rb[1]) {
-            return -EINVAL;
-        }
-    } else {
-        colon = strrchr(v, ':');
-        if (colon && strchr(v, ':') != colon)
-            colon = NULL;   /* a bare IPv6 address */
-        hl = colon ? (size_t)(colon - v) : strlen(v);
-        if (hl == 0 || hl >= sizeof host)
-            return -EINVAL;
-        memcpy(host, v, hl);
-        if (colon && cfg_parse_int(colon + 1, 0, 65535, &port))
-            return -EINVAL;
-    }
-    host[hl] = 0;
-    for (size_t i = 0; i < hl; i++)
-        if (isspace((unsigned char)host[i]) || host[i] == '/')
-            return -EINVAL;
-    int r = set_str(&c->rdzv_host, host);
+    int port;
+    bool given;
+    int r = podrun_hostport_parse(v, host, sizeof host, &port, &given);
+    if (!r)
+        r = set_str(&c->rdzv_host, host);
     if (r)
         return r;
-    c->rdzv_port = (int)port;
-    c->rdzv_port_given = v[0] == '[' ? strchr(v, ']')[1] == ':' : colon != NULL;
+    c->rdzv_port = port;
+    c->rdzv_port_given = given;
     return 0;
 }
 
@@ -411,7 +368,7 @@ int cfg_set(struct cfg *c, enum cfg_id id, const char *v, const struct cfg_src *
         if (!strcmp(v, "auto")) c->nproc_kind = CFG_NPROC_AUTO;
         else if (!strcmp(v, "cpu")) c->nproc_kind = CFG_NPROC_CPU;
         else if (!strcmp(v, "gpu")) c->nproc_kind = CFG_NPROC_GPU;
-        else if (cfg_parse_int(v, 1, CFG_MAX_NPROC, &n) == 0) {
+        else if (podrun_parse_int(v, 1, CFG_MAX_NPROC, &n) == 0) {
             c->nproc_kind = CFG_NPROC_NUMBER;
             c->nproc_per_node = (int)n;
         } else
@@ -428,14 +385,14 @@ int cfg_set(struct cfg *c, enum cfg_id id, const char *v, const struct cfg_src *
                 return fail(err, errlen, "%s: expected N or MIN:MAX, e.g. 2:4", what);
             memcpy(a, v, al);
             a[al] = 0;
-            if (cfg_parse_int(a, 1, 65536, &lo) || cfg_parse_int(colon + 1, 1, 65536, &hi))
+            if (podrun_parse_int(a, 1, 65536, &lo) || podrun_parse_int(colon + 1, 1, 65536, &hi))
                 return fail(err, errlen, "%s: expected N or MIN:MAX with numbers from 1 to "
                             "65536, e.g. 2:4", what);
             if (lo > hi)
                 return fail(err, errlen, "%s: MIN is larger than MAX; write MIN:MAX, e.g. %ld:%ld",
                             what, hi, lo);
         } else {
-            if (cfg_parse_int(v, 1, 65536, &lo))
+            if (podrun_parse_int(v, 1, 65536, &lo))
                 return fail(err, errlen, "%s: expected N or MIN:MAX with numbers from 1 to "
                             "65536, e.g. 2:4", what);
             hi = lo;
@@ -446,7 +403,7 @@ int cfg_set(struct cfg *c, enum cfg_id id, const char *v, const struct cfg_src *
     }
     case T_INT:
     case T_PORT:
-        if (cfg_parse_int(v, o->min, o->max, &n))
+        if (podrun_parse_int(v, o->min, o->max, &n))
             return fail(err, errlen, "%s: expected a whole number from %ld to %ld", what, o->min,
                         o->max);
         *(int *)(base + o->off) = (int)n;
@@ -685,7 +642,7 @@ static int expand_stdspec(const char *spec, int nproc, uint8_t *mask, const char
         return 0;
     long v, lr;
     if (!strchr(spec, ':')) {
-        cfg_parse_int(spec, 0, 3, &v);
+        podrun_parse_int(spec, 0, 3, &v);
         memset(mask, (int)v, (size_t)nproc);
         return 0;
     }
@@ -697,8 +654,8 @@ static int expand_stdspec(const char *spec, int nproc, uint8_t *mask, const char
         item[n] = 0;
         char *colon = strchr(item, ':');
         *colon = 0;
-        cfg_parse_int(item, 0, CFG_MAX_NPROC - 1, &lr);
-        cfg_parse_int(colon + 1, 0, 3, &v);
+        podrun_parse_int(item, 0, CFG_MAX_NPROC - 1, &lr);
+        podrun_parse_int(colon + 1, 0, 3, &v);
         if (lr >= nproc)
             return fail(err, errlen, "%s '%s': local rank %ld is not below --nproc-per-node %d",
                         what, spec, lr, nproc);
@@ -851,10 +808,8 @@ static void format_value(const struct cfg *c, int id, char *buf, size_t len)
     case T_ENDPOINT:
         if (!c->rdzv_host)
             snprintf(buf, len, "(none)");
-        else if (strchr(c->rdzv_host, ':'))
-            snprintf(buf, len, "[%s]:%d", c->rdzv_host, c->rdzv_port);
         else
-            snprintf(buf, len, "%s:%d", c->rdzv_host, c->rdzv_port);
+            podrun_hostport_format(c->rdzv_host, c->rdzv_port, buf, len);
         break;
     case T_STR:
     case T_OPTSTR:

@@ -168,8 +168,7 @@ void cfg_usage(FILE *f);
 void cfg_src_describe(const struct cfg_src *s, char *buf, size_t len);
 const char *cfg_name(enum cfg_id id);
 
-/* Parsers shared with other front-ends; values in milliseconds. */
+/* "25", "2.5", "500ms", "30s", "10m", "1h" (bare numbers are seconds) in milliseconds. */
 int cfg_parse_duration(const char *s, uint64_t *ms);
-int cfg_parse_int(const char *s, long min, long max, long *out);
 
 #endif

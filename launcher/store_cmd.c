@@ -13,8 +13,8 @@
 #include <string.h>
 #include <uv.h>
 
-#include "config.h"
 #include "podrun/store.h"
+#include "rdzv/common.h"
 #include "rdzv/server.h"
 
 static const char usage[] =
@@ -79,7 +79,7 @@ static int parse_size(const char *s, size_t *out)
 static int parse_port(const char *s, uint16_t *out)
 {
     long v;
-    if (cfg_parse_int(s, 0, 65535, &v) < 0)
+    if (podrun_parse_int(s, 0, 65535, &v) < 0)
         return -1;
     *out = (uint16_t)v;
     return 0;
@@ -140,21 +140,14 @@ static int serve(const char *host, uint16_t port, const store_limits_t *lim)
 
 /* ---- client commands -------------------------------------------------------------------- */
 
+/* HOST:PORT or [V6]:PORT, the port named and not 0. */
 static int split_addr(const char *addr, char *host, size_t hostlen, uint16_t *port)
 {
-    const char *colon = strrchr(addr, ':');
-    if (!colon || colon == addr || parse_port(colon + 1, port) < 0 || *port == 0)
+    int p;
+    bool has_port;
+    if (podrun_hostport_parse(addr, host, hostlen, &p, &has_port) < 0 || !has_port || !p)
         return -1;
-    const char *h = addr;
-    size_t n = (size_t)(colon - addr);
-    if (h[0] == '[' && n >= 2 && h[n - 1] == ']') {
-        h++;
-        n -= 2;
-    }
-    if (n >= hostlen)
-        return -1;
-    memcpy(host, h, n);
-    host[n] = 0;
+    *port = (uint16_t)p;
     return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rdzv/common.h"
 #include "rdzv/wire.h"
 
 struct podrun_store {
@@ -24,13 +25,6 @@ struct podrun_store {
     size_t rlen, rcap;
     wire_buf_t out;
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 const char *podrun_store_strerror(int err)
 {
@@ -51,7 +45,7 @@ const char *podrun_store_strerror(int err)
 /* deadline_ms for one request and its reply (< 0: none) */
 static int64_t io_deadline(const podrun_store_t *s)
 {
-    return s->io_ms > 0 ? now_ms() + s->io_ms : -1;
+    return s->io_ms > 0 ? podrun_time_mono_ms() + s->io_ms : -1;
 }
 
 /* Waits until fd is ready for `events` or deadline_ms (< 0: none) passes. */
@@ -60,7 +54,7 @@ static int wait_fd(int fd, short events, int64_t deadline_ms)
     for (;;) {
         if (deadline_ms < 0)
             return 0;
-        int64_t left = deadline_ms - now_ms();
+        int64_t left = deadline_ms - podrun_time_mono_ms();
         if (left <= 0)
             return PODRUN_ETIMEDOUT;
         struct pollfd pfd = {fd, events, 0};
@@ -202,7 +196,7 @@ static int try_connect(podrun_store_t *s, const char *host, uint16_t port, int64
         }
         int r = connect(fd, ai->ai_addr, ai->ai_addrlen);
         if (r < 0 && errno == EINPROGRESS) {
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - podrun_time_mono_ms();
             struct pollfd pfd = {fd, POLLOUT, 0};
             int pr = poll(&pfd, 1, left < 1000 ? 1000 : (left > 60000 ? 60000 : (int)left));
             int soerr = ETIMEDOUT;
@@ -229,7 +223,7 @@ static int try_connect(podrun_store_t *s, const char *host, uint16_t port, int64
     if (err)
         return err;
     /* VALIDATE, then PING: a server that answers the nonce speaks our dialect */
-    s->nonce = (uint32_t)getpid() ^ (uint32_t)now_ms();
+    s->nonce = (uint32_t)getpid() ^ (uint32_t)podrun_time_mono_ms();
     s->out.len = 0;
     if (wire_put_op(&s->out, WIRE_V2, WIRE_VALIDATE) || wire_put_u32(&s->out, WIRE_MAGIC) ||
         wire_put_op(&s->out, WIRE_V2, WIRE_PING) || wire_put_u32(&s->out, s->nonce))
@@ -238,7 +232,7 @@ static int try_connect(podrun_store_t *s, const char *host, uint16_t port, int64
     size_t used;
     int r = flush(s);
     if (!r) {
-        int64_t dl = now_ms() + 10000;
+        int64_t dl = podrun_time_mono_ms() + 10000;
         r = recv_reply(s, WIRE_R_U32, 0, dl > deadline ? dl : deadline, &rep, &used);
     }
     if (!r && rep.u32 != s->nonce)
@@ -268,16 +262,16 @@ int podrun_store_connect(const char *host, uint16_t port, int timeout_ms, podrun
         return -ENOMEM;
     s->fd = -1;
     s->io_ms = timeout_ms > 0 ? timeout_ms : 0;
-    int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = podrun_time_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     double delay = 500;
-    unsigned seed = (unsigned)getpid() ^ (unsigned)now_ms();
+    unsigned seed = (unsigned)getpid() ^ (unsigned)podrun_time_mono_ms();
     for (;;) {
         int r = try_connect(s, host, port, deadline);
         if (r == 0) {
             *out = s;
             return 0;
         }
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - podrun_time_mono_ms();
         if (!retryable(r) || left <= 0) {
             podrun_store_close(s);
             return r == -ECONNRESET ? PODRUN_ECONNRESET
@@ -382,7 +376,7 @@ int podrun_store_wait(podrun_store_t *s, const char *const *keys, size_t n, int 
         return r;
     wire_reply_t rep;
     size_t used;
-    r = recv_reply(s, WIRE_R_U8, 0, timeout_ms < 0 ? -1 : now_ms() + timeout_ms, &rep, &used);
+    r = recv_reply(s, WIRE_R_U8, 0, timeout_ms < 0 ? -1 : podrun_time_mono_ms() + timeout_ms, &rep, &used);
     if (r == 0) {
         consume(s, used);
         return rep.u8 == WIRE_STOP_WAITING ? 0 : PODRUN_EPROTO;

@@ -373,20 +373,6 @@ int rdzv_natural_cmp(const char *a, const char *b)
     return *a ? 1 : *b ? -1 : 0;
 }
 
-void rdzv_format_duration(double seconds, char *out, size_t cap)
-{
-    /* rounded up without ceil(): libm would be loaded for this alone (~400 KiB resident) */
-    long s = seconds <= 0 ? 0 : seconds >= 1e15 ? (long)1e15 : (long)seconds;
-    if (s < 1e15 && (double)s < seconds)
-        s++;
-    if (s < 60)
-        sfmt(out, cap, "%lds", s);
-    else if (s < 3600)
-        sfmt(out, cap, "%ldm%02lds", s / 60, s % 60);
-    else
-        sfmt(out, cap, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* the coordinator                                                                             */
 
@@ -724,11 +710,11 @@ static void progress_line(coord_t *c, double now, int timed_out, char *out, size
     list_end(&lj);
     if (!joined[0])
         sfmt(joined, sizeof joined, "none");
-    rdzv_format_duration(c->join_deadline - now, left, sizeof left);
+    podrun_format_duration(c->join_deadline - now, left, sizeof left);
 
     if (timed_out) {
         char took[32];
-        rdzv_format_duration(c->p.join_timeout, took, sizeof took);
+        podrun_format_duration(c->p.join_timeout, took, sizeof took);
         sfmt(out, cap,
                  "rendezvous '%s' round %d timed out after %s: %d/%d nodes joined, still "
                  "waiting for %s (joined: %s)",
@@ -740,7 +726,7 @@ static void progress_line(coord_t *c, double now, int timed_out, char *out, size
                  c->run_id, c->round, c->joined, target, c->p.min_nodes, missing, joined, left);
     } else if (c->joined >= c->p.min_nodes) {
         char lc[32];
-        rdzv_format_duration(c->p.last_call_timeout, lc, sizeof lc);
+        podrun_format_duration(c->p.last_call_timeout, lc, sizeof lc);
         sfmt(out, cap,
                  "rendezvous '%s' round %d: %d nodes joined (min %d, max %d), last call of %s "
                  "for more (joined so far: %s)",

@@ -12,23 +12,11 @@
 #ifndef PODRUN_RDZV_COORDINATOR_H
 #define PODRUN_RDZV_COORDINATOR_H
 
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
+#include "rdzv/common.h"
 #include "rdzv/rendezvous.h"
-
-/* snprintf that is meant to cut: every caller's buffer is bounded and a cut line is fine. */
-static inline void sfmt(char *out, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static inline void sfmt(char *out, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(out, cap, fmt, ap);
-    va_end(ap);
-}
 
 /* The key of a node's record: "<prefix>n/<ids>/<what>[/<num>]" (num < 0: none), prefix being
  * "podrun/<run_id>/" and ids the node's 16 hex digits. Agents write these and the coordinator
@@ -91,9 +79,6 @@ int rdzv_end_decode(const char *text, size_t len, rdzv_decision_t *d, rdzv_failu
 
 /* Natural order: digit runs compare as numbers, so "worker-2" < "worker-10". */
 int rdzv_natural_cmp(const char *a, const char *b);
-
-/* "9m50s", "1h02m", "5s": a duration for humans. */
-void rdzv_format_duration(double seconds, char *out, size_t cap);
 
 /* ---- the coordinator ---- */
 

@@ -7,8 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "rdzv/aclient.h"
@@ -59,13 +57,6 @@ struct rdzv_agent {
     void (*closed)(void *);
     void *closed_arg;
 };
-
-static double now_epoch(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 void rdzv_params_default(rdzv_params_t *p)
 {
@@ -207,7 +198,7 @@ static void on_ctimer(uv_timer_t *t)
 {
     rdzv_agent_t *a = t->data;
     int id = (int)(t - a->ctimer);
-    coord_on_timer(a->coord, id, now_epoch());
+    coord_on_timer(a->coord, id, podrun_time_epoch());
     run_actions(a);
 }
 
@@ -230,7 +221,7 @@ static void run_actions(rdzv_agent_t *a)
             if (act.at < 0) {
                 uv_timer_stop(&a->ctimer[act.timer]);
             } else {
-                double d = (act.at - now_epoch()) * 1000.0;
+                double d = (act.at - podrun_time_epoch()) * 1000.0;
                 uv_timer_start(&a->ctimer[act.timer], on_ctimer, d > 0 ? (uint64_t)d + 1 : 0, 0);
             }
             break;
@@ -267,7 +258,7 @@ static int on_observed_write(void *arg, uint64_t conn, const char *key, size_t k
     rdzv_agent_t *a = arg;
     if (a->closing == 2)
         return 0;
-    coord_on_write(a->coord, conn, key, klen, val, vlen, now_epoch());
+    coord_on_write(a->coord, conn, key, klen, val, vlen, podrun_time_epoch());
     run_actions(a);
     return 1;
 }
@@ -277,7 +268,7 @@ static void on_observed_close(void *arg, uint64_t conn)
     rdzv_agent_t *a = arg;
     if (a->closing == 2)
         return;
-    coord_on_close(a->coord, conn, now_epoch());
+    coord_on_close(a->coord, conn, podrun_time_epoch());
     run_actions(a);
 }
 
@@ -302,7 +293,7 @@ static int host_start(rdzv_agent_t *a)
         .store_port = a->port,
         .expected = a->expected,
     };
-    a->coord = coord_new(&cp, now_epoch());
+    a->coord = coord_new(&cp, podrun_time_epoch());
     if (!a->coord) {
         store_server_close(a->server, NULL, NULL);
         a->server = NULL;
@@ -490,7 +481,7 @@ static void on_hb_reply(store_aclient_t *c, int status, const char *val, size_t 
 static void on_hb_timer(uv_timer_t *t)
 {
     rdzv_agent_t *a = t->data;
-    double now = now_epoch(), limit = a->p.keep_alive_interval * a->p.keep_alive_max_attempt;
+    double now = podrun_time_epoch(), limit = a->p.keep_alive_interval * a->p.keep_alive_max_attempt;
     /* A tick this late means this loop itself stalled: timers run before I/O, so the answer may
      * be waiting unread. The outstanding heartbeat gets a fresh window instead of a verdict. */
     int late = a->hb_tick > 0 && now - a->hb_tick > 2 * a->p.keep_alive_interval;
@@ -534,7 +525,7 @@ static void on_prog_timer(uv_timer_t *t)
     rdzv_agent_t *a = t->data;
     if (a->state == AS_CONNECTING) {
         char line[RDZV_LINE_MAX], left[32];
-        rdzv_format_duration(a->started + a->p.join_timeout - now_epoch(), left, sizeof left);
+        podrun_format_duration(a->started + a->p.join_timeout - podrun_time_epoch(), left, sizeof left);
         sfmt(line, sizeof line,
                  "rendezvous '%s': waiting for the job store at %s:%u (%s left)", a->run_id,
                  a->connect_host, a->port, left);
@@ -580,7 +571,7 @@ static void on_connected(store_aclient_t *c, int status, void *arg)
         else
             a->watch = NULL;
         char why[RDZV_LINE_MAX], took[32];
-        rdzv_format_duration(a->p.join_timeout, took, sizeof took);
+        podrun_format_duration(a->p.join_timeout, took, sizeof took);
         const char *msg = podrun_store_strerror(status);
         if (strncmp(msg, "Unknown error", 13) == 0)
             msg = uv_strerror(status); /* a resolver error: libuv's words for it */
@@ -610,19 +601,6 @@ static int copy_str(char **dst, const char *src)
     return *dst ? 0 : -ENOMEM;
 }
 
-static void make_id(char out[17])
-{
-    uint64_t v = 0;
-    while (v == 0) {
-        if (getrandom(&v, sizeof v, 0) != sizeof v) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            v = ((uint64_t)getpid() << 40) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20);
-        }
-    }
-    sfmt(out, 17, "%016llx", (unsigned long long)v);
-}
-
 int rdzv_agent_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_desc_t *self,
                      const rdzv_callbacks_t *cb, void *arg, rdzv_agent_t **out)
 {
@@ -642,7 +620,7 @@ int rdzv_agent_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_de
     a->arg = arg;
     a->nproc = self->nproc;
     a->node_rank = -1;
-    a->started = now_epoch();
+    a->started = podrun_time_epoch();
     if (copy_str(&a->run_id, p->run_id) || copy_str(&a->endpoint_host, p->endpoint_host) ||
         copy_str(&a->local_addr, p->local_addr && *p->local_addr ? p->local_addr : NULL) ||
         copy_str(&a->expected, p->expected)) {
@@ -650,12 +628,12 @@ int rdzv_agent_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_de
         agent_free(a);
         return -ENOMEM;
     }
-    gethostname(a->hostname, sizeof a->hostname - 1);
+    podrun_hostname(a->hostname, sizeof a->hostname);
     sfmt(a->name, sizeof a->name, "%s",
              self->name && *self->name ? self->name : a->hostname);
     sfmt(a->addr, sizeof a->addr, "%s",
              self->addr && *self->addr ? self->addr : a->local_addr ? a->local_addr : a->name);
-    make_id(a->id);
+    podrun_random_id(a->id, 16);
     sfmt(a->prefix, sizeof a->prefix, "podrun/%s/", a->run_id);
     a->port = p->endpoint_port;
     sfmt(a->connect_host, sizeof a->connect_host, "%s",
@@ -699,7 +677,7 @@ int rdzv_agent_report_failure(rdzv_agent_t *a, const rdzv_failure_t *f)
     if (!g.host[0])
         sfmt(g.host, sizeof g.host, "%s", a->addr);
     if (g.time <= 0)
-        g.time = now_epoch();
+        g.time = podrun_time_epoch();
     int len = rdzv_failure_encode(&g, val, sizeof val);
     if (len < 0)
         return len;
@@ -786,7 +764,7 @@ void rdzv_agent_close(rdzv_agent_t *a, void (*closed)(void *), void *arg)
     if (o)
         store_aclient_close(o);
     if (a->coord) {
-        coord_shutdown(a->coord, now_epoch());
+        coord_shutdown(a->coord, podrun_time_epoch());
         run_actions(a); /* closes the handles on COORD_CLOSED */
     } else {
         close_handles(a);
@@ -807,8 +785,8 @@ int rdzv_endpoint_is_local(const char *endpoint_host, const char *local_addr)
     if (strcmp(endpoint_host, "localhost") == 0 || strcmp(endpoint_host, "::1") == 0 ||
         strncmp(endpoint_host, "127.", 4) == 0)
         return 1;
-    char hn[256] = "";
-    if (gethostname(hn, sizeof hn - 1) < 0 || !hn[0])
+    char hn[256];
+    if (podrun_hostname(hn, sizeof hn) < 0 || !hn[0])
         return 0;
     size_t el = strlen(endpoint_host), hl = strlen(hn);
     if (strcmp(endpoint_host, hn) == 0)

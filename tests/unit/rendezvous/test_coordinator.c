@@ -393,13 +393,6 @@ static void test_natural_sort(void)
     CHECK(rdzv_natural_cmp("a1b2", "a1b10") < 0);
     CHECK(rdzv_natural_cmp("abc", "abcd") < 0);
     CHECK(rdzv_natural_cmp("w-1-2", "w-1-10") < 0);
-    char s[32];
-    rdzv_format_duration(590, s, sizeof s);
-    CHECK_EQ_STR(s, "9m50s");
-    rdzv_format_duration(4.2, s, sizeof s);
-    CHECK_EQ_STR(s, "5s");
-    rdzv_format_duration(3720, s, sizeof s);
-    CHECK_EQ_STR(s, "1h02m");
 }
 
 static void test_join_fixed_closes_at_max(void)
