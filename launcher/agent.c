@@ -266,7 +266,7 @@ static int open_log_file(struct agent *a, int lr, int bit)
     int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         logs_message(&a->logs, "cannot write %s: %s; that stream goes to the console only", p,
-                     strerror(errno));
+                     podrun_strerror(-errno));
     return fd;
 }
 
@@ -407,7 +407,7 @@ static void local_failure(struct agent *a, int lr, int code, bool hang, const ch
         int r = rdzv_agent_report_failure(a->rz, &f);
         if (r)
             logs_message(&a->logs, "cannot report the failure to the job store: %s",
-                         uv_strerror(r));
+                         podrun_strerror(r));
     }
     char why[RDZV_REASON_MAX + 64];
     if (w->pid > 0)
@@ -532,7 +532,7 @@ static int spawn_all(struct agent *a)
         close(cfd[0]);
         close(cfd[1]);
         if (r) {
-            logs_message(&a->logs, "cannot start worker rank %d: %s", rank, uv_strerror(r));
+            logs_message(&a->logs, "cannot start worker rank %d: %s", rank, podrun_strerror(r));
             return r;
         }
         if (a->hang)
@@ -581,7 +581,7 @@ static void on_assigned(void *arg, const rdzv_assignment_t *as)
     int r = prepare_attempt_dir(a);
     if (r) {
         logs_message(&a->logs, "cannot create the run directory under %s: %s", a->base_dir,
-                     strerror(-r));
+                     podrun_strerror(r));
     }
     set_state(a, AGENT_RUNNING);
     if (!r)
@@ -594,7 +594,7 @@ static void on_assigned(void *arg, const rdzv_assignment_t *as)
         if (lr >= a->n)
             lr = 0;
         char reason[RDZV_REASON_MAX];
-        snprintf(reason, sizeof reason, "could not start: %s", strerror(-r));
+        snprintf(reason, sizeof reason, "could not start: %s", podrun_strerror(r));
         local_failure(a, lr, 1, false, reason);
     }
 }
@@ -650,9 +650,9 @@ static void on_rdzv_finished(void *arg)
 static int lost_code(struct agent *a, int err)
 {
     switch (err) {
-    case RDZV_ESTORELOST:
-    case RDZV_ESTORESILENT: return a->cfg->exit_code_store_lost;
-    case RDZV_EJOINTIMEOUT: return a->cfg->exit_code_rdzv_timeout;
+    case PODRUN_ESTORELOST:
+    case PODRUN_ESTORESILENT: return a->cfg->exit_code_store_lost;
+    case PODRUN_EJOINTIMEOUT: return a->cfg->exit_code_rdzv_timeout;
     default: return 1;
     }
 }
@@ -681,6 +681,15 @@ static void on_rdzv_progress(void *arg, const char *line)
     }
 }
 
+/* The job store this agent hosts speaks as `podrun store` does. */
+static void on_store_log(void *arg, const char *line)
+{
+    struct agent *a = arg;
+    char buf[RDZV_LINE_MAX + 32];
+    int n = snprintf(buf, sizeof buf, "podrun store: %s\n", line);
+    logs_write(&a->logs, 2, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
 static void restart(struct agent *a)
 {
     if (a->restart_counted)
@@ -697,7 +706,7 @@ static void restart(struct agent *a)
     set_state(a, AGENT_RENDEZVOUS);
     int r = rdzv_agent_rejoin(a->rz);
     if (r) {
-        logs_message(&a->logs, "cannot rejoin the job: %s", uv_strerror(r));
+        logs_message(&a->logs, "cannot rejoin the job: %s", podrun_strerror(r));
         a->lost = true;
         a->exit_code = a->cfg->exit_code_store_lost;
         advance(a);
@@ -859,7 +868,7 @@ static void write_termlog(struct agent *a, const char *text, size_t len)
     int r = report_write_termlog(path ? path : "/dev/termination-log", path != NULL, text, len);
     free(both);
     if (r && path)
-        logs_message(&a->logs, "cannot write the termination log %s: %s", path, strerror(-r));
+        logs_message(&a->logs, "cannot write the termination log %s: %s", path, podrun_strerror(r));
 }
 
 /* This node's own failed worker, as only this node knows it. */
@@ -1045,20 +1054,20 @@ static int start_rendezvous(struct agent *a)
     p.keep_alive_max_attempt = c->keep_alive_max_attempt;
     p.local_addr = local;
     rdzv_node_desc_t self = {a->node_name, local, a->n};
-    rdzv_callbacks_t cb = {on_assigned, on_rdzv_stopped, on_rdzv_finished, on_rdzv_lost,
-                           on_rdzv_progress, on_rdzv_ending};
+    rdzv_callbacks_t cb = {on_assigned,      on_rdzv_stopped, on_rdzv_finished, on_rdzv_lost,
+                           on_rdzv_progress, on_rdzv_ending,  on_store_log};
     set_state(a, AGENT_RENDEZVOUS);
     int r = rdzv_agent_start(a->loop, &p, &self, &cb, a, &a->rz);
     if (r) {
         a->rz = NULL;
         if (p.is_host)
             logs_message(&a->logs, "cannot host the job store on %s:%d: %s; pick another %s",
-                         local ? local : "*", port, uv_strerror(r),
+                         local ? local : "*", port, podrun_strerror(r),
                          c->rdzv_backend == CFG_BACKEND_STATIC ? "--master-port"
                                                                : "--rdzv-endpoint port");
         else
             logs_message(&a->logs, "cannot start the rendezvous with %s:%d: %s",
-                         endpoint ? endpoint : "?", port, uv_strerror(r));
+                         endpoint ? endpoint : "?", port, podrun_strerror(r));
     }
     return r;
 }
@@ -1071,10 +1080,10 @@ static int start(struct agent *a)
         return r;
     if ((r = init_become_subreaper()))
         logs_message(&a->logs, "cannot become a child subreaper (%s); orphaned grandchildren "
-                     "of the workers will be reaped by the system's init", strerror(-r));
+                     "of the workers will be reaped by the system's init", podrun_strerror(r));
     if ((r = prepare_base(a))) {
         logs_message(&a->logs, "cannot create the run directory under %s: %s", a->base_dir,
-                     strerror(-r));
+                     podrun_strerror(r));
         return r;
     }
     if ((r = workers_init(&a->wg, a->loop, a->n)))
@@ -1087,7 +1096,7 @@ static int start(struct agent *a)
     /* a PID 1's death takes its whole PID namespace with it: no guard needed there */
     if (!init_is_pid1() && (r = workers_guard_start(&a->wg)))
         logs_message(&a->logs, "cannot start the guard process (%s); if podrun is killed, "
-                     "processes its workers started may be left behind", strerror(-r));
+                     "processes its workers started may be left behind", podrun_strerror(r));
     find_ifname(a);
     if (c->hang_timeout_ms) {
         if (!(a->hang = calloc((size_t)a->n, sizeof *a->hang)))
@@ -1124,7 +1133,7 @@ int agent_run(struct cfg *cfg, char **envp)
     if (!r)
         r = logs_init(&a->logs, a->loop);
     if (r) {
-        fprintf(stderr, "podrun: cannot start: %s\n", strerror(-r));
+        fprintf(stderr, "podrun: cannot start: %s\n", podrun_strerror(r));
         free(a->argv);
         free(a->streams);
         free(a);
@@ -1140,7 +1149,7 @@ int agent_run(struct cfg *cfg, char **envp)
     if (r && a->state < AGENT_RUNNING) {
         if (!a->exit_code)
             a->exit_code = 1;
-        logs_message(&a->logs, "cannot start the job: %s", uv_strerror(r));
+        logs_message(&a->logs, "cannot start the job: %s", podrun_strerror(r));
         enter_exiting(a);
     }
     uv_run(a->loop, UV_RUN_DEFAULT);

@@ -109,8 +109,16 @@ static void on_signal(uv_signal_t *sig, int signum)
     uv_close((uv_handle_t *)&r->sigint, NULL);
 }
 
+/* The server's lines, on stderr as podrun store's own. */
+static void on_log(void *arg, const char *line)
+{
+    (void)arg;
+    fprintf(stderr, "podrun store: %s\n", line);
+}
+
 static int serve(const char *host, uint16_t port, const store_limits_t *lim)
 {
+    static const podrun_log_t log = {on_log, NULL};
     uv_loop_t loop;
     run_t r = {0};
     if (uv_loop_init(&loop) < 0) {
@@ -118,10 +126,10 @@ static int serve(const char *host, uint16_t port, const store_limits_t *lim)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
-    int e = store_server_start(&loop, host, port, lim, &r.srv);
+    int e = store_server_start(&loop, host, port, lim, &log, &r.srv);
     if (e < 0) {
         fprintf(stderr, "podrun store: cannot listen on %s:%u: %s (pick another --port or "
-                        "--host)\n", host && *host ? host : "0.0.0.0", port, uv_strerror(e));
+                        "--host)\n", host && *host ? host : "0.0.0.0", port, podrun_strerror(e));
         uv_run(&loop, UV_RUN_DEFAULT); /* lets the listeners that failed finish closing */
         uv_loop_close(&loop);
         return 1;

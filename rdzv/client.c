@@ -28,16 +28,7 @@ struct podrun_store {
 
 const char *podrun_store_strerror(int err)
 {
-    switch (err) {
-    case PODRUN_ETIMEDOUT:
-        return "timed out";
-    case PODRUN_ECONNRESET:
-        return "connection to the store lost";
-    case PODRUN_EPROTO:
-        return "the store sent a reply this client cannot parse";
-    default:
-        return strerror(err < 0 ? -err : err);
-    }
+    return podrun_strerror(err);
 }
 
 /* ---- bytes ---------------------------------------------------------------------------- */

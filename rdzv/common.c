@@ -1,4 +1,5 @@
-/* rdzv/common.c — clock, ids, host name, HOST[:PORT], numbers from text (see common.h). */
+/* rdzv/common.c — clock, ids, host name, HOST[:PORT], numbers from text, the error table and
+ * the log sink (see common.h). */
 #include "rdzv/common.h"
 
 #include <ctype.h>
@@ -8,6 +9,7 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+#include <uv.h>
 
 double podrun_time_epoch(void)
 {
@@ -132,4 +134,44 @@ void podrun_format_duration(double seconds, char *out, size_t cap)
         sfmt(out, cap, "%ldm%02lds", s / 60, s % 60);
     else
         sfmt(out, cap, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+}
+
+static const struct {
+    int code;
+    const char *name, *text;
+} errors[] = {
+#define PODRUN_ERROR_ROW(code, text) {code, #code, text},
+    PODRUN_ERROR_TABLE(PODRUN_ERROR_ROW)
+#undef PODRUN_ERROR_ROW
+};
+
+const char *podrun_err_name(int err)
+{
+    for (size_t i = 0; i < sizeof errors / sizeof *errors; i++)
+        if (errors[i].code == err)
+            return errors[i].name;
+    return NULL;
+}
+
+const char *podrun_strerror(int err)
+{
+    for (size_t i = 0; i < sizeof errors / sizeof *errors; i++)
+        if (errors[i].code == err)
+            return errors[i].text;
+    /* errno values are small; libuv's own codes (uv/errno.h) start at -3000 */
+    if (err < 0 && err > -3000)
+        return strerror(-err);
+    return uv_strerror(err);
+}
+
+void podrun_logf(const podrun_log_t *log, const char *fmt, ...)
+{
+    if (!log || !log->fn)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    log->fn(log->arg, line);
 }

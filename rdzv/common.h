@@ -1,5 +1,6 @@
 /* rdzv/common.h — the small things every part of podrun needs, written once: a clock, random
- * ids, this machine's name, HOST[:PORT] text, whole numbers from text, and bounded text.
+ * ids, this machine's name, HOST[:PORT] text, whole numbers from text, bounded text, the one
+ * error table, and the log sink library modules write to.
  *
  * Nothing here keeps state. The clock, the ids and the host name ask the kernel; everything else
  * is pure. Functions that can fail return 0 or a negative errno. */
@@ -11,6 +12,58 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "podrun/store.h" /* the public codes: PODRUN_ETIMEDOUT, PODRUN_ECONNRESET, PODRUN_EPROTO */
+
+/* ---- errors ----
+ *
+ * Every function in podrun returns 0 (or a count) on success and a negative code on failure, as
+ * libuv does: a negative errno, a libuv code (its resolver errors), or one of podrun's own codes
+ * below. podrun's own are in one table, with the words podrun_strerror gives them; the public
+ * ones keep their errno values (include/podrun/store.h), the others sit in a range that no errno
+ * and no libuv code uses. */
+#define PODRUN_ERROR_TABLE(X)                                                                    \
+    X(PODRUN_ETIMEDOUT, "timed out")                                                             \
+    X(PODRUN_ECONNRESET, "connection to the store lost")                                         \
+    X(PODRUN_EPROTO, "the store sent a reply this client cannot parse")                          \
+    X(PODRUN_EBADOP, "unknown opcode for this dialect")                                          \
+    X(PODRUN_ETOOBIG, "a length or count in a request is over the limits")                       \
+    X(PODRUN_EMAGIC, "VALIDATE with a wrong magic number")                                       \
+    X(PODRUN_EJOINTIMEOUT, "the rendezvous did not complete in time")                            \
+    X(PODRUN_ESTORELOST, "the connection to the job store host was lost")                        \
+    X(PODRUN_ESTORESILENT, "the job store host stopped answering heartbeats")                    \
+    X(PODRUN_EREJECTED, "the rendezvous refused this node")                                      \
+    X(PODRUN_EENDED, "the job had already ended when this node joined")
+
+enum podrun_error {
+    PODRUN_EBADOP = -5001,  /* wire: an opcode the connection's dialect does not have */
+    PODRUN_ETOOBIG,         /* wire: a length or count beyond the limits */
+    PODRUN_EMAGIC,          /* wire: VALIDATE with the wrong magic */
+    PODRUN_EJOINTIMEOUT,    /* rendezvous: the round did not fill, or no store, in time */
+    PODRUN_ESTORELOST,      /* rendezvous: the connection to the store host was lost */
+    PODRUN_ESTORESILENT,    /* rendezvous: the store host stopped answering heartbeats */
+    PODRUN_EREJECTED,       /* rendezvous: the coordinator refused this node */
+    PODRUN_EENDED,          /* rendezvous: the job had already ended when this node joined */
+};
+
+/* The words for any code a podrun function returned: podrun's own from the table, an errno's
+ * from the C library, libuv's own (resolver failures) from libuv. Never NULL. */
+const char *podrun_strerror(int err);
+/* The table's name of one of podrun's own codes ("PODRUN_EBADOP"), or NULL. */
+const char *podrun_err_name(int err);
+
+/* ---- logging ----
+ *
+ * Library modules never print: a line they have for a person (one line, no newline) goes to the
+ * sink the program gave them, which decides where it goes and how it is prefixed. */
+typedef struct podrun_log {
+    void (*fn)(void *arg, const char *line);
+    void *arg;
+} podrun_log_t;
+
+/* Formats one line and hands it to log->fn; nothing happens when log or log->fn is NULL. */
+void podrun_logf(const podrun_log_t *log, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* ---- clock ---- */
 

@@ -244,9 +244,9 @@ static void run_actions(rdzv_agent_t *a)
          * waiting, this agent goes, and with it the store, which every agent notices */
         char why[RDZV_LINE_MAX];
         sfmt(why, sizeof why, "rendezvous '%s': could not record %s in the job store: %s",
-             a->run_id, lost_key, strerror(-lost));
+             a->run_id, lost_key, podrun_strerror(lost));
         progress(a, why);
-        agent_fail(a, RDZV_ESTORELOST, why);
+        agent_fail(a, PODRUN_ESTORELOST, why);
     }
 }
 
@@ -272,9 +272,18 @@ static void on_observed_close(void *arg, uint64_t conn)
     run_actions(a);
 }
 
+static void on_store_log(void *arg, const char *line)
+{
+    rdzv_agent_t *a = arg;
+    if (a->cb.store_log)
+        a->cb.store_log(a->arg, line);
+}
+
 static int host_start(rdzv_agent_t *a)
 {
-    int rc = store_server_start(a->loop, a->local_addr, a->p.endpoint_port, NULL, &a->server);
+    podrun_log_t log = {on_store_log, a};
+    int rc = store_server_start(a->loop, a->local_addr, a->p.endpoint_port, NULL, &log,
+                                &a->server);
     if (rc < 0)
         return rc;
     a->port = store_server_port(a->server);
@@ -344,7 +353,7 @@ static void on_end_value(store_aclient_t *c, int status, const char *val, size_t
     rdzv_decision_t d;
     int r = rdzv_end_decode(val, len, &d, failures);
     if (r < 0) {
-        agent_fail(a, RDZV_ESTORELOST, "unreadable end-of-round record from the job store");
+        agent_fail(a, PODRUN_ESTORELOST, "unreadable end-of-round record from the job store");
         return;
     }
     if (r == 1) {
@@ -375,7 +384,7 @@ static void on_end_waited(store_aclient_t *c, int status, const char *val, size_
     char key[320];
     sfmt(key, sizeof key, "%sr/%d/end", a->prefix, a->round);
     if (req_begin(a, store_aclient_get(a->watch, key, on_end_value, a)) < 0) {
-        agent_fail(a, RDZV_ESTORELOST, "could not read the end of the round from the job store");
+        agent_fail(a, PODRUN_ESTORELOST, "could not read the end of the round from the job store");
         return;
     }
     /* the GET is on its way; whatever its answer, this round's workers stop now */
@@ -389,7 +398,7 @@ static void wait_end(rdzv_agent_t *a)
     sfmt(key, sizeof key, "%sr/%d/end", a->prefix, a->round);
     const char *keys[] = {key};
     if (req_begin(a, store_aclient_wait(a->watch, keys, 1, -1, on_end_waited, a)) < 0)
-        agent_fail(a, RDZV_ESTORELOST, "could not wait on the job store");
+        agent_fail(a, PODRUN_ESTORELOST, "could not wait on the job store");
 }
 
 static void on_assign_value(store_aclient_t *c, int status, const char *val, size_t len,
@@ -403,7 +412,7 @@ static void on_assign_value(store_aclient_t *c, int status, const char *val, siz
     char host[RDZV_NAME_MAX], err[32], text[RDZV_LINE_MAX];
     if (rdzv_assign_decode(val, len, &as, host, sizeof host, err, sizeof err, text,
                            sizeof text) < 0) {
-        agent_fail(a, RDZV_ESTORELOST, "unreadable assignment from the job store");
+        agent_fail(a, PODRUN_ESTORELOST, "unreadable assignment from the job store");
         return;
     }
     if (err[0]) {
@@ -415,9 +424,9 @@ static void on_assign_value(store_aclient_t *c, int status, const char *val, siz
                 a->cb.finished(a->arg);
         } else {
             agent_fail(a,
-                       strcmp(err, "timeout") == 0    ? RDZV_EJOINTIMEOUT
-                       : strcmp(err, "rejected") == 0 ? RDZV_EREJECTED
-                                                      : RDZV_EENDED,
+                       strcmp(err, "timeout") == 0    ? PODRUN_EJOINTIMEOUT
+                       : strcmp(err, "rejected") == 0 ? PODRUN_EREJECTED
+                                                      : PODRUN_EENDED,
                        text);
         }
         return;
@@ -441,7 +450,7 @@ static void on_assign_waited(store_aclient_t *c, int status, const char *val, si
     char key[320];
     key_of(a, key, sizeof key, "assign", a->join_k);
     if (req_begin(a, store_aclient_get(a->watch, key, on_assign_value, a)) < 0)
-        agent_fail(a, RDZV_ESTORELOST, "could not read the assignment from the job store");
+        agent_fail(a, PODRUN_ESTORELOST, "could not read the assignment from the job store");
 }
 
 static void send_join(rdzv_agent_t *a)
@@ -462,7 +471,7 @@ static void send_join(rdzv_agent_t *a)
     const char *keys[] = {wkey};
     if (len < 0 || send_set(a, key, val, (size_t)len) < 0 ||
         req_begin(a, store_aclient_wait(a->watch, keys, 1, -1, on_assign_waited, a)) < 0) {
-        agent_fail(a, RDZV_ESTORELOST, "could not send the join to the job store");
+        agent_fail(a, PODRUN_ESTORELOST, "could not send the join to the job store");
         return;
     }
 }
@@ -494,7 +503,7 @@ static void on_hb_timer(uv_timer_t *t)
             sfmt(why, sizeof why,
                      "the job store at %s:%u did not answer heartbeats for %g s",
                      a->connect_host, a->port, limit);
-            agent_fail(a, RDZV_ESTORESILENT, why);
+            agent_fail(a, PODRUN_ESTORESILENT, why);
         }
         return;
     }
@@ -557,7 +566,7 @@ static void on_conn_lost(store_aclient_t *c, int status, void *arg)
     char why[RDZV_LINE_MAX];
     sfmt(why, sizeof why, "lost the connection to the job store at %s:%u", a->connect_host,
              a->port);
-    agent_fail(a, RDZV_ESTORELOST, why);
+    agent_fail(a, PODRUN_ESTORELOST, why);
 }
 
 static void on_connected(store_aclient_t *c, int status, void *arg)
@@ -572,12 +581,10 @@ static void on_connected(store_aclient_t *c, int status, void *arg)
             a->watch = NULL;
         char why[RDZV_LINE_MAX], took[32];
         podrun_format_duration(a->p.join_timeout, took, sizeof took);
-        const char *msg = podrun_store_strerror(status);
-        if (strncmp(msg, "Unknown error", 13) == 0)
-            msg = uv_strerror(status); /* a resolver error: libuv's words for it */
-        sfmt(why, sizeof why, "rendezvous '%s': could not reach the job store at %s:%u within %s: %s",
-                 a->run_id, a->connect_host, a->port, took, msg);
-        agent_fail(a, RDZV_EJOINTIMEOUT, why);
+        sfmt(why, sizeof why,
+             "rendezvous '%s': could not reach the job store at %s:%u within %s: %s", a->run_id,
+             a->connect_host, a->port, took, podrun_strerror(status));
+        agent_fail(a, PODRUN_EJOINTIMEOUT, why);
         return;
     }
     store_aclient_on_lost(c, on_conn_lost, a);

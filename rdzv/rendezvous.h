@@ -90,8 +90,8 @@
  *               (back to RENDEZVOUS), RDZV_EXIT: print the summary (failures[0] is the root
  *               cause) and exit — with the worker's code if d->own >= 0, else the peer code.
  *   finished()  exit 0.
- *   lost()      stop the local workers and exit: RDZV_ESTORELOST/RDZV_ESTORESILENT with the
- *               retryable code, RDZV_EJOINTIMEOUT/RDZV_EREJECTED/RDZV_EENDED non-zero, with `why`.
+ *   lost()      stop the local workers and exit: PODRUN_ESTORELOST/PODRUN_ESTORESILENT with the
+ *               retryable code, PODRUN_EJOINTIMEOUT/PODRUN_EREJECTED/PODRUN_EENDED non-zero, with `why`.
  *   SIGTERM     rdzv_agent_leave, stop the workers, and exit once `sent` has run.
  *   Every exit goes through rdzv_agent_close and waits for `closed`: on the host that is what
  *   keeps the store up until the other agents are gone.
@@ -105,18 +105,16 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "rdzv/common.h"
+
 #define RDZV_NAME_MAX 128    /* node names, addresses, hosts (with the NUL) */
 #define RDZV_REASON_MAX 128
 #define RDZV_MESSAGE_MAX 512
 #define RDZV_MAX_FAILURES 16 /* failure records carried by one decision */
 #define RDZV_LINE_MAX 1024   /* progress lines */
 
-/* Errors passed to the lost() callback. */
-#define RDZV_EJOINTIMEOUT (-110) /* the round did not fill, or the store was unreachable, in time */
-#define RDZV_ESTORELOST (-104)   /* the connection to the store host was lost */
-#define RDZV_ESTORESILENT (-113) /* the store host stopped answering heartbeats */
-#define RDZV_EREJECTED (-22)     /* the coordinator refused this node (e.g. a taken node rank) */
-#define RDZV_EENDED (-108)       /* the job had already ended when this node joined */
+/* The lost() callback gets PODRUN_EJOINTIMEOUT, PODRUN_ESTORELOST, PODRUN_ESTORESILENT,
+ * PODRUN_EREJECTED or PODRUN_EENDED (rdzv/common.h). */
 
 typedef struct rdzv_params {
     const char *run_id;        /* job id; keys live under "podrun/<run_id>/" */
@@ -197,6 +195,8 @@ typedef struct rdzv_callbacks {
                                              (finished: they have already exited), so the
                                              launcher may stop them here, one round trip
                                              earlier; it must not close or rejoin from here. */
+    void (*store_log)(void *arg, const char *line); /* optional: a line of the job store this
+                                                       agent hosts (a client cut off, ...) */
 } rdzv_callbacks_t;
 
 typedef struct rdzv_agent rdzv_agent_t;

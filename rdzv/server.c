@@ -77,6 +77,7 @@ struct store_server {
     int nlisteners;
     uint16_t port;
     store_limits_t lim;
+    podrun_log_t log;
     wire_limits_t wl;
     keyspace_t *ks;
     conn_t *conns;
@@ -304,8 +305,8 @@ static void conn_fail(conn_t *c, const char *why)
         return;
     char peer[96];
     peer_name(c, peer, sizeof peer);
-    fprintf(stderr, "podrun store: closing connection %llu from %s: %s\n",
-            (unsigned long long)c->id, peer, why);
+    podrun_logf(&c->srv->log, "closing connection %llu from %s: %s", (unsigned long long)c->id,
+                peer, why);
     conn_close(c);
 }
 
@@ -515,11 +516,11 @@ static void parse_error(conn_t *c, ssize_t r, const char *p)
 {
     char why[200];
     const char *d = c->dialect == WIRE_V2 ? "2.x" : "1.13";
-    if (r == WIRE_EBADOP)
+    if (r == PODRUN_EBADOP)
         snprintf(why, sizeof why,
                  "unknown opcode 0x%02x for the torch %s dialect (not a TCPStore client?)",
                  (unsigned char)p[0], d);
-    else if (r == WIRE_EMAGIC)
+    else if (r == PODRUN_EMAGIC)
         snprintf(why, sizeof why, "VALIDATE with a wrong magic number");
     else
         snprintf(why, sizeof why,
@@ -701,8 +702,8 @@ static void on_connection(uv_stream_t *l, int status)
     }
     if (s->nconns > s->lim.max_connections) {
         if (!s->limit_logged) {
-            fprintf(stderr, "podrun store: %zu connections open, refusing more "
-                            "(raise --max-connections)\n", s->lim.max_connections);
+            podrun_logf(&s->log, "%zu connections open, refusing more (raise --max-connections)",
+                        s->lim.max_connections);
             s->limit_logged = 1;
         }
         conn_close(c);
@@ -715,7 +716,7 @@ static void on_connection(uv_stream_t *l, int status)
 
 /* ---- server ------------------------------------------------------------------------------ */
 
-static void warn_somaxconn(void)
+static void warn_somaxconn(const podrun_log_t *log)
 {
     static int warned;
     FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
@@ -727,9 +728,9 @@ static void warn_somaxconn(void)
     fclose(f);
     if (v > 0 && v < 4096 && !warned) {
         warned = 1;
-        fprintf(stderr, "podrun store: listen backlog limited to %ld by "
-                        "/proc/sys/net/core/somaxconn; jobs with more ranks joining at once need "
-                        "`sysctl -w net.core.somaxconn=65535`\n", v);
+        podrun_logf(log, "listen backlog limited to %ld by /proc/sys/net/core/somaxconn; jobs "
+                         "with more ranks joining at once need `sysctl -w net.core.somaxconn=65535`",
+                    v);
     }
 }
 
@@ -806,12 +807,14 @@ static int bind_all(store_server_t *s, const char *host, uint16_t port)
 }
 
 int store_server_start(uv_loop_t *loop, const char *host, uint16_t port,
-                       const store_limits_t *lim, store_server_t **out)
+                       const store_limits_t *lim, const podrun_log_t *log, store_server_t **out)
 {
     store_server_t *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
     s->loop = loop;
+    if (log)
+        s->log = *log;
     if (lim)
         s->lim = *lim;
     else
@@ -840,7 +843,7 @@ int store_server_start(uv_loop_t *loop, const char *host, uint16_t port,
         free(s);
         return r;
     }
-    warn_somaxconn();
+    warn_somaxconn(&s->log);
     *out = s;
     return 0;
 }

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "rdzv/common.h"
+
 typedef struct store_limits {
     size_t max_key_len;        /* bytes per key; default 8 KiB */
     size_t max_value_len;      /* bytes per value; default 8 MiB */
@@ -41,9 +43,11 @@ typedef int (*store_write_cb)(void *arg, uint64_t conn_id, const char *key, size
 typedef void (*store_close_cb)(void *arg, uint64_t conn_id);
 
 /* Binds host:port (port 0: ephemeral; host NULL or "": all addresses, IPv6 dual-stack first),
- * listens with a large backlog and starts serving on `loop`. */
+ * listens with a large backlog and starts serving on `loop`. lim NULL: the defaults. The server's
+ * lines for a person (a connection closed for bad input or a limit, a small listen backlog) go
+ * to `log` (copied; NULL: nowhere). */
 int store_server_start(uv_loop_t *loop, const char *host, uint16_t port,
-                       const store_limits_t *lim, store_server_t **out);
+                       const store_limits_t *lim, const podrun_log_t *log, store_server_t **out);
 /* The port actually bound. */
 uint16_t store_server_port(const store_server_t *s);
 /* One observer per server; a second call replaces the first. */

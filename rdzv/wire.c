@@ -87,7 +87,7 @@ enum { OK = 1, MORE = 0 };
 static int take(cur_t *c, size_t n, const char **p)
 {
     if (n > c->max - c->off)
-        return WIRE_ETOOBIG;
+        return PODRUN_ETOOBIG;
     if (n > c->len - c->off) {
         c->need = c->off + n;
         return MORE;
@@ -114,7 +114,7 @@ static int take_str(cur_t *c, size_t limit, wire_str_t *s)
     if (r != OK)
         return r;
     if (n > limit)
-        return WIRE_ETOOBIG;
+        return PODRUN_ETOOBIG;
     s->len = (size_t)n;
     return take(c, s->len, &s->p);
 }
@@ -126,7 +126,7 @@ static int take_list(cur_t *c, const wire_limits_t *lim, int pairs, wire_req_t *
     if (r != OK)
         return r;
     if (req->n > lim->max_keys)
-        return WIRE_ETOOBIG;
+        return PODRUN_ETOOBIG;
     size_t start = c->off;
     wire_str_t s;
     for (uint64_t i = 0; i < req->n; i++) {
@@ -189,7 +189,7 @@ ssize_t wire_parse(wire_dialect_t d, const char *buf, size_t len, const wire_lim
     else
         op = code < V1_OPS ? v1_ops[code] : -1;
     if (op < 0)
-        return WIRE_EBADOP;
+        return PODRUN_EBADOP;
     memset(req, 0, sizeof *req);
     req->op = (wire_op_t)op;
     c.off = 1;
@@ -202,7 +202,7 @@ ssize_t wire_parse(wire_dialect_t d, const char *buf, size_t len, const wire_lim
         return 0;
     }
     if (op == WIRE_VALIDATE && req->u32 != WIRE_MAGIC)
-        return WIRE_EMAGIC;
+        return PODRUN_EMAGIC;
     return (ssize_t)c.off;
 }
 
@@ -365,13 +365,13 @@ ssize_t wire_reply_parse(wire_reply_shape_t shape, uint64_t n, const char *buf, 
             if (out->num > 0)
                 r = take_str(&c, lim->max_value_len, &out->val);
             else if (out->num < 0)
-                r = WIRE_ETOOBIG;
+                r = PODRUN_ETOOBIG;
         }
         break;
     case WIRE_R_LIST:
         if ((r = take_u64(&c, &v)) == OK) {
             out->num = (int64_t)v;
-            r = v > lim->max_keys ? WIRE_ETOOBIG : take_vecs(&c, lim, v, out);
+            r = v > lim->max_keys ? PODRUN_ETOOBIG : take_vecs(&c, lim, v, out);
         }
         break;
     }

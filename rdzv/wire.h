@@ -35,6 +35,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "rdzv/common.h"
+
 typedef enum wire_dialect {
     WIRE_UNKNOWN = 0,
     WIRE_V1 = 1, /* torch 1.13 */
@@ -105,10 +107,8 @@ typedef struct wire_req {
     wire_str_t list;     /* the n encoded keys or pairs */
 } wire_req_t;
 
-/* Error codes of the parsers (negative errno values). */
-#define WIRE_EBADOP   (-95)   /* -EOPNOTSUPP: unknown opcode for this dialect */
-#define WIRE_ETOOBIG  (-90)   /* -EMSGSIZE: a length or count beyond the limits */
-#define WIRE_EMAGIC   (-71)   /* -EPROTO: VALIDATE with the wrong magic */
+/* The parsers fail with PODRUN_EBADOP (unknown opcode for the dialect), PODRUN_ETOOBIG (a length
+ * or count beyond the limits) or PODRUN_EMAGIC (VALIDATE with the wrong magic): rdzv/common.h. */
 
 /* Tells the dialect from the first bytes a connection sent: WIRE_V2 when they are
  * 00 CE F7 85 3C (VALIDATE + magic), WIRE_V1 as soon as they cannot be, WIRE_UNKNOWN while fewer
@@ -116,7 +116,7 @@ typedef struct wire_req {
 wire_dialect_t wire_sniff(const char *buf, size_t len);
 
 /* Decodes one request from buf[0..len). Returns the number of bytes it used (> 0), 0 when the
- * request is not complete yet, or a WIRE_E* code. When it returns 0, *need (if not NULL) is a
+ * request is not complete yet, or a PODRUN_E* code. When it returns 0, *need (if not NULL) is a
  * length the buffer must reach before decoding can make progress: callers re-parse only then. */
 ssize_t wire_parse(wire_dialect_t d, const char *buf, size_t len, const wire_limits_t *lim,
                    wire_req_t *req, size_t *need);

@@ -24,7 +24,38 @@ typedef struct srv_thread {
     store_limits_t lim;
     uint16_t port;
     int err;
+    /* the server's log lines, joined by newlines (the server thread writes, tests read) */
+    uv_mutex_t log_mu;
+    char log[8192];
+    size_t log_len;
+    int log_lines;
 } srv_thread_t;
+
+static inline void st_on_log(void *arg, const char *line)
+{
+    srv_thread_t *t = arg;
+    uv_mutex_lock(&t->log_mu);
+    int n = snprintf(t->log + t->log_len, sizeof t->log - t->log_len, "%s\n", line);
+    if (n > 0 && (size_t)n < sizeof t->log - t->log_len)
+        t->log_len += (size_t)n;
+    t->log_lines++;
+    uv_mutex_unlock(&t->log_mu);
+}
+
+/* How many lines the server has logged; the last one into out. */
+static inline int st_last_log(srv_thread_t *t, char *out, size_t cap)
+{
+    uv_mutex_lock(&t->log_mu);
+    int n = t->log_lines;
+    const char *end = t->log + t->log_len, *p = end;
+    if (p > t->log)
+        p--; /* the last newline */
+    while (p > t->log && p[-1] != '\n')
+        p--;
+    snprintf(out, cap, "%.*s", (int)(end - p), p);
+    uv_mutex_unlock(&t->log_mu);
+    return n;
+}
 
 static inline void st_on_stop(uv_async_t *a)
 {
@@ -39,7 +70,8 @@ static inline void st_main(void *arg)
     uv_loop_init(&t->loop);
     uv_async_init(&t->loop, &t->stop, st_on_stop);
     t->stop.data = t;
-    t->err = store_server_start(&t->loop, "127.0.0.1", t->port, &t->lim, &t->srv);
+    podrun_log_t log = {st_on_log, t};
+    t->err = store_server_start(&t->loop, "127.0.0.1", t->port, &t->lim, &log, &t->srv);
     if (t->err == 0)
         t->port = store_server_port(t->srv);
     uv_sem_post(&t->ready);
@@ -60,6 +92,7 @@ static inline int st_start(srv_thread_t *t, const store_limits_t *lim, uint16_t 
     else
         store_limits_default(&t->lim);
     t->port = port;
+    uv_mutex_init(&t->log_mu);
     uv_sem_init(&t->ready, 0);
     uv_thread_create(&t->th, st_main, t);
     uv_sem_wait(&t->ready);
@@ -71,6 +104,7 @@ static inline void st_stop(srv_thread_t *t)
     uv_async_send(&t->stop);
     uv_thread_join(&t->th);
     uv_sem_destroy(&t->ready);
+    uv_mutex_destroy(&t->log_mu);
 }
 
 /* ---- raw sockets ---- */

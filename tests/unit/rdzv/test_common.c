@@ -1,6 +1,8 @@
-/* tests/unit/rdzv/test_common.c — HOST[:PORT], whole numbers, ids, durations. */
+/* tests/unit/rdzv/test_common.c — HOST[:PORT], whole numbers, ids, durations, the error table,
+ * the log sink. */
 #include <errno.h>
 #include <string.h>
+#include <uv.h>
 
 #include "../check.h"
 #include "rdzv/common.h"
@@ -103,8 +105,57 @@ static void test_duration(void)
     CHECK_EQ_STR(s, "0s");
 }
 
+static void test_error_table(void)
+{
+    /* podrun's own codes: their own words and names, distinct from each other */
+    static const int own[] = {PODRUN_ETIMEDOUT, PODRUN_ECONNRESET, PODRUN_EPROTO, PODRUN_EBADOP,
+                              PODRUN_ETOOBIG, PODRUN_EMAGIC, PODRUN_EJOINTIMEOUT,
+                              PODRUN_ESTORELOST, PODRUN_ESTORESILENT, PODRUN_EREJECTED,
+                              PODRUN_EENDED};
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++) {
+        CHECK(podrun_err_name(own[i]) != NULL);
+        CHECK(strncmp(podrun_err_name(own[i]), "PODRUN_E", 8) == 0);
+        for (size_t j = 0; j < i; j++)
+            CHECK(own[i] != own[j]);
+        /* beyond the public three, no errno and no libuv code means the same number */
+        if (i >= 3)
+            CHECK(own[i] < -4095);
+    }
+    CHECK_EQ_STR(podrun_err_name(PODRUN_EBADOP), "PODRUN_EBADOP");
+    CHECK_EQ_STR(podrun_strerror(PODRUN_ETIMEDOUT), "timed out");
+    CHECK_EQ_STR(podrun_strerror(PODRUN_ESTORESILENT),
+                 "the job store host stopped answering heartbeats");
+    /* anything else: the C library's words for an errno, libuv's for its own codes */
+    CHECK(podrun_err_name(-ENOMEM) == NULL);
+    CHECK_EQ_STR(podrun_strerror(-ENOMEM), strerror(ENOMEM));
+    CHECK_EQ_STR(podrun_strerror(UV_EAI_NONAME), uv_strerror(UV_EAI_NONAME));
+    CHECK_EQ_STR(podrun_strerror(UV_EOF), uv_strerror(UV_EOF));
+}
+
+static char logged[256];
+static void on_line(void *arg, const char *line)
+{
+    (*(int *)arg)++;
+    snprintf(logged, sizeof logged, "%s", line);
+}
+
+static void test_log_sink(void)
+{
+    int n = 0;
+    podrun_log_t log = {on_line, &n};
+    podrun_logf(&log, "closing %d of %s", 3, "7");
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_STR(logged, "closing 3 of 7");
+    podrun_logf(NULL, "nowhere");
+    podrun_log_t none = {NULL, NULL};
+    podrun_logf(&none, "nowhere");
+    CHECK_EQ_INT(n, 1);
+}
+
 int main(void)
 {
+    RUN(test_error_table);
+    RUN(test_log_sink);
     RUN(test_hostport_parse);
     RUN(test_hostport_format);
     RUN(test_parse_int);

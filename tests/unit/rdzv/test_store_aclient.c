@@ -191,7 +191,7 @@ static void test_observer(void)
 static void test_lost(void)
 {
     store_server_t *s2;
-    CHECK_EQ_INT(store_server_start(loop, "127.0.0.1", 0, NULL, &s2), 0);
+    CHECK_EQ_INT(store_server_start(loop, "127.0.0.1", 0, NULL, NULL, &s2), 0);
     store_aclient_t *c = connect_ok(store_server_port(s2));
     res_t lost = {0}, w = {0}, after = {0};
     store_aclient_on_lost(c, on_conn, &lost);
@@ -212,13 +212,13 @@ static uint16_t late_port;
 static void start_late(uv_timer_t *t)
 {
     (void)t;
-    CHECK_EQ_INT(store_server_start(loop, "127.0.0.1", late_port, NULL, &late), 0);
+    CHECK_EQ_INT(store_server_start(loop, "127.0.0.1", late_port, NULL, NULL, &late), 0);
 }
 
 static void test_backoff(void)
 {
     store_server_t *probe;
-    store_server_start(loop, "127.0.0.1", 0, NULL, &probe);
+    store_server_start(loop, "127.0.0.1", 0, NULL, NULL, &probe);
     late_port = store_server_port(probe);
     store_server_close(probe, NULL, NULL);
     uv_run(loop, UV_RUN_NOWAIT);
@@ -275,7 +275,7 @@ static void test_inprocess_write_when_full(void)
     store_limits_default(&lim);
     lim.max_total_bytes = 256;
     store_server_t *s2;
-    CHECK_EQ_INT(store_server_start(loop, "127.0.0.1", 0, &lim, &s2), 0);
+    CHECK_EQ_INT(store_server_start(loop, "127.0.0.1", 0, &lim, NULL, &s2), 0);
     store_aclient_t *c = connect_ok(store_server_port(s2));
     char big[300];
     memset(big, 'x', sizeof big);
@@ -295,7 +295,7 @@ int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     loop = uv_default_loop();
-    if (store_server_start(loop, "127.0.0.1", 0, NULL, &srv) != 0)
+    if (store_server_start(loop, "127.0.0.1", 0, NULL, NULL, &srv) != 0)
         return 1;
     RUN(test_ops);
     RUN(test_wait);

@@ -349,20 +349,24 @@ static void test_bad_input(void)
         const char *what;
         const char *bytes;
         size_t n;
+        const char *said; /* in the one line the server logs for it */
     } bad[] = {
-        {"http", "GET / HTTP/1.0\r\n\r\n", 18},
-        {"tls hello", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11},
-        {"v1 huge key", "\x02\xff\xff\xff\xff\xff\xff\xff\x7f", 9},
-        {"v2 unknown op", "\x00\xCE\xF7\x85\x3C\x63", 6},
-        {"v2 bad magic", "\x00\xCE\xF7\x85\x3C\x00\x01\x02\x03\x04", 10},
+        {"http", "GET / HTTP/1.0\r\n\r\n", 18, "unknown opcode 0x47 for the torch 1.13"},
+        {"tls hello", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11, "unknown opcode"},
+        {"v1 huge key", "\x02\xff\xff\xff\xff\xff\xff\xff\x7f", 9, "over the limits"},
+        {"v2 unknown op", "\x00\xCE\xF7\x85\x3C\x63", 6, "unknown opcode 0x63 for the torch 2.x"},
+        {"v2 bad magic", "\x00\xCE\xF7\x85\x3C\x00\x01\x02\x03\x04", 10, "wrong magic"},
         {"v2 huge value", "\x00\xCE\xF7\x85\x3C\x01\x01\x00\x00\x00\x00\x00\x00\x00k"
-                          "\x00\x00\x00\x01\x00\x00\x00\x00", 23},
-        {"v2 too many keys", "\x00\xCE\xF7\x85\x3C\x06\x00\x00\x00\x01\x00\x00\x00\x00", 14},
+                          "\x00\x00\x00\x01\x00\x00\x00\x00", 23, "over the limits"},
+        {"v2 too many keys", "\x00\xCE\xF7\x85\x3C\x06\x00\x00\x00\x01\x00\x00\x00\x00", 14,
+         "over the limits"},
         {"v1 add on text", "\x00\x01\x00\x00\x00\x00\x00\x00\x00t\x01\x00\x00\x00\x00\x00\x00"
                            "\x00x\x03\x01\x00\x00\x00\x00\x00\x00\x00t\x01\x00\x00\x00\x00\x00"
-                           "\x00\x00", 37},
+                           "\x00\x00", 37, "ADD on a key whose value is not a 64-bit integer"},
     };
+    char line[512];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int before = st_last_log(&st, line, sizeof line);
         int fd = raw_connect(st.port);
         raw_send(fd, bad[i].bytes, bad[i].n);
         int closed = raw_closed(fd, 2000);
@@ -371,6 +375,12 @@ static void test_bad_input(void)
         CHECK(closed);
         close(fd);
         bystander_ok(by);
+        /* one line through the log sink, naming the connection and why it went */
+        CHECK_EQ_INT(st_last_log(&st, line, sizeof line), before + 1);
+        CHECK(strncmp(line, "closing connection ", 19) == 0 && strstr(line, "127.0.0.1:"));
+        if (!strstr(line, bad[i].said))
+            fprintf(stderr, "%s: '%s' lacks '%s'\n", bad[i].what, line, bad[i].said);
+        CHECK(strstr(line, bad[i].said) != NULL);
     }
     /* truncated frames and vanishing peers: a half-sent request, then gone; a waiter gone */
     int fd = raw_connect(st.port);

@@ -88,7 +88,7 @@ static void test_v2_hello(void)
     /* a wrong magic is an error */
     b[1] = 0x11;
     CHECK_EQ_INT(wire_sniff(b, n), WIRE_V1);
-    CHECK_EQ_INT(wire_parse(WIRE_V2, b, n, &lim, &q, NULL), WIRE_EMAGIC);
+    CHECK_EQ_INT(wire_parse(WIRE_V2, b, n, &lim, &q, NULL), PODRUN_EMAGIC);
 }
 
 static void test_op_tables(void)
@@ -108,11 +108,11 @@ static void test_op_tables(void)
     CHECK_EQ_INT(wire_opcode(WIRE_V2, WIRE_WATCH_KEY), -1);
     wire_req_t q;
     char b[1] = {9};
-    CHECK_EQ_INT(wire_parse(WIRE_V1, b, 1, &lim, &q, NULL), WIRE_EBADOP);
+    CHECK_EQ_INT(wire_parse(WIRE_V1, b, 1, &lim, &q, NULL), PODRUN_EBADOP);
     b[0] = 18;
-    CHECK_EQ_INT(wire_parse(WIRE_V2, b, 1, &lim, &q, NULL), WIRE_EBADOP);
+    CHECK_EQ_INT(wire_parse(WIRE_V2, b, 1, &lim, &q, NULL), PODRUN_EBADOP);
     b[0] = 'G'; /* "GET / HTTP/1.1" */
-    CHECK_EQ_INT(wire_parse(WIRE_V1, b, 1, &lim, &q, NULL), WIRE_EBADOP);
+    CHECK_EQ_INT(wire_parse(WIRE_V1, b, 1, &lim, &q, NULL), PODRUN_EBADOP);
     b[0] = 6; /* 1.13 GETNUMKEYS: no arguments */
     CHECK_EQ_INT(wire_parse(WIRE_V1, b, 1, &lim, &q, NULL), 1);
     CHECK_EQ_INT(q.op, WIRE_GETNUMKEYS);
@@ -125,28 +125,28 @@ static void test_limits(void)
     size_t need = 0;
     /* a key length of 2^60 is refused at once, before any of its bytes */
     size_t n = unhex("02 0000000000000010", b);
-    CHECK_EQ_INT(wire_parse(WIRE_V1, b, n, &lim, &q, &need), WIRE_ETOOBIG);
+    CHECK_EQ_INT(wire_parse(WIRE_V1, b, n, &lim, &q, &need), PODRUN_ETOOBIG);
     /* key just over the limit */
     n = unhex("02 0120000000000000", b);
-    CHECK_EQ_INT(wire_parse(WIRE_V1, b, n, &lim, &q, &need), WIRE_ETOOBIG);
+    CHECK_EQ_INT(wire_parse(WIRE_V1, b, n, &lim, &q, &need), PODRUN_ETOOBIG);
     /* key at the limit: fine, needs its bytes */
     n = unhex("02 0020000000000000", b);
     CHECK_EQ_INT(wire_parse(WIRE_V1, b, n, &lim, &q, &need), 0);
     CHECK_EQ_INT(need, 9 + 8192);
     /* value over 8 MiB */
     n = unhex("00 0100000000000000 6b 0100800000000000", b);
-    CHECK_EQ_INT(wire_parse(WIRE_V1, b, n, &lim, &q, &need), WIRE_ETOOBIG);
+    CHECK_EQ_INT(wire_parse(WIRE_V1, b, n, &lim, &q, &need), PODRUN_ETOOBIG);
     /* too many keys in a WAIT */
     n = unhex("05 0100020000000000", b);
-    CHECK_EQ_INT(wire_parse(WIRE_V1, b, n, &lim, &q, &need), WIRE_ETOOBIG);
+    CHECK_EQ_INT(wire_parse(WIRE_V1, b, n, &lim, &q, &need), PODRUN_ETOOBIG);
     /* the 2.x handshake read as 1.13 is a SET with a ~1 GB key length: refused */
     n = unhex("00 CEF7853C 0D 39300000", b);
-    CHECK_EQ_INT(wire_parse(WIRE_V1, b, n, &lim, &q, &need), WIRE_ETOOBIG);
+    CHECK_EQ_INT(wire_parse(WIRE_V1, b, n, &lim, &q, &need), PODRUN_ETOOBIG);
     /* a whole-request limit */
     wire_limits_t small = lim;
     small.max_request = 20;
     n = unhex("00 0800000000000000 6b6b6b6b6b6b6b6b 0800000000000000", b);
-    CHECK_EQ_INT(wire_parse(WIRE_V1, b, n, &small, &q, &need), WIRE_ETOOBIG);
+    CHECK_EQ_INT(wire_parse(WIRE_V1, b, n, &small, &q, &need), PODRUN_ETOOBIG);
 }
 
 static void test_multi(void)

@@ -103,7 +103,7 @@ static void cb_ending(void *arg, int round)
 }
 
 static const rdzv_callbacks_t cbs = {cb_assigned, cb_stopped, cb_finished, cb_lost, cb_progress,
-                                     cb_ending};
+                                     cb_ending, NULL};
 
 static void on_tick(uv_timer_t *t)
 {
@@ -425,8 +425,8 @@ static void test_host_lost(void)
         kill(pid, sigs[s]);
         CHECK(run_until(others_lost, 5));
         for (int i = 1; i < NA; i++)
-            CHECK_EQ_INT(ag[i].lost_err, sigs[s] == SIGKILL ? RDZV_ESTORELOST
-                                                            : RDZV_ESTORESILENT);
+            CHECK_EQ_INT(ag[i].lost_err, sigs[s] == SIGKILL ? PODRUN_ESTORELOST
+                                                            : PODRUN_ESTORESILENT);
         if (sigs[s] == SIGSTOP)
             CHECK(strstr(ag[1].lost_why, "did not answer heartbeats for 0.6 s") != NULL);
         kill(pid, SIGKILL);
@@ -458,7 +458,7 @@ static void test_join_timeout(void)
     CHECK(ag[0].progress >= 2); /* the host's own lines */
     CHECK(ag[1].progress >= 1); /* read from the status key */
     for (int i = 0; i < NA - 1; i++) {
-        CHECK_EQ_INT(ag[i].lost_err, RDZV_EJOINTIMEOUT);
+        CHECK_EQ_INT(ag[i].lost_err, PODRUN_EJOINTIMEOUT);
         CHECK(strstr(ag[i].lost_why, "3/4 nodes joined, still waiting for node rank 2") != NULL);
     }
     close_all();
