@@ -18,13 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rdzv/list.h"
 #include "rdzv/wire.h"
 
 enum state { S_RESOLVING, S_CONNECTING, S_VALIDATING, S_READY, S_LOST, S_CLOSED };
 enum kind { K_NORMAL, K_WAIT, K_CANCEL, K_HELLO, K_SET };
 
 typedef struct areq {
-    struct areq *next;
+    fifo_node_t node;           /* in wire or held */
     unsigned char kind, shape, timed_out;
     uint64_t n;                 /* MULTI_GET vectors */
     int64_t deadline;           /* WAIT: loop time in ms, < 0 none */
@@ -59,14 +60,16 @@ struct store_aclient {
     double delay;
     unsigned seed;
     int last_err;
-    areq_t *head, *tail;        /* on the wire, awaiting replies */
-    areq_t *hhead, *htail;      /* held behind a WAIT */
+    fifo_t wire;                /* areq_t on the wire, awaiting replies in order */
+    fifo_t held;                /* areq_t held back behind a WAIT */
     int wait_out;               /* a WAIT is on the wire */
     char *rbuf;
     size_t rlen, rcap;
     store_aclient_cb connected, on_lost;
     void *carg, *lost_arg;
 };
+
+#define REQ(n) container_of(n, areq_t, node)
 
 static void attempt(store_aclient_t *c);
 static void lose(store_aclient_t *c, int err);
@@ -107,18 +110,12 @@ static void close_tcp(store_aclient_t *c, uv_close_cb cb)
 static void fail_all(store_aclient_t *c, int err)
 {
     for (;;) {
-        areq_t *q = c->head ? c->head : c->hhead;
-        if (!q)
+        fifo_node_t *n = fifo_pop(&c->wire);
+        if (!n)
+            n = fifo_pop(&c->held);
+        if (!n)
             break;
-        if (q == c->head) {
-            c->head = q->next;
-            if (!c->head)
-                c->tail = NULL;
-        } else {
-            c->hhead = q->next;
-            if (!c->hhead)
-                c->htail = NULL;
-        }
+        areq_t *q = REQ(n);
         if (q->cb && q->kind != K_CANCEL && q->kind != K_HELLO)
             q->cb(c, err, NULL, 0, 0, q->arg);
         free_req(q);
@@ -180,12 +177,7 @@ static int send_req(store_aclient_t *c, areq_t *q)
     q->data = NULL;
     if (q->kind == K_SET)
         return 0;
-    q->next = NULL;
-    if (c->tail)
-        c->tail->next = q;
-    else
-        c->head = q;
-    c->tail = q;
+    fifo_push(&c->wire, &q->node);
     if (q->kind == K_WAIT) {
         c->wait_out = 1;
         if (q->deadline >= 0) {
@@ -199,11 +191,8 @@ static int send_req(store_aclient_t *c, areq_t *q)
 /* Writes held requests until the next WAIT goes out. */
 static void release_held(store_aclient_t *c)
 {
-    while (c->hhead && !c->wait_out && c->state == S_READY) {
-        areq_t *q = c->hhead;
-        c->hhead = q->next;
-        if (!c->hhead)
-            c->htail = NULL;
+    while (!fifo_empty(&c->held) && !c->wait_out && c->state == S_READY) {
+        areq_t *q = REQ(fifo_pop(&c->held));
         if (send_req(c, q) < 0) {
             if (q->cb)
                 q->cb(c, PODRUN_ECONNRESET, NULL, 0, 0, q->arg);
@@ -220,13 +209,8 @@ static int submit(store_aclient_t *c, areq_t *q)
         free_req(q);
         return c->state == S_LOST ? PODRUN_ECONNRESET : -ENOTCONN;
     }
-    if (c->wait_out || c->hhead) {
-        q->next = NULL;
-        if (c->htail)
-            c->htail->next = q;
-        else
-            c->hhead = q;
-        c->htail = q;
+    if (c->wait_out || !fifo_empty(&c->held)) {
+        fifo_push(&c->held, &q->node);
         return 0;
     }
     int r = send_req(c, q);
@@ -260,9 +244,10 @@ static void take_buf(areq_t *q, wire_buf_t *b)
 static void on_wait_timeout(uv_timer_t *t)
 {
     store_aclient_t *c = t->data;
-    areq_t *w = c->head;
-    while (w && w->kind != K_WAIT)
-        w = w->next;
+    fifo_node_t *n = c->wire.first;
+    while (n && REQ(n)->kind != K_WAIT)
+        n = n->next;
+    areq_t *w = n ? REQ(n) : NULL;
     if (!w || w->timed_out || c->state != S_READY)
         return;
     w->timed_out = 1;
@@ -274,21 +259,14 @@ static void on_wait_timeout(uv_timer_t *t)
         lose(c, PODRUN_ECONNRESET);
         return;
     }
-    cq->next = w->next;
-    w->next = cq;
-    if (c->tail == w)
-        c->tail = cq;
+    fifo_insert_after(&c->wire, &w->node, &cq->node);
 }
 
 /* ---- reading -------------------------------------------------------------------------- */
 
 static void pop_head(store_aclient_t *c)
 {
-    areq_t *q = c->head;
-    c->head = q->next;
-    if (!c->head)
-        c->tail = NULL;
-    free_req(q);
+    free_req(REQ(fifo_pop(&c->wire)));
 }
 
 static void on_ready_hello(store_aclient_t *c);
@@ -296,7 +274,7 @@ static void on_ready_hello(store_aclient_t *c);
 /* Delivers one reply to the request at the FIFO head. Returns 0, or an error to drop the link. */
 static int deliver(store_aclient_t *c, const wire_reply_t *rep)
 {
-    areq_t *q = c->head;
+    areq_t *q = REQ(c->wire.first);
     switch (q->kind) {
     case K_HELLO: {
         int ok = rep->u32 == q->nonce;
@@ -329,9 +307,7 @@ static int deliver(store_aclient_t *c, const wire_reply_t *rep)
         int64_t num = rep->num;
         store_reply_cb cb = q->cb;
         void *arg = q->arg;
-        c->head = q->next;
-        if (!c->head)
-            c->tail = NULL;
+        fifo_pop(&c->wire);
         if (cb)
             cb(c, 0, rep->val.p, rep->val.len, num, arg);
         free_req(q);
@@ -367,10 +343,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     c->rlen += (size_t)nread;
     size_t off = 0;
-    while (c->head && c->state != S_LOST && c->state != S_CLOSED) {
+    while (!fifo_empty(&c->wire) && c->state != S_LOST && c->state != S_CLOSED) {
         wire_reply_t rep;
         size_t need = 0;
-        ssize_t r = wire_reply_parse((wire_reply_shape_t)c->head->shape, c->head->n,
+        areq_t *head = REQ(c->wire.first);
+        ssize_t r = wire_reply_parse((wire_reply_shape_t)head->shape, head->n,
                                      c->rbuf + off, c->rlen - off, &wire_reply_limits, &rep, &need);
         if (r < 0) {
             lose(c, PODRUN_EPROTO);
@@ -387,7 +364,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (c->state == S_LOST || c->state == S_CLOSED)
         return;
-    if (!c->head && off < c->rlen) {
+    if (fifo_empty(&c->wire) && off < c->rlen) {
         lose(c, PODRUN_EPROTO); /* bytes nobody asked for */
         return;
     }

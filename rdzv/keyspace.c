@@ -8,19 +8,19 @@
 #include <string.h>
 
 typedef struct ks_item {
-    struct ks_item *next;
+    fifo_node_t node;           /* first: a popped item's bytes are moved over it */
     size_t len;
     char data[];
 } ks_item_t;
 
 typedef struct ks_entry {
-    struct ks_entry *next;      /* hash chain */
+    list_node_t chain;          /* in its hash bucket */
     uint64_t hash;
     char *val;                  /* NUL-terminated; NULL when empty */
     size_t vlen, vcap;
-    struct ks_link *waiters;    /* links of waits for this key */
-    struct ks_watch *watchers;
-    ks_item_t *qhead, *qtail;   /* queue items */
+    list_head_t waiters;        /* ks_link_t: waits for this key, newest first */
+    list_head_t watchers;       /* ks_watch_t */
+    fifo_t queue;               /* ks_item_t */
     size_t qlen;
     size_t klen;
     unsigned char present;
@@ -31,12 +31,12 @@ typedef struct ks_entry {
 typedef struct ks_link {
     struct ks_waiter *w;
     ks_entry_t *e;              /* NULL once the key was written */
-    struct ks_link *next, *prev;
+    list_node_t node;           /* in e->waiters */
 } ks_link_t;
 
 typedef struct ks_waiter {
     ks_owner_t *owner;
-    struct ks_waiter *onext, *oprev;
+    list_node_t onode;          /* in owner->waiters */
     size_t missing, nlinks;
     ks_link_t links[];
 } ks_waiter_t;
@@ -44,11 +44,15 @@ typedef struct ks_waiter {
 typedef struct ks_watch {
     ks_owner_t *owner;
     ks_entry_t *e;
-    struct ks_watch *enext, *eprev, *onext;
+    list_node_t enode;          /* in e->watchers */
+    list_node_t onode;          /* in owner->watches */
 } ks_watch_t;
 
+#define LINK(n) container_of(n, ks_link_t, node)
+#define ENTRY(n) container_of(n, ks_entry_t, chain)
+
 struct keyspace {
-    ks_entry_t **buckets;
+    list_head_t *buckets;
     size_t nbuckets, nentries, nkeys;
     size_t bytes, max_bytes;
     int unbounded; /* a keyspace_set_unbounded is running */
@@ -99,9 +103,11 @@ int keyspace_new(size_t max_bytes, ks_ready_cb on_ready, ks_watch_cb on_watch, v
 
 static ks_entry_t *find(keyspace_t *ks, const char *key, size_t klen, uint64_t h)
 {
-    for (ks_entry_t *e = ks->buckets[h & (ks->nbuckets - 1)]; e; e = e->next)
+    for (list_node_t *n = ks->buckets[h & (ks->nbuckets - 1)].first; n; n = n->next) {
+        ks_entry_t *e = ENTRY(n);
         if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
             return e;
+    }
     return NULL;
 }
 
@@ -113,15 +119,14 @@ static ks_entry_t *lookup(keyspace_t *ks, const char *key, size_t klen)
 static void grow(keyspace_t *ks)
 {
     size_t n = ks->nbuckets * 2;
-    ks_entry_t **b = calloc(n, sizeof *b);
+    list_head_t *b = calloc(n, sizeof *b);
     if (!b)
         return; /* longer chains, still correct */
     for (size_t i = 0; i < ks->nbuckets; i++) {
-        ks_entry_t *e = ks->buckets[i], *next;
-        for (; e; e = next) {
-            next = e->next;
-            e->next = b[e->hash & (n - 1)];
-            b[e->hash & (n - 1)] = e;
+        list_node_t *c;
+        while ((c = ks->buckets[i].first)) {
+            list_unlink(c);
+            list_push(&b[ENTRY(c)->hash & (n - 1)], c);
         }
     }
     free(ks->buckets);
@@ -154,9 +159,7 @@ static int get_entry(keyspace_t *ks, const char *key, size_t klen, ks_entry_t **
         memcpy(e->key, key, klen);
     if (ks->nentries >= 2 * ks->nbuckets) /* chains of 2 on average: half the table */
         grow(ks);
-    size_t b = h & (ks->nbuckets - 1);
-    e->next = ks->buckets[b];
-    ks->buckets[b] = e;
+    list_push(&ks->buckets[h & (ks->nbuckets - 1)], &e->chain);
     ks->nentries++;
     ks->bytes += klen;
     *out = e;
@@ -166,12 +169,10 @@ static int get_entry(keyspace_t *ks, const char *key, size_t klen, ks_entry_t **
 /* Frees an entry nobody needs any more: no value, no waits, no watches, no queue. */
 static void maybe_drop(keyspace_t *ks, ks_entry_t *e)
 {
-    if (e->present || e->waiters || e->watchers || e->qhead)
+    if (e->present || !list_empty(&e->waiters) || !list_empty(&e->watchers) ||
+        !fifo_empty(&e->queue))
         return;
-    ks_entry_t **pp = &ks->buckets[e->hash & (ks->nbuckets - 1)];
-    while (*pp != e)
-        pp = &(*pp)->next;
-    *pp = e->next;
+    list_unlink(&e->chain);
     ks->nentries--;
     ks->bytes -= e->klen;
     free(e->val);
@@ -180,24 +181,8 @@ static void maybe_drop(keyspace_t *ks, ks_entry_t *e)
 
 static void unlink_link(ks_link_t *l)
 {
-    if (l->prev)
-        l->prev->next = l->next;
-    else
-        l->e->waiters = l->next;
-    if (l->next)
-        l->next->prev = l->prev;
+    list_unlink(&l->node);
     l->e = NULL;
-}
-
-static void unlink_waiter(ks_waiter_t *w)
-{
-    ks_owner_t *o = w->owner;
-    if (w->oprev)
-        w->oprev->onext = w->onext;
-    else
-        o->waiters = w->onext;
-    if (w->onext)
-        w->onext->oprev = w->oprev;
 }
 
 /* A link's key was written: one key fewer missing. */
@@ -208,7 +193,7 @@ static void satisfy(keyspace_t *ks, ks_link_t *l)
     if (--w->missing > 0)
         return;
     ks_owner_t *o = w->owner;
-    unlink_waiter(w);
+    list_unlink(&w->onode);
     free(w);
     if (ks->on_ready)
         ks->on_ready(ks->arg, o);
@@ -216,8 +201,8 @@ static void satisfy(keyspace_t *ks, ks_link_t *l)
 
 static void wake_all(keyspace_t *ks, ks_entry_t *e)
 {
-    while (e->waiters)
-        satisfy(ks, e->waiters);
+    while (!list_empty(&e->waiters))
+        satisfy(ks, LINK(e->waiters.first));
 }
 
 static void notify(keyspace_t *ks, ks_entry_t *e, int type, const char *old, size_t oldlen)
@@ -226,8 +211,10 @@ static void notify(keyspace_t *ks, ks_entry_t *e, int type, const char *old, siz
         return;
     const char *nv = e->present && e->val ? e->val : empty_val;
     size_t nl = e->present ? e->vlen : 0;
-    for (ks_watch_t *w = e->watchers; w; w = w->enext)
+    for (list_node_t *n = e->watchers.first; n; n = n->next) {
+        ks_watch_t *w = container_of(n, ks_watch_t, enode);
         ks->on_watch(ks->arg, w->owner, type, e->key, e->klen, old, oldlen, nv, nl);
+    }
 }
 
 /* Stores val as e's value. When watchers need the old value it is handed to them first. */
@@ -239,7 +226,7 @@ static int store_value(keyspace_t *ks, ks_entry_t *e, const char *val, size_t vl
     char *keep = NULL;
     size_t keeplen = 0;
     int was = e->present;
-    if (e->watchers && was) {
+    if (!list_empty(&e->watchers) && was) {
         keep = e->val;
         keeplen = e->vlen;
         e->val = NULL;
@@ -267,7 +254,7 @@ static int store_value(keyspace_t *ks, ks_entry_t *e, const char *val, size_t vl
         e->present = 1;
         ks->nkeys++;
     }
-    if (e->watchers)
+    if (!list_empty(&e->watchers))
         notify(ks, e, was ? WIRE_KEY_UPDATED : WIRE_KEY_CREATED, keep ? keep : empty_val,
                keeplen);
     free(keep);
@@ -393,7 +380,7 @@ int keyspace_append(keyspace_t *ks, const char *key, size_t klen, const char *va
     int r = get_entry(ks, key, klen, &e);
     if (r)
         return r;
-    if (!e->present || e->watchers) {
+    if (!e->present || !list_empty(&e->watchers)) {
         /* plain set path: creation wakes waiters, watchers see old and new */
         char *joined = NULL;
         size_t jl = vlen;
@@ -442,7 +429,7 @@ static void drop_value(keyspace_t *ks, ks_entry_t *e)
     e->present = 0;
     ks->nkeys--;
     ks->bytes -= oldlen;
-    if (e->watchers)
+    if (!list_empty(&e->watchers))
         notify(ks, e, WIRE_KEY_DELETED, old ? old : empty_val, oldlen);
     free(old);
 }
@@ -469,7 +456,7 @@ size_t keyspace_bytes(const keyspace_t *ks)
 
 static int exists(const ks_entry_t *e)
 {
-    return e && (e->present || e->qhead);
+    return e && (e->present || !fifo_empty(&e->queue));
 }
 
 int keyspace_check(keyspace_t *ks, const wire_str_t *keys, size_t n)
@@ -511,26 +498,19 @@ int keyspace_wait(keyspace_t *ks, ks_owner_t *owner, const wire_str_t *keys, siz
         ks_link_t *l = &w->links[j++];
         l->w = w;
         l->e = e;
-        l->prev = NULL;
-        l->next = e->waiters;
-        if (e->waiters)
-            e->waiters->prev = l;
-        e->waiters = l;
+        list_push(&e->waiters, &l->node);
     }
     w->missing = w->nlinks = j;
-    w->onext = owner->waiters;
-    if (owner->waiters)
-        owner->waiters->oprev = w;
-    owner->waiters = w;
+    list_push(&owner->waiters, &w->onode);
     return 0;
 }
 
 size_t keyspace_cancel_waits(keyspace_t *ks, ks_owner_t *owner)
 {
     size_t n = 0;
-    ks_waiter_t *w;
-    while ((w = owner->waiters)) {
-        owner->waiters = w->onext;
+    while (!list_empty(&owner->waiters)) {
+        ks_waiter_t *w = container_of(owner->waiters.first, ks_waiter_t, onode);
+        list_unlink(&w->onode);
         for (size_t i = 0; i < w->nlinks; i++) {
             ks_entry_t *e = w->links[i].e;
             if (e) {
@@ -557,30 +537,23 @@ int keyspace_watch(keyspace_t *ks, ks_owner_t *owner, const char *key, size_t kl
     }
     w->owner = owner;
     w->e = e;
-    w->enext = e->watchers;
-    if (e->watchers)
-        e->watchers->eprev = w;
-    e->watchers = w;
-    w->onext = owner->watches;
-    owner->watches = w;
+    list_push(&e->watchers, &w->enode);
+    list_push(&owner->watches, &w->onode);
     return 0;
 }
 
 void keyspace_release(keyspace_t *ks, ks_owner_t *owner)
 {
     keyspace_cancel_waits(ks, owner);
-    ks_watch_t *w;
-    while ((w = owner->watches)) {
-        owner->watches = w->onext;
+    while (!list_empty(&owner->watches)) {
+        ks_watch_t *w = container_of(owner->watches.first, ks_watch_t, onode);
         ks_entry_t *e = w->e;
-        if (w->eprev)
-            w->eprev->enext = w->enext;
-        else
-            e->watchers = w->enext;
-        if (w->enext)
-            w->enext->eprev = w->eprev;
+        list_unlink(&w->onode);
+        if (e)
+            list_unlink(&w->enode);
         free(w);
-        maybe_drop(ks, e);
+        if (e)
+            maybe_drop(ks, e);
     }
 }
 
@@ -596,30 +569,24 @@ int keyspace_queue_push(keyspace_t *ks, const char *key, size_t klen, const char
     ks_item_t *it = malloc(sizeof *it + vlen + 1);
     if (!it)
         return maybe_drop(ks, e), -ENOMEM;
-    it->next = NULL;
     it->len = vlen;
     if (vlen)
         memcpy(it->data, val, vlen);
     it->data[vlen] = 0;
-    if (e->qtail)
-        e->qtail->next = it;
-    else
-        e->qhead = it;
-    e->qtail = it;
+    fifo_push(&e->queue, &it->node);
     e->qlen++;
     ks->bytes += vlen;
     /* One item can feed one popper: wake waiters oldest first until one wait completes. The
-     * list is newest first, so walk from its tail. */
-    ks_link_t *l = e->waiters;
-    while (l && l->next)
-        l = l->next;
-    while (l) {
-        ks_link_t *prev = l->prev;
+     * list is newest first, so walk it from its end. */
+    list_node_t *n = list_last(&e->waiters);
+    while (n) {
+        list_node_t *prev = list_prev(&e->waiters, n);
+        ks_link_t *l = LINK(n);
         int last = l->w->missing == 1;
         satisfy(ks, l);
         if (last)
             break;
-        l = prev;
+        n = prev;
     }
     return 0;
 }
@@ -630,13 +597,10 @@ int64_t keyspace_queue_pop(keyspace_t *ks, const char *key, size_t klen, char **
     ks_entry_t *e = lookup(ks, key, klen);
     *item = NULL;
     *ilen = 0;
-    if (!e || !e->qhead)
+    if (!e || fifo_empty(&e->queue))
         return 0;
     int64_t n = (int64_t)e->qlen;
-    ks_item_t *it = e->qhead;
-    e->qhead = it->next;
-    if (!e->qhead)
-        e->qtail = NULL;
+    ks_item_t *it = container_of(fifo_pop(&e->queue), ks_item_t, node);
     e->qlen--;
     ks->bytes -= it->len;
     /* hand the item's bytes over in place: the header goes in front, so move the data */
@@ -658,25 +622,26 @@ int keyspace_foreach(keyspace_t *ks, int (*fn)(void *arg, const char *key, size_
                                                const char *val, size_t vlen), void *arg)
 {
     for (size_t i = 0; i < ks->nbuckets; i++)
-        for (ks_entry_t *e = ks->buckets[i]; e; e = e->next)
+        for (list_node_t *n = ks->buckets[i].first; n; n = n->next) {
+            ks_entry_t *e = ENTRY(n);
             if (e->present) {
                 int r = fn(arg, e->key, e->klen, e->val ? e->val : empty_val, e->vlen);
                 if (r)
                     return r;
             }
+        }
     return 0;
 }
 
 /* Frees every queued item of e. */
 static void drop_queue(keyspace_t *ks, ks_entry_t *e)
 {
-    while (e->qhead) {
-        ks_item_t *it = e->qhead;
-        e->qhead = it->next;
+    fifo_node_t *n;
+    while ((n = fifo_pop(&e->queue))) {
+        ks_item_t *it = container_of(n, ks_item_t, node);
         ks->bytes -= it->len;
         free(it);
     }
-    e->qtail = NULL;
     e->qlen = 0;
 }
 
@@ -684,9 +649,9 @@ size_t keyspace_delete_except(keyspace_t *ks, const char *keep, size_t keeplen)
 {
     size_t n = 0;
     for (size_t i = 0; i < ks->nbuckets; i++) {
-        ks_entry_t *e = ks->buckets[i], *next;
-        for (; e; e = next) {
-            next = e->next;
+        list_node_t *c, *next;
+        list_for_each_safe(c, next, &ks->buckets[i]) {
+            ks_entry_t *e = ENTRY(c);
             if (e->klen >= keeplen && memcmp(e->key, keep, keeplen) == 0)
                 continue;
             if (e->present) {
@@ -705,15 +670,15 @@ void keyspace_free(keyspace_t *ks)
     if (!ks)
         return;
     for (size_t i = 0; i < ks->nbuckets; i++) {
-        ks_entry_t *e = ks->buckets[i], *next;
-        for (; e; e = next) {
-            next = e->next;
+        list_node_t *c, *next;
+        list_for_each_safe(c, next, &ks->buckets[i]) {
+            ks_entry_t *e = ENTRY(c);
             drop_queue(ks, e);
-            /* waiters and watches belong to owners; detach them so owners can be released */
-            for (ks_link_t *l = e->waiters; l; l = l->next)
-                l->e = NULL;
-            for (ks_watch_t *w = e->watchers; w; w = w->enext)
-                w->e = NULL;
+            /* waits and watches belong to owners; detach them so owners can be released */
+            for (list_node_t *n = e->waiters.first; n; n = n->next)
+                LINK(n)->e = NULL;
+            for (list_node_t *n = e->watchers.first; n; n = n->next)
+                container_of(n, ks_watch_t, enode)->e = NULL;
             free(e->val);
             free(e);
         }

@@ -23,13 +23,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rdzv/list.h"
 #include "rdzv/wire.h"
 
 typedef struct keyspace keyspace_t;
 
+/* Zeroed: an owner with nothing. */
 typedef struct ks_owner {
-    struct ks_waiter *waiters;
-    struct ks_watch *watches;
+    list_head_t waiters; /* its waits not yet complete */
+    list_head_t watches; /* its WATCH_KEYs */
 } ks_owner_t;
 
 /* A wait of `owner` completed: all its keys exist now. */

@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "rdzv/keyspace.h"
+#include "rdzv/list.h"
 #include "rdzv/wire.h"
 
 #define READ_CHUNK (64 * 1024)
@@ -53,7 +54,7 @@
 typedef struct conn {
     uv_tcp_t tcp;               /* first: handle pointers cast to conn_t */
     struct store_server *srv;
-    struct conn *next, *prev;
+    list_node_t node;           /* in srv->conns */
     ks_owner_t owner;
     uint64_t id;
     char *rbuf;                 /* the unparsed tail of a request, when one is split */
@@ -80,7 +81,7 @@ struct store_server {
     podrun_log_t log;
     wire_limits_t wl;
     keyspace_t *ks;
-    conn_t *conns;
+    list_head_t conns;
     size_t nconns;
     uint64_t next_id;
     size_t pending;             /* queued replies + split-request buffers, all connections */
@@ -216,7 +217,7 @@ static void reply_done(conn_t *c, wire_buf_t *b)
 
 static conn_t *owner_conn(ks_owner_t *o)
 {
-    return (conn_t *)((char *)o - offsetof(conn_t, owner));
+    return container_of(o, conn_t, owner);
 }
 
 static void on_ready(void *arg, ks_owner_t *owner)
@@ -255,12 +256,7 @@ static void on_conn_closed(uv_handle_t *h)
     conn_t *c = (conn_t *)h;
     store_server_t *s = c->srv;
     keyspace_release(s->ks, &c->owner);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    list_unlink(&c->node);
     s->nconns--;
     if (s->nconns < s->lim.max_connections)
         s->limit_logged = 0;
@@ -691,10 +687,7 @@ static void on_connection(uv_stream_t *l, int status)
     c->srv = s;
     c->id = ++s->next_id;
     s->handles++;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
+    list_push(&s->conns, &c->node);
     s->nconns++;
     if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0) {
         conn_close(c);
@@ -915,8 +908,8 @@ void store_server_close(store_server_t *s, void (*on_closed)(void *arg), void *a
     s->handles++; /* held while closing so the last close callback below cannot free s early */
     for (int i = 0; i < s->nlisteners; i++)
         uv_close((uv_handle_t *)s->listeners[i], on_listener_closed);
-    for (conn_t *c = s->conns; c; c = c->next)
-        conn_close(c);
+    for (list_node_t *n = s->conns.first; n; n = n->next) /* closes unlink later */
+        conn_close(container_of(n, conn_t, node));
     s->handles--;
     server_maybe_done(s);
 }

@@ -163,7 +163,7 @@ static void test_wait_counter(void)
     CHECK_EQ_INT(rec.ready[2], 1);
     CHECK_EQ_INT(keyspace_wait(ks, &owners[3], ab, 2), 1); /* all there: answered now */
     CHECK_EQ_INT(keyspace_check(ks, ab, 2), 1);
-    CHECK(owners[0].waiters == NULL && owners[1].waiters == NULL);
+    CHECK(list_empty(&owners[0].waiters) && list_empty(&owners[1].waiters));
     keyspace_free(ks);
 }
 
@@ -189,7 +189,7 @@ static void test_cancel_and_release(void)
     keyspace_wait(ks, &owners[0], j, 1);
     keyspace_wait(ks, &owners[1], k, 1);
     CHECK_EQ_INT(keyspace_cancel_waits(ks, &owners[0]), 2);
-    CHECK(owners[0].waiters == NULL);
+    CHECK(list_empty(&owners[0].waiters));
     keyspace_set(ks, "k", 1, "", 0);
     CHECK_EQ_INT(rec.ready[0], 0);
     CHECK_EQ_INT(rec.ready[1], 1);
