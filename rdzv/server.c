@@ -359,153 +359,225 @@ static int list_key(void *arg, const char *key, size_t klen, const char *val, si
     return wire_put_str(&c->srv->out, key, klen);
 }
 
-/* Applies one request. Returns 0, or -1 after failing the connection. */
-static int handle(conn_t *c, const wire_req_t *q)
+/* ---- one handler per op ------------------------------------------------------------------
+ *
+ * A handler applies one decoded request to the key space and puts its reply (if the op has one)
+ * into the batch of the read callback that is running. It returns 0; or a negative code for
+ * handle() to close the connection with (-ENOBUFS: a limit on what the connection may hold,
+ * anything else: the op failed, e.g. -ENOSPC when the store is full); or CLOSED when it closed
+ * the connection itself with its own words. */
+#define CLOSED 1
+
+typedef int (*op_handler)(conn_t *c, const wire_req_t *q);
+
+static int op_validate(conn_t *c, const wire_req_t *q)
 {
-    store_server_t *s = c->srv;
-    wire_buf_t *o = &s->out;
+    (void)c, (void)q;
+    return 0; /* the magic was checked by the parser */
+}
+
+static int op_set(conn_t *c, const wire_req_t *q)
+{
+    int r = keyspace_set(c->srv->ks, q->key.p, q->key.len, q->val.p, q->val.len);
+    if (r == 0)
+        report_write(c, q->key.p, q->key.len);
+    return r;
+}
+
+static int op_compare_set(conn_t *c, const wire_req_t *q)
+{
     const char *v;
     size_t vlen;
-    int64_t num;
-    int r = 0;
-    char why[160];
+    int r = keyspace_compare_set(c->srv->ks, q->key.p, q->key.len, q->val.p, q->val.len,
+                                 q->val2.p, q->val2.len, &v, &vlen);
+    if (r < 0)
+        return r;
+    if (wire_put_str(&c->srv->out, v, vlen) < 0)
+        return -ENOMEM;
+    if (r == 1)
+        report_write(c, q->key.p, q->key.len);
+    return 0;
+}
 
-    switch (q->op) {
-    case WIRE_VALIDATE:
-        return 0; /* the magic was checked by the parser */
-    case WIRE_SET:
-        if ((r = keyspace_set(s->ks, q->key.p, q->key.len, q->val.p, q->val.len)) < 0)
-            break;
+static int op_get(conn_t *c, const wire_req_t *q)
+{
+    const char *v;
+    size_t vlen;
+    keyspace_get(c->srv->ks, q->key.p, q->key.len, &v, &vlen);
+    return wire_put_str(&c->srv->out, v, vlen);
+}
+
+static int op_add(conn_t *c, const wire_req_t *q)
+{
+    int64_t num;
+    int r = keyspace_add(c->srv->ks, q->key.p, q->key.len, q->num, &num);
+    if (r == -EINVAL || r == -ERANGE) {
+        char why[160];
+        snprintf(why, sizeof why, "ADD on a key whose value is not a 64-bit integer%s",
+                 r == -ERANGE ? " (or the sum overflows)" : "");
+        conn_fail(c, why);
+        return CLOSED;
+    }
+    if (r < 0)
+        return r;
+    r = wire_put_i64(&c->srv->out, num);
+    report_write(c, q->key.p, q->key.len);
+    return r;
+}
+
+static int op_check(conn_t *c, const wire_req_t *q)
+{
+    store_server_t *s = c->srv;
+    int r = gather_keys(s, q);
+    if (r < 0)
+        return r;
+    return wire_put_u8(&s->out, keyspace_check(s->ks, s->keys, (size_t)q->n) ? WIRE_READY
+                                                                            : WIRE_NOT_READY);
+}
+
+static int op_wait(conn_t *c, const wire_req_t *q)
+{
+    store_server_t *s = c->srv;
+    int r = gather_keys(s, q);
+    if (r < 0)
+        return r;
+    if (c->dialect == WIRE_V1)
+        keyspace_cancel_waits(s->ks, &c->owner); /* see the top of this file */
+    r = keyspace_wait(s->ks, &c->owner, s->keys, (size_t)q->n);
+    return r == 1 ? wire_put_u8(&s->out, WIRE_STOP_WAITING) : r;
+}
+
+static int op_getnumkeys(conn_t *c, const wire_req_t *q)
+{
+    (void)q;
+    return wire_put_i64(&c->srv->out, (int64_t)keyspace_num_keys(c->srv->ks));
+}
+
+static int op_delete_key(conn_t *c, const wire_req_t *q)
+{
+    int r = keyspace_delete(c->srv->ks, q->key.p, q->key.len);
+    if (r == 1)
         report_write(c, q->key.p, q->key.len);
-        return 0;
-    case WIRE_COMPARE_SET:
-        r = keyspace_compare_set(s->ks, q->key.p, q->key.len, q->val.p, q->val.len, q->val2.p,
-                                 q->val2.len, &v, &vlen);
-        if (r < 0)
-            break;
-        if (wire_put_str(o, v, vlen) < 0) {
-            r = -ENOMEM;
-            break;
-        }
-        if (r == 1)
-            report_write(c, q->key.p, q->key.len);
-        return 0;
-    case WIRE_GET:
-        keyspace_get(s->ks, q->key.p, q->key.len, &v, &vlen);
+    return wire_put_i64(&c->srv->out, r);
+}
+
+static int op_append(conn_t *c, const wire_req_t *q)
+{
+    int r = keyspace_append(c->srv->ks, q->key.p, q->key.len, q->val.p, q->val.len);
+    if (r == 0)
+        report_write(c, q->key.p, q->key.len);
+    return r;
+}
+
+static int op_multi_get(conn_t *c, const wire_req_t *q)
+{
+    wire_buf_t *o = &c->srv->out;
+    wire_iter_t it;
+    wire_str_t k;
+    const char *v;
+    size_t vlen;
+    int r = 0;
+    wire_iter_init(&it, q->list);
+    while (r == 0 && wire_list_next(&it, &k, NULL)) {
+        keyspace_get(c->srv->ks, k.p, k.len, &v, &vlen);
+        if (!conn_room(c, o->len + vlen + 8))
+            return -ENOBUFS;
         r = wire_put_str(o, v, vlen);
-        break;
-    case WIRE_ADD:
-        r = keyspace_add(s->ks, q->key.p, q->key.len, q->num, &num);
-        if (r == -EINVAL || r == -ERANGE) {
-            snprintf(why, sizeof why, "ADD on a key whose value is not a 64-bit integer%s",
-                     r == -ERANGE ? " (or the sum overflows)" : "");
-            conn_fail(c, why);
-            return -1;
-        }
-        if (r < 0)
-            break;
-        r = wire_put_i64(o, num);
+    }
+    return r;
+}
+
+static int op_multi_set(conn_t *c, const wire_req_t *q)
+{
+    wire_iter_t it;
+    wire_str_t k, val;
+    int r = 0;
+    wire_iter_init(&it, q->list);
+    while (r == 0 && wire_list_next(&it, &k, &val))
+        if ((r = keyspace_set(c->srv->ks, k.p, k.len, val.p, val.len)) == 0)
+            report_write(c, k.p, k.len);
+    return r;
+}
+
+static int op_cancel_wait(conn_t *c, const wire_req_t *q)
+{
+    (void)q;
+    keyspace_cancel_waits(c->srv->ks, &c->owner);
+    return wire_put_u8(&c->srv->out, WIRE_WAIT_CANCELED);
+}
+
+static int op_ping(conn_t *c, const wire_req_t *q)
+{
+    return wire_put_u32(&c->srv->out, q->u32);
+}
+
+static int op_queue_push(conn_t *c, const wire_req_t *q)
+{
+    int r = keyspace_queue_push(c->srv->ks, q->key.p, q->key.len, q->val.p, q->val.len);
+    if (r == 0)
         report_write(c, q->key.p, q->key.len);
-        break;
-    case WIRE_CHECK:
-        if ((r = gather_keys(s, q)) < 0)
-            break;
-        r = wire_put_u8(o, keyspace_check(s->ks, s->keys, (size_t)q->n) ? WIRE_READY
-                                                                         : WIRE_NOT_READY);
-        break;
-    case WIRE_WAIT:
-        if ((r = gather_keys(s, q)) < 0)
-            break;
-        if (c->dialect == WIRE_V1)
-            keyspace_cancel_waits(s->ks, &c->owner); /* see the top of this file */
-        r = keyspace_wait(s->ks, &c->owner, s->keys, (size_t)q->n);
-        if (r == 1)
-            r = wire_put_u8(o, WIRE_STOP_WAITING);
-        break;
-    case WIRE_GETNUMKEYS:
-        r = wire_put_i64(o, (int64_t)keyspace_num_keys(s->ks));
-        break;
-    case WIRE_DELETE_KEY:
-        r = keyspace_delete(s->ks, q->key.p, q->key.len);
-        if (r == 1)
-            report_write(c, q->key.p, q->key.len);
-        r = wire_put_i64(o, r);
-        break;
-    case WIRE_APPEND:
-        if ((r = keyspace_append(s->ks, q->key.p, q->key.len, q->val.p, q->val.len)) < 0)
-            break;
-        report_write(c, q->key.p, q->key.len);
+    return r;
+}
+
+static int op_queue_pop(conn_t *c, const wire_req_t *q)
+{
+    char *item;
+    size_t len;
+    int64_t n = keyspace_queue_pop(c->srv->ks, q->key.p, q->key.len, &item, &len);
+    int r = wire_put_i64(&c->srv->out, n);
+    if (r == 0 && n > 0)
+        r = wire_put_str(&c->srv->out, item, len);
+    free(item);
+    return r;
+}
+
+static int op_queue_len(conn_t *c, const wire_req_t *q)
+{
+    return wire_put_i64(&c->srv->out, keyspace_queue_len(c->srv->ks, q->key.p, q->key.len));
+}
+
+static int op_list(conn_t *c, const wire_req_t *q)
+{
+    (void)q;
+    int r = wire_put_i64(&c->srv->out, (int64_t)keyspace_num_keys(c->srv->ks));
+    return r ? r : keyspace_foreach(c->srv->ks, list_key, c);
+}
+
+static int op_watch_key(conn_t *c, const wire_req_t *q)
+{
+    int r = keyspace_watch(c->srv->ks, &c->owner, q->key.p, q->key.len);
+    return r ? r : wire_put_u8(&c->srv->out, WIRE_KEY_CALLBACK_REGISTERED);
+}
+
+static const op_handler ops[WIRE_OP_COUNT] = {
+    [WIRE_VALIDATE] = op_validate,       [WIRE_SET] = op_set,
+    [WIRE_COMPARE_SET] = op_compare_set, [WIRE_GET] = op_get,
+    [WIRE_ADD] = op_add,                 [WIRE_CHECK] = op_check,
+    [WIRE_WAIT] = op_wait,               [WIRE_GETNUMKEYS] = op_getnumkeys,
+    [WIRE_DELETE_KEY] = op_delete_key,   [WIRE_APPEND] = op_append,
+    [WIRE_MULTI_GET] = op_multi_get,     [WIRE_MULTI_SET] = op_multi_set,
+    [WIRE_CANCEL_WAIT] = op_cancel_wait, [WIRE_PING] = op_ping,
+    [WIRE_QUEUE_PUSH] = op_queue_push,   [WIRE_QUEUE_POP] = op_queue_pop,
+    [WIRE_QUEUE_LEN] = op_queue_len,     [WIRE_LIST] = op_list,
+    [WIRE_WATCH_KEY] = op_watch_key,
+};
+
+/* Applies one request through its handler. Returns 0, or -1 once the connection is failed: a
+ * handler's error costs this connection only, with one line saying why. */
+static int handle(conn_t *c, const wire_req_t *q)
+{
+    op_handler fn = (unsigned)q->op < WIRE_OP_COUNT ? ops[q->op] : NULL;
+    int r = fn ? fn(c, q) : -EINVAL;
+    if (r == 0)
         return 0;
-    case WIRE_MULTI_GET: {
-        wire_iter_t it;
-        wire_str_t k;
-        wire_iter_init(&it, q->list);
-        while (r == 0 && wire_list_next(&it, &k, NULL)) {
-            keyspace_get(s->ks, k.p, k.len, &v, &vlen);
-            if (!conn_room(c, o->len + vlen + 8)) {
-                conn_over(c);
-                return -1;
-            }
-            r = wire_put_str(o, v, vlen);
-        }
-        break;
-    }
-    case WIRE_MULTI_SET: {
-        wire_iter_t it;
-        wire_str_t k, val;
-        wire_iter_init(&it, q->list);
-        while (r == 0 && wire_list_next(&it, &k, &val))
-            if ((r = keyspace_set(s->ks, k.p, k.len, val.p, val.len)) == 0)
-                report_write(c, k.p, k.len);
-        break;
-    }
-    case WIRE_CANCEL_WAIT:
-        keyspace_cancel_waits(s->ks, &c->owner);
-        r = wire_put_u8(o, WIRE_WAIT_CANCELED);
-        break;
-    case WIRE_PING:
-        r = wire_put_u32(o, q->u32);
-        break;
-    case WIRE_QUEUE_PUSH:
-        if ((r = keyspace_queue_push(s->ks, q->key.p, q->key.len, q->val.p, q->val.len)) < 0)
-            break;
-        report_write(c, q->key.p, q->key.len);
-        return 0;
-    case WIRE_QUEUE_POP: {
-        char *item;
-        num = keyspace_queue_pop(s->ks, q->key.p, q->key.len, &item, &vlen);
-        r = wire_put_i64(o, num);
-        if (r == 0 && num > 0)
-            r = wire_put_str(o, item, vlen);
-        free(item);
-        break;
-    }
-    case WIRE_QUEUE_LEN:
-        r = wire_put_i64(o, keyspace_queue_len(s->ks, q->key.p, q->key.len));
-        break;
-    case WIRE_LIST:
-        r = wire_put_i64(o, (int64_t)keyspace_num_keys(s->ks));
-        if (r == 0)
-            r = keyspace_foreach(s->ks, list_key, c);
-        break;
-    case WIRE_WATCH_KEY:
-        if ((r = keyspace_watch(s->ks, &c->owner, q->key.p, q->key.len)) < 0)
-            break;
-        r = wire_put_u8(o, WIRE_KEY_CALLBACK_REGISTERED);
-        break;
-    default:
-        r = -EINVAL;
-    }
     if (r == -ENOBUFS) {
         conn_over(c);
-        return -1;
-    }
-    if (r < 0) {
+    } else if (r < 0) {
+        char why[160];
         snprintf(why, sizeof why, "%s failed: %s", wire_op_name(q->op), ks_error(r));
         conn_fail(c, why);
-        return -1;
     }
-    return 0;
+    return -1;
 }
 
 static void parse_error(conn_t *c, ssize_t r, const char *p)
