@@ -122,6 +122,25 @@ void podrun_hostport_format(const char *host, int port, char *out, size_t cap)
         sfmt(out, cap, "%s:%d", host, port);
 }
 
+void textlist_add(textlist_t *l, const char *s)
+{
+    if (l->items >= l->max) {
+        l->more++;
+        return;
+    }
+    size_t len = strlen(l->out);
+    sfmt(l->out + len, l->cap - len, "%s%s", l->items ? ", " : "", s);
+    l->items++;
+}
+
+void textlist_end(textlist_t *l)
+{
+    if (l->more) {
+        size_t len = strlen(l->out);
+        sfmt(l->out + len, l->cap - len, " and %d more", l->more);
+    }
+}
+
 void podrun_format_duration(double seconds, char *out, size_t cap)
 {
     /* rounded up without ceil(): libm would be loaded for this alone (~400 KiB resident) */

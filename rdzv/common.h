@@ -110,6 +110,16 @@ static inline void sfmt(char *out, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Names for a line, "a, b, c and 4 more": the first `max` items are written into out (which
+ * starts as ""), the rest only counted; textlist_end adds the count. Cut to cap. */
+typedef struct textlist {
+    char *out;
+    size_t cap;
+    int items, more, max;
+} textlist_t;
+void textlist_add(textlist_t *l, const char *s);
+void textlist_end(textlist_t *l);
+
 /* "9m50s", "1h02m", "5s": a duration for humans, rounded up to whole seconds. */
 void podrun_format_duration(double seconds, char *out, size_t cap);
 

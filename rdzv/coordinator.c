@@ -1,380 +1,23 @@
-/* rdzv/coordinator.c — the rendezvous coordinator state machine and the record codecs.
- * Protocol: rdzv/rendezvous.h. No I/O here: every effect is an action in the queue. */
+/* rdzv/coordinator.c — the rendezvous coordinator: the round state machine.
+ * Protocol: rdzv/rendezvous.h. No I/O here: every effect is an action in the queue.
+ *
+ * Inputs come one at a time (a write, a close, a timer) and each runs to the end: every counter
+ * below is consistent again before the input returns, which is what lets the host's loop drain
+ * the actions and apply them in order. The round's life: OPEN (joins counted; check_close
+ * decides) -> RUNNING (close_round gave out ranks; a stop reason arms DECIDE) -> decide() sets
+ * the end record and opens the next round at once, or the job goes OVER (go_over answers
+ * everyone still waiting). */
 #include "rdzv/coordinator.h"
+
+#include "rdzv/ranks.h"
+#include "rdzv/u64map.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <inttypes.h>
-#include <math.h> /* isfinite only: no libm */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------------------------------------ */
-/* key=value text                                                                              */
-
-void kv_init(kvbuf_t *b, char *buf, size_t cap)
-{
-    b->buf = buf;
-    b->cap = cap;
-    b->len = 0;
-    b->overflow = 0;
-    if (cap)
-        buf[0] = '\0';
-}
-
-/* Length of v cut to at most vmax bytes without splitting a UTF-8 sequence. */
-static size_t cut_len(const char *v, size_t vmax)
-{
-    size_t n = strlen(v);
-    if (vmax == 0 || n <= vmax)
-        return n;
-    n = vmax;
-    while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
-        n--;
-    return n;
-}
-
-void kv_add(kvbuf_t *b, const char *k, const char *v, size_t vmax)
-{
-    size_t n = cut_len(v ? v : "", vmax), need = strlen(k) + 2, i;
-    for (i = 0; i < n; i++)
-        need += (v[i] == '\\' || v[i] == '\n') ? 2 : 1;
-    if (b->len + need + 1 > b->cap) {
-        b->overflow = 1;
-        return;
-    }
-    char *p = b->buf + b->len;
-    size_t kl = strlen(k);
-    memcpy(p, k, kl);
-    p += kl;
-    *p++ = '=';
-    for (i = 0; i < n; i++) {
-        if (v[i] == '\\') {
-            *p++ = '\\';
-            *p++ = '\\';
-        } else if (v[i] == '\n') {
-            *p++ = '\\';
-            *p++ = 'n';
-        } else {
-            *p++ = v[i];
-        }
-    }
-    *p++ = '\n';
-    *p = '\0';
-    b->len = (size_t)(p - b->buf);
-}
-
-void kv_add_int(kvbuf_t *b, const char *k, long long v)
-{
-    char s[32];
-    sfmt(s, sizeof s, "%lld", v);
-    kv_add(b, k, s, 0);
-}
-
-void kv_add_double(kvbuf_t *b, const char *k, double v)
-{
-    char s[64];
-    sfmt(s, sizeof s, "%.6f", isfinite(v) ? v : 0.0);
-    kv_add(b, k, s, 0);
-}
-
-int kv_get(const char *text, size_t len, const char *k, char *out, size_t cap)
-{
-    size_t kl = strlen(k), pos = 0;
-    if (cap)
-        out[0] = '\0';
-    while (pos < len) {
-        const char *line = text + pos;
-        const char *nl = memchr(line, '\n', len - pos);
-        size_t ll = nl ? (size_t)(nl - line) : len - pos;
-        pos += ll + 1;
-        if (ll <= kl || memcmp(line, k, kl) != 0 || line[kl] != '=')
-            continue;
-        size_t o = 0;
-        int n = 0;
-        for (size_t i = kl + 1; i < ll; i++) {
-            char ch = line[i];
-            if (ch == '\\' && i + 1 < ll) {
-                i++;
-                ch = line[i] == 'n' ? '\n' : line[i];
-            }
-            if (o + 1 < cap)
-                out[o++] = ch;
-            n++;
-        }
-        if (cap)
-            out[o] = '\0';
-        return n;
-    }
-    return -1;
-}
-
-long long kv_get_int(const char *text, size_t len, const char *k, long long def)
-{
-    char s[32], *end;
-    if (kv_get(text, len, k, s, sizeof s) <= 0)
-        return def;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    return (errno || *end) ? def : v;
-}
-
-double kv_get_double(const char *text, size_t len, const char *k, double def)
-{
-    char s[64], *end;
-    if (kv_get(text, len, k, s, sizeof s) <= 0)
-        return def;
-    double v = strtod(s, &end);
-    return (*end || !isfinite(v)) ? def : v;
-}
-
-static int kv_result(const kvbuf_t *b)
-{
-    return b->overflow ? -ENOSPC : (int)b->len;
-}
-
-static int clamp_int(long long v, long long lo, long long hi, int def)
-{
-    return (v < lo || v > hi) ? def : (int)v;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* records                                                                                     */
-
-int rdzv_desc_encode(const rdzv_desc_rec_t *d, char *buf, size_t cap)
-{
-    kvbuf_t b;
-    kv_init(&b, buf, cap);
-    kv_add(&b, "name", d->name, RDZV_NAME_MAX - 1);
-    kv_add(&b, "addr", d->addr, RDZV_NAME_MAX - 1);
-    kv_add(&b, "host", d->host, RDZV_NAME_MAX - 1);
-    kv_add_int(&b, "nproc", d->nproc);
-    kv_add_int(&b, "want_rank", d->want_rank);
-    kv_add_int(&b, "pid", d->pid);
-    return kv_result(&b);
-}
-
-int rdzv_desc_decode(const char *text, size_t len, rdzv_desc_rec_t *d)
-{
-    memset(d, 0, sizeof *d);
-    if (kv_get(text, len, "name", d->name, sizeof d->name) < 0)
-        return -EINVAL;
-    kv_get(text, len, "addr", d->addr, sizeof d->addr);
-    kv_get(text, len, "host", d->host, sizeof d->host);
-    d->nproc = clamp_int(kv_get_int(text, len, "nproc", -1), 0, 1 << 20, -1);
-    d->want_rank = clamp_int(kv_get_int(text, len, "want_rank", -1), -1, 1 << 24, -2);
-    d->pid = clamp_int(kv_get_int(text, len, "pid", 0), 0, 1 << 30, 0);
-    if (d->nproc < 0 || d->want_rank < -1)
-        return -EINVAL;
-    return 0;
-}
-
-void rdzv_failure_init(rdzv_failure_t *f)
-{
-    memset(f, 0, sizeof *f);
-    f->node_rank = f->rank = f->local_rank = -1;
-    f->exit_code = -1;
-}
-
-static void pkey(char *out, size_t cap, const char *pfx, const char *k)
-{
-    sfmt(out, cap, "%s%s", pfx, k);
-}
-
-void rdzv_failure_put(kvbuf_t *b, const char *pfx, const rdzv_failure_t *f)
-{
-    char k[48];
-    pkey(k, sizeof k, pfx, "host"), kv_add(b, k, f->host, RDZV_NAME_MAX - 1);
-    pkey(k, sizeof k, pfx, "node"), kv_add(b, k, f->node_name, RDZV_NAME_MAX - 1);
-    pkey(k, sizeof k, pfx, "node_rank"), kv_add_int(b, k, f->node_rank);
-    pkey(k, sizeof k, pfx, "rank"), kv_add_int(b, k, f->rank);
-    pkey(k, sizeof k, pfx, "local_rank"), kv_add_int(b, k, f->local_rank);
-    pkey(k, sizeof k, pfx, "exit_code"), kv_add_int(b, k, f->exit_code);
-    pkey(k, sizeof k, pfx, "signo"), kv_add_int(b, k, f->signo);
-    pkey(k, sizeof k, pfx, "time"), kv_add_double(b, k, f->time);
-    pkey(k, sizeof k, pfx, "reason"), kv_add(b, k, f->reason, RDZV_REASON_MAX - 1);
-    pkey(k, sizeof k, pfx, "message"), kv_add(b, k, f->message, RDZV_MESSAGE_MAX - 1);
-}
-
-void rdzv_failure_take(const char *text, size_t len, const char *pfx, rdzv_failure_t *f)
-{
-    char k[48];
-    rdzv_failure_init(f);
-    pkey(k, sizeof k, pfx, "host"), kv_get(text, len, k, f->host, sizeof f->host);
-    pkey(k, sizeof k, pfx, "node"), kv_get(text, len, k, f->node_name, sizeof f->node_name);
-    pkey(k, sizeof k, pfx, "node_rank");
-    f->node_rank = clamp_int(kv_get_int(text, len, k, -1), -1, 1 << 24, -1);
-    pkey(k, sizeof k, pfx, "rank");
-    f->rank = clamp_int(kv_get_int(text, len, k, -1), -1, 1 << 30, -1);
-    pkey(k, sizeof k, pfx, "local_rank");
-    f->local_rank = clamp_int(kv_get_int(text, len, k, -1), -1, 1 << 20, -1);
-    pkey(k, sizeof k, pfx, "exit_code");
-    f->exit_code = clamp_int(kv_get_int(text, len, k, -1), -1, 255, -1);
-    pkey(k, sizeof k, pfx, "signo");
-    f->signo = clamp_int(kv_get_int(text, len, k, 0), 0, 128, 0);
-    pkey(k, sizeof k, pfx, "time"), f->time = kv_get_double(text, len, k, 0);
-    pkey(k, sizeof k, pfx, "reason"), kv_get(text, len, k, f->reason, sizeof f->reason);
-    pkey(k, sizeof k, pfx, "message"), kv_get(text, len, k, f->message, sizeof f->message);
-}
-
-int rdzv_failure_encode(const rdzv_failure_t *f, char *buf, size_t cap)
-{
-    kvbuf_t b;
-    kv_init(&b, buf, cap);
-    rdzv_failure_put(&b, "", f);
-    return kv_result(&b);
-}
-
-int rdzv_failure_decode(const char *text, size_t len, rdzv_failure_t *f)
-{
-    rdzv_failure_take(text, len, "", f);
-    return kv_get(text, len, "reason", NULL, 0) < 0 ? -EINVAL : 0;
-}
-
-int rdzv_assign_encode(const rdzv_assignment_t *a, char *buf, size_t cap)
-{
-    kvbuf_t b;
-    kv_init(&b, buf, cap);
-    kv_add_int(&b, "round", a->round);
-    kv_add_int(&b, "node_rank", a->node_rank);
-    kv_add_int(&b, "nnodes", a->nnodes);
-    kv_add_int(&b, "rank_base", a->rank_base);
-    kv_add_int(&b, "world_size", a->world_size);
-    kv_add_int(&b, "restart_count", a->restart_count);
-    kv_add(&b, "store_host", a->store_host ? a->store_host : "", RDZV_NAME_MAX - 1);
-    kv_add_int(&b, "store_port", a->store_port);
-    return kv_result(&b);
-}
-
-int rdzv_assign_error_encode(const char *error, const char *text, char *buf, size_t cap)
-{
-    kvbuf_t b;
-    kv_init(&b, buf, cap);
-    kv_add(&b, "error", error, 32);
-    kv_add(&b, "text", text, RDZV_LINE_MAX - 1);
-    return kv_result(&b);
-}
-
-int rdzv_assign_decode(const char *text, size_t len, rdzv_assignment_t *a, char *host_buf,
-                       size_t host_cap, char *error_out, size_t ecap, char *text_out,
-                       size_t tcap)
-{
-    memset(a, 0, sizeof *a);
-    if (kv_get(text, len, "error", error_out, ecap) >= 0) {
-        kv_get(text, len, "text", text_out, tcap);
-        return error_out[0] ? 0 : -EINVAL;
-    }
-    if (ecap)
-        error_out[0] = '\0';
-    if (tcap)
-        text_out[0] = '\0';
-    a->round = clamp_int(kv_get_int(text, len, "round", -1), 0, 1 << 30, -1);
-    a->nnodes = clamp_int(kv_get_int(text, len, "nnodes", -1), 1, 1 << 24, -1);
-    a->node_rank = clamp_int(kv_get_int(text, len, "node_rank", -1), 0, 1 << 24, -1);
-    a->world_size = clamp_int(kv_get_int(text, len, "world_size", -1), 0, 1 << 30, -1);
-    a->rank_base = clamp_int(kv_get_int(text, len, "rank_base", -1), 0, 1 << 30, -1);
-    a->restart_count = clamp_int(kv_get_int(text, len, "restart_count", -1), 0, 1 << 30, -1);
-    a->store_port = (uint16_t)clamp_int(kv_get_int(text, len, "store_port", 0), 0, 65535, 0);
-    kv_get(text, len, "store_host", host_buf, host_cap);
-    a->store_host = host_buf;
-    if (a->round < 0 || a->nnodes < 0 || a->node_rank < 0 || a->node_rank >= a->nnodes ||
-        a->world_size < 0 || a->rank_base < 0 || a->rank_base > a->world_size ||
-        a->restart_count < 0)
-        return -EINVAL;
-    return 0;
-}
-
-int rdzv_end_encode(const rdzv_decision_t *d, char *buf, size_t cap)
-{
-    kvbuf_t b;
-    kv_init(&b, buf, cap);
-    if (!d) {
-        kv_add(&b, "end", "finished", 0);
-        return kv_result(&b);
-    }
-    kv_add(&b, "end", "stop", 0);
-    kv_add(&b, "action", d->action == RDZV_EXIT ? "exit" : "restart", 0);
-    kv_add_int(&b, "round", d->round);
-    kv_add_int(&b, "next_round", d->next_round);
-    kv_add_int(&b, "counted", d->restart_counted);
-    kv_add_int(&b, "restart_count", d->restart_count);
-    kv_add(&b, "reason", d->reason, RDZV_REASON_MAX - 1);
-    int n = d->n < RDZV_MAX_FAILURES ? d->n : RDZV_MAX_FAILURES;
-    kv_add_int(&b, "n", n);
-    for (int i = 0; i < n; i++) {
-        char pfx[16];
-        sfmt(pfx, sizeof pfx, "f%d.", i);
-        rdzv_failure_put(&b, pfx, &d->failures[i]);
-    }
-    return kv_result(&b);
-}
-
-int rdzv_end_decode(const char *text, size_t len, rdzv_decision_t *d, rdzv_failure_t *failures)
-{
-    char end[16], act[16];
-    memset(d, 0, sizeof *d);
-    d->failures = failures;
-    d->own = -1;
-    if (kv_get(text, len, "end", end, sizeof end) < 0)
-        return -EINVAL;
-    if (strcmp(end, "finished") == 0)
-        return 1;
-    if (strcmp(end, "stop") != 0 || kv_get(text, len, "action", act, sizeof act) < 0)
-        return -EINVAL;
-    if (strcmp(act, "exit") == 0)
-        d->action = RDZV_EXIT;
-    else if (strcmp(act, "restart") == 0)
-        d->action = RDZV_RESTART;
-    else
-        return -EINVAL;
-    d->round = clamp_int(kv_get_int(text, len, "round", -1), 0, 1 << 30, -1);
-    d->next_round = clamp_int(kv_get_int(text, len, "next_round", -1), 0, 1 << 30, -1);
-    d->restart_counted = kv_get_int(text, len, "counted", 0) ? 1 : 0;
-    d->restart_count = clamp_int(kv_get_int(text, len, "restart_count", 0), 0, 1 << 30, 0);
-    kv_get(text, len, "reason", d->reason, sizeof d->reason);
-    d->n = clamp_int(kv_get_int(text, len, "n", 0), 0, RDZV_MAX_FAILURES, 0);
-    for (int i = 0; i < d->n; i++) {
-        char pfx[16];
-        sfmt(pfx, sizeof pfx, "f%d.", i);
-        rdzv_failure_take(text, len, pfx, &failures[i]);
-    }
-    return d->round < 0 ? -EINVAL : 0;
-}
-
-int rdzv_natural_cmp(const char *a, const char *b)
-{
-    while (*a && *b) {
-        if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
-            while (*a == '0' && isdigit((unsigned char)a[1]))
-                a++;
-            while (*b == '0' && isdigit((unsigned char)b[1]))
-                b++;
-            size_t la = 0, lb = 0;
-            while (isdigit((unsigned char)a[la]))
-                la++;
-            while (isdigit((unsigned char)b[lb]))
-                lb++;
-            if (la != lb)
-                return la < lb ? -1 : 1;
-            int r = memcmp(a, b, la);
-            if (r)
-                return r < 0 ? -1 : 1;
-            a += la;
-            b += lb;
-        } else {
-            if (*a != *b)
-                return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
-            a++;
-            b++;
-        }
-    }
-    return *a ? 1 : *b ? -1 : 0;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* the coordinator                                                                             */
 
 enum node_state {
     NS_NEW,     /* has written something, never joined */
@@ -405,72 +48,6 @@ typedef struct cnode {
     int state, connected, join_k, node_rank, done, exp_idx;
     double last_seen;
 } cnode_t;
-
-/* open-addressing map uint64 (non-zero) → int */
-typedef struct u64map {
-    uint64_t *keys;
-    int *vals;
-    size_t cap, n;
-} u64map_t;
-
-static int u64map_put(u64map_t *m, uint64_t k, int v);
-
-static size_t u64_hash(uint64_t k, size_t cap)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return (size_t)k & (cap - 1);
-}
-
-static int u64map_get(const u64map_t *m, uint64_t k)
-{
-    if (!m->cap)
-        return -1;
-    for (size_t i = u64_hash(k, m->cap);; i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == k)
-            return m->vals[i];
-        if (m->keys[i] == 0)
-            return -1;
-    }
-}
-
-/* Makes room for one more key, so that the next u64map_put cannot fail. */
-static int u64map_reserve(u64map_t *m)
-{
-    if ((m->n + 1) * 2 > m->cap) {
-        u64map_t g = {0};
-        g.cap = m->cap ? m->cap * 2 : 64;
-        g.keys = calloc(g.cap, sizeof *g.keys);
-        g.vals = calloc(g.cap, sizeof *g.vals);
-        if (!g.keys || !g.vals) {
-            free(g.keys);
-            free(g.vals);
-            return -ENOMEM;
-        }
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->keys[i])
-                u64map_put(&g, m->keys[i], m->vals[i]);
-        free(m->keys);
-        free(m->vals);
-        *m = g;
-    }
-    return 0;
-}
-
-static int u64map_put(u64map_t *m, uint64_t k, int v)
-{
-    if (u64map_reserve(m) < 0)
-        return -ENOMEM;
-    size_t i = u64_hash(k, m->cap);
-    while (m->keys[i] && m->keys[i] != k)
-        i = (i + 1) & (m->cap - 1);
-    if (!m->keys[i])
-        m->n++;
-    m->keys[i] = k;
-    m->vals[i] = v;
-    return 0;
-}
 
 typedef struct action_store {
     coord_action_t a;
@@ -513,6 +90,7 @@ struct coord {
 
 /* ---- action queue ---- */
 
+/* Forgets the previous input's actions: their strings were promised only until this input. */
 static void q_reset(coord_t *c)
 {
     for (size_t i = 0; i < c->q_len; i++) {
@@ -527,6 +105,9 @@ static void q_reset(coord_t *c)
     }
 }
 
+/* A zeroed action at the end of the queue; NULL without memory, and that action is lost (a lost
+ * line costs nothing; a lost set is what decide()'s and close_round's callers retry on their
+ * timers). */
 static action_store_t *q_push(coord_t *c, int kind)
 {
     if (c->q_len == c->q_cap) {
@@ -543,6 +124,7 @@ static action_store_t *q_push(coord_t *c, int kind)
     return s;
 }
 
+/* Queues "set key to val"; both are copied, the callers' buffers live on their stacks. */
 static void act_set(coord_t *c, const char *key, const char *val, size_t vlen)
 {
     action_store_t *s = q_push(c, COORD_SET);
@@ -563,6 +145,7 @@ static void act_set(coord_t *c, const char *key, const char *val, size_t vlen)
     s->a.vlen = vlen;
 }
 
+/* Queues "arm `timer` for `at`" (epoch seconds; < 0: stop it). One host timer per kind. */
 static void act_timer(coord_t *c, int timer, double at)
 {
     action_store_t *s = q_push(c, COORD_TIMER);
@@ -572,6 +155,7 @@ static void act_timer(coord_t *c, int timer, double at)
     }
 }
 
+/* Queues one line for the host's log. */
 static void act_log(coord_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void act_log(coord_t *c, const char *fmt, ...)
 {
@@ -602,18 +186,10 @@ int coord_next_action(coord_t *c, coord_action_t *a)
 
 /* ---- helpers ---- */
 
+/* How lines name a node: its name, else its address, else its id (it wrote before joining). */
 static const char *node_label(const cnode_t *n)
 {
     return n->d.name[0] ? n->d.name : n->d.addr[0] ? n->d.addr : n->ids;
-}
-
-void rdzv_node_key(char *out, size_t cap, const char *prefix, const char *ids, const char *what,
-                   int num)
-{
-    if (num >= 0)
-        sfmt(out, cap, "%sn/%s/%s/%d", prefix, ids, what, num);
-    else
-        sfmt(out, cap, "%sn/%s/%s", prefix, ids, what);
 }
 
 static void node_key(const coord_t *c, char *out, size_t cap, const cnode_t *n, const char *what,
@@ -622,6 +198,8 @@ static void node_key(const coord_t *c, char *out, size_t cap, const cnode_t *n, 
     rdzv_node_key(out, cap, c->prefix, n->ids, what, num);
 }
 
+/* Answers n's latest join with an error kind ("timeout", "rejected", "ended", "finished") and a
+ * text: the agent's WAIT on that join's assign key wakes with it. */
 static void answer_error(coord_t *c, cnode_t *n, const char *kind, const char *text)
 {
     char key[256], val[RDZV_LINE_MAX + 64];
@@ -639,52 +217,30 @@ static int exp_find(const coord_t *c, const char *name)
     return -1;
 }
 
-/* Appends `s` to a bounded list "a, b, c" in out; after `max` items counts the rest. */
-typedef struct listbuf {
-    char *out;
-    size_t cap;
-    int items, more, max;
-} listbuf_t;
-
-static void list_add(listbuf_t *l, const char *s)
-{
-    if (l->items >= l->max) {
-        l->more++;
-        return;
-    }
-    size_t len = strlen(l->out);
-    sfmt(l->out + len, l->cap - len, "%s%s", l->items ? ", " : "", s);
-    l->items++;
-}
-
-static void list_end(listbuf_t *l)
-{
-    if (l->more) {
-        size_t len = strlen(l->out);
-        sfmt(l->out + len, l->cap - len, " and %d more", l->more);
-    }
-}
-
-/* The progress line of the open round; `timed_out` phrases it as the final word. */
+/* The progress line of the open round: who joined and who is still missing. The missing are
+ * named when the nodes to expect are known (last round's members, or `expected` in round 0),
+ * given as node ranks when every joined node of a fixed-size job named its rank, else counted.
+ * The target is what closes the round: MAX in a fixed-size job, everyone expected when that is
+ * known, else MIN. `timed_out` phrases the line as the round's final word. */
 static void progress_line(coord_t *c, double now, int timed_out, char *out, size_t cap)
 {
     char missing[512] = "", joined[512] = "", left[32];
-    listbuf_t lm = {missing, sizeof missing, 0, 0, 8}, lj = {joined, sizeof joined, 0, 0, 8};
+    textlist_t lm = {missing, sizeof missing, 0, 0, 8}, lj = {joined, sizeof joined, 0, 0, 8};
     int target, all_ranked = c->joined > 0;
 
     for (size_t i = 0; i < c->n_nodes; i++) {
         cnode_t *n = c->nodes[i];
         if (n->state == NS_JOINED) {
-            list_add(&lj, node_label(n));
+            textlist_add(&lj, node_label(n));
             if (n->d.want_rank < 0)
                 all_ranked = 0;
         } else if (n->state == NS_STOPPED && c->expect_known) {
-            list_add(&lm, node_label(n));
+            textlist_add(&lm, node_label(n));
         }
     }
     for (int i = 0; i < c->n_exp && c->round == 0; i++)
         if (!c->exp_joined[i])
-            list_add(&lm, c->exp_names[i]);
+            textlist_add(&lm, c->exp_names[i]);
     if (c->p.min_nodes == c->p.max_nodes)
         target = c->p.max_nodes;
     else if (c->expect_known)
@@ -699,15 +255,15 @@ static void progress_line(coord_t *c, double now, int timed_out, char *out, size
                 if (c->rank_owner[r] < 0) {
                     char s[32];
                     sfmt(s, sizeof s, "node rank %d", r);
-                    list_add(&lm, s);
+                    textlist_add(&lm, s);
                 }
         } else {
             sfmt(missing, sizeof missing, "%d more node%s", target - c->joined,
                      target - c->joined == 1 ? "" : "s");
         }
     }
-    list_end(&lm);
-    list_end(&lj);
+    textlist_end(&lm);
+    textlist_end(&lj);
     if (!joined[0])
         sfmt(joined, sizeof joined, "none");
     podrun_format_duration(c->join_deadline - now, left, sizeof left);
@@ -739,6 +295,8 @@ static void progress_line(coord_t *c, double now, int timed_out, char *out, size
     }
 }
 
+/* Publishes the open round's state under P status: waiting agents on other nodes cannot see the
+ * coordinator, so they read this for their own progress lines. */
 static void set_status(coord_t *c, const char *line)
 {
     char key[256];
@@ -758,6 +316,9 @@ static void stop_open_timers(coord_t *c)
     c->last_call_armed = 0;
 }
 
+/* The job is over (finished, timed out, ended). Everyone still waiting for an answer gets `kind`
+ * and `text` now, and on_join gives every later joiner the same, so nobody waits for a round that
+ * will not come. */
 static void go_over(coord_t *c, const char *kind, const char *text)
 {
     c->phase = COORD_OVER;
@@ -775,7 +336,9 @@ static void go_over(coord_t *c, const char *kind, const char *text)
     set_status(c, text);
 }
 
-/* Adds a joining node to the open round; 0, or -1 if it was rejected. */
+/* Adds a joining node to the open round. A wanted node rank must be below MAX and free, or the
+ * node is rejected at once: no later round could give it either. Keeps the counts check_close
+ * decides on (joined, expected_missing, rank_owner) in step. 0, or -1 when rejected. */
 static int admit(coord_t *c, cnode_t *n, int idx, double now)
 {
     int want = n->d.want_rank;
@@ -819,7 +382,7 @@ static int admit(coord_t *c, cnode_t *n, int idx, double now)
     return 0;
 }
 
-/* A joined node leaves the open round before it closed. */
+/* A joined node leaves the open round before it closed: admit() undone, its rank free again. */
 static void unadmit(coord_t *c, cnode_t *n, int idx)
 {
     c->joined--;
@@ -833,6 +396,9 @@ static void unadmit(coord_t *c, cnode_t *n, int idx)
     n->exp_idx = -1;
 }
 
+/* Opens round `round`. The live members of the last round become expected (STOPPED), so an
+ * unchanged job closes the moment the last of them is back; nodes that waited for room join at
+ * once, up to MAX. Arms the join timeout and the first progress line. */
 static void open_round(coord_t *c, int round, double now)
 {
     c->round = round;
@@ -874,50 +440,42 @@ static void open_round(coord_t *c, int round, double now)
     check_close(c, now);
 }
 
-static int cmp_nodes(const void *pa, const void *pb)
-{
-    const cnode_t *a = *(cnode_t *const *)pa, *b = *(cnode_t *const *)pb;
-    int r = rdzv_natural_cmp(a->d.name, b->d.name);
-    if (!r)
-        r = rdzv_natural_cmp(a->d.addr, b->d.addr);
-    if (!r)
-        r = strcmp(a->ids, b->ids);
-    return r;
-}
-
+/* Closes the open round: ranks for every joined node (rdzv_assign_ranks), a fresh namespace for
+ * the workers (queued before any assignment, so no worker of this attempt can read a key of the
+ * last one), then each node's assignment on its join's key. Without memory nothing changes and
+ * the join timer closes the round later. */
 static void close_round(coord_t *c, double now)
 {
     int n = c->joined;
-    cnode_t **v = malloc((size_t)n * sizeof *v), **slot = calloc((size_t)n, sizeof *slot);
-    if (!v || !slot) {
+    cnode_t **v = malloc((size_t)n * sizeof *v);
+    rdzv_rank_node_t *rn = malloc((size_t)n * sizeof *rn);
+    int *order = malloc((size_t)n * sizeof *order);
+    long long world = -ENOMEM;
+    if (v && rn && order) {
+        int k = 0;
+        for (size_t i = 0; i < c->n_nodes && k < n; i++)
+            if (c->nodes[i]->state == NS_JOINED) {
+                cnode_t *m = c->nodes[i];
+                v[k] = m;
+                rn[k++] = (rdzv_rank_node_t){m->d.name, m->d.addr, m->ids, m->d.want_rank,
+                                             m->d.nproc, -1, 0};
+            }
+        world = rdzv_assign_ranks(rn, n, order);
+    }
+    if (world < 0) {
         free(v);
-        free(slot);
+        free(rn);
+        free(order);
         return; /* the join timer retries */
     }
-    int k = 0;
-    for (size_t i = 0; i < c->n_nodes && k < n; i++)
-        if (c->nodes[i]->state == NS_JOINED)
-            v[k++] = c->nodes[i];
-    qsort(v, (size_t)n, sizeof *v, cmp_nodes);
-    for (int i = 0; i < n; i++)
-        if (v[i]->d.want_rank >= 0 && v[i]->d.want_rank < n)
-            slot[v[i]->d.want_rank] = v[i];
-    int free_i = 0;
-    for (int i = 0; i < n; i++) {
-        if (v[i]->d.want_rank >= 0 && v[i]->d.want_rank < n)
-            continue;
-        if (v[i]->d.want_rank >= n)
+    for (int r = 0; r < n; r++) {
+        const cnode_t *m = v[order[r]];
+        if (m->d.want_rank >= n)
             act_log(c,
                     "rendezvous '%s' round %d: node rank %d of %s does not fit %d nodes; it gets "
                     "a free one",
-                    c->run_id, c->round, v[i]->d.want_rank, node_label(v[i]), n);
-        while (slot[free_i])
-            free_i++;
-        slot[free_i] = v[i];
+                    c->run_id, c->round, m->d.want_rank, node_label(m), n);
     }
-    long long world = 0;
-    for (int i = 0; i < n; i++)
-        world += slot[i]->d.nproc;
 
     /* a fresh namespace for the workers of this attempt, before anyone can start */
     action_store_t *s = q_push(c, COORD_DELETE_WORKERS);
@@ -925,14 +483,13 @@ static void close_round(coord_t *c, double now)
         s->key = strdup("podrun/");
         s->a.key = s->key;
     }
-    long long base = 0;
     for (int i = 0; i < n; i++) {
-        cnode_t *m = slot[i];
+        cnode_t *m = v[order[i]];
         rdzv_assignment_t a = {
             .round = c->round,
             .node_rank = i,
             .nnodes = n,
-            .rank_base = (int)base,
+            .rank_base = rn[order[i]].rank_base,
             .world_size = (int)world,
             .restart_count = c->restarts_used,
             .store_host = c->store_host,
@@ -947,10 +504,10 @@ static void close_round(coord_t *c, double now)
         m->node_rank = i;
         m->done = 0;
         m->exp_idx = -1;
-        base += m->d.nproc;
     }
     free(v);
-    free(slot);
+    free(rn);
+    free(order);
     c->phase = COORD_RUNNING;
     c->members = n;
     c->done = 0;
@@ -966,6 +523,8 @@ static void close_round(coord_t *c, double now)
     act_log(c, "%s", line);
 }
 
+/* After any change to who has joined: close now (MAX joined, or MIN and everyone expected), or
+ * arm the last call once MIN is reached, or take it back when a drop-out leaves fewer than MIN. */
 static void check_close(coord_t *c, double now)
 {
     if (c->phase != COORD_OPEN)
@@ -989,6 +548,8 @@ static int cmp_fail(const void *pa, const void *pb)
     return a->time < b->time ? -1 : a->time > b->time ? 1 : 0;
 }
 
+/* Keeps the RDZV_MAX_FAILURES earliest failures sorted by time, so [0] is the root cause even
+ * when reports arrive out of order. */
 static void record_failure(coord_t *c, const rdzv_failure_t *f)
 {
     if (c->n_failures < RDZV_MAX_FAILURES) {
@@ -1001,6 +562,7 @@ static void record_failure(coord_t *c, const rdzv_failure_t *f)
     qsort(c->failures, (size_t)c->n_failures, sizeof *f, cmp_fail);
 }
 
+/* One line for a failure: "rank 3 on worker-1 exited with code 1", "worker-1: agent lost: …". */
 static void fail_summary(const rdzv_failure_t *f, char *out, size_t cap)
 {
     if (f->rank >= 0)
@@ -1011,7 +573,9 @@ static void fail_summary(const rdzv_failure_t *f, char *out, size_t cap)
 
 /* A reason to stop the running round; `f` may be NULL (a node joined). The decision itself
  * follows on COORD_T_DECIDE, armed for `now`, so that failures reported in the same pass of the
- * loop are sorted in and the root cause is the earliest of them. */
+ * loop are sorted in and the root cause is the earliest of them. A worker's failure always uses
+ * up a restart; in an elastic job a node leaving, lost or joining is a membership change that
+ * does not. Reports after the decision are only logged: the decision is set once. */
 static void stop_round(coord_t *c, int kind, const rdzv_failure_t *f, const char *why,
                        double now)
 {
@@ -1032,7 +596,10 @@ static void stop_round(coord_t *c, int kind, const rdzv_failure_t *f, const char
     act_timer(c, COORD_T_DECIDE, now);
 }
 
-/* The job-wide decision, set once in P r/<R>/end. */
+/* The job-wide decision for the stopped round, set once under P r/<R>/end so every agent reads
+ * the same root cause. Restart while restarts are left, opening the next round in the same step
+ * so that rejoining agents find it open; else exit, and the job is over. A closing store host
+ * always exits: it leaves no store to restart in. */
 static void decide(coord_t *c, double now)
 {
     if (c->phase != COORD_RUNNING || !c->stopped || c->decided)
@@ -1100,7 +667,10 @@ static void node_failure(const cnode_t *n, const char *reason, double now, rdzv_
 
 static void maybe_closed(coord_t *c);
 
-/* `n` is out of the job (left, lost, silent). */
+/* `n` is out of the job (left, lost, silent). What follows depends on where it was: a joined
+ * node leaves the open round (which may now close without it), an expected one is waited for no
+ * longer, a waiting one is dropped, and a running member that was not done stops the round with a
+ * failure record naming it. A silent node is told "rejected" in case it is alive after all. */
 static void node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char *reason, double now)
 {
     /* A silent node (cut off, host down) may never close its connection: a closing store must
@@ -1149,6 +719,9 @@ static void node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char *rea
     }
 }
 
+/* The node behind a write: found by its id, created at its first write. An id belongs to the
+ * connection that first used it and a connection to one id, so a second agent reusing either is
+ * ignored rather than believed. NULL for those, and without memory. */
 static cnode_t *node_for(coord_t *c, uint64_t conn, uint64_t id, const char *ids, int *idx,
                          double now)
 {
@@ -1196,6 +769,7 @@ static cnode_t *node_for(coord_t *c, uint64_t conn, uint64_t id, const char *ids
     return n;
 }
 
+/* Keeps the descriptor, its strings in one allocation (see cdesc_t). */
 static int node_set_desc(cnode_t *n, const rdzv_desc_rec_t *d)
 {
     size_t ln = strlen(d->name) + 1, la = strlen(d->addr) + 1, lh = strlen(d->host) + 1;
@@ -1216,6 +790,10 @@ static int node_set_desc(cnode_t *n, const rdzv_desc_rec_t *d)
     return 0;
 }
 
+/* A node's k-th join. Admitted to the open round; queued for the next while one runs (an elastic
+ * job with room restarts for it now); answered at once when the job is over or the node is a
+ * member of the running round. Every answer goes to the key of this k, so an answer to an
+ * earlier join can never be taken for this one. A repeated join changes nothing. */
 static void on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, size_t vlen,
                     double now)
 {
@@ -1261,6 +839,8 @@ static void on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, siz
     }
 }
 
+/* Every worker of member n exited 0 in round r. Once every member is done the job has finished:
+ * P r/<R>/end says so and later joiners are told "finished". */
 static void on_done(coord_t *c, cnode_t *n, int r)
 {
     if (n->state != NS_MEMBER || c->phase != COORD_RUNNING || r != c->round || n->done)
@@ -1281,6 +861,8 @@ static void on_done(coord_t *c, cnode_t *n, int r)
     go_over(c, "finished", text);
 }
 
+/* A member's first worker failure in round r: a stop reason. What the record leaves out (host,
+ * name, time) is filled from what the coordinator knows; the node rank is always its own. */
 static void on_fail(coord_t *c, cnode_t *n, int r, const char *val, size_t vlen, double now)
 {
     if (n->state != NS_MEMBER || r != c->round)
@@ -1301,6 +883,9 @@ static void on_fail(coord_t *c, cnode_t *n, int r, const char *val, size_t vlen,
     stop_round(c, FK_WORKER, &f, why, now);
 }
 
+/* Parses "<prefix><16 hex id>/<what>[/<num>]" and hands the record to its handler; any other key
+ * under the prefix is ignored (noise, or an agent of another version). Every write proves its
+ * node alive, including a node dropped as silent that turns out not to be. */
 void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, const char *val,
                     size_t vlen, double now)
 {
@@ -1372,6 +957,7 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
     }
 }
 
+/* Shutting down and no agent is connected any more: COORD_CLOSED, once. */
 static void maybe_closed(coord_t *c)
 {
     if (c->closing && !c->closed_sent && c->connected <= 0) {
@@ -1381,6 +967,8 @@ static void maybe_closed(coord_t *c)
     }
 }
 
+/* A node's connection closed. A node still part of the job is lost; a member of a finished or
+ * ended job just went home. */
 void coord_on_close(coord_t *c, uint64_t conn, double now)
 {
     q_reset(c);
@@ -1397,6 +985,8 @@ void coord_on_close(coord_t *c, uint64_t conn, double now)
     maybe_closed(c);
 }
 
+/* Every keep_alive_interval: a node silent for keep_alive_interval x keep_alive_max_attempt (three
+ * times that without running workers) is gone. A late sweep restarts everyone's clock instead. */
 static void sweep(coord_t *c, double now)
 {
     double limit = c->p.keep_alive_interval * c->p.keep_alive_max_attempt;
@@ -1425,6 +1015,8 @@ static void sweep(coord_t *c, double now)
     act_timer(c, COORD_T_SWEEP, now + c->p.keep_alive_interval);
 }
 
+/* One of the timers the host armed on our word. A timer that fires after the state it was for
+ * has passed (the round closed, the job ended) does nothing. */
 void coord_on_timer(coord_t *c, int timer, double now)
 {
     q_reset(c);
@@ -1463,11 +1055,11 @@ void coord_on_timer(coord_t *c, int timer, double now)
     case COORD_T_CLOSE:
         if (c->closing && !c->closed_sent) {
             char names[512] = "";
-            listbuf_t l = {names, sizeof names, 0, 0, 8};
+            textlist_t l = {names, sizeof names, 0, 0, 8};
             for (size_t i = 0; i < c->n_nodes; i++)
                 if (c->nodes[i]->connected)
-                    list_add(&l, node_label(c->nodes[i]));
-            list_end(&l);
+                    textlist_add(&l, node_label(c->nodes[i]));
+            textlist_end(&l);
             act_log(c, "rendezvous '%s': closing the store with %d agent%s still connected: %s",
                     c->run_id, c->connected, c->connected == 1 ? "" : "s", names);
             c->connected = 0;
@@ -1479,6 +1071,9 @@ void coord_on_timer(coord_t *c, int timer, double now)
     }
 }
 
+/* The host is closing. A running round is decided at once (exit) and an open one ends, so no agent
+ * waits for what cannot come; COORD_CLOSED follows once every agent has disconnected, or after
+ * close_timeout. */
 void coord_shutdown(coord_t *c, double now)
 {
     q_reset(c);
@@ -1530,6 +1125,7 @@ void coord_info(const coord_t *c, coord_info_t *info)
     info->finished = c->finished;
 }
 
+/* `expected`: comma-separated names, blanks trimmed, duplicates dropped. */
 static int parse_expected(coord_t *c, const char *list)
 {
     if (!list || !*list)
@@ -1610,10 +1206,8 @@ void coord_free(coord_t *c)
         free(c->nodes[i]);
     }
     free(c->nodes);
-    free(c->by_id.keys);
-    free(c->by_id.vals);
-    free(c->by_conn.keys);
-    free(c->by_conn.vals);
+    u64map_free(&c->by_id);
+    u64map_free(&c->by_conn);
     for (int i = 0; i < c->n_exp; i++)
         free(c->exp_names[i]);
     free(c->exp_names);

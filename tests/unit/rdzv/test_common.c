@@ -132,6 +132,25 @@ static void test_error_table(void)
     CHECK_EQ_STR(podrun_strerror(UV_EOF), uv_strerror(UV_EOF));
 }
 
+static void test_textlist(void)
+{
+    char out[64] = "";
+    textlist_t l = {out, sizeof out, 0, 0, 2};
+    textlist_end(&l);
+    CHECK_EQ_STR(out, "");
+    textlist_add(&l, "a");
+    textlist_add(&l, "b");
+    textlist_add(&l, "c");
+    textlist_add(&l, "d");
+    textlist_end(&l);
+    CHECK_EQ_STR(out, "a, b and 2 more");
+    char tiny[6] = "";
+    textlist_t t = {tiny, sizeof tiny, 0, 0, 8};
+    textlist_add(&t, "worker-1");
+    textlist_add(&t, "worker-2");
+    CHECK_EQ_STR(tiny, "worke"); /* cut, never past the buffer */
+}
+
 static char logged[256];
 static void on_line(void *arg, const char *line)
 {
@@ -161,5 +180,6 @@ int main(void)
     RUN(test_parse_int);
     RUN(test_random_id);
     RUN(test_duration);
+    RUN(test_textlist);
     return check_result();
 }

@@ -1,4 +1,4 @@
-/* tests/unit/rdzv/test_store_client.c — the blocking C client (podrun/store.h) against the
+/* tests/unit/rdzv/test_client.c — the blocking C client (podrun/store.h) against the
  * server, every operation, in the 2.x dialect; connect retry and wait timeouts. */
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-/* tests/unit/rdzv/test_store_v2_bytes.c — the server at the byte level, written from torch's
+/* tests/unit/rdzv/test_server.c — the server at the byte level, written from torch's
  * sources: the 2.x dialect (VALIDATE, PING nonce echo, CANCEL_WAIT, MULTI_*, QUEUE_*, LIST), the
  * 1.13 dialect on the same port (WATCH_KEY, abandoned waits), and bad input that must cost only
  * the connection that sent it. */

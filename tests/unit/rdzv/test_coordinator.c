@@ -1,5 +1,5 @@
-/* tests/unit/rendezvous/test_coordinator.c — the coordinator state machine and its codecs, driven
- * with explicit times and inspected through its actions. */
+/* tests/unit/rdzv/test_coordinator.c — the coordinator state machine, driven with explicit times
+ * and inspected through its actions. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,117 +283,6 @@ static coord_t *running(int n, int restarts)
 }
 
 /* ---- tests ---- */
-
-static void test_kv_codec(void)
-{
-    char buf[256], out[64];
-    kvbuf_t b;
-    kv_init(&b, buf, sizeof buf);
-    kv_add(&b, "a", "x\ny\\z", 0);
-    kv_add_int(&b, "n", -42);
-    kv_add(&b, "ab", "second", 0);
-    CHECK(!b.overflow);
-    CHECK_EQ_INT(kv_get(buf, b.len, "a", out, sizeof out), 5);
-    CHECK_EQ_STR(out, "x\ny\\z");
-    CHECK_EQ_INT(kv_get_int(buf, b.len, "n", 0), -42);
-    CHECK_EQ_INT(kv_get(buf, b.len, "ab", out, sizeof out), 6); /* not confused with "a" */
-    CHECK_EQ_STR(out, "second");
-    CHECK_EQ_INT(kv_get(buf, b.len, "missing", out, sizeof out), -1);
-    CHECK_EQ_INT(kv_get_int(buf, b.len, "a", 7), 7); /* not a number */
-    /* a cut never splits a UTF-8 sequence; a line that does not fit is dropped whole */
-    kv_init(&b, buf, sizeof buf);
-    kv_add(&b, "m", "ab\xc3\xa9z", 3);
-    kv_get(buf, b.len, "m", out, sizeof out);
-    CHECK_EQ_STR(out, "ab");
-    char small[8];
-    kv_init(&b, small, sizeof small);
-    kv_add(&b, "k", "0123456789", 0);
-    CHECK(b.overflow);
-    CHECK_EQ_INT(b.len, 0);
-    /* an output buffer that is too small truncates but reports the full length */
-    kv_init(&b, buf, sizeof buf);
-    kv_add(&b, "k", "0123456789", 0);
-    char tiny[4];
-    CHECK_EQ_INT(kv_get(buf, b.len, "k", tiny, sizeof tiny), 10);
-    CHECK_EQ_STR(tiny, "012");
-}
-
-static void test_records_roundtrip(void)
-{
-    rdzv_failure_t f[RDZV_MAX_FAILURES], g[RDZV_MAX_FAILURES];
-    rdzv_decision_t d = {0}, e;
-    char buf[32768];
-    for (int i = 0; i < 3; i++) {
-        rdzv_failure_init(&f[i]);
-        snprintf(f[i].host, sizeof f[i].host, "10.0.0.%d", i);
-        snprintf(f[i].node_name, sizeof f[i].node_name, "worker-%d", i);
-        f[i].node_rank = i;
-        f[i].rank = 2 * i;
-        f[i].signo = i == 1 ? 11 : 0;
-        f[i].exit_code = i == 1 ? -1 : 3;
-        f[i].time = 1700000000.25 + i;
-        snprintf(f[i].reason, sizeof f[i].reason, "exited with code 3");
-        snprintf(f[i].message, sizeof f[i].message, "Traceback:\n  line=1\\");
-    }
-    d.action = RDZV_EXIT;
-    d.round = 4;
-    d.next_round = 5;
-    d.n = 3;
-    d.failures = f;
-    d.restart_count = 2;
-    snprintf(d.reason, sizeof d.reason, "rank 0 on worker-0 exited with code 3");
-    int len = rdzv_end_encode(&d, buf, sizeof buf);
-    CHECK(len > 0);
-    CHECK_EQ_INT(rdzv_end_decode(buf, (size_t)len, &e, g), 0);
-    CHECK_EQ_INT(e.action, RDZV_EXIT);
-    CHECK_EQ_INT(e.round, 4);
-    CHECK_EQ_INT(e.n, 3);
-    CHECK_EQ_INT(e.own, -1);
-    CHECK_EQ_INT(e.restart_count, 2);
-    CHECK_EQ_STR(e.reason, d.reason);
-    CHECK_EQ_STR(g[1].node_name, "worker-1");
-    CHECK_EQ_INT(g[1].signo, 11);
-    CHECK_EQ_INT(g[1].exit_code, -1);
-    CHECK_EQ_INT(g[2].rank, 4);
-    CHECK_EQ_STR(g[2].message, "Traceback:\n  line=1\\");
-    CHECK(g[2].time > 1700000002.2 && g[2].time < 1700000002.3);
-    len = rdzv_end_encode(NULL, buf, sizeof buf);
-    CHECK_EQ_INT(rdzv_end_decode(buf, (size_t)len, &e, g), 1);
-    CHECK_EQ_INT(rdzv_end_decode("garbage", 7, &e, g), -EINVAL);
-
-    rdzv_assignment_t a = {.round = 1, .node_rank = 2, .nnodes = 3, .rank_base = 4,
-                           .world_size = 9, .restart_count = 1, .store_host = "h",
-                           .store_port = 29400};
-    rdzv_assignment_t b;
-    char host[64], err[32], text[256];
-    len = rdzv_assign_encode(&a, buf, sizeof buf);
-    CHECK_EQ_INT(rdzv_assign_decode(buf, (size_t)len, &b, host, sizeof host, err, sizeof err,
-                                    text, sizeof text),
-                 0);
-    CHECK_EQ_STR(err, "");
-    CHECK_EQ_INT(b.node_rank, 2);
-    CHECK_EQ_INT(b.rank_base, 4);
-    CHECK_EQ_STR(b.store_host, "h");
-    CHECK_EQ_INT(b.store_port, 29400);
-    /* inconsistent numbers are refused */
-    CHECK_EQ_INT(rdzv_assign_decode("round=0\nnode_rank=5\nnnodes=2\n", 28, &b, host,
-                                    sizeof host, err, sizeof err, text, sizeof text),
-                 -EINVAL);
-    rdzv_desc_rec_t dd;
-    CHECK_EQ_INT(rdzv_desc_decode("nproc=1\n", 8, &dd), -EINVAL); /* no name */
-    CHECK_EQ_INT(rdzv_desc_decode("name=x\nnproc=-3\n", 16, &dd), -EINVAL);
-}
-
-static void test_natural_sort(void)
-{
-    CHECK(rdzv_natural_cmp("worker-2", "worker-10") < 0);
-    CHECK(rdzv_natural_cmp("worker-10", "worker-9") > 0);
-    CHECK(rdzv_natural_cmp("a", "a") == 0);
-    CHECK(rdzv_natural_cmp("node007", "node7") == 0);
-    CHECK(rdzv_natural_cmp("a1b2", "a1b10") < 0);
-    CHECK(rdzv_natural_cmp("abc", "abcd") < 0);
-    CHECK(rdzv_natural_cmp("w-1-2", "w-1-10") < 0);
-}
 
 static void test_join_fixed_closes_at_max(void)
 {
@@ -970,9 +859,6 @@ static void test_bad_input_ignored(void)
 
 int main(void)
 {
-    RUN(test_kv_codec);
-    RUN(test_records_roundtrip);
-    RUN(test_natural_sort);
     RUN(test_join_fixed_closes_at_max);
     RUN(test_last_call_min_max);
     RUN(test_max_reached_elastic);

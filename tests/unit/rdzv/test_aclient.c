@@ -1,4 +1,4 @@
-/* tests/unit/rdzv/test_store_aclient.c — the libuv client and the server on one loop: pipelined
+/* tests/unit/rdzv/test_aclient.c — the libuv client and the server on one loop: pipelined
  * requests, waits with timeouts (CANCEL_WAIT keeps the FIFO in sync), connect backoff, loss of
  * the server, and the server's in-process hooks (observer, direct writes, delete_except). */
 #include <arpa/inet.h>

@@ -1,7 +1,8 @@
-/* tests/unit/rendezvous/test_agents.c — rendezvous agents and the store-hosting agent in one
- * libuv loop, over real TCP on loopback: a full round, a failure pushed to everyone, an in-place
- * restart with a fresh worker namespace, a finish and a clean close; plus agent loss, host loss,
- * leave, join timeout, and a host that starts after the others. */
+/* tests/unit/rdzv/test_rendezvous.c — the rendezvous API with the store backend: agents and the
+ * store-hosting agent in one libuv loop, over real TCP on loopback: a full round, a failure
+ * pushed to everyone, an in-place restart with a fresh worker namespace, a finish and a clean
+ * close; plus agent loss, host loss, leave, join timeout, and a host that starts after the
+ * others. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

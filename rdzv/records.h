@@ -1,0 +1,80 @@
+/* rdzv/records.h — the rendezvous records' text form, shared by the agents and the coordinator.
+ * Pure code: no I/O, no globals; every input is bounded and every decoder takes any bytes.
+ *
+ * A record is "key=value\n" lines; in values '\\' and newline are escaped as "\\\\" and "\\n".
+ * Every field has a bounded length (the RDZV_*_MAX of rendezvous.h); longer text is cut, at a
+ * UTF-8 boundary. Decoders take the first line of each key, ignore keys they do not know, and
+ * clamp numbers to their field's range (a value out of range is treated as absent), so a record
+ * from a newer or broken peer is read as far as it makes sense and never beyond. The records:
+ *   node descriptor   what an agent sends when it joins (name, addresses, nproc, wanted rank)
+ *   failure           one failure of a node or a worker (also inside an end record)
+ *   assignment        the coordinator's answer to a join: ranks and the store, or an error
+ *   end               how a round ended: "finished", or the job-wide stop decision */
+#ifndef PODRUN_RDZV_RECORDS_H
+#define PODRUN_RDZV_RECORDS_H
+
+#include <stddef.h>
+
+#include "rdzv/common.h"
+#include "rdzv/rendezvous.h"
+
+/* The key of a node's record: "<prefix>n/<ids>/<what>[/<num>]" (num < 0: none), prefix being
+ * "podrun/<run_id>/" and ids the node's 16 hex digits. Agents write these and the coordinator
+ * answers on them. */
+void rdzv_node_key(char *out, size_t cap, const char *prefix, const char *ids, const char *what,
+                   int num);
+
+/* ---- key=value text ---- */
+
+typedef struct kvbuf {
+    char *buf;
+    size_t cap, len;
+    int overflow; /* 1 if something did not fit (what fit is kept, lines stay whole) */
+} kvbuf_t;
+
+void kv_init(kvbuf_t *b, char *buf, size_t cap);
+/* Appends "k=v\n" with v escaped; v is cut to vmax bytes (0: no cut) before escaping. */
+void kv_add(kvbuf_t *b, const char *k, const char *v, size_t vmax);
+void kv_add_int(kvbuf_t *b, const char *k, long long v);
+void kv_add_double(kvbuf_t *b, const char *k, double v);
+/* Finds the first line "k=..." in text[0..len) and unescapes its value into out (cut to cap-1,
+ * always NUL-terminated). Returns the unescaped length, or -1 if the key is absent. */
+int kv_get(const char *text, size_t len, const char *k, char *out, size_t cap);
+/* Integer value of k, or `def` if absent or not a number. */
+long long kv_get_int(const char *text, size_t len, const char *k, long long def);
+double kv_get_double(const char *text, size_t len, const char *k, double def);
+
+/* ---- records ---- */
+
+typedef struct rdzv_desc_rec {
+    char name[RDZV_NAME_MAX], addr[RDZV_NAME_MAX], host[RDZV_NAME_MAX];
+    int nproc, want_rank, pid;
+} rdzv_desc_rec_t;
+
+/* Each encoder returns the length written (< cap) or -ENOSPC. */
+int rdzv_desc_encode(const rdzv_desc_rec_t *d, char *buf, size_t cap);
+int rdzv_desc_decode(const char *text, size_t len, rdzv_desc_rec_t *d); /* 0 or -EINVAL */
+
+/* A failure record; `pfx` prefixes every key ("" alone, "f3." inside a decision). */
+void rdzv_failure_put(kvbuf_t *b, const char *pfx, const rdzv_failure_t *f);
+void rdzv_failure_take(const char *text, size_t len, const char *pfx, rdzv_failure_t *f);
+int rdzv_failure_encode(const rdzv_failure_t *f, char *buf, size_t cap);
+int rdzv_failure_decode(const char *text, size_t len, rdzv_failure_t *f);
+
+/* An assignment or, when `error` is non-NULL, an error answer ("timeout", "rejected", "ended",
+ * "finished") with a text. */
+int rdzv_assign_encode(const rdzv_assignment_t *a, char *buf, size_t cap);
+int rdzv_assign_error_encode(const char *error, const char *text, char *buf, size_t cap);
+/* Fills a (store_host points into host_buf); error_out gets the error kind ("" for none) and
+ * text_out the error text. Returns 0 or -EINVAL. */
+int rdzv_assign_decode(const char *text, size_t len, rdzv_assignment_t *a, char *host_buf,
+                       size_t host_cap, char *error_out, size_t ecap, char *text_out,
+                       size_t tcap);
+
+/* The end of a round: finished (d NULL) or a decision. */
+int rdzv_end_encode(const rdzv_decision_t *d, char *buf, size_t cap);
+/* Returns 1 for "finished", 0 for a decision (failures must hold RDZV_MAX_FAILURES records; d->own
+ * is left -1), -EINVAL for garbage. */
+int rdzv_end_decode(const char *text, size_t len, rdzv_decision_t *d, rdzv_failure_t *failures);
+
+#endif
