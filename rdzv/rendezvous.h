@@ -1,5 +1,8 @@
 /* rdzv/rendezvous.h — multi-node rendezvous and job-wide failure propagation over the job store.
  *
+ * This is the contract of every backend (rdzv/backend.h); the protocol below is the default
+ * backend's, "store" (rdzv/backend_store.c).
+ *
  * One agent per node calls rdzv_agent_start. Exactly one of them hosts: it runs the job store
  * server (which also serves the workers) and the coordinator (rdzv/coordinator.h), a pure state
  * machine that sees every rendezvous write in-process through the server's observer hook and
@@ -117,6 +120,8 @@
  * PODRUN_EREJECTED or PODRUN_EENDED (rdzv/common.h). */
 
 typedef struct rdzv_params {
+    const char *backend;       /* "store" (c10d and static: the job store hosted by one agent);
+                                  NULL: "store" */
     const char *run_id;        /* job id; keys live under "podrun/<run_id>/" */
     const char *endpoint_host; /* where the store is (c10d endpoint or static master addr) */
     uint16_t endpoint_port;
@@ -135,7 +140,8 @@ typedef struct rdzv_params {
                                   the host to name missing nodes and to close round 0 early */
 } rdzv_params_t;
 
-/* Fills the defaults above (strings NULL, want_rank -1, min = max = 1). */
+/* Fills the defaults above (strings NULL, want_rank -1, min = max = 1). Fields left at 0 when
+ * the agent starts get these defaults too. */
 void rdzv_params_default(rdzv_params_t *p);
 
 typedef struct rdzv_node_desc {

@@ -494,6 +494,11 @@ static void test_host_starts_last(void)
     memset(ag, 0, sizeof ag);
 }
 
+static void on_closed_flag(void *arg)
+{
+    *(int *)arg = 1;
+}
+
 static void test_endpoint_is_local(void)
 {
     char hn[256] = "";
@@ -506,11 +511,32 @@ static void test_endpoint_is_local(void)
     CHECK_EQ_INT(rdzv_endpoint_is_local("", NULL), 0);
 }
 
+/* The API picks the backend by name; one it does not know is refused before anything starts. */
+static void test_backend_by_name(void)
+{
+    rdzv_params_t p = params(1, 0, 0);
+    rdzv_node_desc_t d = {.name = "node-0", .addr = "127.0.0.1", .nproc = 1};
+    rdzv_callbacks_t none = {0};
+    rdzv_agent_t *a = (rdzv_agent_t *)&p; /* must come back NULL */
+    p.is_host = 1;
+    p.backend = "zookeeper";
+    CHECK_EQ_INT(rdzv_agent_start(loop, &p, &d, &none, NULL, &a), -EINVAL);
+    CHECK(a == NULL);
+    p.backend = "store";
+    CHECK_EQ_INT(rdzv_agent_start(loop, &p, &d, &none, NULL, &a), 0);
+    CHECK(a != NULL);
+    int closed = 0;
+    rdzv_agent_close(a, on_closed_flag, &closed);
+    while (!closed)
+        uv_run(loop, UV_RUN_ONCE);
+}
+
 int main(void)
 {
     verbose = getenv("RDZV_TEST_VERBOSE") != NULL;
     loop = uv_default_loop();
     RUN(test_endpoint_is_local);
+    RUN(test_backend_by_name);
     RUN(test_full_cycle);
     RUN(test_agent_lost_and_leave);
     RUN(test_host_lost);

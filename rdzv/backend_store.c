@@ -1,0 +1,845 @@
+/* rdzv/backend_store.c — the rendezvous over the job store (c10d and static): one agent hosts the
+ * store server with the coordinator beside it, fed by the server's observer; every agent, the
+ * host's own over loopback, talks to it as an ordinary store client (the async client: one
+ * connection for records and heartbeats, one for the single WAIT it has out at a time).
+ * Protocol: rdzv/rendezvous.h.
+ *
+ * The agent side is a small state machine: CONNECTING -> JOINING (join sent, WAIT on the
+ * assignment) -> RUNNING (WAIT on the round's end) -> STOPPED (the launcher restarts or exits)
+ * or FINISHED; DEAD once lost() was called. Every request it makes gets its callback exactly
+ * once, and the agent stays allocated until every one has come back and every handle is
+ * closed (`pending`, `handles`). */
+#include "rdzv/backend.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rdzv/aclient.h"
+#include "rdzv/coordinator.h"
+#include "rdzv/server.h"
+
+enum agent_state {
+    AS_CONNECTING,
+    AS_JOINING,  /* join sent, waiting for the assignment */
+    AS_RUNNING,  /* assigned, waiting for the end of the round */
+    AS_STOPPED,  /* the round stopped; rejoin or exit is up to the launcher */
+    AS_FINISHED,
+    AS_DEAD,     /* lost() was called */
+};
+
+typedef struct store_agent {
+    rdzv_agent_t base;          /* first: the API hands out &base */
+    uv_loop_t *loop;
+    rdzv_params_t p;
+    char *run_id, *endpoint_host, *local_addr, *expected;
+    char name[RDZV_NAME_MAX], addr[RDZV_NAME_MAX], hostname[RDZV_NAME_MAX];
+    int nproc;
+    rdzv_callbacks_t cb;
+    void *arg;
+    char id[17];
+    char prefix[256];
+    char connect_host[RDZV_NAME_MAX];
+    uint16_t port;
+
+    /* host side */
+    store_server_t *server;
+    coord_t *coord;
+    uv_timer_t ctimer[COORD_T_COUNT];
+
+    /* agent side */
+    store_aclient_t *ops, *watch;
+    int ops_ready, watch_ready;
+    int state, join_k, round, node_rank;
+    int stop_action; /* of the last decision */
+    int leaving, closing;
+    uv_timer_t hb_timer, prog_timer, defer_timer;
+    int hb_out;
+    double hb_sent, hb_tick, started;
+    void (*leave_sent)(void *);
+    void *leave_arg;
+
+    /* lifetime: open handles and requests still owed a callback */
+    int handles, pending;
+    void (*closed)(void *);
+    void *closed_arg;
+} store_agent_t;
+
+/* ---- lifetime ---- */
+
+/* The last step of a close: frees the agent, then runs `closed` (the caller may free what it
+ * gave us as arg from there). */
+static void agent_free(store_agent_t *a)
+{
+    void (*closed)(void *) = a->closed;
+    void *arg = a->closed_arg;
+    coord_free(a->coord);
+    free(a->run_id);
+    free(a->endpoint_host);
+    free(a->local_addr);
+    free(a->expected);
+    free(a);
+    if (closed)
+        closed(arg);
+}
+
+/* Frees the agent once it is closing and nothing can call back into it any more: every handle
+ * closed, every request answered, the server gone. Called from each of those ends. */
+static void maybe_free(store_agent_t *a)
+{
+    if (a->closing == 2 && a->handles == 0 && a->pending == 0 && !a->server)
+        agent_free(a);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    store_agent_t *a = h->data;
+    a->handles--;
+    maybe_free(a);
+}
+
+static void timer_init(store_agent_t *a, uv_timer_t *t)
+{
+    uv_timer_init(a->loop, t);
+    t->data = a;
+    a->handles++;
+}
+
+/* Every request gets a callback exactly once; `pending` keeps the agent alive until then. */
+static int req_begin(store_agent_t *a, int rc)
+{
+    if (rc == 0)
+        a->pending++;
+    return rc;
+}
+
+/* Returns 1 if the agent is being torn down and the reply should be ignored. */
+static int req_end(store_agent_t *a)
+{
+    a->pending--;
+    if (a->closing) {
+        maybe_free(a);
+        return 1;
+    }
+    return 0;
+}
+
+static void stop_timers(store_agent_t *a)
+{
+    uv_timer_stop(&a->hb_timer);
+    uv_timer_stop(&a->prog_timer);
+}
+
+/* This node is out of the job: tell the launcher once. */
+static void agent_fail(store_agent_t *a, int err, const char *why)
+{
+    if (a->state == AS_DEAD || a->closing)
+        return;
+    a->state = AS_DEAD;
+    stop_timers(a);
+    if (a->cb.lost)
+        a->cb.lost(a->arg, err, why);
+}
+
+static void progress(store_agent_t *a, const char *line)
+{
+    if (a->cb.progress)
+        a->cb.progress(a->arg, line);
+}
+
+/* ---- host side: the coordinator next to the store ---- */
+
+static void run_actions(store_agent_t *a);
+
+static void on_server_closed(void *arg)
+{
+    store_agent_t *a = arg;
+    a->server = NULL;
+    maybe_free(a);
+}
+
+/* Closing, second stage: the timers and (on the host) the server go; maybe_free finishes. */
+static void close_handles(store_agent_t *a)
+{
+    uv_timer_t *ts[] = {&a->hb_timer, &a->prog_timer, &a->defer_timer};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
+        uv_close((uv_handle_t *)ts[i], on_handle_closed);
+    if (a->coord)
+        for (int i = 0; i < COORD_T_COUNT; i++)
+            uv_close((uv_handle_t *)&a->ctimer[i], on_handle_closed);
+    a->closing = 2;
+    if (a->server)
+        store_server_close(a->server, on_server_closed, a);
+    else
+        maybe_free(a);
+}
+
+/* One of the coordinator's timers, armed by run_actions, fired: its input, then its actions. */
+static void on_ctimer(uv_timer_t *t)
+{
+    store_agent_t *a = t->data;
+    int id = (int)(t - a->ctimer);
+    coord_on_timer(a->coord, id, podrun_time_epoch());
+    run_actions(a);
+}
+
+/* Applies the coordinator's actions in order: in-process writes that wake the remote WAITs,
+ * timers, log lines, the workers' fresh namespace, and the final "closed". A write the store
+ * cannot take (out of memory) would leave agents waiting for an answer that never comes, so this
+ * agent gives up instead: with it goes the store, which every agent notices at once. */
+static void run_actions(store_agent_t *a)
+{
+    coord_action_t act;
+    char lost_key[256] = "";
+    int lost = 0;
+    while (coord_next_action(a->coord, &act)) {
+        switch (act.kind) {
+        case COORD_SET: {
+            int r = store_server_set(a->server, act.key, strlen(act.key), act.val, act.vlen);
+            if (r < 0 && !lost) {
+                lost = r;
+                sfmt(lost_key, sizeof lost_key, "%s", act.key);
+            }
+            break;
+        }
+        case COORD_TIMER:
+            if (act.at < 0) {
+                uv_timer_stop(&a->ctimer[act.timer]);
+            } else {
+                double d = (act.at - podrun_time_epoch()) * 1000.0;
+                uv_timer_start(&a->ctimer[act.timer], on_ctimer, d > 0 ? (uint64_t)d + 1 : 0, 0);
+            }
+            break;
+        case COORD_LOG:
+            progress(a, act.val);
+            break;
+        case COORD_DELETE_WORKERS:
+            store_server_delete_except(a->server, act.key);
+            break;
+        case COORD_CLOSED:
+            if (a->closing == 1)
+                close_handles(a);
+            return;
+        default:
+            break;
+        }
+    }
+    if (lost) {
+        /* an answer or a decision the agents wait for is missing: rather than leave them
+         * waiting, this agent goes, and with it the store, which every agent notices */
+        char why[RDZV_LINE_MAX];
+        sfmt(why, sizeof why, "rendezvous '%s': could not record %s in the job store: %s",
+             a->run_id, lost_key, podrun_strerror(lost));
+        progress(a, why);
+        agent_fail(a, PODRUN_ESTORELOST, why);
+    }
+}
+
+/* Every observed key is a record an agent writes for the coordinator alone (join, heartbeat,
+ * failure, done, leave): the coordinator reads it in-process and, by returning 1, lets the key
+ * space drop it at once. */
+static int on_observed_write(void *arg, uint64_t conn, const char *key, size_t klen,
+                             const char *val, size_t vlen)
+{
+    store_agent_t *a = arg;
+    if (a->closing == 2)
+        return 0;
+    coord_on_write(a->coord, conn, key, klen, val, vlen, podrun_time_epoch());
+    run_actions(a);
+    return 1;
+}
+
+/* A connection that wrote records closed: the coordinator decides whether its node is lost. */
+static void on_observed_close(void *arg, uint64_t conn)
+{
+    store_agent_t *a = arg;
+    if (a->closing == 2)
+        return;
+    coord_on_close(a->coord, conn, podrun_time_epoch());
+    run_actions(a);
+}
+
+static void on_store_log(void *arg, const char *line)
+{
+    store_agent_t *a = arg;
+    if (a->cb.store_log)
+        a->cb.store_log(a->arg, line);
+}
+
+/* The host's part of starting: bind the store, start the coordinator with its timers and let it
+ * see every record write; this agent then joins over loopback like any other. */
+static int host_start(store_agent_t *a)
+{
+    podrun_log_t log = {on_store_log, a};
+    int rc = store_server_start(a->loop, a->local_addr, a->p.endpoint_port, NULL, &log,
+                                &a->server);
+    if (rc < 0)
+        return rc;
+    a->port = store_server_port(a->server);
+    coord_params_t cp = {
+        .run_id = a->run_id,
+        .min_nodes = a->p.min_nodes,
+        .max_nodes = a->p.max_nodes,
+        .max_restarts = a->p.max_restarts,
+        .join_timeout = a->p.join_timeout,
+        .last_call_timeout = a->p.last_call_timeout,
+        .close_timeout = a->p.close_timeout,
+        .keep_alive_interval = a->p.keep_alive_interval,
+        .keep_alive_max_attempt = a->p.keep_alive_max_attempt,
+        .progress_interval = a->p.progress_interval,
+        .store_host = a->endpoint_host,
+        .store_port = a->port,
+        .expected = a->expected,
+    };
+    a->coord = coord_new(&cp, podrun_time_epoch());
+    if (!a->coord) {
+        store_server_close(a->server, NULL, NULL);
+        a->server = NULL;
+        return -EINVAL;
+    }
+    for (int i = 0; i < COORD_T_COUNT; i++)
+        timer_init(a, &a->ctimer[i]);
+    store_server_observe(a->server, coord_observe_prefix(a->coord), on_observed_write,
+                         on_observed_close, a);
+    run_actions(a);
+    /* the host's own agent reaches the store over loopback */
+    sfmt(a->connect_host, sizeof a->connect_host, "%s",
+             a->local_addr && *a->local_addr ? a->local_addr : "127.0.0.1");
+    return 0;
+}
+
+/* ---- agent side ---- */
+
+static void key_of(store_agent_t *a, char *out, size_t cap, const char *what, int num)
+{
+    rdzv_node_key(out, cap, a->prefix, a->id, what, num);
+}
+
+static void on_written(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
+                       void *arg)
+{
+    (void)c, (void)status, (void)val, (void)len, (void)num;
+    req_end(arg);
+}
+
+static int send_set(store_agent_t *a, const char *key, const char *val, size_t len)
+{
+    if (!a->ops || !a->ops_ready)
+        return -ENOTCONN;
+    return req_begin(a, store_aclient_set(a->ops, key, val, len, on_written, a));
+}
+
+static void wait_end(store_agent_t *a);
+
+/* The end record of the running round, read after its WAIT woke: finished, or the job's stop
+ * decision (this node's own first record, if any, is found for the launcher's exit code). An
+ * unreadable record leaves nothing to act on: this node is out (store lost). */
+static void on_end_value(store_aclient_t *c, int status, const char *val, size_t len,
+                         int64_t num, void *arg)
+{
+    (void)c, (void)num;
+    store_agent_t *a = arg;
+    if (req_end(a) || status < 0 || a->state != AS_RUNNING)
+        return;
+    rdzv_failure_t failures[RDZV_MAX_FAILURES];
+    rdzv_decision_t d;
+    int r = rdzv_end_decode(val, len, &d, failures);
+    if (r < 0) {
+        agent_fail(a, PODRUN_ESTORELOST, "unreadable end-of-round record from the job store");
+        return;
+    }
+    if (r == 1) {
+        a->state = AS_FINISHED;
+        stop_timers(a);
+        if (a->cb.finished)
+            a->cb.finished(a->arg);
+        return;
+    }
+    for (int i = 0; i < d.n; i++)
+        if (failures[i].node_rank == a->node_rank && strcmp(failures[i].node_name, a->name) == 0) {
+            d.own = i;
+            break;
+        }
+    a->state = AS_STOPPED;
+    a->stop_action = d.action;
+    if (a->cb.stopped)
+        a->cb.stopped(a->arg, &d);
+}
+
+/* The round's end record exists: read it, and tell the launcher now (ending) so it can stop the
+ * workers one round trip earlier, whatever the record says. */
+static void on_end_waited(store_aclient_t *c, int status, const char *val, size_t len,
+                          int64_t num, void *arg)
+{
+    (void)c, (void)val, (void)len, (void)num;
+    store_agent_t *a = arg;
+    if (req_end(a) || status < 0 || a->state != AS_RUNNING)
+        return; /* a lost connection is reported by on_lost */
+    char key[320];
+    sfmt(key, sizeof key, "%sr/%d/end", a->prefix, a->round);
+    if (req_begin(a, store_aclient_get(a->watch, key, on_end_value, a)) < 0) {
+        agent_fail(a, PODRUN_ESTORELOST, "could not read the end of the round from the job store");
+        return;
+    }
+    /* the GET is on its way; whatever its answer, this round's workers stop now */
+    if (a->cb.ending)
+        a->cb.ending(a->arg, a->round);
+}
+
+/* RUNNING: the watch connection's one WAIT is on P r/<R>/end, the push that stops the round. */
+static void wait_end(store_agent_t *a)
+{
+    char key[320];
+    sfmt(key, sizeof key, "%sr/%d/end", a->prefix, a->round);
+    const char *keys[] = {key};
+    if (req_begin(a, store_aclient_wait(a->watch, keys, 1, -1, on_end_waited, a)) < 0)
+        agent_fail(a, PODRUN_ESTORELOST, "could not wait on the job store");
+}
+
+/* The answer to this node's join: an assignment (RUNNING: wait for the round's end, then start
+ * the workers through assigned()) or an error that ends this node's part in the job ("finished"
+ * is not one: the job is done and this node exits 0 with it). */
+static void on_assign_value(store_aclient_t *c, int status, const char *val, size_t len,
+                            int64_t num, void *arg)
+{
+    (void)c, (void)num;
+    store_agent_t *a = arg;
+    if (req_end(a) || status < 0 || a->state != AS_JOINING)
+        return;
+    rdzv_assignment_t as;
+    char host[RDZV_NAME_MAX], err[32], text[RDZV_LINE_MAX];
+    if (rdzv_assign_decode(val, len, &as, host, sizeof host, err, sizeof err, text,
+                           sizeof text) < 0) {
+        agent_fail(a, PODRUN_ESTORELOST, "unreadable assignment from the job store");
+        return;
+    }
+    if (err[0]) {
+        if (strcmp(err, "finished") == 0) {
+            a->state = AS_FINISHED;
+            stop_timers(a);
+            progress(a, text);
+            if (a->cb.finished)
+                a->cb.finished(a->arg);
+        } else {
+            agent_fail(a,
+                       strcmp(err, "timeout") == 0    ? PODRUN_EJOINTIMEOUT
+                       : strcmp(err, "rejected") == 0 ? PODRUN_EREJECTED
+                                                      : PODRUN_EENDED,
+                       text);
+        }
+        return;
+    }
+    a->state = AS_RUNNING;
+    a->round = as.round;
+    a->node_rank = as.node_rank;
+    uv_timer_stop(&a->prog_timer);
+    wait_end(a);
+    if (a->state == AS_RUNNING && a->cb.assigned)
+        a->cb.assigned(a->arg, &as);
+}
+
+/* The assign key of this join exists: read it on the same connection. */
+static void on_assign_waited(store_aclient_t *c, int status, const char *val, size_t len,
+                             int64_t num, void *arg)
+{
+    (void)c, (void)val, (void)len, (void)num;
+    store_agent_t *a = arg;
+    if (req_end(a) || status < 0 || a->state != AS_JOINING)
+        return;
+    char key[320];
+    key_of(a, key, sizeof key, "assign", a->join_k);
+    if (req_begin(a, store_aclient_get(a->watch, key, on_assign_value, a)) < 0)
+        agent_fail(a, PODRUN_ESTORELOST, "could not read the assignment from the job store");
+}
+
+/* JOINING: the k-th join record on the ops connection and, on the watch connection, a WAIT on
+ * the k-th assign key. An agent never names a round: the coordinator puts it where it fits. */
+static void send_join(store_agent_t *a)
+{
+    rdzv_desc_rec_t d;
+    char key[320], wkey[320], val[1024];
+    memset(&d, 0, sizeof d);
+    sfmt(d.name, sizeof d.name, "%s", a->name);
+    sfmt(d.addr, sizeof d.addr, "%s", a->addr);
+    sfmt(d.host, sizeof d.host, "%s", a->hostname);
+    d.nproc = a->nproc;
+    d.want_rank = a->p.want_rank;
+    d.pid = (int)getpid();
+    int len = rdzv_desc_encode(&d, val, sizeof val);
+    a->state = AS_JOINING;
+    key_of(a, key, sizeof key, "join", a->join_k);
+    key_of(a, wkey, sizeof wkey, "assign", a->join_k);
+    const char *keys[] = {wkey};
+    if (len < 0 || send_set(a, key, val, (size_t)len) < 0 ||
+        req_begin(a, store_aclient_wait(a->watch, keys, 1, -1, on_assign_waited, a)) < 0) {
+        agent_fail(a, PODRUN_ESTORELOST, "could not send the join to the job store");
+        return;
+    }
+}
+
+/* The store answered a heartbeat: the host is alive, the next one may go. */
+static void on_hb_reply(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
+                        void *arg)
+{
+    (void)c, (void)val, (void)len, (void)num;
+    store_agent_t *a = arg;
+    if (req_end(a))
+        return;
+    if (status == 0)
+        a->hb_out = 0;
+}
+
+/* Every keep_alive_interval: one heartbeat (an ADD, whose reply proves the host alive) unless
+ * one is still out; one out for keep_alive_interval x keep_alive_max_attempt means the host is
+ * silent and this node is out of the job. */
+static void on_hb_timer(uv_timer_t *t)
+{
+    store_agent_t *a = t->data;
+    double now = podrun_time_epoch(), limit = a->p.keep_alive_interval * a->p.keep_alive_max_attempt;
+    /* A tick this late means this loop itself stalled: timers run before I/O, so the answer may
+     * be waiting unread. The outstanding heartbeat gets a fresh window instead of a verdict. */
+    int late = a->hb_tick > 0 && now - a->hb_tick > 2 * a->p.keep_alive_interval;
+    a->hb_tick = now;
+    if (a->hb_out) {
+        if (late)
+            a->hb_sent = now;
+        else if (now - a->hb_sent >= limit - 1e-3) {
+            char why[RDZV_LINE_MAX];
+            sfmt(why, sizeof why,
+                     "the job store at %s:%u did not answer heartbeats for %g s",
+                     a->connect_host, a->port, limit);
+            agent_fail(a, PODRUN_ESTORESILENT, why);
+        }
+        return;
+    }
+    char key[320];
+    key_of(a, key, sizeof key, "hb", -1);
+    if (req_begin(a, store_aclient_add(a->ops, key, 1, on_hb_reply, a)) == 0) {
+        a->hb_out = 1;
+        a->hb_sent = now;
+    }
+}
+
+/* The coordinator's status line, for this waiting node's own log. */
+static void on_status(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
+                      void *arg)
+{
+    (void)c, (void)num;
+    store_agent_t *a = arg;
+    if (req_end(a) || status < 0 || len == 0 || a->state != AS_JOINING)
+        return;
+    char line[RDZV_LINE_MAX];
+    size_t n = len < sizeof line - 1 ? len : sizeof line - 1;
+    memcpy(line, val, n);
+    line[n] = '\0';
+    progress(a, line);
+}
+
+/* A progress line while waiting: for the store itself while connecting, the coordinator's
+ * status while joining (the host sees the coordinator's own lines). */
+static void on_prog_timer(uv_timer_t *t)
+{
+    store_agent_t *a = t->data;
+    if (a->state == AS_CONNECTING) {
+        char line[RDZV_LINE_MAX], left[32];
+        podrun_format_duration(a->started + a->p.join_timeout - podrun_time_epoch(), left, sizeof left);
+        sfmt(line, sizeof line,
+                 "rendezvous '%s': waiting for the job store at %s:%u (%s left)", a->run_id,
+                 a->connect_host, a->port, left);
+        progress(a, line);
+    } else if (a->state == AS_JOINING && !a->server && a->ops_ready) {
+        char key[320];
+        sfmt(key, sizeof key, "%sstatus", a->prefix);
+        req_begin(a, store_aclient_get(a->ops, key, on_status, a));
+    }
+}
+
+/* The first progress line after 1 s (or progress_interval if shorter), then every
+ * progress_interval. */
+static void start_progress(store_agent_t *a)
+{
+    uint64_t pi = (uint64_t)(a->p.progress_interval * 1000);
+    uv_timer_start(&a->prog_timer, on_prog_timer, pi < 1000 ? pi : 1000, pi);
+}
+
+/* A connection to the store dropped. Unless this node is on its way out anyway (closing, leaving,
+ * finished, or told to exit), it has lost the job. */
+static void on_conn_lost(store_aclient_t *c, int status, void *arg)
+{
+    (void)status;
+    store_agent_t *a = arg;
+    if (c == a->ops)
+        a->ops_ready = 0;
+    if (a->closing || a->leaving || a->state == AS_FINISHED ||
+        (a->state == AS_STOPPED && a->stop_action == RDZV_EXIT))
+        return;
+    char why[RDZV_LINE_MAX];
+    sfmt(why, sizeof why, "lost the connection to the job store at %s:%u", a->connect_host,
+             a->port);
+    agent_fail(a, PODRUN_ESTORELOST, why);
+}
+
+/* One of the two connections is up (or gave up at join_timeout: this node could not reach the
+ * store). Once both are up the join goes out and the heartbeats start. */
+static void on_connected(store_aclient_t *c, int status, void *arg)
+{
+    /* not counted in `pending`: a client closed while connecting never calls back */
+    store_agent_t *a = arg;
+    int is_ops = c == a->ops;
+    if (status < 0) {
+        if (is_ops)
+            a->ops = NULL;
+        else
+            a->watch = NULL;
+        char why[RDZV_LINE_MAX], took[32];
+        podrun_format_duration(a->p.join_timeout, took, sizeof took);
+        sfmt(why, sizeof why,
+             "rendezvous '%s': could not reach the job store at %s:%u within %s: %s", a->run_id,
+             a->connect_host, a->port, took, podrun_strerror(status));
+        agent_fail(a, PODRUN_EJOINTIMEOUT, why);
+        return;
+    }
+    store_aclient_on_lost(c, on_conn_lost, a);
+    if (is_ops)
+        a->ops_ready = 1;
+    else
+        a->watch_ready = 1;
+    if (a->ops_ready && a->watch_ready && a->state == AS_CONNECTING) {
+        send_join(a);
+        uv_timer_start(&a->hb_timer, on_hb_timer, 0,
+                       (uint64_t)(a->p.keep_alive_interval * 1000));
+    }
+}
+
+static int copy_str(char **dst, const char *src)
+{
+    *dst = NULL;
+    if (!src)
+        return 0;
+    *dst = strdup(src);
+    return *dst ? 0 : -ENOMEM;
+}
+
+static void store_close(rdzv_agent_t *base, void (*closed)(void *), void *arg);
+
+/* Starts an agent: the host binds the store now (so a taken port is this call's error) and
+ * starts the coordinator; then both connections are made, retried until join_timeout, and the
+ * join goes out once both are up (on_connected). A node that does not host needs the store's
+ * endpoint. */
+static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_desc_t *self,
+                       const rdzv_callbacks_t *cb, void *arg, rdzv_agent_t **out)
+{
+    if (!p->is_host && (!p->endpoint_host || !*p->endpoint_host || !p->endpoint_port))
+        return -EINVAL;
+    store_agent_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return -ENOMEM;
+    a->base.backend = &rdzv_backend_store;
+    a->loop = loop;
+    a->p = *p;
+    a->cb = *cb;
+    a->arg = arg;
+    a->nproc = self->nproc;
+    a->node_rank = -1;
+    a->started = podrun_time_epoch();
+    if (copy_str(&a->run_id, p->run_id) || copy_str(&a->endpoint_host, p->endpoint_host) ||
+        copy_str(&a->local_addr, p->local_addr && *p->local_addr ? p->local_addr : NULL) ||
+        copy_str(&a->expected, p->expected)) {
+        a->closing = 2;
+        agent_free(a);
+        return -ENOMEM;
+    }
+    podrun_hostname(a->hostname, sizeof a->hostname);
+    sfmt(a->name, sizeof a->name, "%s",
+             self->name && *self->name ? self->name : a->hostname);
+    sfmt(a->addr, sizeof a->addr, "%s",
+             self->addr && *self->addr ? self->addr : a->local_addr ? a->local_addr : a->name);
+    podrun_random_id(a->id, 16);
+    sfmt(a->prefix, sizeof a->prefix, "podrun/%s/", a->run_id);
+    a->port = p->endpoint_port;
+    sfmt(a->connect_host, sizeof a->connect_host, "%s",
+             a->endpoint_host ? a->endpoint_host : "127.0.0.1");
+
+    if (p->is_host) {
+        int rc = host_start(a);
+        if (rc < 0) {
+            a->closing = 2;
+            agent_free(a);
+            return rc;
+        }
+    }
+    timer_init(a, &a->hb_timer);
+    timer_init(a, &a->prog_timer);
+    timer_init(a, &a->defer_timer);
+    int ms = (int)(a->p.join_timeout * 1000);
+    int rc = store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected, a, &a->ops);
+    if (rc == 0)
+        rc = store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected, a,
+                                   &a->watch);
+    if (rc < 0) {
+        store_close(&a->base, NULL, NULL);
+        return rc;
+    }
+    start_progress(a);
+    *out = &a->base;
+    return 0;
+}
+
+/* The record goes out on the ops connection; the node's own name, address and the time fill
+ * what the caller left out. Only while a round runs or has just stopped. */
+static int store_report_failure(rdzv_agent_t *base, const rdzv_failure_t *f)
+{
+    store_agent_t *a = (store_agent_t *)base;
+    if (a->state != AS_RUNNING && a->state != AS_STOPPED)
+        return -EINVAL;
+    char key[320], val[2048];
+    rdzv_failure_t g = *f;
+    if (!g.node_name[0])
+        sfmt(g.node_name, sizeof g.node_name, "%s", a->name);
+    if (!g.host[0])
+        sfmt(g.host, sizeof g.host, "%s", a->addr);
+    if (g.time <= 0)
+        g.time = podrun_time_epoch();
+    int len = rdzv_failure_encode(&g, val, sizeof val);
+    if (len < 0)
+        return len;
+    key_of(a, key, sizeof key, "fail", a->round);
+    return send_set(a, key, val, (size_t)len);
+}
+
+static int store_report_done(rdzv_agent_t *base)
+{
+    store_agent_t *a = (store_agent_t *)base;
+    if (a->state != AS_RUNNING)
+        return -EINVAL;
+    char key[320];
+    key_of(a, key, sizeof key, "done", a->round);
+    return send_set(a, key, "1", 1);
+}
+
+/* Runs the leave's `sent` callback, once. */
+static void leave_done(store_agent_t *a)
+{
+    void (*sent)(void *) = a->leave_sent;
+    a->leave_sent = NULL;
+    if (sent)
+        sent(a->leave_arg);
+}
+
+static void on_leave_written(store_aclient_t *c, int status, const char *val, size_t len,
+                             int64_t num, void *arg)
+{
+    (void)c, (void)status, (void)val, (void)len, (void)num;
+    store_agent_t *a = arg;
+    a->pending--;
+    leave_done(a);
+    maybe_free(a);
+}
+
+static void on_defer(uv_timer_t *t)
+{
+    leave_done(t->data);
+}
+
+/* The leave record goes out if there is a connection to send it on; `sent` runs once it is
+ * written, or from the loop at once when it cannot be (never from inside this call). */
+static int store_leave(rdzv_agent_t *base, const char *reason, void (*sent)(void *), void *arg)
+{
+    store_agent_t *a = (store_agent_t *)base;
+    if (a->leaving || a->closing)
+        return -EALREADY;
+    a->leaving = 1;
+    a->leave_sent = sent;
+    a->leave_arg = arg;
+    stop_timers(a);
+    char key[320], val[RDZV_REASON_MAX];
+    sfmt(val, sizeof val, "%s", reason ? reason : "shutting down");
+    key_of(a, key, sizeof key, "leave", -1);
+    if (a->ops && a->ops_ready &&
+        req_begin(a, store_aclient_set(a->ops, key, val, strlen(val), on_leave_written, a)) == 0)
+        return 0;
+    uv_timer_start(&a->defer_timer, on_defer, 0, 0);
+    return 0;
+}
+
+/* The next join (k+1) of a stopped agent: a fresh assign key, so no answer to the last join can
+ * be read as this one's. */
+static int store_rejoin(rdzv_agent_t *base)
+{
+    store_agent_t *a = (store_agent_t *)base;
+    if (a->state != AS_STOPPED || a->stop_action != RDZV_RESTART || a->closing || a->leaving)
+        return -EINVAL;
+    a->join_k++;
+    send_join(a);
+    if (a->state == AS_JOINING)
+        start_progress(a);
+    return a->state == AS_JOINING ? 0 : -ENOTCONN;
+}
+
+/* Closes the connections (watch first: its WAIT is what the server answers last). The host then
+ * keeps the store up until every other agent is gone or close_timeout passed (COORD_CLOSED), so
+ * nobody sees a reset at the end; `closed` runs once everything is freed. */
+static void store_close(rdzv_agent_t *base, void (*closed)(void *), void *arg)
+{
+    store_agent_t *a = (store_agent_t *)base;
+    if (a->closing)
+        return;
+    a->closing = 1;
+    a->closed = closed;
+    a->closed_arg = arg;
+    stop_timers(a);
+    uv_timer_stop(&a->defer_timer);
+    store_aclient_t *w = a->watch, *o = a->ops;
+    a->watch = a->ops = NULL;
+    if (w)
+        store_aclient_close(w);
+    if (o)
+        store_aclient_close(o);
+    if (a->coord) {
+        coord_shutdown(a->coord, podrun_time_epoch());
+        run_actions(a); /* closes the handles on COORD_CLOSED */
+    } else {
+        close_handles(a);
+    }
+}
+
+static uint16_t store_port(const rdzv_agent_t *base)
+{
+    return ((const store_agent_t *)base)->port;
+}
+
+int rdzv_endpoint_is_local(const char *endpoint_host, const char *local_addr)
+{
+    if (!endpoint_host || !*endpoint_host)
+        return 0;
+    if (local_addr && *local_addr)
+        return strcmp(endpoint_host, local_addr) == 0;
+    if (strcmp(endpoint_host, "localhost") == 0 || strcmp(endpoint_host, "::1") == 0 ||
+        strncmp(endpoint_host, "127.", 4) == 0)
+        return 1;
+    char hn[256];
+    if (podrun_hostname(hn, sizeof hn) < 0 || !hn[0])
+        return 0;
+    size_t el = strlen(endpoint_host), hl = strlen(hn);
+    if (strcmp(endpoint_host, hn) == 0)
+        return 1;
+    /* "node-1" against "node-1.example" either way round */
+    if (el < hl && strncmp(hn, endpoint_host, el) == 0 && hn[el] == '.')
+        return 1;
+    if (hl < el && strncmp(endpoint_host, hn, hl) == 0 && endpoint_host[hl] == '.')
+        return 1;
+    return 0;
+}
+
+const rdzv_backend_t rdzv_backend_store = {
+    .name = "store",
+    .start = store_start,
+    .report_failure = store_report_failure,
+    .report_done = store_report_done,
+    .leave = store_leave,
+    .rejoin = store_rejoin,
+    .close = store_close,
+    .store_port = store_port,
+};
