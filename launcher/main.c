@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "podrun/version.h"
 #include "config.h"
 #include "store_cmd.h"
 
@@ -53,7 +54,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!r && cfg.version) {
-        printf("podrun %s\n", PODRUN_VERSION);
+        printf("podrun %s\n", PODRUN_VERSION_STRING);
         cfg_free(&cfg);
         return 0;
     }
