@@ -11,7 +11,7 @@
 #ifndef PODRUN_LAUNCHER_AGENT_H
 #define PODRUN_LAUNCHER_AGENT_H
 
-#include "config.h"
+#include "config/config.h"
 
 /* Runs the job described by cfg (finalized) to the end and returns podrun's exit status. */
 int agent_run(struct cfg *cfg, char **envp);

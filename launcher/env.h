@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-#include "config.h"
+#include "config/config.h"
 
 struct env_worker {
     int local_rank, rank, group_rank, role_rank;

@@ -1,4 +1,6 @@
-/* launcher/main.c — podrun's entry: subcommands, the configuration layers, then the agent. */
+/* launcher/main.c — podrun's entry: a command that is not a job (`podrun store`), or a job under
+ * the front-end podrun was started as (podrun, or a link named torchrun): the configuration
+ * layers, then the agent. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -7,9 +9,10 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "commands/commands.h"
+#include "config/config.h"
+#include "frontends/frontend.h"
 #include "podrun/version.h"
-#include "config.h"
-#include "store_cmd.h"
 
 extern char **environ;
 
@@ -36,20 +39,31 @@ static int cpu_count(void)
     return n > 0 ? (int)n : 1;
 }
 
+/* `podrun NAME ...` for a command that is not a job. */
+static const struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} commands[] = {
+    {"store", commands_store_main},
+};
+
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "store") == 0)
-        return store_cmd_main(argc - 1, argv + 1);
+    for (size_t i = 0; argc > 1 && i < sizeof commands / sizeof *commands; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
     ensure_std_fds();
 
+    const struct frontend *fe = frontend_for_program(argv[0]);
     struct cfg cfg;
     char err[512];
     cfg_init(&cfg);
-    int r = cfg_load_env(&cfg, environ, err, sizeof err);
-    if (!r)
-        r = cfg_parse_args(&cfg, argc, argv, err, sizeof err);
+    int r = frontend_load(fe, &cfg, argc, argv, environ, err, sizeof err);
     if (!r && cfg.help) {
-        cfg_usage(stdout);
+        if (fe->usage)
+            fe->usage(stdout);
+        else
+            cfg_usage(stdout);
         cfg_free(&cfg);
         return 0;
     }

@@ -105,7 +105,7 @@ int podrun_hostport_parse(const char *text, char *host, size_t host_cap, int *po
     if (hl == 0 || hl >= host_cap || (p && podrun_parse_int(p, 0, 65535, &v)))
         return -EINVAL;
     for (size_t i = 0; i < hl; i++)
-        if (isspace((unsigned char)h[i]) || h[i] == '/')
+        if (isspace((unsigned char)h[i]) || strchr("/[]", h[i]))
             return -EINVAL;
     memcpy(host, h, hl);
     host[hl] = '\0';

@@ -91,7 +91,7 @@ int podrun_hostname(char *out, size_t cap);
 int podrun_parse_int(const char *s, long min, long max, long *out);
 
 /* HOST, HOST:PORT, [V6] or [V6]:PORT; an address with more than one ':' and no brackets is a bare
- * IPv6 host. The host is non-empty and holds no blanks or '/'. *port is 0 and *has_port false when
+ * IPv6 host. The host is non-empty and holds no blanks, '/', '[' or ']'. *port is 0 and *has_port false when
  * no port is named; a port is 0..65535. Returns 0 or -EINVAL (also for a host longer than
  * host_cap - 1). */
 int podrun_hostport_parse(const char *text, char *host, size_t host_cap, int *port,

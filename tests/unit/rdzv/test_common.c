@@ -30,7 +30,8 @@ static void test_hostport_parse(void)
     CHECK_EQ_INT(hp("[fe80::1]", "fe80::1", 0, false), 0);
     CHECK_EQ_INT(hp("::1", "::1", 0, false), 0);             /* bare IPv6: no port */
     const char *bad[] = {"", ":80", "h:", "h:port", "h:70000", "h:-1", "[]", "[::1", "[::1]x",
-                         "[::1]:", "a b:1", "a/b", " h:1"};
+                         "[::1]:", "a b:1", "a/b", " h:1",
+                         "x[::1]:5", "[a[b]:1"};
     char h[64];
     int p;
     bool g;

@@ -1,8 +1,12 @@
-/* Config layering (default < env < flag), both flag spellings, validation messages. */
+/* tests/unit/launcher/frontends/test_frontend.c — a job's configuration from the environment and
+ * the command line through podrun's front-end: the layers, both flag spellings, the program,
+ * bad input named in one line; and the vocabulary interface (a label, a transform). */
+#include <errno.h>
 #include <string.h>
 
 #include "check.h"
-#include "config.h"
+#include "config/config.h"
+#include "frontends/frontend.h"
 
 static char err[512];
 
@@ -16,9 +20,7 @@ static int parse(struct cfg *c, char **envp, int argc, char **argv_in)
         argv[i] = argv_in[i];
     argv[argc < 31 ? argc : 31] = NULL;
     cfg_init(c);
-    int r = cfg_load_env(c, envp, err, sizeof err);
-    if (!r)
-        r = cfg_parse_args(c, argc, argv, err, sizeof err);
+    int r = frontend_load(&fe_podrun, c, argc, argv, envp, err, sizeof err);
     if (!r)
         r = cfg_finalize(c, 4, 0, err, sizeof err);
     return r;
@@ -63,7 +65,7 @@ static void test_layers(void)
                    "PET_ROLE=", "PYTHON_EXEC=/opt/py", NULL};
     CHECK_EQ_INT(PARSE(&c, env, "--master_port", "2000", "prog"), 0);
     CHECK_EQ_INT(c.nproc_per_node, 2);
-    CHECK_EQ_INT(c.src[CFG_NPROC_PER_NODE].kind, CFG_SRC_ENV);
+    CHECK_EQ_INT(c.src[CFG_NPROC_PER_NODE].kind, CFG_SRC_PET);
     CHECK_EQ_STR(c.src[CFG_NPROC_PER_NODE].name, "PET_NPROC_PER_NODE");
     CHECK_EQ_INT(c.master_port, 2000);
     CHECK_EQ_INT(c.src[CFG_MASTER_PORT].kind, CFG_SRC_FLAG);
@@ -155,7 +157,7 @@ static void test_nproc_kinds(void)
     cfg_init(&c);
     /* the config keeps pointers into argv: the array must outlive cfg_finalize */
     char **gpu_argv = ARGV("--nproc-per-node", "gpu", "p");
-    CHECK_EQ_INT(cfg_parse_args(&c, 4, gpu_argv, err, sizeof err), 0);
+    CHECK_EQ_INT(frontend_parse_args(&fe_podrun, &c, 4, gpu_argv, err, sizeof err), 0);
     CHECK_EQ_INT(cfg_finalize(&c, 4, 8, err, sizeof err), 0);
     CHECK_EQ_INT(c.nproc_per_node, 8);
     cfg_free(&c);
@@ -252,40 +254,91 @@ static void test_errors_name_input(void)
     }
 }
 
-static void test_durations(void)
-{
-    uint64_t ms;
-    CHECK_EQ_INT(cfg_parse_duration("25", &ms), 0);
-    CHECK_EQ_INT(ms, 25000);
-    CHECK_EQ_INT(cfg_parse_duration("0.5", &ms), 0);
-    CHECK_EQ_INT(ms, 500);
-    CHECK_EQ_INT(cfg_parse_duration("250ms", &ms), 0);
-    CHECK_EQ_INT(ms, 250);
-    CHECK_EQ_INT(cfg_parse_duration("2m", &ms), 0);
-    CHECK_EQ_INT(ms, 120000);
-    CHECK_EQ_INT(cfg_parse_duration("1h", &ms), 0);
-    CHECK_EQ_INT(ms, 3600000);
-    CHECK(cfg_parse_duration("", &ms) < 0);
-    CHECK(cfg_parse_duration("-1", &ms) < 0);
-    CHECK(cfg_parse_duration("1d", &ms) < 0);
-    CHECK(cfg_parse_duration("nan", &ms) < 0);
-    CHECK(cfg_parse_duration("inf", &ms) < 0);
-    CHECK(cfg_parse_duration(" 1", &ms) < 0);
-    CHECK(cfg_parse_duration("1e12", &ms) < 0);
-}
-
 static void test_help_stops_parsing(void)
 {
     struct cfg c;
     cfg_init(&c);
     char **help_argv = ARGV("--help", "--bogus");
-    CHECK_EQ_INT(cfg_parse_args(&c, 3, help_argv, err, sizeof err), 0);
+    CHECK_EQ_INT(frontend_parse_args(&fe_podrun, &c, 3, help_argv, err, sizeof err), 0);
     CHECK(c.help);
+    cfg_free(&c);
+}
+
+static void test_program_name_picks_the_frontend(void)
+{
+    CHECK(frontend_for_program("/usr/local/bin/torchrun") == &fe_torchrun);
+    CHECK(frontend_for_program("torchrun") == &fe_torchrun);
+    CHECK(frontend_for_program("/usr/local/bin/podrun") == &fe_podrun);
+    CHECK(frontend_for_program("torchrun.sh") == &fe_podrun);
+    CHECK(frontend_for_program(NULL) == &fe_podrun);
+}
+
+/* A scheduler's words as an operator adapter would have them: a label, a transform. */
+static int strip_worker(const char *in, char *out, size_t cap, char *e, size_t elen)
+{
+    const char *dash = strrchr(in, '-');
+    if (!dash || strncmp(in, "job-worker-", 11)) {
+        snprintf(e, elen, "VC_TASK_INDEX='%s': expected job-worker-N", in);
+        return -EINVAL;
+    }
+    snprintf(out, cap, "%s", dash + 1);
+    return 0;
+}
+
+static int finalize_calls;
+static int count_finalize(struct cfg *c, char *e, size_t elen)
+{
+    (void)e, (void)elen;
+    finalize_calls++;
+    /* the hook runs after the command line: it sees the flag's value */
+    CHECK_EQ_INT(c->nnodes_max, 8);
+    return 0;
+}
+
+static const struct fe_word volcano_env[] = {{"VC_TASK_INDEX", CFG_NODE_RANK, strip_worker},
+                                             {"VC_WORKER_NUM", CFG_NNODES, NULL}};
+static const struct vocab volcano = {
+    .name = "Volcano", .label = "Volcano", .env_rank = CFG_SRC_OPERATOR, .env = volcano_env,
+    .nenv = 2, .finalize = count_finalize,
+};
+
+static void test_operator_vocabulary(void)
+{
+    struct cfg c;
+    cfg_init(&c);
+    char *env[] = {"VC_TASK_INDEX=job-worker-3", "VC_WORKER_NUM=4", "PET_NNODES=6", NULL};
+    /* torchrun's PET_ applied first: the operator's lower rank still does not override it */
+    CHECK_EQ_INT(vocab_load_env(&torchrun_vocab, &c, env, err, sizeof err), 0);
+    CHECK_EQ_INT(vocab_load_env(&volcano, &c, env, err, sizeof err), 0);
+    CHECK_EQ_INT(c.node_rank, 3);
+    CHECK_EQ_INT(c.src[CFG_NODE_RANK].kind, CFG_SRC_OPERATOR);
+    CHECK_EQ_STR(c.src[CFG_NODE_RANK].name, "VC_TASK_INDEX (Volcano)");
+    CHECK_EQ_INT(c.nnodes_max, 6);
+    CHECK_EQ_STR(c.src[CFG_NNODES].name, "PET_NNODES");
+    char line[160];
+    cfg_src_describe(&c.src[CFG_NODE_RANK], line, sizeof line);
+    CHECK_EQ_STR(line, "operator env VC_TASK_INDEX (Volcano)");
+    cfg_free(&c);
+    /* a transform's error is the input's error */
+    cfg_init(&c);
+    char *bad[] = {"VC_TASK_INDEX=3", NULL};
+    CHECK_EQ_INT(vocab_load_env(&volcano, &c, bad, err, sizeof err), -EINVAL);
+    CHECK(strstr(err, "VC_TASK_INDEX='3'") != NULL);
+    cfg_free(&c);
+    /* a front-end's finalize hook runs once every layer is in */
+    const struct frontend fe = {"volcano-test", &volcano, NULL};
+    cfg_init(&c);
+    char **argv = ARGV("--nnodes", "8", "p");
+    CHECK_EQ_INT(frontend_load(&fe, &c, 4, argv, env, err, sizeof err), 0);
+    CHECK_EQ_INT(finalize_calls, 1);
+    CHECK_EQ_STR(c.src[CFG_NNODES].name, "--nnodes");
     cfg_free(&c);
 }
 
 int main(void)
 {
+    RUN(test_program_name_picks_the_frontend);
+    RUN(test_operator_vocabulary);
     RUN(test_defaults);
     RUN(test_layers);
     RUN(test_spellings_and_forms);
@@ -294,7 +347,6 @@ int main(void)
     RUN(test_errors_name_input);
     RUN(test_endpoint_port_zero);
     RUN(test_static_timeout);
-    RUN(test_durations);
     RUN(test_help_stops_parsing);
     return check_result();
 }

@@ -1,7 +1,7 @@
-/* launcher/store_cmd.c — `podrun store`: the job store alone in the foreground (a drop-in
+/* launcher/commands/store.c — `podrun store`: the job store alone in the foreground (a drop-in
  * TCPStore server for any job, torch 1.13 and 2.x clients alike), and a small shell client for
  * looking into a running store. */
-#include "store_cmd.h"
+#include "commands/commands.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -249,7 +249,7 @@ static int client_cmd(const char *cmd, int argc, char **argv, int timeout_s)
 
 /* ---- entry ------------------------------------------------------------------------------ */
 
-int store_cmd_main(int argc, char **argv)
+int commands_store_main(int argc, char **argv)
 {
     enum {
         O_HOST = 256, O_PORT, O_KEY, O_VALUE, O_KEYS, O_CONNS, O_BYTES, O_PENDING, O_TIMEOUT,

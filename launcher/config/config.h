@@ -1,13 +1,25 @@
-/* launcher/config.h — podrun's one configuration struct.
+/* launcher/config/config.h — podrun's one configuration struct and the only way to write it.
  *
- * Every value is filled in layers — built-in default < PODRUN_* / PET_* environment < command
- * line — and remembers which layer set it, so `podrun --print-config` can say where each value
- * came from. Front-ends for other launchers and operator environments fill the same struct
- * through cfg_set().
+ * Every value comes from a source, and sources rank:
  *
- * Pure code: no I/O besides what the caller passes in (argv, envp, CPU/GPU counts). Every
- * function returns 0 or a negative errno and, on error, leaves one line in `err` naming the
- * input and the fix. */
+ *   default < operator env < PET_* < PODRUN_* < config file < command line     (< derived)
+ *
+ * cfg_set parses a value with its setting's type and keeps it only when its source ranks at
+ * least as high as the source of the value held now, so precedence holds whatever order the
+ * layers are applied in (within one rank the later call wins). A value that does not parse is an
+ * error even when a higher source would have shadowed it. Each value remembers its source's exact
+ * spelling — a flag as typed ("--nproc_per_node"), "PET_NNODES", "VC_TASK_INDEX (Volcano)",
+ * "default_config.yaml:num_machines" — which is what `podrun --print-config` shows. DERIVED
+ * values are written by cfg_finalize alone (an endpoint that follows from --master-addr, ...).
+ *
+ * Who writes: front-ends (launcher/frontends/) and operator adapters (launcher/operators/) map
+ * their own spellings to settings and call cfg_set; podrun's own environment (PODRUN_<NAME>) is
+ * cfg_load_env. Nothing outside launcher/config/ writes a field of struct cfg; the rest of podrun
+ * reads them.
+ *
+ * Pure code: no I/O besides what the caller passes in (envp, CPU/GPU counts) and the FILE that
+ * cfg_print and cfg_usage write to. Functions return 0 or a negative errno and, on error, leave
+ * one line in `err` naming the input and the fix. */
 #ifndef PODRUN_LAUNCHER_CONFIG_H
 #define PODRUN_LAUNCHER_CONFIG_H
 
@@ -16,7 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Every settable value. The order is the order of --print-config and --help. */
+/* Every setting. The order is the order of --print-config and --help. */
 enum cfg_id {
     CFG_NPROC_PER_NODE,
     CFG_NNODES,
@@ -29,6 +41,7 @@ enum cfg_id {
     CFG_MASTER_ADDR,
     CFG_MASTER_PORT,
     CFG_LOCAL_ADDR,
+    CFG_NODE_NAME,
     CFG_MAX_RESTARTS,
     CFG_MONITOR_INTERVAL,
     CFG_START_METHOD,
@@ -38,6 +51,7 @@ enum cfg_id {
     CFG_RUN_PATH,
     CFG_PYTHON,
     CFG_LOG_DIR,
+    CFG_TMPDIR,
     CFG_REDIRECTS,
     CFG_TEE,
     CFG_LOCAL_RANKS_FILTER,
@@ -45,6 +59,7 @@ enum cfg_id {
     CFG_TERM_TIMEOUT,
     CFG_TERMINATION_LOG,
     CFG_HANG_TIMEOUT,
+    CFG_DEBUG,
     CFG_EXIT_CODE_PEER_FAILURE,
     CFG_EXIT_CODE_PEER_LOST,
     CFG_EXIT_CODE_STORE_LOST,
@@ -66,18 +81,23 @@ enum cfg_id {
     CFG__COUNT
 };
 
+/* Where a value came from, in rank order: a value is kept only over one of the same or a lower
+ * rank. */
 enum cfg_src_kind {
     CFG_SRC_DEFAULT = 0,
-    CFG_SRC_OPERATOR,   /* a scheduler's environment (PyTorchJob, Volcano, SLURM, …) */
-    CFG_SRC_ENV,        /* PODRUN_<NAME>, PET_<NAME> or a torch variable */
+    CFG_SRC_OPERATOR,   /* a scheduler's environment (PyTorchJob, Volcano, SLURM, ...) */
+    CFG_SRC_PET,        /* torchrun's environment: PET_<NAME> and the variables its agent reads */
+    CFG_SRC_PODRUN,     /* podrun's own environment: PODRUN_<NAME> (and TMPDIR) */
     CFG_SRC_FILE,       /* a config file */
     CFG_SRC_FLAG,       /* the command line */
-    CFG_SRC_DERIVED,    /* computed from another value, named in `name` */
+    CFG_SRC_DERIVED,    /* computed by cfg_finalize from other values, named in `name` */
 };
+
+#define CFG_SRC_NAME_MAX 96
 
 struct cfg_src {
     enum cfg_src_kind kind;
-    char name[48];      /* env var, flag spelling or the value it was derived from */
+    char name[CFG_SRC_NAME_MAX]; /* the input's exact spelling; "" for a default */
 };
 
 enum cfg_nproc_kind { CFG_NPROC_NUMBER, CFG_NPROC_AUTO, CFG_NPROC_CPU, CFG_NPROC_GPU };
@@ -101,6 +121,7 @@ struct cfg {
     char *master_addr;
     int master_port;
     char *local_addr;               /* NULL: not given */
+    char *node_name;                /* this node's name in the job; NULL: the host name */
     int max_restarts;
     uint64_t monitor_interval_ms;
     enum cfg_start_method start_method;
@@ -108,12 +129,14 @@ struct cfg {
     bool module, no_python, run_path;
     char *python;
     char *log_dir;                  /* NULL: not given */
+    char *tmpdir;                   /* where the private run directory goes without --log-dir */
     char *redirects, *tee;          /* specs as given ("3", "0:1,1:2"); expanded per local rank */
     char *local_ranks_filter;       /* "0,2" or NULL for all */
     char *log_line_prefix;          /* template with ${rank} ${local_rank} ${role_name} */
     uint64_t term_timeout_ms;
     char *termination_log;          /* NULL: /dev/termination-log when writable */
     uint64_t hang_timeout_ms;       /* 0: off */
+    bool debug;                     /* state changes and every rendezvous line in the log */
     /* exit codes for the ways a node can be stopped by something other than its own worker's
      * exit status (README "Exit codes") */
     int exit_code_peer_failure;     /* a worker on another node failed */
@@ -130,7 +153,7 @@ struct cfg {
 
     bool print_config, help, version;
 
-    /* the program and its arguments (pointers into argv) */
+    /* the program and its arguments (pointers into argv: argv must outlive the struct) */
     char **program;
     int program_argc;
 
@@ -141,34 +164,41 @@ struct cfg {
     struct cfg_src src[CFG__COUNT];
 };
 
-/* Defaults only. */
+/* Every setting at its default (source "default"). */
 void cfg_init(struct cfg *c);
 void cfg_free(struct cfg *c);
 
-/* Sets one value from text, as if given by `src` (error names src). */
-int cfg_set(struct cfg *c, enum cfg_id id, const char *value, const struct cfg_src *src,
+/* Fills a source: its kind and its name from fmt (cut to CFG_SRC_NAME_MAX - 1). */
+void cfg_src_init(struct cfg_src *s, enum cfg_src_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Sets one value from text, as given by `src`: parsed with the setting's type (an error names
+ * src and says what is expected), then kept only if src ranks at least as high as the source of
+ * the value held now. A composite (--rdzv-conf K=V,...) sets each of its keys the same way.
+ * -EINVAL for a DERIVED source: only cfg_finalize derives. */
+int cfg_set(struct cfg *c, enum cfg_id id, const char *text, const struct cfg_src *src,
             char *err, size_t errlen);
 
-/* The PODRUN_<NAME> / PET_<NAME> layer from an environment array (NULL-terminated). */
+/* The program and its arguments: argv[0..argc), which must outlive c. */
+void cfg_set_program(struct cfg *c, char **argv, int argc);
+
+/* podrun's own environment layer: PODRUN_<NAME> for every setting that has one (and the few
+ * settings named by a plain variable, TMPDIR), from a NULL-terminated "NAME=value" array. An
+ * empty variable is unset. */
 int cfg_load_env(struct cfg *c, char *const *envp, char *err, size_t errlen);
 
-/* The command line: options up to the first non-option or "--", then the program and its
- * arguments. Stops early (returning 0) at --help or --version. */
-int cfg_parse_args(struct cfg *c, int argc, char **argv, char *err, size_t errlen);
-
-/* Resolves nproc (auto/cpu/gpu with the given counts), --standalone, the rendezvous endpoint,
- * the per-rank log masks, and checks values against each other. */
+/* After every layer: resolves nproc (auto/cpu/gpu with the given counts), --standalone, the
+ * rendezvous endpoint, the per-rank log masks, and checks values against each other. */
 int cfg_finalize(struct cfg *c, int ncpus, int ngpus, char *err, size_t errlen);
 
 /* One line per value: name, value, source. */
 void cfg_print(const struct cfg *c, FILE *f);
+/* podrun's --help: its usage line and every setting it has a flag for. */
 void cfg_usage(FILE *f);
 
-/* "--nproc-per-node" / "PODRUN_NPROC_PER_NODE" / "default" … for messages. */
+/* "flag --nproc-per-node" / "env PODRUN_NPROC_PER_NODE" / "default" / "from --standalone". */
 void cfg_src_describe(const struct cfg_src *s, char *buf, size_t len);
+/* The setting's name ("nproc-per-node"), "?" for an unknown id. */
 const char *cfg_name(enum cfg_id id);
-
-/* "25", "2.5", "500ms", "30s", "10m", "1h" (bare numbers are seconds) in milliseconds. */
-int cfg_parse_duration(const char *s, uint64_t *ms);
 
 #endif

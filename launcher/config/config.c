@@ -1,0 +1,435 @@
+/* launcher/config/config.c — the struct's life, the sources and their ranks, cfg_set,
+ * cfg_finalize, --print-config and --help (see config.h). */
+#include "config/config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/settings.h"
+#include "config/values.h"
+#include "env.h"
+#include "rdzv/common.h"
+
+static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+    if (err && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, len, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+const char *cfg_name(enum cfg_id id)
+{
+    return (unsigned)id < CFG__COUNT ? cfg_settings[id].name : "?";
+}
+
+void cfg_src_init(struct cfg_src *s, enum cfg_src_kind kind, const char *fmt, ...)
+{
+    va_list ap;
+    s->kind = kind;
+    va_start(ap, fmt);
+    vsnprintf(s->name, sizeof s->name, fmt, ap);
+    va_end(ap);
+}
+
+void cfg_src_describe(const struct cfg_src *s, char *buf, size_t len)
+{
+    switch (s->kind) {
+    case CFG_SRC_DEFAULT: snprintf(buf, len, "default"); break;
+    case CFG_SRC_OPERATOR: snprintf(buf, len, "operator env %s", s->name); break;
+    case CFG_SRC_PET:
+    case CFG_SRC_PODRUN: snprintf(buf, len, "env %s", s->name); break;
+    case CFG_SRC_FILE: snprintf(buf, len, "config file %s", s->name); break;
+    case CFG_SRC_FLAG: snprintf(buf, len, "flag %s", s->name); break;
+    case CFG_SRC_DERIVED: snprintf(buf, len, "from %s", s->name); break;
+    }
+}
+
+/* How an error names its input: "--nproc-per-node 'x'", "PODRUN_NPROC_PER_NODE='x'",
+ * "--rdzv-conf join_timeout=x". */
+static void input_name(enum cfg_id id, const struct cfg_src *s, const char *val, char *buf,
+                       size_t len)
+{
+    const char *name = cfg_settings[id].name;
+    if ((cfg_settings[id].flags & CFG_F_CONF_KEY) && s->kind != CFG_SRC_DEFAULT) {
+        snprintf(buf, len, "--rdzv-conf %s=%s", name, val);
+        return;
+    }
+    switch (s->kind) {
+    case CFG_SRC_FLAG: snprintf(buf, len, "%s '%s'", s->name, val); break;
+    case CFG_SRC_OPERATOR:
+    case CFG_SRC_PET:
+    case CFG_SRC_PODRUN: snprintf(buf, len, "%s='%s'", s->name, val); break;
+    case CFG_SRC_FILE: snprintf(buf, len, "%s: %s '%s'", s->name, name, val); break;
+    default: snprintf(buf, len, "%s '%s'", name, val); break;
+    }
+}
+
+static int set_value(struct cfg *c, enum cfg_id id, const char *text, const struct cfg_src *src,
+                     char *err, size_t errlen);
+
+/* The setting a --rdzv-conf key names, or -1. */
+static int conf_key(const char *key)
+{
+    for (int i = 0; i < CFG__COUNT; i++)
+        if ((cfg_settings[i].flags & CFG_F_CONF_KEY) && !strcmp(key, cfg_settings[i].name))
+            return i;
+    return -1;
+}
+
+/* --rdzv-conf K=V,...: each key is a setting of its own, set with the composite's source (so a
+ * flag's join_timeout beats PET_RDZV_CONF's, key by key). An unknown key is an error that lists
+ * the known ones. */
+static int set_conf(struct cfg *c, const char *v, const struct cfg_src *src, char *err,
+                    size_t errlen)
+{
+    char what[160], key[128];
+    const char *p = v, *val;
+    int r;
+    input_name(CFG_RDZV_CONF, src, v, what, sizeof what);
+    while ((r = cfg_conf_next(&p, key, sizeof key, &val)) > 0) {
+        int id = conf_key(key);
+        if (id < 0) {
+            char known[256] = "";
+            textlist_t l = {known, sizeof known, 0, 0, CFG__COUNT};
+            for (int k = 0; k < CFG__COUNT; k++)
+                if (cfg_settings[k].flags & CFG_F_CONF_KEY)
+                    textlist_add(&l, cfg_settings[k].name);
+            return fail(err, errlen, "%s: unknown key '%s'; known keys: %s", what, key, known);
+        }
+        if ((r = set_value(c, (enum cfg_id)id, val, src, err, errlen)))
+            return r;
+    }
+    if (r == -E2BIG)
+        return fail(err, errlen, "%s: entry too long; use KEY=VALUE,KEY=VALUE", what);
+    if (r < 0)
+        return fail(err, errlen, "%s: '%s' is not KEY=VALUE", what, key);
+    if (src->kind >= c->src[CFG_RDZV_CONF].kind)
+        c->src[CFG_RDZV_CONF] = *src;
+    return 0;
+}
+
+/* Parse first, so that bad text is an error whatever its rank; then keep the value only over
+ * one from a source of the same or a lower rank. */
+static int set_value(struct cfg *c, enum cfg_id id, const char *text, const struct cfg_src *src,
+                     char *err, size_t errlen)
+{
+    const struct cfg_setting *s = &cfg_settings[id];
+    const struct cfg_type *t = &cfg_types[s->type];
+    char what[160];
+    if (!text)
+        return fail(err, errlen, "%s needs a value", s->name);
+    if (s->type == CFG_T_CONF)
+        return set_conf(c, text, src, err, errlen);
+    input_name(id, src, text, what, sizeof what);
+    union cfg_value v;
+    memset(&v, 0, sizeof v);
+    int r = t->parse(s, text, what, &v, err, errlen);
+    if (r == -ENOMEM) {
+        fail(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    if (r)
+        return r;
+    if (src->kind < c->src[id].kind) {
+        if (t->drop)
+            t->drop(&v);
+        return 0;
+    }
+    t->store(c, s, &v);
+    c->src[id] = *src;
+    return 0;
+}
+
+int cfg_set(struct cfg *c, enum cfg_id id, const char *text, const struct cfg_src *src,
+            char *err, size_t errlen)
+{
+    if ((unsigned)id >= CFG__COUNT || !src)
+        return fail(err, errlen, "no such setting");
+    if (src->kind == CFG_SRC_DERIVED)
+        return fail(err, errlen, "%s: only podrun derives values (from %s)", cfg_settings[id].name,
+                    src->name);
+    return set_value(c, id, text, src, err, errlen);
+}
+
+/* The one writer of DERIVED values: v (consumed) becomes the setting's value, derived from
+ * `from`. DERIVED outranks every source: what cfg_finalize derives follows from the others. */
+static void derive(struct cfg *c, enum cfg_id id, union cfg_value *v, const char *from)
+{
+    const struct cfg_setting *s = &cfg_settings[id];
+    cfg_types[s->type].store(c, s, v);
+    cfg_src_init(&c->src[id], CFG_SRC_DERIVED, "%s", from);
+}
+
+void cfg_set_program(struct cfg *c, char **argv, int argc)
+{
+    c->program = argc > 0 ? argv : NULL;
+    c->program_argc = argc > 0 ? argc : 0;
+}
+
+void cfg_init(struct cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    struct cfg_src def = {CFG_SRC_DEFAULT, ""};
+    for (int i = 0; i < CFG__COUNT; i++) {
+        const struct cfg_setting *s = &cfg_settings[i];
+        if (cfg_types[s->type].clear)
+            cfg_types[s->type].clear(c, s);
+        if (s->def)
+            set_value(c, (enum cfg_id)i, s->def, &def, NULL, 0);
+    }
+}
+
+void cfg_free(struct cfg *c)
+{
+    for (int i = 0; i < CFG__COUNT; i++) {
+        const struct cfg_setting *s = &cfg_settings[i];
+        if (cfg_types[s->type].clear)
+            cfg_types[s->type].clear(c, s);
+    }
+    free(c->redirect_mask);
+    free(c->tee_mask);
+    free(c->console_rank);
+    c->redirect_mask = c->tee_mask = NULL;
+    c->console_rank = NULL;
+}
+
+int cfg_load_env(struct cfg *c, char *const *envp, char *err, size_t errlen)
+{
+    for (int i = 0; i < CFG__COUNT; i++) {
+        char name[64];
+        cfg_env_name((enum cfg_id)i, name, sizeof name);
+        const char *v = name[0] ? env_get(envp, name) : NULL;
+        if (!v || !*v)
+            continue;
+        struct cfg_src s;
+        cfg_src_init(&s, CFG_SRC_PODRUN, "%s", name);
+        int r = set_value(c, (enum cfg_id)i, v, &s, err, errlen);
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
+/* ---- finalize ------------------------------------------------------------------------------ */
+
+/* auto/cpu/gpu become a number, within 1..CFG_MAX_NPROC. */
+static int resolve_nproc(struct cfg *c, int ncpus, int ngpus, char *err, size_t errlen)
+{
+    switch (c->nproc_kind) {
+    case CFG_NPROC_NUMBER:
+        break;
+    case CFG_NPROC_GPU:
+        if (ngpus <= 0)
+            return fail(err, errlen, "--nproc-per-node gpu: no GPU found on this node; give a "
+                        "number of workers, 'cpu' or 'auto'");
+        c->nproc_per_node = ngpus;
+        break;
+    case CFG_NPROC_CPU:
+        c->nproc_per_node = ncpus;
+        break;
+    case CFG_NPROC_AUTO:
+        c->nproc_per_node = ngpus > 0 ? ngpus : ncpus;
+        break;
+    }
+    if (c->nproc_per_node < 1)
+        c->nproc_per_node = 1;
+    if (c->nproc_per_node > CFG_MAX_NPROC)
+        c->nproc_per_node = CFG_MAX_NPROC;
+    return 0;
+}
+
+/* Where the job store is. --standalone is a c10d store on a free local port; static's store is
+ * the master's (torchrun's rule); c10d needs the endpoint once there is more than one node. A
+ * c10d endpoint without a port gets 29400; an explicit :0 is a free port, which only a node that
+ * hosts the store can use (the others could not find it). */
+static int resolve_endpoint(struct cfg *c, char *err, size_t errlen)
+{
+    union cfg_value v;
+    if (c->standalone) {
+        if (c->src[CFG_NNODES].kind != CFG_SRC_DEFAULT && c->nnodes_max != 1)
+            return fail(err, errlen, "--standalone runs one node, but --nnodes is %d:%d; drop "
+                        "one of them", c->nnodes_min, c->nnodes_max);
+        v.i = CFG_BACKEND_C10D;
+        derive(c, CFG_RDZV_BACKEND, &v, "--standalone");
+        v.endpoint.host = strdup("localhost");
+        v.endpoint.port = 0;
+        v.endpoint.port_given = c->rdzv_port_given;
+        if (!v.endpoint.host)
+            return fail(err, errlen, "out of memory");
+        derive(c, CFG_RDZV_ENDPOINT, &v, "--standalone");
+    }
+    /* torchrun's static rendezvous waits for the other nodes as long as its store `timeout` */
+    if (c->rdzv_backend == CFG_BACKEND_STATIC && c->src[CFG_STORE_TIMEOUT].kind != CFG_SRC_DEFAULT &&
+        c->src[CFG_JOIN_TIMEOUT].kind == CFG_SRC_DEFAULT) {
+        v.ms = c->store_timeout_ms;
+        derive(c, CFG_JOIN_TIMEOUT, &v, "rdzv-conf timeout");
+    }
+    if (c->node_rank >= c->nnodes_max) {
+        char what[160];
+        cfg_src_describe(&c->src[CFG_NODE_RANK], what, sizeof what);
+        return fail(err, errlen, "--node-rank %d (%s) must be below --nnodes %d", c->node_rank,
+                    what, c->nnodes_max);
+    }
+    if (!c->rdzv_host) {
+        const char *from = "--rdzv-backend c10d";
+        v.endpoint.port = 0;
+        v.endpoint.port_given = false;
+        if (c->rdzv_backend == CFG_BACKEND_STATIC) {
+            v.endpoint.host = strdup(c->master_addr);
+            v.endpoint.port = c->master_port;
+            from = "--master-addr/--master-port";
+        } else if (c->nnodes_max > 1) {
+            return fail(err, errlen, "--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT], the "
+                        "address of the node that hosts the job store");
+        } else {
+            v.endpoint.host = strdup("localhost");
+        }
+        if (!v.endpoint.host)
+            return fail(err, errlen, "out of memory");
+        derive(c, CFG_RDZV_ENDPOINT, &v, from);
+    }
+    if (c->rdzv_port == 0 && c->rdzv_backend == CFG_BACKEND_C10D && !c->standalone &&
+        !c->rdzv_port_given)
+        c->rdzv_port = CFG_DEFAULT_C10D_PORT;
+    if (c->rdzv_port == 0 && c->rdzv_port_given && !c->standalone && c->nnodes_max > 1 &&
+        (c->rdzv_backend == CFG_BACKEND_STATIC ? c->node_rank != 0 : c->is_host != 1))
+        return fail(err, errlen, "--rdzv-endpoint %s:0 (a free port) works only on a single node "
+                    "or the node that hosts the job store (%s); the other nodes cannot find the "
+                    "port: give its number", c->rdzv_host,
+                    c->rdzv_backend == CFG_BACKEND_STATIC ? "--node-rank 0"
+                                                          : "--rdzv-conf is_host=1");
+    return 0;
+}
+
+/* --redirects, --tee and --local-ranks-filter, one entry per local rank. */
+static int expand_streams(struct cfg *c, char *err, size_t errlen)
+{
+    int n = c->nproc_per_node;
+    long bad = 0;
+    free(c->redirect_mask);
+    free(c->tee_mask);
+    free(c->console_rank);
+    c->redirect_mask = calloc((size_t)n, 1);
+    c->tee_mask = calloc((size_t)n, 1);
+    c->console_rank = calloc((size_t)n, sizeof(bool));
+    if (!c->redirect_mask || !c->tee_mask || !c->console_rank)
+        return fail(err, errlen, "out of memory");
+    if (cfg_stdspec_expand(c->redirects, n, c->redirect_mask, &bad))
+        return fail(err, errlen, "--redirects '%s': local rank %ld is not below "
+                    "--nproc-per-node %d", c->redirects, bad, n);
+    if (cfg_stdspec_expand(c->tee, n, c->tee_mask, &bad))
+        return fail(err, errlen, "--tee '%s': local rank %ld is not below --nproc-per-node %d",
+                    c->tee, bad, n);
+    if (!c->local_ranks_filter) {
+        for (int i = 0; i < n; i++)
+            c->console_rank[i] = true;
+    } else if (cfg_ranks_parse(c->local_ranks_filter, n, c->console_rank, &bad)) {
+        return fail(err, errlen, "--local-ranks-filter '%s': local rank %ld is not below "
+                    "--nproc-per-node %d", c->local_ranks_filter, bad, n);
+    }
+    return 0;
+}
+
+/* Runs once every layer is in: resolves what depends on the machine (nproc) and on other values
+ * (the endpoint, derived with its source saying from what), expands the per-rank stream specs,
+ * and rejects combinations that cannot work, each with one line naming the inputs and the fix.
+ * --help and --version skip all of it: they must work whatever else is given. */
+int cfg_finalize(struct cfg *c, int ncpus, int ngpus, char *err, size_t errlen)
+{
+    if (c->help || c->version)
+        return 0;
+    int r = resolve_nproc(c, ncpus, ngpus, err, errlen);
+    if (r)
+        return r;
+    if (c->module && c->no_python)
+        return fail(err, errlen, "--module and --no-python exclude each other: -m runs a python "
+                    "module, --no-python runs PROGRAM directly; keep one");
+    if (c->run_path && c->no_python)
+        return fail(err, errlen, "--run-path and --no-python exclude each other; keep one");
+    if (c->run_path && c->module)
+        return fail(err, errlen, "--run-path and --module exclude each other; keep one");
+    if ((r = resolve_endpoint(c, err, errlen)) || (r = expand_streams(c, err, errlen)))
+        return r;
+    if (!c->program && !c->print_config)
+        return fail(err, errlen, "no program to run; usage: podrun [options] [--] PROGRAM "
+                    "[ARGS...] (see podrun --help)");
+    if (c->program && !c->program[0][0])
+        return fail(err, errlen, "the program name is empty; usage: podrun [options] [--] "
+                    "PROGRAM [ARGS...] (see podrun --help)");
+    return 0;
+}
+
+/* ---- output -------------------------------------------------------------------------------- */
+
+void cfg_print(const struct cfg *c, FILE *f)
+{
+    char val[512], src[CFG_SRC_NAME_MAX + 32];
+    for (int i = 0; i < CFG__COUNT; i++) {
+        const struct cfg_setting *s = &cfg_settings[i];
+        if (s->flags & CFG_F_ACTION)
+            continue;
+        cfg_types[s->type].format(c, s, val, sizeof val);
+        cfg_src_describe(&c->src[i], src, sizeof src);
+        char name[48];
+        snprintf(name, sizeof name, "%s%s", s->flags & CFG_F_CONF_KEY ? "rdzv-conf " : "",
+                 s->name);
+        const char *note = "";
+        if (i == CFG_READ_TIMEOUT ||
+            (i == CFG_STORE_TIMEOUT && c->src[CFG_JOIN_TIMEOUT].kind != CFG_SRC_DERIVED))
+            note = "; accepted for torchrun compatibility, unused";
+        else if (i == CFG_STORE_TIMEOUT)
+            note = "; used as join_timeout";
+        fprintf(f, "%-32s %-24s (%s%s)\n", name, val, src, note);
+    }
+    fprintf(f, "%-32s", "program");
+    if (!c->program)
+        fprintf(f, " (none)");
+    for (int i = 0; i < c->program_argc; i++)
+        fprintf(f, " %s", c->program[i]);
+    fprintf(f, "\n");
+}
+
+void cfg_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: podrun [options] [--] PROGRAM [ARGS...]\n"
+            "       podrun store [options]\n"
+            "\n"
+            "Starts --nproc-per-node workers running PROGRAM, each in its own process group with\n"
+            "torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...), prefixes\n"
+            "their output with [rank N]:, forwards signals, reaps every child as PID 1, and exits\n"
+            "with the first failing worker's code. A PROGRAM ending in .py, or given with -m, runs\n"
+            "under --python -u.\n\n"
+            "options (also settable as PODRUN_<NAME> or PET_<NAME>, e.g. PODRUN_NPROC_PER_NODE;\n"
+            "--dash-names and --underscore_names both work):\n");
+    for (int i = 0; i < CFG__COUNT; i++) {
+        const struct cfg_setting *o = &cfg_settings[i];
+        if (o->flags & CFG_F_NO_FLAG)
+            continue;
+        char flag[64];
+        if (o->shortc)
+            snprintf(flag, sizeof flag, "-%c, --%s%s%s", o->shortc, o->name, o->metavar ? " " : "",
+                     o->metavar ? o->metavar : "");
+        else
+            snprintf(flag, sizeof flag, "    --%s%s%s", o->name, o->metavar ? " " : "",
+                     o->metavar ? o->metavar : "");
+        fprintf(f, "  %-36s %s", flag, o->help);
+        if (o->def && o->type != CFG_T_BOOL)
+            fprintf(f, " [%s]", o->def);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "\nexit status: 0 when every worker of the job succeeded; on the node whose worker\n"
+               "failed first, that worker's code (128+N for a death by signal N; 127 program not\n"
+               "found; 126 not executable) once restarts are used up; 128+N when podrun itself\n"
+               "was stopped by signal N; 2 for a usage error; 1 when podrun could not start the\n"
+               "job (the store port taken, a spawn failure, a node rejected or too late); on\n"
+               "every other node the --exit-code-* value for the reason it was stopped (170 peer\n"
+               "failure, 171 peer lost, 172 store lost, 173 rendezvous timeout, 174 hang).\n");
+}

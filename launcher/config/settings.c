@@ -1,0 +1,173 @@
+/* launcher/config/settings.c — the table of settings (see settings.h). */
+#include "config/settings.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#define OFF(f) offsetof(struct cfg, f)
+
+static const char *const backends[] = {"static", "c10d", NULL};      /* enum cfg_backend */
+static const char *const start_methods[] = {"spawn", "fork", "forkserver", NULL};
+
+const struct cfg_setting cfg_settings[CFG__COUNT] = {
+    [CFG_NPROC_PER_NODE] = {"nproc-per-node", 0, CFG_T_NPROC, 0, 0, 0, NULL, "1",
+        "N|auto|cpu|gpu", NULL, 0, "workers on this node; auto = GPUs, else CPUs", NULL},
+    [CFG_NNODES] = {"nnodes", 0, CFG_T_NNODES, 0, 0, 0, NULL, "1", "N|MIN:MAX", NULL, 0,
+        "nodes in the job", NULL},
+    [CFG_NODE_RANK] = {"node-rank", 0, CFG_T_INT, OFF(node_rank), 0, 65535, NULL, "0", "N", NULL,
+        0, "this node's rank (static rendezvous)", NULL},
+    [CFG_RDZV_BACKEND] = {"rdzv-backend", 0, CFG_T_CHOICE, OFF(rdzv_backend), 0, 0, backends,
+        "static", "static|c10d", NULL, 0, "rendezvous backend",
+        "unknown rendezvous backend; use 'c10d' or 'static'"},
+    [CFG_RDZV_ENDPOINT] = {"rdzv-endpoint", 0, CFG_T_ENDPOINT, 0, 0, 0, NULL, NULL,
+        "HOST[:PORT]", NULL, 0,
+        "job store address (c10d port default 29400; static: master addr:port)", NULL},
+    [CFG_RDZV_ID] = {"rdzv-id", 0, CFG_T_STR, OFF(rdzv_id), 0, 0, NULL, "none", "ID", NULL, 0,
+        "job id, TORCHELASTIC_RUN_ID", NULL},
+    [CFG_RDZV_CONF] = {"rdzv-conf", 0, CFG_T_CONF, 0, 0, 0, NULL, NULL, "K=V,...", NULL,
+        CFG_F_ACTION,
+        "join_timeout, last_call_timeout, close_timeout, keep_alive_interval, "
+        "keep_alive_max_attempt, is_host; timeout (static: join_timeout unless that is given, "
+        "as torchrun), read_timeout (accepted for torchrun compatibility, unused)", NULL},
+    [CFG_STANDALONE] = {"standalone", 0, CFG_T_BOOL, OFF(standalone), 0, 0, NULL, "0", NULL,
+        NULL, 0, "single-node job on a free local port with a random id", NULL},
+    [CFG_MASTER_ADDR] = {"master-addr", 0, CFG_T_STR, OFF(master_addr), 0, 0, NULL,
+        "127.0.0.1", "HOST", NULL, 0, "MASTER_ADDR given to workers", NULL},
+    [CFG_MASTER_PORT] = {"master-port", 0, CFG_T_INT, OFF(master_port), 1, 65535, NULL, "29500",
+        "PORT", NULL, 0, "MASTER_PORT given to workers", NULL},
+    [CFG_LOCAL_ADDR] = {"local-addr", 0, CFG_T_OPTSTR, OFF(local_addr), 0, 0, NULL, NULL, "ADDR",
+        NULL, 0,
+        "address this agent advertises and binds (workers get GLOO_SOCKET_IFNAME of its "
+        "interface)", NULL},
+    [CFG_NODE_NAME] = {"node-name", 0, CFG_T_OPTSTR, OFF(node_name), 0, 0, NULL, NULL, "NAME",
+        NULL, 0, "this node's name in the rendezvous and in reports (default: the host name)",
+        NULL},
+    [CFG_MAX_RESTARTS] = {"max-restarts", 0, CFG_T_INT, OFF(max_restarts), 0, 1000000, NULL, "0",
+        "N", NULL, 0, "in-place restarts of the job before it fails", NULL},
+    [CFG_MONITOR_INTERVAL] = {"monitor-interval", 0, CFG_T_DUR, OFF(monitor_interval_ms), 0, 0,
+        NULL, "0.1", "SECONDS", NULL, 0,
+        "accepted for torchrun compatibility (podrun is event driven)", NULL},
+    [CFG_START_METHOD] = {"start-method", 0, CFG_T_CHOICE, OFF(start_method), 0, 0,
+        start_methods, "spawn", "spawn|fork|forkserver", NULL, 0,
+        "accepted for torchrun compatibility (workers are always exec'd)",
+        "use 'spawn', 'fork' or 'forkserver'"},
+    [CFG_ROLE] = {"role", 0, CFG_T_STR, OFF(role), 0, 0, NULL, "default", "NAME", NULL, 0,
+        "ROLE_NAME given to workers", NULL},
+    [CFG_MODULE] = {"module", 'm', CFG_T_BOOL, OFF(module), 0, 0, NULL, "0", NULL, NULL, 0,
+        "PROGRAM is a python module (python -u -m)", NULL},
+    [CFG_NO_PYTHON] = {"no-python", 0, CFG_T_BOOL, OFF(no_python), 0, 0, NULL, "0", NULL, NULL,
+        0, "exec PROGRAM directly, even a .py file", NULL},
+    [CFG_RUN_PATH] = {"run-path", 0, CFG_T_BOOL, OFF(run_path), 0, 0, NULL, "0", NULL, NULL, 0,
+        "run the script with runpy.run_path", NULL},
+    [CFG_PYTHON] = {"python", 0, CFG_T_STR, OFF(python), 0, 0, NULL, "python3", "PATH", NULL, 0,
+        "interpreter for .py scripts and -m", NULL},
+    [CFG_LOG_DIR] = {"log-dir", 0, CFG_T_OPTSTR, OFF(log_dir), 0, 0, NULL, NULL, "DIR", NULL, 0,
+        "per-rank logs in DIR/RUN_ID/attempt_N/LOCAL_RANK/{stdout,stderr}.log", NULL},
+    [CFG_TMPDIR] = {"tmpdir", 0, CFG_T_STR, OFF(tmpdir), 0, 0, NULL, "/tmp", NULL, "TMPDIR",
+        CFG_F_NO_FLAG, NULL, NULL},
+    [CFG_REDIRECTS] = {"redirects", 'r', CFG_T_STDSPEC, OFF(redirects), 0, 0, NULL, NULL,
+        "N|LR:N,...", NULL, 0, "streams to log files only (1 stdout, 2 stderr, 3 both)", NULL},
+    [CFG_TEE] = {"tee", 't', CFG_T_STDSPEC, OFF(tee), 0, 0, NULL, NULL, "N|LR:N,...", NULL, 0,
+        "streams to log files and the console (1 stdout, 2 stderr, 3 both)", NULL},
+    [CFG_LOCAL_RANKS_FILTER] = {"local-ranks-filter", 0, CFG_T_RANKS, OFF(local_ranks_filter), 0,
+        0, NULL, NULL, "LR,...", NULL, 0, "show only these local ranks on the console", NULL},
+    [CFG_LOG_LINE_PREFIX] = {"log-line-prefix", 0, CFG_T_STR, OFF(log_line_prefix), 0, 0, NULL,
+        "[rank ${rank}]:", "TEMPLATE", NULL, 0,
+        "console line prefix; ${rank} ${local_rank} ${role_name}", NULL},
+    [CFG_TERM_TIMEOUT] = {"term-timeout", 0, CFG_T_DUR, OFF(term_timeout_ms), 0, 0, NULL, "25",
+        "SECONDS", NULL, 0, "grace between SIGTERM and SIGKILL when stopping workers", NULL},
+    [CFG_TERMINATION_LOG] = {"termination-log", 0, CFG_T_OPTSTR, OFF(termination_log), 0, 0,
+        NULL, NULL, "PATH", NULL, 0,
+        "failure summary file (default /dev/termination-log when writable)", NULL},
+    [CFG_HANG_TIMEOUT] = {"hang-timeout", 0, CFG_T_DUR, OFF(hang_timeout_ms), 0, 0, NULL, "0",
+        "SECONDS", NULL, 0, "a worker silent this long has failed (0: off)", NULL},
+    [CFG_DEBUG] = {"debug", 0, CFG_T_BOOL, OFF(debug), 0, 0, NULL, "0", NULL, NULL, 0,
+        "log the agent's state changes and every rendezvous line", NULL},
+    [CFG_EXIT_CODE_PEER_FAILURE] = {"exit-code-peer-failure", 0, CFG_T_INT,
+        OFF(exit_code_peer_failure), 1, 255, NULL, "170", "CODE", NULL, 0,
+        "exit code when a worker on another node failed", NULL},
+    [CFG_EXIT_CODE_PEER_LOST] = {"exit-code-peer-lost", 0, CFG_T_INT, OFF(exit_code_peer_lost), 1,
+        255, NULL, "171", "CODE", NULL, 0,
+        "exit code when another node was lost, left or went silent", NULL},
+    [CFG_EXIT_CODE_STORE_LOST] = {"exit-code-store-lost", 0, CFG_T_INT,
+        OFF(exit_code_store_lost), 1, 255, NULL, "172", "CODE", NULL, 0,
+        "exit code when the job store host was lost", NULL},
+    [CFG_EXIT_CODE_RDZV_TIMEOUT] = {"exit-code-rdzv-timeout", 0, CFG_T_INT,
+        OFF(exit_code_rdzv_timeout), 1, 255, NULL, "173", "CODE", NULL, 0,
+        "exit code when the rendezvous timed out (join_timeout)", NULL},
+    [CFG_EXIT_CODE_HANG] = {"exit-code-hang", 0, CFG_T_INT, OFF(exit_code_hang), 1, 255, NULL,
+        "174", "CODE", NULL, 0, "exit code when this node's worker hung (--hang-timeout)", NULL},
+#define CONF_KEY (CFG_F_NO_ENV | CFG_F_NO_FLAG | CFG_F_CONF_KEY)
+    [CFG_JOIN_TIMEOUT] = {"join_timeout", 0, CFG_T_DUR, OFF(join_timeout_ms), 0, 0, NULL, "600",
+        NULL, NULL, CONF_KEY, NULL, NULL},
+    [CFG_LAST_CALL_TIMEOUT] = {"last_call_timeout", 0, CFG_T_DUR, OFF(last_call_timeout_ms), 0,
+        0, NULL, "30", NULL, NULL, CONF_KEY, NULL, NULL},
+    [CFG_CLOSE_TIMEOUT] = {"close_timeout", 0, CFG_T_DUR, OFF(close_timeout_ms), 0, 0, NULL, "30",
+        NULL, NULL, CONF_KEY, NULL, NULL},
+    [CFG_KEEP_ALIVE_INTERVAL] = {"keep_alive_interval", 0, CFG_T_DUR, OFF(keep_alive_interval_ms),
+        0, 0, NULL, "1", NULL, NULL, CONF_KEY, NULL, NULL},
+    [CFG_KEEP_ALIVE_MAX_ATTEMPT] = {"keep_alive_max_attempt", 0, CFG_T_INT,
+        OFF(keep_alive_max_attempt), 1, 1000, NULL, "3", NULL, NULL, CONF_KEY, NULL, NULL},
+    [CFG_IS_HOST] = {"is_host", 0, CFG_T_TRISTATE, OFF(is_host), 0, 0, NULL, NULL, NULL, NULL,
+        CONF_KEY, NULL, NULL},
+    [CFG_READ_TIMEOUT] = {"read_timeout", 0, CFG_T_DUR, OFF(read_timeout_ms), 0, 0, NULL, "60",
+        NULL, NULL, CONF_KEY, NULL, NULL},
+    [CFG_STORE_TIMEOUT] = {"timeout", 0, CFG_T_DUR, OFF(store_timeout_ms), 0, 0, NULL, "900",
+        NULL, NULL, CONF_KEY, NULL, NULL},
+#undef CONF_KEY
+    [CFG_PRINT_CONFIG] = {"print-config", 0, CFG_T_BOOL, OFF(print_config), 0, 0, NULL, "0", NULL,
+        NULL, CFG_F_ACTION, "print every resolved value and where it came from, then exit",
+        NULL},
+    [CFG_HELP] = {"help", 'h', CFG_T_BOOL, OFF(help), 0, 0, NULL, "0", NULL, NULL,
+        CFG_F_NO_ENV | CFG_F_ACTION, "this help", NULL},
+    [CFG_VERSION] = {"version", 0, CFG_T_BOOL, OFF(version), 0, 0, NULL, "0", NULL, NULL,
+        CFG_F_NO_ENV | CFG_F_ACTION, "print the version", NULL},
+};
+
+int cfg_find_flag(const char *name, size_t len)
+{
+    for (int i = 0; i < CFG__COUNT; i++) {
+        const char *o = cfg_settings[i].name;
+        if (cfg_settings[i].flags & CFG_F_NO_FLAG || strlen(o) != len)
+            continue;
+        size_t k = 0;
+        while (k < len && (name[k] == '_' ? '-' : name[k]) == o[k])
+            k++;
+        if (k == len)
+            return i;
+    }
+    return -1;
+}
+
+int cfg_find_short(char c)
+{
+    for (int i = 0; i < CFG__COUNT; i++)
+        if (cfg_settings[i].shortc && cfg_settings[i].shortc == c)
+            return i;
+    return -1;
+}
+
+void cfg_env_suffix(enum cfg_id id, char *buf, size_t len)
+{
+    const struct cfg_setting *s = &cfg_settings[id];
+    size_t i = 0;
+    if (len && !(s->flags & CFG_F_NO_ENV) && !s->env)
+        for (; s->name[i] && i + 1 < len; i++)
+            buf[i] = s->name[i] == '-' ? '_' : (char)toupper((unsigned char)s->name[i]);
+    if (len)
+        buf[i] = '\0';
+}
+
+void cfg_env_name(enum cfg_id id, char *buf, size_t len)
+{
+    const struct cfg_setting *s = &cfg_settings[id];
+    char suffix[48];
+    cfg_env_suffix(id, suffix, sizeof suffix);
+    if (s->env)
+        snprintf(buf, len, "%s", s->env);
+    else if (suffix[0])
+        snprintf(buf, len, "PODRUN_%s", suffix);
+    else if (len)
+        buf[0] = '\0';
+}

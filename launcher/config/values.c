@@ -1,0 +1,497 @@
+/* launcher/config/values.c — parse and format for each kind of value (see values.h). */
+#include "config/values.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdzv/common.h"
+
+#define FIELD(c, s, type) ((type *)((char *)(c) + (s)->off))
+#define CFIELD(c, s, type) ((const type *)((const char *)(c) + (s)->off))
+
+static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+    if (err && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, len, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+/* A copy of text in *out: 0 or -ENOMEM. */
+static int dup_text(const char *text, char **out)
+{
+    *out = strdup(text);
+    return *out ? 0 : -ENOMEM;
+}
+
+/* ---- the small parsers ---------------------------------------------------------------------- */
+
+int cfg_parse_duration(const char *s, uint64_t *ms)
+{
+    if (!s || !(isdigit((unsigned char)s[0]) || (s[0] == '.' && isdigit((unsigned char)s[1]))))
+        return -EINVAL; /* also keeps out "-1", " 1", "nan", "inf" */
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return -EINVAL;
+    double scale = 1000;
+    if (!*end || !strcmp(end, "s"))
+        scale = 1000;
+    else if (!strcmp(end, "ms"))
+        scale = 1;
+    else if (!strcmp(end, "m"))
+        scale = 60000;
+    else if (!strcmp(end, "h"))
+        scale = 3600000;
+    else
+        return -EINVAL;
+    double r = v * scale;
+    if (r > 30.0 * 24 * 3600 * 1000) /* a month bounds every wait */
+        return -ERANGE;
+    *ms = (uint64_t)(r + 0.5);
+    return 0;
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on", "True", "TRUE", "Yes", "YES",
+                                      "ON"};
+    static const char *const no[] = {"0", "false", "no", "off", "False", "FALSE", "No", "NO",
+                                     "OFF"};
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+        if (!strcmp(s, yes[i])) {
+            *out = true;
+            return 0;
+        }
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+        if (!strcmp(s, no[i])) {
+            *out = false;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+/* Copies the next item of a non-empty "a,b,c" list at *p into item and moves *p past it and its
+ * comma; -EINVAL for an empty or overlong item or a trailing comma. */
+static int next_item(const char **p, char *item, size_t cap)
+{
+    size_t n = strcspn(*p, ",");
+    if (n == 0 || n >= cap)
+        return -EINVAL;
+    memcpy(item, *p, n);
+    item[n] = 0;
+    *p += n;
+    if (**p == ',' && !*++*p)
+        return -EINVAL;
+    return 0;
+}
+
+/* One "LR:N" item of a stream spec: its local rank and mask. */
+static int stdspec_item(char *item, long *lr, long *mask)
+{
+    char *colon = strchr(item, ':');
+    if (!colon)
+        return -EINVAL;
+    *colon = 0;
+    if (podrun_parse_int(item, 0, CFG_MAX_NPROC - 1, lr) || podrun_parse_int(colon + 1, 0, 3, mask))
+        return -EINVAL;
+    return 0;
+}
+
+/* "N" (all local ranks) or "LR:N,LR:N" with N in 0..3: with mask NULL only the syntax is
+ * checked; else every local rank's mask is filled (-ERANGE: *bad is not below nproc). */
+static int stdspec_walk(const char *spec, int nproc, uint8_t *mask, long *bad)
+{
+    long v, lr;
+    if (!strchr(spec, ':')) {
+        if (podrun_parse_int(spec, 0, 3, &v))
+            return -EINVAL;
+        if (mask)
+            memset(mask, (int)v, (size_t)nproc);
+        return 0;
+    }
+    for (const char *p = spec; *p;) {
+        char item[32];
+        if (next_item(&p, item, sizeof item) || stdspec_item(item, &lr, &v))
+            return -EINVAL;
+        if (mask && lr >= nproc) {
+            *bad = lr;
+            return -ERANGE;
+        }
+        if (mask)
+            mask[lr] = (uint8_t)v;
+    }
+    return 0;
+}
+
+int cfg_stdspec_expand(const char *spec, int nproc, uint8_t *mask, long *bad)
+{
+    memset(mask, 0, (size_t)nproc);
+    return spec ? stdspec_walk(spec, nproc, mask, bad) : 0;
+}
+
+int cfg_ranks_parse(const char *s, int n, bool *mark, long *bad)
+{
+    if (!*s)
+        return -EINVAL;
+    for (const char *p = s; *p;) {
+        char item[16];
+        long v;
+        if (next_item(&p, item, sizeof item) || podrun_parse_int(item, 0, CFG_MAX_NPROC - 1, &v))
+            return -EINVAL;
+        if (v >= n) {
+            *bad = v;
+            return -ERANGE;
+        }
+        if (mark)
+            mark[v] = true;
+    }
+    return 0;
+}
+
+int cfg_conf_next(const char **p, char *key, size_t cap, const char **val)
+{
+    *val = NULL;
+    while (**p) {
+        size_t n = strcspn(*p, ",");
+        if (n >= cap)
+            return -E2BIG;
+        memcpy(key, *p, n);
+        key[n] = 0;
+        *p += n;
+        if (**p == ',')
+            (*p)++;
+        if (n == 0)
+            continue;
+        char *eq = strchr(key, '=');
+        if (!eq || eq == key)
+            return -EINVAL;
+        *eq = 0;
+        *val = eq + 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- one entry per kind ---------------------------------------------------------------------- */
+
+static void drop_text(union cfg_value *v)
+{
+    free(v->s);
+    v->s = NULL;
+}
+
+static void store_text(struct cfg *c, const struct cfg_setting *s, union cfg_value *v)
+{
+    char **f = FIELD(c, s, char *);
+    free(*f);
+    *f = v->s;
+    v->s = NULL;
+}
+
+static void clear_text(struct cfg *c, const struct cfg_setting *s)
+{
+    char **f = FIELD(c, s, char *);
+    free(*f);
+    *f = NULL;
+}
+
+static void format_text(const struct cfg *c, const struct cfg_setting *s, char *buf, size_t len)
+{
+    const char *t = *CFIELD(c, s, char *);
+    snprintf(buf, len, "%s", t ? t : "(none)");
+}
+
+static void store_int(struct cfg *c, const struct cfg_setting *s, union cfg_value *v)
+{
+    *FIELD(c, s, int) = (int)v->i;
+}
+
+static void format_int(const struct cfg *c, const struct cfg_setting *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "%d", *CFIELD(c, s, int));
+}
+
+static int parse_nproc(const struct cfg_setting *s, const char *t, const char *what,
+                       union cfg_value *v, char *err, size_t errlen)
+{
+    static const char *const kinds[] = {"auto", "cpu", "gpu"}; /* CFG_NPROC_AUTO.. */
+    long n;
+    (void)s;
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(t, kinds[k])) {
+            v->nproc.kind = CFG_NPROC_AUTO + k;
+            return 0;
+        }
+    if (podrun_parse_int(t, 1, CFG_MAX_NPROC, &n))
+        return fail(err, errlen, "%s: expected a number of workers from 1 to %d, 'auto', 'cpu' or "
+                    "'gpu'", what, CFG_MAX_NPROC);
+    v->nproc.kind = CFG_NPROC_NUMBER;
+    v->nproc.n = (int)n;
+    return 0;
+}
+
+static void store_nproc(struct cfg *c, const struct cfg_setting *s, union cfg_value *v)
+{
+    (void)s;
+    c->nproc_kind = (enum cfg_nproc_kind)v->nproc.kind;
+    if (v->nproc.kind == CFG_NPROC_NUMBER)
+        c->nproc_per_node = v->nproc.n;
+}
+
+static void format_nproc(const struct cfg *c, const struct cfg_setting *s, char *buf, size_t len)
+{
+    static const char *const kind[] = {"", "auto", "cpu", "gpu"};
+    (void)s;
+    if (c->nproc_kind == CFG_NPROC_NUMBER)
+        snprintf(buf, len, "%d", c->nproc_per_node);
+    else
+        snprintf(buf, len, "%d (%s)", c->nproc_per_node, kind[c->nproc_kind]);
+}
+
+static int parse_nnodes(const struct cfg_setting *s, const char *t, const char *what,
+                        union cfg_value *v, char *err, size_t errlen)
+{
+    long lo, hi;
+    const char *colon = strchr(t, ':');
+    (void)s;
+    if (colon) {
+        char a[24];
+        size_t al = (size_t)(colon - t);
+        if (al >= sizeof a)
+            return fail(err, errlen, "%s: expected N or MIN:MAX, e.g. 2:4", what);
+        memcpy(a, t, al);
+        a[al] = 0;
+        if (podrun_parse_int(a, 1, 65536, &lo) || podrun_parse_int(colon + 1, 1, 65536, &hi))
+            return fail(err, errlen, "%s: expected N or MIN:MAX with numbers from 1 to 65536, "
+                        "e.g. 2:4", what);
+        if (lo > hi)
+            return fail(err, errlen, "%s: MIN is larger than MAX; write MIN:MAX, e.g. %ld:%ld",
+                        what, hi, lo);
+    } else {
+        if (podrun_parse_int(t, 1, 65536, &lo))
+            return fail(err, errlen, "%s: expected N or MIN:MAX with numbers from 1 to 65536, "
+                        "e.g. 2:4", what);
+        hi = lo;
+    }
+    v->nnodes.min = (int)lo;
+    v->nnodes.max = (int)hi;
+    return 0;
+}
+
+static void store_nnodes(struct cfg *c, const struct cfg_setting *s, union cfg_value *v)
+{
+    (void)s;
+    c->nnodes_min = v->nnodes.min;
+    c->nnodes_max = v->nnodes.max;
+}
+
+static void format_nnodes(const struct cfg *c, const struct cfg_setting *s, char *buf, size_t len)
+{
+    (void)s;
+    if (c->nnodes_min == c->nnodes_max)
+        snprintf(buf, len, "%d", c->nnodes_min);
+    else
+        snprintf(buf, len, "%d:%d", c->nnodes_min, c->nnodes_max);
+}
+
+static int parse_int(const struct cfg_setting *s, const char *t, const char *what,
+                     union cfg_value *v, char *err, size_t errlen)
+{
+    if (podrun_parse_int(t, s->min, s->max, &v->i))
+        return fail(err, errlen, "%s: expected a whole number from %ld to %ld", what, s->min,
+                    s->max);
+    return 0;
+}
+
+static int parse_choice(const struct cfg_setting *s, const char *t, const char *what,
+                        union cfg_value *v, char *err, size_t errlen)
+{
+    for (long i = 0; s->choices[i]; i++)
+        if (!strcmp(t, s->choices[i])) {
+            v->i = i;
+            return 0;
+        }
+    return fail(err, errlen, "%s: %s", what, s->expect);
+}
+
+static void format_choice(const struct cfg *c, const struct cfg_setting *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", s->choices[*CFIELD(c, s, int)]);
+}
+
+static int parse_endpoint(const struct cfg_setting *s, const char *t, const char *what,
+                          union cfg_value *v, char *err, size_t errlen)
+{
+    char host[256];
+    (void)s;
+    if (podrun_hostport_parse(t, host, sizeof host, &v->endpoint.port, &v->endpoint.port_given))
+        return fail(err, errlen, "%s: expected HOST or HOST:PORT (port 0-65535), e.g. "
+                    "node0:29400", what);
+    return dup_text(host, &v->endpoint.host);
+}
+
+static void store_endpoint(struct cfg *c, const struct cfg_setting *s, union cfg_value *v)
+{
+    (void)s;
+    free(c->rdzv_host);
+    c->rdzv_host = v->endpoint.host;
+    c->rdzv_port = v->endpoint.port;
+    c->rdzv_port_given = v->endpoint.port_given;
+    v->endpoint.host = NULL;
+}
+
+static void drop_endpoint(union cfg_value *v)
+{
+    free(v->endpoint.host);
+    v->endpoint.host = NULL;
+}
+
+static void clear_endpoint(struct cfg *c, const struct cfg_setting *s)
+{
+    (void)s;
+    free(c->rdzv_host);
+    c->rdzv_host = NULL;
+    c->rdzv_port = 0;
+    c->rdzv_port_given = false;
+}
+
+static void format_endpoint(const struct cfg *c, const struct cfg_setting *s, char *buf,
+                            size_t len)
+{
+    (void)s;
+    if (!c->rdzv_host)
+        snprintf(buf, len, "(none)");
+    else
+        podrun_hostport_format(c->rdzv_host, c->rdzv_port, buf, len);
+}
+
+static int parse_str(const struct cfg_setting *s, const char *t, const char *what,
+                     union cfg_value *v, char *err, size_t errlen)
+{
+    (void)s;
+    if (!*t)
+        return fail(err, errlen, "%s: must not be empty", what);
+    return dup_text(t, &v->s);
+}
+
+static int parse_optstr(const struct cfg_setting *s, const char *t, const char *what,
+                        union cfg_value *v, char *err, size_t errlen)
+{
+    (void)s, (void)what, (void)err, (void)errlen;
+    v->s = NULL;
+    return *t ? dup_text(t, &v->s) : 0;
+}
+
+/* The composite's own value is its keys' (config.c sets them one by one). */
+static void format_conf(const struct cfg *c, const struct cfg_setting *s, char *buf, size_t len)
+{
+    (void)c, (void)s;
+    snprintf(buf, len, "(see the keys below)");
+}
+
+static int parse_bool_value(const struct cfg_setting *s, const char *t, const char *what,
+                            union cfg_value *v, char *err, size_t errlen)
+{
+    bool b;
+    (void)s;
+    if (parse_bool(t, &b))
+        return fail(err, errlen, "%s: expected 1/0, true/false or yes/no", what);
+    v->i = b;
+    return 0;
+}
+
+static void store_bool(struct cfg *c, const struct cfg_setting *s, union cfg_value *v)
+{
+    *FIELD(c, s, bool) = v->i != 0;
+}
+
+static void format_bool(const struct cfg *c, const struct cfg_setting *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", *CFIELD(c, s, bool) ? "true" : "false");
+}
+
+static void clear_tristate(struct cfg *c, const struct cfg_setting *s)
+{
+    *FIELD(c, s, int) = -1;
+}
+
+static void format_tristate(const struct cfg *c, const struct cfg_setting *s, char *buf,
+                            size_t len)
+{
+    int v = *CFIELD(c, s, int);
+    snprintf(buf, len, "%s", v < 0 ? "(from the endpoint)" : v ? "true" : "false");
+}
+
+static int parse_dur(const struct cfg_setting *s, const char *t, const char *what,
+                     union cfg_value *v, char *err, size_t errlen)
+{
+    (void)s;
+    if (cfg_parse_duration(t, &v->ms))
+        return fail(err, errlen, "%s: expected a duration such as 30, 2.5, 500ms, 10m or 1h "
+                    "(bare numbers are seconds, at most 30 days)", what);
+    return 0;
+}
+
+static void store_dur(struct cfg *c, const struct cfg_setting *s, union cfg_value *v)
+{
+    *FIELD(c, s, uint64_t) = v->ms;
+}
+
+static void format_dur(const struct cfg *c, const struct cfg_setting *s, char *buf, size_t len)
+{
+    uint64_t ms = *CFIELD(c, s, uint64_t);
+    if (ms % 1000 == 0)
+        snprintf(buf, len, "%llus", (unsigned long long)(ms / 1000));
+    else
+        snprintf(buf, len, "%llums", (unsigned long long)ms);
+}
+
+static int parse_stdspec(const struct cfg_setting *s, const char *t, const char *what,
+                         union cfg_value *v, char *err, size_t errlen)
+{
+    (void)s;
+    if (stdspec_walk(t, 0, NULL, NULL))
+        return fail(err, errlen, "%s: expected N or LOCAL_RANK:N,... with N 0-3 (1 stdout, "
+                    "2 stderr, 3 both), e.g. 3 or 0:3,1:2", what);
+    return dup_text(t, &v->s);
+}
+
+static int parse_ranks(const struct cfg_setting *s, const char *t, const char *what,
+                       union cfg_value *v, char *err, size_t errlen)
+{
+    long bad;
+    (void)s;
+    if (cfg_ranks_parse(t, CFG_MAX_NPROC, NULL, &bad))
+        return fail(err, errlen, "%s: expected local ranks separated by commas, e.g. 0,2", what);
+    return dup_text(t, &v->s);
+}
+
+#define TEXT(parse) {parse, store_text, drop_text, clear_text, format_text, false}
+
+const struct cfg_type cfg_types[CFG_T__COUNT] = {
+    [CFG_T_NPROC] = {parse_nproc, store_nproc, NULL, NULL, format_nproc, false},
+    [CFG_T_NNODES] = {parse_nnodes, store_nnodes, NULL, NULL, format_nnodes, false},
+    [CFG_T_INT] = {parse_int, store_int, NULL, NULL, format_int, false},
+    [CFG_T_CHOICE] = {parse_choice, store_int, NULL, NULL, format_choice, false},
+    [CFG_T_ENDPOINT] = {parse_endpoint, store_endpoint, drop_endpoint, clear_endpoint,
+                        format_endpoint, false},
+    [CFG_T_STR] = TEXT(parse_str),
+    [CFG_T_OPTSTR] = TEXT(parse_optstr),
+    [CFG_T_CONF] = {NULL, NULL, NULL, NULL, format_conf, false},
+    [CFG_T_BOOL] = {parse_bool_value, store_bool, NULL, NULL, format_bool, true},
+    [CFG_T_TRISTATE] = {parse_bool_value, store_int, NULL, clear_tristate, format_tristate,
+                        false},
+    [CFG_T_DUR] = {parse_dur, store_dur, NULL, NULL, format_dur, false},
+    [CFG_T_STDSPEC] = TEXT(parse_stdspec),
+    [CFG_T_RANKS] = TEXT(parse_ranks),
+};

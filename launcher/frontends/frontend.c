@@ -1,0 +1,172 @@
+/* launcher/frontends/frontend.c — words from the environment and the command line into cfg_set
+ * (see frontend.h). */
+#include "frontends/frontend.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "config/settings.h"
+#include "config/values.h"
+#include "env.h"
+
+/* podrun's own front-end: its own words, and torchrun's, since podrun is a drop-in for it. */
+const struct frontend fe_podrun = {"podrun", &torchrun_vocab, NULL};
+
+/* The front-ends podrun answers to by program name (a link named torchrun). */
+static const struct frontend *const by_program[] = {&fe_torchrun};
+
+static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+    if (err && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, len, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+const struct frontend *frontend_for_program(const char *argv0)
+{
+    const char *base = argv0 ? strrchr(argv0, '/') : NULL;
+    base = base ? base + 1 : argv0 ? argv0 : "";
+    for (size_t i = 0; i < sizeof by_program / sizeof *by_program; i++)
+        if (!strcmp(base, by_program[i]->name))
+            return by_program[i];
+    return &fe_podrun;
+}
+
+/* One word's text into its setting: through the word's transform, then cfg_set with the source
+ * spelled as the input was (and, for a vocabulary that has one, its label). */
+static int apply_word(const struct fe_word *w, const struct cfg_src *src, const char *text,
+                      struct cfg *c, char *err, size_t errlen)
+{
+    char buf[4096];
+    if (w->transform) {
+        int r = w->transform(text, buf, sizeof buf, err, errlen);
+        if (r)
+            return r;
+        text = buf;
+    }
+    return cfg_set(c, w->id, text, src, err, errlen);
+}
+
+/* Word w of v's environment, when its variable is set and not empty. */
+static int env_word(const struct vocab *v, const struct fe_word *w, struct cfg *c,
+                    char *const *envp, char *err, size_t errlen)
+{
+    const char *text = env_get(envp, w->spelling);
+    if (!text || !*text)
+        return 0;
+    struct cfg_src s;
+    if (v->label)
+        cfg_src_init(&s, v->env_rank, "%s (%s)", w->spelling, v->label);
+    else
+        cfg_src_init(&s, v->env_rank, "%s", w->spelling);
+    return apply_word(w, &s, text, c, err, errlen);
+}
+
+int vocab_load_env(const struct vocab *v, struct cfg *c, char *const *envp, char *err,
+                   size_t errlen)
+{
+    int r = 0;
+    for (size_t i = 0; i < v->nenv && !r; i++)
+        r = env_word(v, &v->env[i], c, envp, err, errlen);
+    for (int id = 0; id < CFG__COUNT && v->env_prefix && !r; id++) {
+        char suffix[48], name[64];
+        cfg_env_suffix((enum cfg_id)id, suffix, sizeof suffix);
+        if (!suffix[0])
+            continue;
+        snprintf(name, sizeof name, "%s%s", v->env_prefix, suffix);
+        struct fe_word w = {name, (enum cfg_id)id, NULL};
+        r = env_word(v, &w, c, envp, err, errlen);
+    }
+    return r;
+}
+
+/* The word of v's command line spelled arg[0..len), or NULL. */
+static const struct fe_word *flag_word(const struct vocab *v, const char *arg, size_t len)
+{
+    for (size_t i = 0; v && i < v->nflags; i++)
+        if (strlen(v->flags[i].spelling) == len && !memcmp(v->flags[i].spelling, arg, len))
+            return &v->flags[i];
+    return NULL;
+}
+
+/* Walks the options: a word of the front-end first, else one of podrun's own. A flag's source is
+ * its spelling as typed, so --print-config says "--nproc_per_node" when that is what was given. */
+int frontend_parse_args(const struct frontend *fe, struct cfg *c, int argc, char **argv,
+                        char *err, size_t errlen)
+{
+    const struct vocab *v = fe->vocab;
+    int i = 1;
+    while (i < argc) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (a[0] != '-' || !a[1])
+            break;
+        const struct fe_word *w;
+        const char *val = NULL;
+        int id;
+        struct cfg_src s;
+        if (a[1] == '-') {
+            const char *eq = strchr(a, '=');
+            size_t len = eq ? (size_t)(eq - a) : strlen(a);
+            w = flag_word(v, a, len);
+            id = w ? (int)w->id : cfg_find_flag(a + 2, len - 2);
+            cfg_src_init(&s, CFG_SRC_FLAG, "%.*s", (int)(len < 90 ? len : 90), a);
+            if (id < 0)
+                return fail(err, errlen, "unknown option '%.*s'; see podrun --help", (int)len, a);
+            if (eq)
+                val = eq + 1;
+        } else {
+            w = flag_word(v, a, 2);
+            id = w ? (int)w->id : cfg_find_short(a[1]);
+            cfg_src_init(&s, CFG_SRC_FLAG, "-%c", a[1]);
+            if (id < 0)
+                return fail(err, errlen, "unknown option '%s'; see podrun --help", a);
+            if (a[2])
+                val = a + 2;
+        }
+        i++;
+        const struct cfg_setting *set = &cfg_settings[id];
+        if (cfg_types[set->type].flag_alone) {
+            if (!val)
+                val = "1";
+            else if (a[1] != '-')
+                return fail(err, errlen, "option %s takes no value; write %s alone", s.name,
+                            s.name);
+        } else if (!val) {
+            if (i >= argc)
+                return fail(err, errlen, "option %s needs a value, e.g. %s %s", s.name, s.name,
+                            set->metavar ? set->metavar : "VALUE");
+            val = argv[i++];
+        }
+        int r = w ? apply_word(w, &s, val, c, err, errlen)
+                  : cfg_set(c, (enum cfg_id)id, val, &s, err, errlen);
+        if (r)
+            return r;
+        if ((id == CFG_HELP && c->help) || (id == CFG_VERSION && c->version))
+            return 0;
+    }
+    cfg_set_program(c, argv + i, argc - i);
+    return 0;
+}
+
+int frontend_load(const struct frontend *fe, struct cfg *c, int argc, char **argv,
+                  char *const *envp, char *err, size_t errlen)
+{
+    int r = fe->vocab ? vocab_load_env(fe->vocab, c, envp, err, errlen) : 0;
+    if (!r)
+        r = cfg_load_env(c, envp, err, errlen);
+    if (!r)
+        r = frontend_parse_args(fe, c, argc, argv, err, errlen);
+    if (!r && fe->vocab && fe->vocab->finalize && !c->help && !c->version)
+        r = fe->vocab->finalize(c, err, errlen);
+    return r;
+}

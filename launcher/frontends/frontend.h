@@ -1,0 +1,85 @@
+/* launcher/frontends/frontend.h — other launchers' words for podrun's settings.
+ *
+ * A vocabulary is the words one launcher (torchrun, accelerate, deepspeed, paddle) or one
+ * scheduler (launcher/operators/: PyTorchJob, Volcano, SLURM, ...) uses for what podrun calls a
+ * setting: a table of {spelling, setting, transform} for its command line and one for its
+ * environment, the rank its environment has, and an optional finalize hook for what a table
+ * cannot say (accelerate's --num_processes counts the whole job, podrun's nproc-per-node one
+ * node). A vocabulary never touches struct cfg: every word becomes a cfg_set with the word's
+ * exact spelling as the source, so precedence is cfg_set's (config.h) and two vocabularies cannot
+ * disagree about what a field means.
+ *
+ * A front-end is what podrun is started as: a name (the program name it answers to, or the
+ * subcommand after `podrun`), its vocabulary, and its --help. podrun's own words (--<setting>,
+ * PODRUN_<NAME>) are always understood besides the front-end's.
+ *
+ * Pure code: the caller passes argv and envp in. */
+#ifndef PODRUN_LAUNCHER_FRONTENDS_FRONTEND_H
+#define PODRUN_LAUNCHER_FRONTENDS_FRONTEND_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "config/config.h"
+
+/* One spelling of one setting. */
+struct fe_word {
+    const char *spelling;   /* "--nproc_per_node", "-m", "PET_NNODES", "VC_TASK_INDEX" */
+    enum cfg_id id;
+    /* Rewrites the input's text into the setting's (NULL: taken as is), e.g. a 0-based index
+     * into a rank. 0, or -EINVAL with one line in err naming the input. */
+    int (*transform)(const char *in, char *out, size_t cap, char *err, size_t errlen);
+};
+
+struct vocab {
+    const char *name;                /* "torchrun", "Volcano" */
+    const char *label;               /* after each of its sources, "VC_TASK_INDEX (Volcano)";
+                                        NULL: the spelling alone */
+    enum cfg_src_kind env_rank;      /* CFG_SRC_PET, CFG_SRC_OPERATOR, ... */
+    const struct fe_word *env;       /* its variables, applied in this order */
+    size_t nenv;
+    /* Optional rule: <env_prefix><NAME> for every setting that has a PODRUN_<NAME>, after the
+     * table (torchrun's PET_<NAME>, which podrun extends to its own settings). */
+    const char *env_prefix;
+    const struct fe_word *flags;     /* its command-line spellings, matched exactly */
+    size_t nflags;
+    /* Optional: is this vocabulary's scheduler the one running the job? (operators.c) */
+    int (*detect)(char *const *envp);
+    /* Optional: after every layer is in, before cfg_finalize; sets what the tables cannot with
+     * cfg_set, naming the inputs it used as the source. 0 or -EINVAL with one line in err. */
+    int (*finalize)(struct cfg *c, char *err, size_t errlen);
+};
+
+struct frontend {
+    const char *name;                /* "podrun", "torchrun"; as a subcommand "accelerate launch" */
+    const struct vocab *vocab;       /* NULL: podrun's own words alone */
+    void (*usage)(FILE *f);          /* --help; NULL: podrun's */
+};
+
+extern const struct vocab torchrun_vocab;
+extern const struct frontend fe_podrun, fe_torchrun;
+
+/* The front-end podrun answers to when started as `argv0` (a path: its last part counts), or
+ * podrun's own. */
+const struct frontend *frontend_for_program(const char *argv0);
+
+/* A vocabulary's environment: its table, then its prefix rule, each word a cfg_set at the
+ * vocabulary's rank. An empty variable is unset. */
+int vocab_load_env(const struct vocab *v, struct cfg *c, char *const *envp, char *err,
+                   size_t errlen);
+
+/* The command line: options up to the first non-option or "--", each a word of the front-end's
+ * vocabulary or one of podrun's own flags (--<setting>, '_' or '-' alike, and its short form);
+ * then the program and its arguments (cfg_set_program). Stops early (returning 0) at --help or
+ * --version. argv must outlive c. */
+int frontend_parse_args(const struct frontend *fe, struct cfg *c, int argc, char **argv,
+                        char *err, size_t errlen);
+
+/* Every layer of a job's configuration into c (fresh from cfg_init): the front-end's environment,
+ * podrun's (cfg_load_env), the command line, then the vocabulary's finalize hook. cfg_set ranks
+ * the layers; the order here only decides which of several bad inputs is reported: the
+ * environment's first. */
+int frontend_load(const struct frontend *fe, struct cfg *c, int argc, char **argv,
+                  char *const *envp, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,68 @@
+/* launcher/frontends/torchrun.c — torchrun's words (torch/distributed/run.py; reference/torch.md
+ * §2.1): every flag in both spellings (2.x accepts --dash and --underscore forms, 1.13 had the
+ * underscore ones), PET_<NAME> for every flag (argparse action=env), and the two variables its
+ * agent reads. podrun applies the PET_ rule to its own settings too, as it answers to every
+ * PODRUN_<NAME>: README promises both for every option. */
+#include "frontends/frontend.h"
+
+static const struct fe_word flags[] = {
+    {"--nnodes", CFG_NNODES, NULL},
+    {"--nproc-per-node", CFG_NPROC_PER_NODE, NULL},
+    {"--nproc_per_node", CFG_NPROC_PER_NODE, NULL},
+    {"--rdzv-backend", CFG_RDZV_BACKEND, NULL},
+    {"--rdzv_backend", CFG_RDZV_BACKEND, NULL},
+    {"--rdzv-endpoint", CFG_RDZV_ENDPOINT, NULL},
+    {"--rdzv_endpoint", CFG_RDZV_ENDPOINT, NULL},
+    {"--rdzv-id", CFG_RDZV_ID, NULL},
+    {"--rdzv_id", CFG_RDZV_ID, NULL},
+    {"--rdzv-conf", CFG_RDZV_CONF, NULL},
+    {"--rdzv_conf", CFG_RDZV_CONF, NULL},
+    {"--standalone", CFG_STANDALONE, NULL},
+    {"--max-restarts", CFG_MAX_RESTARTS, NULL},
+    {"--max_restarts", CFG_MAX_RESTARTS, NULL},
+    {"--monitor-interval", CFG_MONITOR_INTERVAL, NULL},
+    {"--monitor_interval", CFG_MONITOR_INTERVAL, NULL},
+    {"--start-method", CFG_START_METHOD, NULL},
+    {"--start_method", CFG_START_METHOD, NULL},
+    {"--role", CFG_ROLE, NULL},
+    {"-m", CFG_MODULE, NULL},
+    {"--module", CFG_MODULE, NULL},
+    {"--no-python", CFG_NO_PYTHON, NULL},
+    {"--no_python", CFG_NO_PYTHON, NULL},
+    {"--run-path", CFG_RUN_PATH, NULL},
+    {"--run_path", CFG_RUN_PATH, NULL},
+    {"--log-dir", CFG_LOG_DIR, NULL},
+    {"--log_dir", CFG_LOG_DIR, NULL},
+    {"-r", CFG_REDIRECTS, NULL},
+    {"--redirects", CFG_REDIRECTS, NULL},
+    {"-t", CFG_TEE, NULL},
+    {"--tee", CFG_TEE, NULL},
+    {"--local-ranks-filter", CFG_LOCAL_RANKS_FILTER, NULL},
+    {"--local_ranks_filter", CFG_LOCAL_RANKS_FILTER, NULL},
+    {"--node-rank", CFG_NODE_RANK, NULL},
+    {"--node_rank", CFG_NODE_RANK, NULL},
+    {"--master-addr", CFG_MASTER_ADDR, NULL},
+    {"--master_addr", CFG_MASTER_ADDR, NULL},
+    {"--master-port", CFG_MASTER_PORT, NULL},
+    {"--master_port", CFG_MASTER_PORT, NULL},
+    {"--local-addr", CFG_LOCAL_ADDR, NULL},
+    {"--local_addr", CFG_LOCAL_ADDR, NULL},
+};
+
+/* Applied before the PET_ rule, so that PET_PYTHON, say, wins over PYTHON_EXEC. */
+static const struct fe_word env[] = {
+    {"PYTHON_EXEC", CFG_PYTHON, NULL},
+    {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", CFG_LOG_LINE_PREFIX, NULL},
+};
+
+const struct vocab torchrun_vocab = {
+    .name = "torchrun",
+    .env_rank = CFG_SRC_PET,
+    .env = env,
+    .nenv = sizeof env / sizeof *env,
+    .env_prefix = "PET_",
+    .flags = flags,
+    .nflags = sizeof flags / sizeof *flags,
+};
+
+const struct frontend fe_torchrun = {"torchrun", &torchrun_vocab, NULL};

@@ -1,0 +1,253 @@
+/* tests/unit/launcher/config/test_config.c — sources and their ranks (enforced by cfg_set in any
+ * order), errors naming their input, what cfg_finalize derives, podrun's own environment layer,
+ * --print-config. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "config/config.h"
+
+static char err[512];
+
+static struct cfg_src src(enum cfg_src_kind kind, const char *name)
+{
+    struct cfg_src s;
+    cfg_src_init(&s, kind, "%s", name);
+    return s;
+}
+
+static int set(struct cfg *c, enum cfg_id id, const char *text, enum cfg_src_kind kind,
+               const char *name)
+{
+    struct cfg_src s = src(kind, name);
+    err[0] = 0;
+    return cfg_set(c, id, text, &s, err, sizeof err);
+}
+
+static char *prog[] = {"prog", NULL};
+
+static int finalize(struct cfg *c)
+{
+    cfg_set_program(c, prog, 1);
+    return cfg_finalize(c, 4, 0, err, sizeof err);
+}
+
+static void test_defaults(void)
+{
+    struct cfg c;
+    cfg_init(&c);
+    CHECK_EQ_INT(finalize(&c), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 1);
+    CHECK_EQ_INT(c.nnodes_min, 1);
+    CHECK_EQ_STR(c.master_addr, "127.0.0.1");
+    CHECK_EQ_INT(c.master_port, 29500);
+    CHECK_EQ_INT(c.term_timeout_ms, 25000);
+    CHECK_EQ_INT(c.join_timeout_ms, 600000);
+    CHECK_EQ_INT(c.is_host, -1);
+    CHECK(c.node_name == NULL && !c.debug);
+    CHECK_EQ_STR(c.tmpdir, "/tmp");
+    CHECK_EQ_INT(c.src[CFG_NPROC_PER_NODE].kind, CFG_SRC_DEFAULT);
+    CHECK_EQ_STR(c.rdzv_host, "127.0.0.1"); /* static: the master's address */
+    CHECK_EQ_INT(c.src[CFG_RDZV_ENDPOINT].kind, CFG_SRC_DERIVED);
+    CHECK_EQ_STR(c.src[CFG_RDZV_ENDPOINT].name, "--master-addr/--master-port");
+    cfg_free(&c);
+}
+
+/* The ranks hold whatever order the layers come in: the command line applied first still wins
+ * over every environment applied after it, and so on down. */
+static void test_precedence_in_any_order(void)
+{
+    static const struct {
+        enum cfg_src_kind kind;
+        const char *name, *value;
+    } layers[] = {
+        {CFG_SRC_FLAG, "--master-port", "6000"},
+        {CFG_SRC_FILE, "podrun.yaml:master_port", "5000"},
+        {CFG_SRC_PODRUN, "PODRUN_MASTER_PORT", "4000"},
+        {CFG_SRC_PET, "PET_MASTER_PORT", "3000"},
+        {CFG_SRC_OPERATOR, "MASTER_PORT (PyTorchJob)", "2000"},
+    };
+    const int n = sizeof layers / sizeof *layers;
+    for (int top = 0; top < n; top++) {
+        /* the layers from `top` down, highest first: each later call is shadowed */
+        struct cfg c;
+        cfg_init(&c);
+        for (int i = top; i < n; i++)
+            CHECK_EQ_INT(set(&c, CFG_MASTER_PORT, layers[i].value, layers[i].kind,
+                             layers[i].name), 0);
+        CHECK_EQ_INT(c.master_port, atoi(layers[top].value));
+        CHECK_EQ_INT(c.src[CFG_MASTER_PORT].kind, layers[top].kind);
+        CHECK_EQ_STR(c.src[CFG_MASTER_PORT].name, layers[top].name);
+        /* and lowest first: each later call wins */
+        cfg_free(&c);
+        cfg_init(&c);
+        for (int i = n - 1; i >= top; i--)
+            CHECK_EQ_INT(set(&c, CFG_MASTER_PORT, layers[i].value, layers[i].kind,
+                             layers[i].name), 0);
+        CHECK_EQ_INT(c.master_port, atoi(layers[top].value));
+        CHECK_EQ_STR(c.src[CFG_MASTER_PORT].name, layers[top].name);
+        cfg_free(&c);
+    }
+    /* within one rank the later call wins */
+    struct cfg c;
+    cfg_init(&c);
+    CHECK_EQ_INT(set(&c, CFG_ROLE, "a", CFG_SRC_PET, "PYTHON_EXEC"), 0);
+    CHECK_EQ_INT(set(&c, CFG_ROLE, "b", CFG_SRC_PET, "PET_ROLE"), 0);
+    CHECK_EQ_STR(c.role, "b");
+    /* a shadowed value is still checked: bad input is an error from any source */
+    CHECK_EQ_INT(set(&c, CFG_ROLE, "flag", CFG_SRC_FLAG, "--role"), 0);
+    CHECK_EQ_INT(set(&c, CFG_MASTER_PORT, "x", CFG_SRC_PET, "PET_MASTER_PORT"), -EINVAL);
+    CHECK(strstr(err, "PET_MASTER_PORT='x'") != NULL);
+    CHECK_EQ_INT(set(&c, CFG_ROLE, "", CFG_SRC_OPERATOR, "ROLE (Volcano)"), -EINVAL);
+    CHECK_EQ_STR(c.role, "flag");
+    /* only cfg_finalize derives */
+    CHECK_EQ_INT(set(&c, CFG_ROLE, "x", CFG_SRC_DERIVED, "somewhere"), -EINVAL);
+    CHECK_EQ_STR(c.role, "flag");
+    cfg_free(&c);
+}
+
+/* --rdzv-conf's keys rank one by one: a flag's key survives a later env's, the env's other keys
+ * still count. */
+static void test_conf_keys_rank_each(void)
+{
+    struct cfg c;
+    cfg_init(&c);
+    CHECK_EQ_INT(set(&c, CFG_RDZV_CONF, "join_timeout=4", CFG_SRC_FLAG, "--rdzv-conf"), 0);
+    CHECK_EQ_INT(set(&c, CFG_RDZV_CONF, "join_timeout=9,last_call_timeout=2", CFG_SRC_PET,
+                     "PET_RDZV_CONF"), 0);
+    CHECK_EQ_INT(c.join_timeout_ms, 4000);
+    CHECK_EQ_INT(c.src[CFG_JOIN_TIMEOUT].kind, CFG_SRC_FLAG);
+    CHECK_EQ_INT(c.last_call_timeout_ms, 2000);
+    CHECK_EQ_STR(c.src[CFG_LAST_CALL_TIMEOUT].name, "PET_RDZV_CONF");
+    CHECK_EQ_INT(c.src[CFG_RDZV_CONF].kind, CFG_SRC_FLAG);
+    CHECK_EQ_INT(set(&c, CFG_RDZV_CONF, "is_host=1,bogus=2", CFG_SRC_FLAG, "--rdzv-conf"),
+                 -EINVAL);
+    CHECK(strstr(err, "unknown key 'bogus'; known keys: join_timeout, last_call_timeout") != NULL);
+    CHECK_EQ_INT(set(&c, CFG_RDZV_CONF, "novalue", CFG_SRC_FLAG, "--rdzv-conf"), -EINVAL);
+    CHECK(strstr(err, "'novalue' is not KEY=VALUE") != NULL);
+    CHECK_EQ_INT(set(&c, CFG_RDZV_CONF, "join_timeout=soon", CFG_SRC_FLAG, "--rdzv-conf"),
+                 -EINVAL);
+    CHECK(strstr(err, "--rdzv-conf join_timeout=soon") != NULL);
+    cfg_free(&c);
+}
+
+/* Each source names its input its own way in an error. */
+static void test_errors_name_the_input(void)
+{
+    static const struct {
+        enum cfg_src_kind kind;
+        const char *name, *needle;
+    } cases[] = {
+        {CFG_SRC_FLAG, "--nnodes", "--nnodes 'x': expected N or MIN:MAX"},
+        {CFG_SRC_PODRUN, "PODRUN_NNODES", "PODRUN_NNODES='x'"},
+        {CFG_SRC_OPERATOR, "VC_WORKER_NUM (Volcano)", "VC_WORKER_NUM (Volcano)='x'"},
+        {CFG_SRC_FILE, "default_config.yaml:num_machines",
+         "default_config.yaml:num_machines: nnodes 'x'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        struct cfg c;
+        cfg_init(&c);
+        CHECK_EQ_INT(set(&c, CFG_NNODES, "x", cases[i].kind, cases[i].name), -EINVAL);
+        if (!strstr(err, cases[i].needle))
+            fprintf(stderr, "'%s' lacks '%s'\n", err, cases[i].needle);
+        CHECK(strstr(err, cases[i].needle) != NULL);
+        cfg_free(&c);
+    }
+}
+
+static void test_finalize_derives(void)
+{
+    struct cfg c;
+    cfg_init(&c);
+    CHECK_EQ_INT(set(&c, CFG_STANDALONE, "1", CFG_SRC_FLAG, "--standalone"), 0);
+    CHECK_EQ_INT(set(&c, CFG_RDZV_BACKEND, "static", CFG_SRC_FLAG, "--rdzv-backend"), 0);
+    CHECK_EQ_INT(finalize(&c), 0);
+    CHECK_EQ_INT(c.rdzv_backend, CFG_BACKEND_C10D); /* derived beats even a flag */
+    CHECK_EQ_STR(c.src[CFG_RDZV_BACKEND].name, "--standalone");
+    CHECK_EQ_STR(c.rdzv_host, "localhost");
+    CHECK_EQ_INT(c.rdzv_port, 0);
+    cfg_free(&c);
+
+    cfg_init(&c); /* static: `timeout` is the join timeout unless that is given */
+    CHECK_EQ_INT(set(&c, CFG_RDZV_CONF, "timeout=7", CFG_SRC_FLAG, "--rdzv-conf"), 0);
+    CHECK_EQ_INT(set(&c, CFG_MASTER_ADDR, "::1", CFG_SRC_FLAG, "--master-addr"), 0);
+    CHECK_EQ_INT(finalize(&c), 0);
+    CHECK_EQ_INT(c.join_timeout_ms, 7000);
+    CHECK_EQ_STR(c.src[CFG_JOIN_TIMEOUT].name, "rdzv-conf timeout");
+    CHECK_EQ_STR(c.rdzv_host, "::1");
+    CHECK_EQ_INT(c.rdzv_port, 29500);
+    CHECK(!c.rdzv_port_given);
+    cfg_free(&c);
+
+    cfg_init(&c); /* c10d alone: localhost on the c10d port */
+    CHECK_EQ_INT(set(&c, CFG_RDZV_BACKEND, "c10d", CFG_SRC_PET, "PET_RDZV_BACKEND"), 0);
+    CHECK_EQ_INT(finalize(&c), 0);
+    CHECK_EQ_STR(c.rdzv_host, "localhost");
+    CHECK_EQ_INT(c.rdzv_port, CFG_DEFAULT_C10D_PORT);
+    CHECK_EQ_STR(c.src[CFG_RDZV_ENDPOINT].name, "--rdzv-backend c10d");
+    cfg_free(&c);
+
+    cfg_init(&c);
+    CHECK_EQ_INT(set(&c, CFG_NODE_RANK, "2", CFG_SRC_PODRUN, "PODRUN_NODE_RANK"), 0);
+    CHECK_EQ_INT(finalize(&c), -EINVAL);
+    CHECK(strstr(err, "--node-rank 2 (env PODRUN_NODE_RANK) must be below --nnodes 1") != NULL);
+    cfg_free(&c);
+}
+
+static void test_podrun_env_layer(void)
+{
+    struct cfg c;
+    cfg_init(&c);
+    char *env[] = {"PODRUN_NODE_NAME=worker-7", "PODRUN_DEBUG=1", "TMPDIR=/scratch",
+                   "PODRUN_ROLE=", "PODRUN_HELP=1", "PODRUN_JOIN_TIMEOUT=1", NULL};
+    CHECK_EQ_INT(cfg_load_env(&c, env, err, sizeof err), 0);
+    CHECK_EQ_STR(c.node_name, "worker-7");
+    CHECK_EQ_INT(c.src[CFG_NODE_NAME].kind, CFG_SRC_PODRUN);
+    CHECK(c.debug);
+    CHECK_EQ_STR(c.tmpdir, "/scratch");
+    CHECK_EQ_STR(c.src[CFG_TMPDIR].name, "TMPDIR");
+    CHECK_EQ_STR(c.role, "default");              /* empty is unset */
+    CHECK(!c.help);                               /* no PODRUN_HELP */
+    CHECK_EQ_INT(c.join_timeout_ms, 600000);      /* --rdzv-conf keys come through it alone */
+    char *bad[] = {"PODRUN_DEBUG=perhaps", NULL};
+    CHECK_EQ_INT(cfg_load_env(&c, bad, err, sizeof err), -EINVAL);
+    CHECK(strstr(err, "PODRUN_DEBUG='perhaps'") != NULL);
+    cfg_free(&c);
+}
+
+static void test_print_config(void)
+{
+    struct cfg c;
+    cfg_init(&c);
+    CHECK_EQ_INT(set(&c, CFG_NPROC_PER_NODE, "3", CFG_SRC_FLAG, "--nproc_per_node"), 0);
+    CHECK_EQ_INT(set(&c, CFG_NODE_NAME, "w-1", CFG_SRC_PODRUN, "PODRUN_NODE_NAME"), 0);
+    CHECK_EQ_INT(finalize(&c), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cfg_print(&c, f);
+    fclose(f);
+    CHECK(strstr(buf, "nproc-per-node                   3                        "
+                      "(flag --nproc_per_node)\n") != NULL);
+    CHECK(strstr(buf, "node-name                        w-1                      "
+                      "(env PODRUN_NODE_NAME)\n") != NULL);
+    CHECK(strstr(buf, "rdzv-conf timeout                900s                     "
+                      "(default; accepted for torchrun compatibility, unused)\n") != NULL);
+    CHECK(strstr(buf, "program                          prog\n") != NULL);
+    CHECK(strstr(buf, "print-config") == NULL); /* actions are not values */
+    free(buf);
+    cfg_free(&c);
+}
+
+int main(void)
+{
+    RUN(test_defaults);
+    RUN(test_precedence_in_any_order);
+    RUN(test_conf_keys_rank_each);
+    RUN(test_errors_name_the_input);
+    RUN(test_finalize_derives);
+    RUN(test_podrun_env_layer);
+    RUN(test_print_config);
+    return check_result();
+}

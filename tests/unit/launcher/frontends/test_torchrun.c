@@ -1,0 +1,77 @@
+/* tests/unit/launcher/frontends/test_torchrun.c — torchrun's vocabulary: its flags in both
+ * spellings name the settings of the same name, PET_<NAME> for every setting with a PODRUN_<NAME>,
+ * and the two variables of torchrun's agent below PET_. */
+#include <string.h>
+
+#include "check.h"
+#include "config/config.h"
+#include "config/settings.h"
+#include "frontends/frontend.h"
+
+static char err[512];
+
+static const struct fe_word *word(const char *spelling)
+{
+    for (size_t i = 0; i < torchrun_vocab.nflags; i++)
+        if (!strcmp(torchrun_vocab.flags[i].spelling, spelling))
+            return &torchrun_vocab.flags[i];
+    return NULL;
+}
+
+/* "--nproc_per_node" and "--nproc-per-node" both, naming setting "nproc-per-node". */
+static void test_flags_both_spellings(void)
+{
+    int long_words = 0;
+    for (size_t i = 0; i < torchrun_vocab.nflags; i++) {
+        const struct fe_word *w = &torchrun_vocab.flags[i];
+        const struct cfg_setting *s = &cfg_settings[w->id];
+        CHECK(!(s->flags & CFG_F_NO_FLAG));
+        if (w->spelling[1] != '-') { /* -m -r -t: torchrun's short forms are podrun's */
+            CHECK_EQ_INT(w->spelling[1], s->shortc);
+            continue;
+        }
+        long_words++;
+        char dash[64], under[72];
+        snprintf(dash, sizeof dash, "%s", w->spelling + 2);
+        for (char *p = dash; *p; p++)
+            *p = *p == '_' ? '-' : *p;
+        CHECK_EQ_STR(dash, s->name);
+        snprintf(under, sizeof under, "--%s", dash);
+        for (char *p = under + 2; *p; p++)
+            *p = *p == '-' ? '_' : *p;
+        CHECK(word(under) != NULL);   /* the other spelling is there too */
+        snprintf(under, sizeof under, "--%s", dash);
+        CHECK(word(under) != NULL);
+    }
+    CHECK(long_words >= 30);
+    CHECK(word("--nproc_per_node") && word("--nproc_per_node")->id == CFG_NPROC_PER_NODE);
+    CHECK(word("--logs_specs") == NULL); /* torch 2.3's plug-in hook: podrun has no such thing */
+}
+
+static void test_pet_and_agent_variables(void)
+{
+    struct cfg c;
+    cfg_init(&c);
+    char *env[] = {"PYTHON_EXEC=/opt/py", "PET_PYTHON=/pet/py", "PET_HANG_TIMEOUT=3",
+                   "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=[${local_rank}]", "PET_TMPDIR=/x",
+                   NULL};
+    CHECK_EQ_INT(vocab_load_env(&torchrun_vocab, &c, env, err, sizeof err), 0);
+    CHECK_EQ_STR(c.python, "/pet/py");            /* PET_ over the agent's variable */
+    CHECK_EQ_STR(c.src[CFG_PYTHON].name, "PET_PYTHON");
+    CHECK_EQ_INT(c.hang_timeout_ms, 3000);        /* the rule reaches podrun's own settings */
+    CHECK_EQ_STR(c.log_line_prefix, "[${local_rank}]");
+    CHECK_EQ_INT(c.src[CFG_LOG_LINE_PREFIX].kind, CFG_SRC_PET);
+    CHECK_EQ_STR(c.tmpdir, "/tmp");               /* TMPDIR has no PODRUN_ twin, so no PET_ */
+    /* podrun's own environment outranks torchrun's */
+    char *own[] = {"PODRUN_PYTHON=/own/py", NULL};
+    CHECK_EQ_INT(cfg_load_env(&c, own, err, sizeof err), 0);
+    CHECK_EQ_STR(c.python, "/own/py");
+    cfg_free(&c);
+}
+
+int main(void)
+{
+    RUN(test_flags_both_spellings);
+    RUN(test_pet_and_agent_variables);
+    return check_result();
+}
