@@ -26,30 +26,26 @@
  *                                            flush, close, return. */
 #include "agent.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <limits.h>
+#include <net/if.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include "devices/nic.h"
+#include "discover/identity.h"
 #include "env.h"
 #include "init.h"
 #include "logs.h"
 #include "rdzv/common.h"
 #include "rdzv/rendezvous.h"
 #include "report.h"
+#include "rundir.h"
+#include "watchdog.h"
 #include "workers.h"
 
 #define AGENT_FLUSH_MS 10000   /* bound on writing the last output to a stalled reader */
@@ -68,7 +64,8 @@ struct agent {
     bool wg_ready;
     struct logs logs;
     struct log_stream *streams;    /* 2 per worker: stdout, stderr */
-    uv_timer_t *hang;              /* per worker, with --hang-timeout */
+    struct watchdog wd;            /* --hang-timeout */
+    struct rundir dir;             /* error, heartbeat and log files */
     int n;
 
     /* the rendezvous and what it assigned */
@@ -95,9 +92,6 @@ struct agent {
     bool finished;
     bool lost;
 
-    char base_dir[PATH_MAX];       /* --log-dir, or a private temporary directory */
-    char run_dir[PATH_MAX];        /* base/<run_id>/attempt_<n> */
-    bool own_base, keep_files;
     char **argv;
 
     int exit_code;
@@ -105,8 +99,7 @@ struct agent {
     int stop_signal;               /* the signal that stopped podrun, 0 if none */
     bool leave_pending;
     bool drained;
-    char host[RDZV_NAME_MAX];      /* the address peers know this node by */
-    char node_name[RDZV_NAME_MAX];
+    struct identity id;            /* this node's name and the address peers know it by */
     char ifname[IF_NAMESIZE + 1];  /* the interface that holds --local-addr, "" if none */
     char rdzv_id_buf[40];
     char last_progress[RDZV_LINE_MAX];   /* the last rendezvous line printed */
@@ -124,159 +117,39 @@ static void advance(struct agent *a);
 
 static void set_state(struct agent *a, enum agent_state s)
 {
-    if (getenv("PODRUN_DEBUG"))
+    if (a->cfg->debug)
         logs_message(&a->logs, "state %s -> %s", state_name(a->state), state_name(s));
     a->state = s;
 }
 
-/* ---------- files: the run directory, error files, log files ---------- */
-
-static int mkdir_p(char *path)
-{
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        int r = mkdir(path, 0755);
-        *p = '/';
-        if (r < 0 && errno != EEXIST)
-            return -errno;
-    }
-    if (mkdir(path, 0755) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
-/* snprintf for paths: -ENAMETOOLONG instead of a silently cut path. */
-static int pathf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int pathf(char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
-static void path_safe(const char *in, char *out, size_t len)
-{
-    snprintf(out, len, "%s", in);
-    for (char *p = out; *p; p++)
-        if (*p == '/' || (p == out && *p == '.'))
-            *p = '_';
-}
+/* ---------- files: the run directory (rundir.c) ---------- */
 
 static void rank_path(struct agent *a, int lr, const char *file, char *out, size_t len)
 {
-    pathf(out, len, "%s/%d/%s", a->run_dir, lr, file);
+    rundir_path(&a->dir, lr, file, out, len);
 }
 
-/* A stale error or heartbeat file would name the wrong root cause. */
-static void unlink_rank_files(struct agent *a, int lr)
-{
-    char p[PATH_MAX + 32];
-    rank_path(a, lr, "error.json", p, sizeof p);
-    unlink(p);
-    rank_path(a, lr, "heartbeat", p, sizeof p);
-    unlink(p);
-}
-
-static bool any_mask(struct agent *a)
-{
-    for (int i = 0; i < a->n; i++)
-        if (a->cfg->redirect_mask[i] || a->cfg->tee_mask[i])
-            return true;
-    return false;
-}
-
-static int prepare_base(struct agent *a)
-{
-    struct cfg *c = a->cfg;
-    if (c->log_dir) {
-        if (pathf(a->base_dir, sizeof a->base_dir, "%s", c->log_dir))
-            return -ENAMETOOLONG;
-        a->keep_files = true;
-        return 0;
-    }
-    const char *tmp = getenv("TMPDIR");
-    if (pathf(a->base_dir, sizeof a->base_dir, "%s/podrun_XXXXXX", tmp && *tmp ? tmp : "/tmp"))
-        return -ENAMETOOLONG;
-    if (!mkdtemp(a->base_dir))
-        return -errno;
-    a->own_base = true;
-    a->keep_files = any_mask(a);
-    return 0;
-}
-
+/* This attempt's rank directories; where the log files are is said once when podrun chose it. */
 static int prepare_attempt_dir(struct agent *a)
 {
-    char id[256];
-    path_safe(a->run_id, id, sizeof id);
-    if (pathf(a->run_dir, sizeof a->run_dir, "%s/%s/attempt_%d", a->base_dir, id, a->attempt))
-        return -ENAMETOOLONG;
-    for (int i = 0; i < a->n; i++) {
-        char d[PATH_MAX + 16];
-        if (pathf(d, sizeof d, "%s/%d", a->run_dir, i))
-            return -ENAMETOOLONG;
-        int r = mkdir_p(d);
-        if (r)
-            return r;
-        unlink_rank_files(a, i);
-    }
-    if (any_mask(a) && !a->cfg->log_dir)
-        logs_message(&a->logs, "worker log files are in %s", a->run_dir);
-    return 0;
+    int r = rundir_attempt(&a->dir, a->run_id, a->attempt);
+    if (!r && a->dir.log_files && !a->cfg->log_dir)
+        logs_message(&a->logs, "worker log files are in %s", a->dir.attempt);
+    return r;
 }
 
-/* Removes this attempt's directory (unless files are kept); with `all`, the base too. */
-static void remove_dirs(struct agent *a, bool all)
+/* The log file of one stream, or -1: none is wanted, or it cannot be written (said once). */
+static int open_log_file(struct agent *a, int lr, int stream)
 {
-    if (a->keep_files || !a->base_dir[0])
-        return;
     char p[PATH_MAX + 32];
-    if (a->run_dir[0]) {
-        for (int i = 0; i < a->n; i++) {
-            unlink_rank_files(a, i);
-            if (!pathf(p, sizeof p, "%s/%d", a->run_dir, i))
-                rmdir(p);
-        }
-        rmdir(a->run_dir);
-        char *slash = strrchr(a->run_dir, '/');
-        if (slash) {
-            *slash = 0;
-            rmdir(a->run_dir);
-            *slash = '/';
-        }
-    }
-    if (all && a->own_base)
-        rmdir(a->base_dir);
-}
-
-/* Log file for one stream when --log-dir, --tee or --redirects ask for one. */
-static int open_log_file(struct agent *a, int lr, int bit)
-{
-    struct cfg *c = a->cfg;
-    /* --log-dir alone keeps both streams of every rank; with -r/-t only what they name */
-    bool want = any_mask(a) ? ((c->redirect_mask[lr] | c->tee_mask[lr]) & bit)
-                            : c->log_dir != NULL;
-    if (!want)
-        return -1;
-    char p[PATH_MAX + 32];
-    rank_path(a, lr, bit == 1 ? "stdout.log" : "stderr.log", p, sizeof p);
-    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
+    int fd, r = rundir_log_file(&a->dir, lr, stream, &fd, p, sizeof p);
+    if (r)
         logs_message(&a->logs, "cannot write %s: %s; that stream goes to the console only", p,
-                     podrun_strerror(-errno));
+                     podrun_strerror(r));
     return fd;
 }
 
 /* ---------- stopping ---------- */
-
-static void hang_stop_all(struct agent *a)
-{
-    for (int i = 0; a->hang && i < a->n; i++)
-        uv_timer_stop(&a->hang[i]);
-}
 
 /* "<why>; stopping N workers (SIGTERM, SIGKILL after Ts)", or just why with none alive. */
 static void say_stopping(struct agent *a, const char *why, int alive, int sig)
@@ -296,7 +169,7 @@ static void stop_job(struct agent *a, int sig, const char *why)
         say_stopping(a, why, workers_alive(&a->wg), sig);
     if (a->state == AGENT_RUNNING)
         set_state(a, AGENT_STOPPING);
-    hang_stop_all(a);
+    watchdog_disarm_all(&a->wd);
     if (!a->workers_down)
         workers_stop_all(&a->wg, sig, a->cfg->term_timeout_ms);
 }
@@ -389,8 +262,8 @@ static void local_failure(struct agent *a, int lr, int code, bool hang, const ch
     logs_stream_pull(&a->streams[2 * lr + 1]);   /* its last words, if still in the pipe */
     rdzv_failure_t f;
     rdzv_failure_init(&f);
-    snprintf(f.host, sizeof f.host, "%s", a->host);
-    snprintf(f.node_name, sizeof f.node_name, "%s", a->node_name);
+    snprintf(f.host, sizeof f.host, "%s", a->id.host);
+    snprintf(f.node_name, sizeof f.node_name, "%s", a->id.name);
     f.node_rank = a->group_rank;
     f.rank = a->rank_base + lr;
     f.local_rank = lr;
@@ -423,8 +296,7 @@ static void on_worker_exit(worker_group_t *g, worker_t *w)
     int code = workers_exit_code(w->wstatus);
     if (a->state != AGENT_RUNNING)
         return;   /* stopping: these exits are our own signals at work */
-    if (a->hang)
-        uv_timer_stop(&a->hang[w->index]);
+    watchdog_disarm(&a->wd, w->index);
     if (code != 0 && a->failed < 0) {
         char cause[512];
         struct report_failure f = {.wstatus = w->wstatus, .exec_errno = w->exec_errno,
@@ -443,40 +315,18 @@ static void on_worker_exit(worker_group_t *g, worker_t *w)
     }
 }
 
-/* ---------- the hang watchdog: one timer per worker, armed at last activity + T ---------- */
+/* ---------- the hang watchdog's events (watchdog.c) ---------- */
 
-static void on_hang_timer(uv_timer_t *t)
+static bool hang_watching(void *arg, int lr)
 {
-    struct agent *a = t->data;
-    int lr = (int)(t - a->hang);
-    if (a->state != AGENT_RUNNING || a->wg.w[lr].state != WORKER_RUNNING)
-        return;
-    uint64_t T = a->cfg->hang_timeout_ms, now = uv_now(a->loop);
-    if (logs_stream_paused(&a->streams[2 * lr]) || logs_stream_paused(&a->streams[2 * lr + 1])) {
-        uv_timer_start(t, on_hang_timer, T, 0);   /* blocked by podrun's own output, not hung */
-        return;
-    }
-    uint64_t last = a->streams[2 * lr].last_ms;
-    if (a->streams[2 * lr + 1].last_ms > last)
-        last = a->streams[2 * lr + 1].last_ms;
-    uint64_t age = now > last ? now - last : 0;
-    char hb[PATH_MAX + 32];
-    struct stat sb;
-    rank_path(a, lr, "heartbeat", hb, sizeof hb);
-    if (stat(hb, &sb) == 0) {
-        double m = (double)sb.st_mtim.tv_sec + sb.st_mtim.tv_nsec / 1e9;
-        double hage = (podrun_time_epoch() - m) * 1000.0;
-        uint64_t h = hage > 0 ? (uint64_t)hage : 0;
-        if (h < age)
-            age = h;
-    }
-    if (age < T) {
-        uv_timer_start(t, on_hang_timer, T - age, 0);
-        return;
-    }
-    char reason[RDZV_REASON_MAX];
-    snprintf(reason, sizeof reason, "hang: no output or heartbeat for %gs", (double)T / 1000.0);
-    local_failure(a, lr, 0, true, reason);
+    struct agent *a = arg;
+    return a->state == AGENT_RUNNING && a->wg.w[lr].state == WORKER_RUNNING;
+}
+
+/* A hung worker is this node's failure like any other, reported as a hang. */
+static void hang_fired(void *arg, int lr, const char *reason)
+{
+    local_failure(arg, lr, 0, true, reason);
 }
 
 /* ---------- spawning ---------- */
@@ -535,8 +385,7 @@ static int spawn_all(struct agent *a)
             logs_message(&a->logs, "cannot start worker rank %d: %s", rank, podrun_strerror(r));
             return r;
         }
-        if (a->hang)
-            uv_timer_start(&a->hang[i], on_hang_timer, c->hang_timeout_ms, 0);
+        watchdog_arm(&a->wd, i);
     }
     if (a->attempt > 0)
         return 0;   /* said once is enough */
@@ -574,13 +423,13 @@ static void on_assigned(void *arg, const rdzv_assignment_t *as)
     a->decided = false;
     a->workers_down = false;
     a->ended_alive = 0;
-    if (getenv("PODRUN_DEBUG"))
+    if (a->cfg->debug)
         logs_message(&a->logs, "round %d: node rank %d of %d, ranks %d-%d of %d, restart %d",
                      as->round, as->node_rank, as->nnodes, as->rank_base,
                      as->rank_base + a->n - 1, as->world_size, as->restart_count);
     int r = prepare_attempt_dir(a);
     if (r) {
-        logs_message(&a->logs, "cannot create the run directory under %s: %s", a->base_dir,
+        logs_message(&a->logs, "cannot create the run directory under %s: %s", a->dir.base,
                      podrun_strerror(r));
     }
     set_state(a, AGENT_RUNNING);
@@ -675,7 +524,7 @@ static void on_rdzv_progress(void *arg, const char *line)
 {
     struct agent *a = arg;
     /* one node alone has nobody to wait for: its rendezvous is not news */
-    if (a->cfg->nnodes_max > 1 || getenv("PODRUN_DEBUG")) {
+    if (a->cfg->nnodes_max > 1 || a->cfg->debug) {
         logs_message(&a->logs, "%s", line);
         snprintf(a->last_progress, sizeof a->last_progress, "%s", line);
     }
@@ -698,7 +547,7 @@ static void restart(struct agent *a)
     else
         logs_message(&a->logs, "restarting the job in place (the nodes changed; no restart "
                      "used): %s", a->dreason);
-    remove_dirs(a, false);
+    rundir_remove(&a->dir, false);
     workers_reset(&a->wg);
     a->attempt++;
     a->decided = false;
@@ -817,8 +666,7 @@ static void close_all(uv_timer_t *t)
     init_signal_children(SIGKILL, a->wg.guard_pid);
     if (a->wg_ready)
         workers_close(&a->wg);
-    for (int i = 0; a->hang && i < a->n; i++)
-        uv_close((uv_handle_t *)&a->hang[i], NULL);
+    watchdog_close(&a->wd);
     init_stop();
     uv_close((uv_handle_t *)&a->exit_timer, NULL);
     uv_close((uv_handle_t *)&a->leave_timer, NULL);
@@ -883,7 +731,7 @@ static void local_report(struct agent *a, bool details)
     struct report_failure f = {
         .rank = a->rank_base + a->failed, .local_rank = a->failed, .pid = w->pid,
         .wstatus = w->wstatus, .exec_errno = w->exec_errno, .time = w->exit_time,
-        .host = a->host, .program = a->argv[0], .error_file = errfile, .stderr_tail = tail,
+        .host = a->id.host, .program = a->argv[0], .error_file = errfile, .stderr_tail = tail,
         .stderr_tail_len = tl,
     };
     if (er == -EINVAL || er == -EFBIG)
@@ -942,7 +790,7 @@ static void job_report(struct agent *a)
 static void enter_exiting(struct agent *a)
 {
     set_state(a, AGENT_EXITING);
-    hang_stop_all(a);
+    watchdog_disarm_all(&a->wd);
     finish_streams(a);
     char msg[RDZV_LINE_MAX + 64];
     char sn[32];
@@ -972,7 +820,7 @@ static void enter_exiting(struct agent *a)
         a->exit_code = 1;
     }
     logs_say_dropped(&a->logs);
-    remove_dirs(a, true);
+    rundir_remove(&a->dir, true);
     /* The workers' groups are gone; what is left among podrun's children left its group
      * (setsid, a daemon) and was adopted by podrun as subreaper: it goes with the job. */
     a->strays = init_signal_children(SIGTERM, a->wg.guard_pid);
@@ -983,34 +831,6 @@ static void enter_exiting(struct agent *a)
 }
 
 /* ---------- start ---------- */
-
-/* The interface whose address is --local-addr: gloo otherwise picks its address from the
- * hostname, which on a multi-homed node (or in a network namespace) is often not the one the
- * other nodes can reach. */
-static void find_ifname(struct agent *a)
-{
-    const char *la = a->cfg->local_addr;
-    unsigned char want[sizeof(struct in6_addr)];
-    int fam = AF_INET;
-    if (!la || (inet_pton(AF_INET, la, want) != 1 && (fam = AF_INET6,
-                                                        inet_pton(AF_INET6, la, want) != 1)))
-        return;
-    struct ifaddrs *ifs = NULL;
-    if (getifaddrs(&ifs) < 0)
-        return;
-    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != fam || !i->ifa_name)
-            continue;
-        const void *have = fam == AF_INET
-                               ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
-                               : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
-        if (!memcmp(have, want, fam == AF_INET ? 4 : 16)) {
-            snprintf(a->ifname, sizeof a->ifname, "%s", i->ifa_name);
-            break;
-        }
-    }
-    freeifaddrs(ifs);
-}
 
 static int start_rendezvous(struct agent *a)
 {
@@ -1053,7 +873,7 @@ static int start_rendezvous(struct agent *a)
     p.keep_alive_interval = (double)c->keep_alive_interval_ms / 1000.0;
     p.keep_alive_max_attempt = c->keep_alive_max_attempt;
     p.local_addr = local;
-    rdzv_node_desc_t self = {a->node_name, local, a->n};
+    rdzv_node_desc_t self = {a->id.name, local, a->n};
     rdzv_callbacks_t cb = {on_assigned,      on_rdzv_stopped, on_rdzv_finished, on_rdzv_lost,
                            on_rdzv_progress, on_rdzv_ending,  on_store_log};
     set_state(a, AGENT_RENDEZVOUS);
@@ -1081,8 +901,8 @@ static int start(struct agent *a)
     if ((r = init_become_subreaper()))
         logs_message(&a->logs, "cannot become a child subreaper (%s); orphaned grandchildren "
                      "of the workers will be reaped by the system's init", podrun_strerror(r));
-    if ((r = prepare_base(a))) {
-        logs_message(&a->logs, "cannot create the run directory under %s: %s", a->base_dir,
+    if ((r = rundir_open(&a->dir, c))) {
+        logs_message(&a->logs, "cannot create the run directory under %s: %s", a->dir.base,
                      podrun_strerror(r));
         return r;
     }
@@ -1097,15 +917,16 @@ static int start(struct agent *a)
     if (!init_is_pid1() && (r = workers_guard_start(&a->wg)))
         logs_message(&a->logs, "cannot start the guard process (%s); if podrun is killed, "
                      "processes its workers started may be left behind", podrun_strerror(r));
-    find_ifname(a);
-    if (c->hang_timeout_ms) {
-        if (!(a->hang = calloc((size_t)a->n, sizeof *a->hang)))
-            return -ENOMEM;
-        for (int i = 0; i < a->n; i++) {
-            uv_timer_init(a->loop, &a->hang[i]);
-            a->hang[i].data = a;
-        }
-    }
+    /* gloo's interface: the one peers reach this node at (devices/nic.h) */
+    if (c->local_addr && nic_for_addr(c->local_addr, a->ifname, sizeof a->ifname) < 0)
+        a->ifname[0] = '\0';
+    if ((r = watchdog_init(&a->wd, a->loop, a->n, c->hang_timeout_ms)))
+        return r;
+    a->wd.streams = a->streams;
+    a->wd.dir = &a->dir;
+    a->wd.watching = hang_watching;
+    a->wd.hung = hang_fired;
+    a->wd.arg = a;
     return start_rendezvous(a);
 }
 
@@ -1121,12 +942,7 @@ int agent_run(struct cfg *cfg, char **envp)
     a->failed = -1;
     a->n = cfg->nproc_per_node;
     a->loop = uv_default_loop();
-    const char *nn = getenv("PODRUN_NODE_NAME");
-    char hn[RDZV_NAME_MAX];   /* host names are at most 64 bytes */
-    if (podrun_hostname(hn, sizeof hn) < 0 || !hn[0])
-        snprintf(hn, sizeof hn, "localhost");
-    snprintf(a->node_name, sizeof a->node_name, "%s", nn && *nn ? nn : hn);
-    snprintf(a->host, sizeof a->host, "%s", cfg->local_addr ? cfg->local_addr : hn);
+    identity_resolve(&a->id, cfg);
     int r = env_worker_argv(cfg, &a->argv);
     if (!r && !(a->streams = calloc((size_t)(2 * a->n), sizeof *a->streams)))
         r = -ENOMEM;
@@ -1157,7 +973,7 @@ int agent_run(struct cfg *cfg, char **envp)
     uv_loop_close(a->loop);
     free(a->argv);
     free(a->streams);
-    free(a->hang);
+    watchdog_free(&a->wd);
     free(a);
     return code;
 }

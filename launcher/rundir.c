@@ -1,0 +1,136 @@
+/* launcher/rundir.c — the run directory (see rundir.h). */
+#include "rundir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* snprintf for paths: -ENAMETOOLONG instead of a silently cut path. */
+static int pathf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int pathf(char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int mkdir_p(char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        int r = mkdir(path, 0755);
+        *p = '/';
+        if (r < 0 && errno != EEXIST)
+            return -errno;
+    }
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+/* A run id as one path component. */
+static void path_safe(const char *in, char *out, size_t len)
+{
+    snprintf(out, len, "%s", in);
+    for (char *p = out; *p; p++)
+        if (*p == '/' || (p == out && *p == '.'))
+            *p = '_';
+}
+
+void rundir_path(const struct rundir *d, int lr, const char *file, char *out, size_t len)
+{
+    pathf(out, len, "%s/%d/%s", d->attempt, lr, file);
+}
+
+static void unlink_rank_files(const struct rundir *d, int lr)
+{
+    char p[PATH_MAX + 32];
+    rundir_path(d, lr, "error.json", p, sizeof p);
+    unlink(p);
+    rundir_path(d, lr, "heartbeat", p, sizeof p);
+    unlink(p);
+}
+
+int rundir_open(struct rundir *d, const struct cfg *cfg)
+{
+    memset(d, 0, sizeof *d);
+    d->cfg = cfg;
+    d->nproc = cfg->nproc_per_node;
+    for (int i = 0; i < d->nproc; i++)
+        d->log_files |= cfg->redirect_mask[i] || cfg->tee_mask[i];
+    if (cfg->log_dir) {
+        d->keep = true;
+        return pathf(d->base, sizeof d->base, "%s", cfg->log_dir);
+    }
+    if (pathf(d->base, sizeof d->base, "%s/podrun_XXXXXX", cfg->tmpdir))
+        return -ENAMETOOLONG;
+    if (!mkdtemp(d->base))
+        return -errno;
+    d->own_base = true;
+    d->keep = d->log_files;
+    return 0;
+}
+
+int rundir_attempt(struct rundir *d, const char *run_id, int attempt)
+{
+    char id[256];
+    path_safe(run_id, id, sizeof id);
+    if (pathf(d->attempt, sizeof d->attempt, "%s/%s/attempt_%d", d->base, id, attempt))
+        return -ENAMETOOLONG;
+    for (int i = 0; i < d->nproc; i++) {
+        char p[PATH_MAX + 16];
+        if (pathf(p, sizeof p, "%s/%d", d->attempt, i))
+            return -ENAMETOOLONG;
+        int r = mkdir_p(p);
+        if (r)
+            return r;
+        unlink_rank_files(d, i);
+    }
+    return 0;
+}
+
+int rundir_log_file(const struct rundir *d, int lr, int stream, int *fd, char *path,
+                    size_t plen)
+{
+    const struct cfg *c = d->cfg;
+    bool want = d->log_files ? ((c->redirect_mask[lr] | c->tee_mask[lr]) & stream)
+                             : c->log_dir != NULL;
+    *fd = -1;
+    if (!want)
+        return 0;
+    rundir_path(d, lr, stream == 1 ? "stdout.log" : "stderr.log", path, plen);
+    *fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    return *fd < 0 ? -errno : 0;
+}
+
+void rundir_remove(struct rundir *d, bool all)
+{
+    if (d->keep || !d->base[0])
+        return;
+    char p[PATH_MAX + 32];
+    if (d->attempt[0]) {
+        for (int i = 0; i < d->nproc; i++) {
+            unlink_rank_files(d, i);
+            if (!pathf(p, sizeof p, "%s/%d", d->attempt, i))
+                rmdir(p);
+        }
+        rmdir(d->attempt);
+        char *slash = strrchr(d->attempt, '/');
+        if (slash) {
+            *slash = 0;
+            rmdir(d->attempt);
+            *slash = '/';
+        }
+    }
+    if (all && d->own_base)
+        rmdir(d->base);
+}

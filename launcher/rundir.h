@@ -1,0 +1,44 @@
+/* launcher/rundir.h — the run directory: where each worker's error file, heartbeat file and log
+ * files live, BASE/<run id>/attempt_<n>/<local rank>/.
+ *
+ * BASE is --log-dir, which is kept; else a private directory made under tmpdir, removed at the
+ * end unless --redirects/--tee wrote log files into it (then it is kept and its path said once).
+ * Each attempt starts with its rank directories free of the last attempt's error and heartbeat
+ * files, which would name the wrong root cause. */
+#ifndef PODRUN_LAUNCHER_RUNDIR_H
+#define PODRUN_LAUNCHER_RUNDIR_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config/config.h"
+
+struct rundir {
+    const struct cfg *cfg;
+    int nproc;
+    char base[PATH_MAX];     /* --log-dir, or the private directory; "" before rundir_open */
+    char attempt[PATH_MAX];  /* base/<run id>/attempt_<n>; "" before the first attempt */
+    bool own_base;           /* base was made here (and is removed here) */
+    bool keep;               /* the files stay: --log-dir, or log files asked for */
+    bool log_files;          /* --redirects or --tee name a stream of some rank */
+};
+
+/* Picks the base: --log-dir, else a new private directory under cfg->tmpdir. 0 or -errno
+ * (-ENAMETOOLONG for a path that does not fit). */
+int rundir_open(struct rundir *d, const struct cfg *cfg);
+/* Makes attempt `attempt`'s rank directories for run `run_id` (a '/' or a leading '.' in it
+ * becomes '_'), without the files an earlier attempt left. 0 or -errno. */
+int rundir_attempt(struct rundir *d, const char *run_id, int attempt);
+/* The path of `file` in local rank lr's directory of the current attempt. */
+void rundir_path(const struct rundir *d, int lr, const char *file, char *out, size_t len);
+/* The log file of local rank lr's stream (1 stdout, 2 stderr), when one is wanted: --log-dir
+ * alone keeps both streams of every rank, --redirects/--tee only what they name. *fd is -1 when
+ * none is wanted; on an error (-errno) *fd is -1 and path names the file. */
+int rundir_log_file(const struct rundir *d, int lr, int stream, int *fd, char *path,
+                    size_t plen);
+/* Removes the current attempt's directories unless the files are kept; with `all`, the private
+ * base too. */
+void rundir_remove(struct rundir *d, bool all);
+
+#endif
