@@ -38,7 +38,8 @@
 
 #include "devices/nic.h"
 #include "discover/identity.h"
-#include "env.h"
+#include "env/argv.h"
+#include "env/torch.h"
 #include "init.h"
 #include "logs.h"
 #include "rdzv/common.h"
@@ -339,7 +340,7 @@ static int spawn_all(struct agent *a)
     for (int i = 0; i < a->n; i++) {
         char prefix[128], errfile[PATH_MAX + 32], hbfile[PATH_MAX + 32];
         int rank = a->rank_base + i;
-        if (env_expand_prefix(c->log_line_prefix, rank, i, c->role, prefix, sizeof prefix))
+        if (logs_expand_prefix(c->log_line_prefix, rank, i, c->role, prefix, sizeof prefix))
             snprintf(prefix, sizeof prefix, "[rank %d]:", rank);
         int cfd[2] = {-1, -1};
         for (int s = 0; s < 2; s++) {
@@ -371,7 +372,7 @@ static int spawn_all(struct agent *a)
         };
         char **env = NULL;
         struct env_notes notes;
-        int r = env_build(a->envp, &ew, &env, &notes);
+        int r = env_torch_build(a->envp, &ew, &env, &notes);
         if (!r) {
             replaced |= notes.replaced;
             omp |= notes.omp_set;
@@ -394,10 +395,10 @@ static int spawn_all(struct agent *a)
                      "OMP_NUM_THREADS=1 (set it to tune)", a->n);
     if (replaced) {
         char names[512] = "";
-        for (int i = 0; i < ENV_NUM_WORKER_VARS; i++)
+        for (int i = 0; i < ENV_TORCH_NUM_VARS; i++)
             if (replaced & (1u << i))
                 snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
-                         names[0] ? ", " : "", env_worker_vars[i]);
+                         names[0] ? ", " : "", env_torch_vars[i]);
         logs_message(&a->logs, "the inherited %s %s replaced by each worker's own value", names,
                      (replaced & (replaced - 1)) ? "are" : "is");
     }

@@ -552,3 +552,39 @@ void logs_close(struct logs *L)
         sink_close(&L->sink[1], 2);
     uv_close((uv_handle_t *)&L->drain_timer, NULL);
 }
+
+int logs_expand_prefix(const char *tmpl, int rank, int local_rank, const char *role, char *buf,
+                       size_t len)
+{
+    size_t o = 0;
+    if (!len)
+        return -EINVAL;
+    for (const char *p = tmpl; *p;) {
+        char tmp[64];
+        const char *rep = NULL;
+        size_t skip = 0;
+        if (!strncmp(p, "${rank}", 7)) {
+            snprintf(tmp, sizeof tmp, "%d", rank);
+            rep = tmp, skip = 7;
+        } else if (!strncmp(p, "${local_rank}", 13)) {
+            snprintf(tmp, sizeof tmp, "%d", local_rank);
+            rep = tmp, skip = 13;
+        } else if (!strncmp(p, "${role_name}", 12)) {
+            rep = role ? role : "default", skip = 12;
+        }
+        if (rep) {
+            size_t l = strlen(rep);
+            if (o + l >= len)
+                return -ENOSPC;
+            memcpy(buf + o, rep, l);
+            o += l;
+            p += skip;
+        } else {
+            if (o + 1 >= len)
+                return -ENOSPC;
+            buf[o++] = *p++;
+        }
+    }
+    buf[o] = 0;
+    return 0;
+}

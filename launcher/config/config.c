@@ -9,7 +9,7 @@
 
 #include "config/settings.h"
 #include "config/values.h"
-#include "env.h"
+#include "env/environ.h"
 #include "rdzv/common.h"
 
 static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

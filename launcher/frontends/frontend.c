@@ -8,7 +8,7 @@
 
 #include "config/settings.h"
 #include "config/values.h"
-#include "env.h"
+#include "env/environ.h"
 
 /* podrun's own front-end: its own words, and torchrun's, since podrun is a drop-in for it. */
 const struct frontend fe_podrun = {"podrun", &torchrun_vocab, NULL};

@@ -1,9 +1,10 @@
-/* The worker environment and command line: torchrun's variables, knobs only when unset. */
+/* tests/unit/launcher/env/test_torch.c — torchrun's worker environment: every variable with the
+ * worker's own value, what was replaced noted, the knobs added only when unset. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "env.h"
+#include "env/torch.h"
 
 static const char *get(char **env, const char *name)
 {
@@ -36,7 +37,7 @@ static void test_torchrun_vars(void)
     struct env_worker w = worker(1, 4);
     char **env;
     struct env_notes notes;
-    CHECK_EQ_INT(env_build(base, &w, &env, &notes), 0);
+    CHECK_EQ_INT(env_torch_build(base, &w, &env, &notes), 0);
     CHECK_EQ_STR(get(env, "PATH"), "/bin");
     CHECK_EQ_STR(get(env, "LOCAL_RANK"), "1");
     CHECK_EQ_STR(get(env, "RANK"), "9");
@@ -73,7 +74,7 @@ static void test_user_values_kept_and_replacements_noted(void)
     struct env_worker w = worker(0, 2);
     char **env;
     struct env_notes notes;
-    CHECK_EQ_INT(env_build(base, &w, &env, &notes), 0);
+    CHECK_EQ_INT(env_torch_build(base, &w, &env, &notes), 0);
     CHECK_EQ_STR(get(env, "OMP_NUM_THREADS"), "8");
     CHECK_EQ_STR(get(env, "NCCL_ASYNC_ERROR_HANDLING"), "0");
     CHECK_EQ_STR(get(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
@@ -91,7 +92,7 @@ static void test_single_worker_no_omp(void)
     w.use_agent_store = false;
     char **env;
     struct env_notes notes;
-    CHECK_EQ_INT(env_build(base, &w, &env, &notes), 0);
+    CHECK_EQ_INT(env_torch_build(base, &w, &env, &notes), 0);
     CHECK(get(env, "OMP_NUM_THREADS") == NULL);
     CHECK_EQ_STR(get(env, "TORCHELASTIC_USE_AGENT_STORE"), "False");
     CHECK(!notes.omp_set);
@@ -105,70 +106,16 @@ static void test_heartbeat_and_gloo_ifname(void)
     w.heartbeat_file = "/run/x/0/heartbeat";
     w.socket_ifname = "veth0";
     char **env;
-    CHECK_EQ_INT(env_build(base, &w, &env, NULL), 0);
+    CHECK_EQ_INT(env_torch_build(base, &w, &env, NULL), 0);
     CHECK_EQ_STR(get(env, "PODRUN_HEARTBEAT_FILE"), "/run/x/0/heartbeat");   /* ours wins */
     CHECK_EQ_STR(get(env, "GLOO_SOCKET_IFNAME"), "eth9");                    /* the user's kept */
     free(env);
     char *none[] = {"PODRUN_HEARTBEAT_FILE=/stale", NULL};
     w.heartbeat_file = NULL;
-    CHECK_EQ_INT(env_build(none, &w, &env, NULL), 0);
+    CHECK_EQ_INT(env_torch_build(none, &w, &env, NULL), 0);
     CHECK(get(env, "PODRUN_HEARTBEAT_FILE") == NULL);   /* without --hang-timeout: none */
     CHECK_EQ_STR(get(env, "GLOO_SOCKET_IFNAME"), "veth0");
     free(env);
-}
-
-static void test_argv_kinds(void)
-{
-    struct cfg c;
-    cfg_init(&c);
-    char *prog[] = {"train.py", "--lr", "1", NULL};
-    c.program = prog;
-    c.program_argc = 3;
-    char **argv;
-    CHECK_EQ_INT(env_worker_argv(&c, &argv), 0);
-    CHECK_EQ_STR(argv[0], "python3");
-    CHECK_EQ_STR(argv[1], "-u");
-    CHECK_EQ_STR(argv[2], "train.py");
-    CHECK_EQ_STR(argv[4], "1");
-    CHECK(argv[5] == NULL);
-    free(argv);
-    c.no_python = true;
-    CHECK_EQ_INT(env_worker_argv(&c, &argv), 0);
-    CHECK_EQ_STR(argv[0], "train.py");
-    free(argv);
-    c.no_python = false;
-    c.module = true;
-    CHECK_EQ_INT(env_worker_argv(&c, &argv), 0);
-    CHECK_EQ_STR(argv[2], "-m");
-    CHECK_EQ_STR(argv[3], "train.py");
-    free(argv);
-    c.module = false;
-    c.run_path = true;
-    CHECK_EQ_INT(env_worker_argv(&c, &argv), 0);
-    CHECK_EQ_STR(argv[2], "-c");
-    CHECK(strstr(argv[3], "runpy.run_path") != NULL);
-    CHECK_EQ_STR(argv[4], "train.py");
-    free(argv);
-    char *bin[] = {"./a.out", NULL};
-    c.run_path = false;
-    c.program = bin;
-    c.program_argc = 1;
-    CHECK_EQ_INT(env_worker_argv(&c, &argv), 0);
-    CHECK_EQ_STR(argv[0], "./a.out");
-    CHECK(argv[1] == NULL);
-    free(argv);
-    cfg_free(&c);
-}
-
-static void test_prefix(void)
-{
-    char buf[64];
-    CHECK_EQ_INT(env_expand_prefix("[rank ${rank}]:", 12, 3, "r", buf, sizeof buf), 0);
-    CHECK_EQ_STR(buf, "[rank 12]:");
-    CHECK_EQ_INT(env_expand_prefix("[${role_name}${local_rank}]:${x}", 12, 3, "r", buf,
-                                   sizeof buf), 0);
-    CHECK_EQ_STR(buf, "[r3]:${x}");
-    CHECK(env_expand_prefix("${rank}${rank}${rank}", 123456, 0, "r", buf, 8) < 0);
 }
 
 int main(void)
@@ -177,7 +124,5 @@ int main(void)
     RUN(test_user_values_kept_and_replacements_noted);
     RUN(test_single_worker_no_omp);
     RUN(test_heartbeat_and_gloo_ifname);
-    RUN(test_argv_kinds);
-    RUN(test_prefix);
     return check_result();
 }
