@@ -164,6 +164,9 @@ static void say_stopping(struct agent *a, const char *why, int alive, int sig)
         logs_message(&a->logs, "%s", why);
 }
 
+/* Stops this attempt's workers (sig, then SIGKILL after --term-timeout), saying why once; a
+ * RUNNING agent is STOPPING from here, and the watchdog has nothing left to watch. Safe to call
+ * when the workers are already down: then only the line is said. */
 static void stop_job(struct agent *a, int sig, const char *why)
 {
     if (why)
@@ -175,6 +178,7 @@ static void stop_job(struct agent *a, int sig, const char *why)
         workers_stop_all(&a->wg, sig, a->cfg->term_timeout_ms);
 }
 
+/* Reads what the workers' pipes still hold and closes them: no output is lost at a stop. */
 static void finish_streams(struct agent *a)
 {
     for (int i = 0; i < 2 * a->n; i++)
@@ -193,6 +197,8 @@ static void workers_gone(struct agent *a)
     advance(a);
 }
 
+/* workers.c stopped the group (every worker reaped, or left behind after SIGKILL, which is
+ * said): the attempt's workers are gone either way. */
 static void on_stopped(worker_group_t *g)
 {
     struct agent *a = g->data;
@@ -231,26 +237,10 @@ static void failure_message(struct agent *a, int lr, char *out, size_t cap)
     struct report_error e;
     const char *tail;
     size_t tl;
-    if (failure_inputs(a, lr, errfile, sizeof errfile, &e, &tail, &tl) == 0) {
-        snprintf(out, cap, "%s", e.message ? e.message : e.traceback ? e.traceback : "");
+    int er = failure_inputs(a, lr, errfile, sizeof errfile, &e, &tail, &tl);
+    report_failure_message(er ? NULL : &e, tail, tl, out, cap);
+    if (!er)
         report_error_free(&e);
-        return;
-    }
-    if (!tail || !tl)
-        return;
-    /* the last few lines that fit, whole where possible */
-    size_t keep = tl < cap - 1 ? tl : cap - 1;
-    const char *p = tail + tl - keep;
-    if (keep < tl) {
-        const char *nl = memchr(p, '\n', keep);
-        if (nl && nl + 1 < tail + tl)
-            p = nl + 1;
-    }
-    size_t n = (size_t)(tail + tl - p);
-    while (n && p[n - 1] == '\n')
-        n--;
-    memcpy(out, p, n);
-    out[n] = 0;
 }
 
 /* The first failure of a local worker in this attempt: tell the job, stop the others now. */
@@ -291,6 +281,9 @@ static void local_failure(struct agent *a, int lr, int code, bool hang, const ch
     stop_job(a, SIGTERM, why);
 }
 
+/* A worker exited while the attempt runs: the first non-zero exit is this node's failure; when
+ * the last one exits 0 the node is done (a group still holding processes is stopped first).
+ * Exits while stopping are podrun's own signals at work and mean nothing new. */
 static void on_worker_exit(worker_group_t *g, worker_t *w)
 {
     struct agent *a = g->data;
@@ -318,6 +311,7 @@ static void on_worker_exit(worker_group_t *g, worker_t *w)
 
 /* ---------- the hang watchdog's events (watchdog.c) ---------- */
 
+/* Only a running worker of a running attempt can hang. */
 static bool hang_watching(void *arg, int lr)
 {
     struct agent *a = arg;
@@ -332,6 +326,10 @@ static void hang_fired(void *arg, int lr, const char *reason)
 
 /* ---------- spawning ---------- */
 
+/* Starts this attempt's workers: per worker its streams (console, log files), its torchrun
+ * environment and its watchdog timer. What was replaced in the inherited environment, and
+ * OMP_NUM_THREADS, is said once, on the first attempt. A worker that cannot be started is this
+ * node's failure (on_assigned). */
 static int spawn_all(struct agent *a)
 {
     struct cfg *c = a->cfg;
@@ -407,6 +405,8 @@ static int spawn_all(struct agent *a)
 
 /* ---------- the rendezvous' events ---------- */
 
+/* RENDEZVOUS -> RUNNING: the job gave this node its ranks; the attempt's directories and workers
+ * start. An agent told to stop meanwhile (a signal) starts nothing. */
 static void on_assigned(void *arg, const rdzv_assignment_t *as)
 {
     struct agent *a = arg;
@@ -449,6 +449,7 @@ static void on_assigned(void *arg, const rdzv_assignment_t *as)
     }
 }
 
+/* Keeps the job's decision: its records are valid only during the callback. */
 static void copy_decision(struct agent *a, const rdzv_decision_t *d)
 {
     a->decided = true;
@@ -462,6 +463,8 @@ static void copy_decision(struct agent *a, const rdzv_decision_t *d)
     snprintf(a->dreason, sizeof a->dreason, "%s", d->reason);
 }
 
+/* The job decided to stop the round (restart or exit): the workers stop (or were already
+ * stopped by on_rdzv_ending, which is said now with the reason), then advance() acts on it. */
 static void on_rdzv_stopped(void *arg, const rdzv_decision_t *d)
 {
     struct agent *a = arg;
@@ -497,6 +500,7 @@ static void on_rdzv_finished(void *arg)
     advance(a);
 }
 
+/* The exit code for losing the job this way (README "Exit codes"). */
 static int lost_code(struct agent *a, int err)
 {
     switch (err) {
@@ -507,6 +511,8 @@ static int lost_code(struct agent *a, int err)
     }
 }
 
+/* This node is out of the job (store lost or silent, join timeout, rejected): stop the workers
+ * and exit with the code for that reason. */
 static void on_rdzv_lost(void *arg, int err, const char *why)
 {
     struct agent *a = arg;
@@ -540,6 +546,8 @@ static void on_store_log(void *arg, const char *line)
     logs_write(&a->logs, 2, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
+/* STOPPING -> RENDEZVOUS for the next attempt, once every worker is gone: a fresh attempt
+ * directory, a reset worker group, the next join. A rejoin that cannot be sent is a lost store. */
 static void restart(struct agent *a)
 {
     if (a->restart_counted)
@@ -585,6 +593,8 @@ static void advance(struct agent *a)
 
 static void close_all(uv_timer_t *t);
 
+/* init.c reaped a child: the guard, a worker (workers.c), or an orphan or stray it adopted as
+ * subreaper. The last stray of the end lets the agent close at once instead of after its grace. */
 static void on_child(void *arg, pid_t pid, int wstatus)
 {
     struct agent *a = arg;
@@ -598,6 +608,7 @@ static void on_child(void *arg, pid_t pid, int wstatus)
         uv_timer_start(&a->exit_timer, close_all, 0, 0);
 }
 
+/* The leave record is out (or its time is up): whatever waited for it may go on. */
 static void leave_done(struct agent *a)
 {
     if (!a->leave_pending)
@@ -621,6 +632,9 @@ static void on_leave_timeout(uv_timer_t *t)
     leave_done(a);
 }
 
+/* SIGTERM/SIGINT stop the job on this node: the job is told this node leaves (bounded by
+ * AGENT_LEAVE_MS), the workers get the same signal, and podrun exits 128+signal; a second one
+ * sends SIGKILL at once. Any other forwarded signal goes to every worker's process group. */
 static void on_signal(void *arg, int sig)
 {
     struct agent *a = arg;
@@ -659,6 +673,7 @@ static void on_signal(void *arg, int sig)
 
 /* ---------- the end ---------- */
 
+/* DONE: every handle closes, so uv_run returns; stray processes still there get SIGKILL. */
 static void close_all(uv_timer_t *t)
 {
     struct agent *a = t->data;
@@ -673,6 +688,8 @@ static void close_all(uv_timer_t *t)
     uv_close((uv_handle_t *)&a->leave_timer, NULL);
 }
 
+/* EXITING -> DONE once the output is drained and the rendezvous closed; strays get their grace
+ * (AGENT_STRAY_MS) before close_all. */
 static void maybe_done(struct agent *a)
 {
     if (a->drained && !a->rz && a->state != AGENT_DONE) {
@@ -681,6 +698,8 @@ static void maybe_done(struct agent *a)
     }
 }
 
+/* podrun's own output is written (or AGENT_FLUSH_MS passed): a line about output lost on one
+ * stream goes out on the other, which is drained again. */
 static void on_drained(struct logs *L, bool complete)
 {
     struct agent *a = L->data;
@@ -692,6 +711,7 @@ static void on_drained(struct logs *L, bool complete)
     maybe_done(a);
 }
 
+/* The rendezvous is closed (the host: every other agent is gone): drain once more and finish. */
 static void on_rdzv_closed(void *arg)
 {
     struct agent *a = arg;
@@ -701,6 +721,8 @@ static void on_rdzv_closed(void *arg)
     logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
 }
 
+/* The termination log (Kubernetes' /dev/termination-log unless --termination-log names one):
+ * `text`, with the note about lost console output last, cutting the text to make room. */
 static void write_termlog(struct agent *a, const char *text, size_t len)
 {
     const char *path = a->cfg->termination_log;
@@ -769,6 +791,8 @@ static int decision_code(struct agent *a)
     return root->rank < 0 ? c->exit_code_peer_lost : c->exit_code_peer_failure;
 }
 
+/* The job's failure report on stderr and in the termination log. The node whose worker is the
+ * root cause also prints that worker's details (and its own short form goes to the log). */
 static void job_report(struct agent *a)
 {
     size_t cap = 16384;
@@ -788,6 +812,9 @@ static void job_report(struct agent *a)
     free(buf);
 }
 
+/* -> EXITING: the exit code and the one report for how the job ended (a signal, the job's
+ * decision, a lost job, finished), the run directory removed, strays asked to go, the rendezvous
+ * closed (the host keeps the store up for the others), and podrun's output drained. */
 static void enter_exiting(struct agent *a)
 {
     set_state(a, AGENT_EXITING);
@@ -833,6 +860,9 @@ static void enter_exiting(struct agent *a)
 
 /* ---------- start ---------- */
 
+/* INIT -> RENDEZVOUS: the rendezvous parameters from the config (--standalone: a random id and a
+ * free loopback port; who hosts: static node rank 0, c10d the endpoint's own node unless is_host
+ * says), and the join. A store that cannot be hosted is said with the flag that picks its port. */
 static int start_rendezvous(struct agent *a)
 {
     struct cfg *c = a->cfg;
@@ -893,6 +923,8 @@ static int start_rendezvous(struct agent *a)
     return r;
 }
 
+/* PID 1's duties (signals, reaping, subreaper), the run directory, the worker group and its
+ * guard, the NIC for gloo, the watchdog; then the rendezvous. An error leaves the agent to exit. */
 static int start(struct agent *a)
 {
     struct cfg *c = a->cfg;

@@ -371,3 +371,28 @@ int report_write_termlog(const char *path, bool create, const char *text, size_t
         r = -errno;
     return r;
 }
+
+void report_failure_message(const struct report_error *e, const char *tail, size_t tl, char *out,
+                            size_t cap)
+{
+    out[0] = 0;
+    if (e) {
+        snprintf(out, cap, "%s", e->message ? e->message : e->traceback ? e->traceback : "");
+        return;
+    }
+    if (!tail || !tl)
+        return;
+    /* the last few lines that fit, whole where possible */
+    size_t keep = tl < cap - 1 ? tl : cap - 1;
+    const char *p = tail + tl - keep;
+    if (keep < tl) {
+        const char *nl = memchr(p, '\n', keep);
+        if (nl && nl + 1 < tail + tl)
+            p = nl + 1;
+    }
+    size_t n = (size_t)(tail + tl - p);
+    while (n && p[n - 1] == '\n')
+        n--;
+    memcpy(out, p, n);
+    out[n] = 0;
+}

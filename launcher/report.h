@@ -71,4 +71,9 @@ size_t report_details(const struct report_failure *f, const struct report_error 
  * is writable (/dev/termination-log outside Kubernetes is left alone). 0 or negative errno. */
 int report_write_termlog(const char *path, bool create, const char *text, size_t len);
 
+/* The worker's own words for its failure record: its error file's message (or traceback) when
+ * e is given, else the last lines of its stderr that fit in cap, whole lines where possible. */
+void report_failure_message(const struct report_error *e, const char *tail, size_t tl, char *out,
+                            size_t cap);
+
 #endif

@@ -171,8 +171,23 @@ static void test_job_report_same_root_cause(void)
     CHECK(strlen(tiny) < sizeof tiny);
 }
 
+static void test_failure_message(void)
+{
+    char out[32];
+    struct report_error e = {0};
+    e.message = "ValueError: bad input";
+    report_failure_message(&e, "ignored\n", 8, out, sizeof out);
+    CHECK_EQ_STR(out, "ValueError: bad input");      /* the error file first */
+    const char *tail = "line one\nline two\nline three is long\n";
+    report_failure_message(NULL, tail, strlen(tail), out, sizeof out);
+    CHECK_EQ_STR(out, "line two\nline three is long"); /* whole lines that fit */
+    report_failure_message(NULL, NULL, 0, out, sizeof out);
+    CHECK_EQ_STR(out, "");
+}
+
 int main(void)
 {
+    RUN(test_failure_message);
     RUN(test_parse_error_file);
     RUN(test_format_exit_code);
     RUN(test_format_signal);
