@@ -368,6 +368,22 @@ static void on_end_value(store_aclient_t *c, int status, const char *val, size_t
         a->cb.stopped(a->arg, &d);
 }
 
+/* A WAIT of state `st` on `key` (formatted before, while the agent surely lived) was answered:
+ * read the key on the same connection into on_value. 1 when the GET is on its way; 0 when the
+ * answer came too late (closing, lost: on_lost says so, or the state moved on) or the GET could
+ * not be sent (then this node is out: `what` says what could not be read). */
+static int get_waited(store_agent_t *a, int status, int st, const char *key,
+                      store_reply_cb on_value, const char *what)
+{
+    if (req_end(a) || status < 0 || a->state != st)
+        return 0;
+    if (req_begin(a, store_aclient_get(a->watch, key, on_value, a)) < 0) {
+        agent_fail(a, PODRUN_ESTORELOST, what);
+        return 0;
+    }
+    return 1;
+}
+
 /* The round's end record exists: read it, and tell the launcher now (ending) so it can stop the
  * workers one round trip earlier, whatever the record says. */
 static void on_end_waited(store_aclient_t *c, int status, const char *val, size_t len,
@@ -375,16 +391,11 @@ static void on_end_waited(store_aclient_t *c, int status, const char *val, size_
 {
     (void)c, (void)val, (void)len, (void)num;
     store_agent_t *a = arg;
-    if (req_end(a) || status < 0 || a->state != AS_RUNNING)
-        return; /* a lost connection is reported by on_lost */
     char key[320];
     sfmt(key, sizeof key, "%sr/%d/end", a->prefix, a->round);
-    if (req_begin(a, store_aclient_get(a->watch, key, on_end_value, a)) < 0) {
-        agent_fail(a, PODRUN_ESTORELOST, "could not read the end of the round from the job store");
-        return;
-    }
-    /* the GET is on its way; whatever its answer, this round's workers stop now */
-    if (a->cb.ending)
+    if (get_waited(a, status, AS_RUNNING, key, on_end_value,
+                   "could not read the end of the round from the job store") &&
+        a->cb.ending)
         a->cb.ending(a->arg, a->round);
 }
 
@@ -446,12 +457,10 @@ static void on_assign_waited(store_aclient_t *c, int status, const char *val, si
 {
     (void)c, (void)val, (void)len, (void)num;
     store_agent_t *a = arg;
-    if (req_end(a) || status < 0 || a->state != AS_JOINING)
-        return;
     char key[320];
     key_of(a, key, sizeof key, "assign", a->join_k);
-    if (req_begin(a, store_aclient_get(a->watch, key, on_assign_value, a)) < 0)
-        agent_fail(a, PODRUN_ESTORELOST, "could not read the assignment from the job store");
+    get_waited(a, status, AS_JOINING, key, on_assign_value,
+               "could not read the assignment from the job store");
 }
 
 /* JOINING: the k-th join record on the ops connection and, on the watch connection, a WAIT on

@@ -122,6 +122,17 @@ void podrun_hostport_format(const char *host, int port, char *out, size_t cap)
         sfmt(out, cap, "%s:%d", host, port);
 }
 
+int podrun_failf(int code, char *err, size_t len, const char *fmt, ...)
+{
+    if (err && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, len, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
 void textlist_add(textlist_t *l, const char *s)
 {
     if (l->items >= l->max) {

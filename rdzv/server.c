@@ -370,6 +370,16 @@ static int list_key(void *arg, const char *key, size_t klen, const char *val, si
 
 typedef int (*op_handler)(conn_t *c, const wire_req_t *q);
 
+/* SET, APPEND, QUEUE_PUSH: a write of q's value to q's key, which the observer may want to see. */
+static int write_op(conn_t *c, const wire_req_t *q,
+                    int (*write)(keyspace_t *, const char *, size_t, const char *, size_t))
+{
+    int r = write(c->srv->ks, q->key.p, q->key.len, q->val.p, q->val.len);
+    if (r == 0)
+        report_write(c, q->key.p, q->key.len);
+    return r;
+}
+
 static int op_validate(conn_t *c, const wire_req_t *q)
 {
     (void)c, (void)q;
@@ -378,10 +388,7 @@ static int op_validate(conn_t *c, const wire_req_t *q)
 
 static int op_set(conn_t *c, const wire_req_t *q)
 {
-    int r = keyspace_set(c->srv->ks, q->key.p, q->key.len, q->val.p, q->val.len);
-    if (r == 0)
-        report_write(c, q->key.p, q->key.len);
-    return r;
+    return write_op(c, q, keyspace_set);
 }
 
 static int op_compare_set(conn_t *c, const wire_req_t *q)
@@ -463,10 +470,7 @@ static int op_delete_key(conn_t *c, const wire_req_t *q)
 
 static int op_append(conn_t *c, const wire_req_t *q)
 {
-    int r = keyspace_append(c->srv->ks, q->key.p, q->key.len, q->val.p, q->val.len);
-    if (r == 0)
-        report_write(c, q->key.p, q->key.len);
-    return r;
+    return write_op(c, q, keyspace_append);
 }
 
 static int op_multi_get(conn_t *c, const wire_req_t *q)
@@ -513,10 +517,7 @@ static int op_ping(conn_t *c, const wire_req_t *q)
 
 static int op_queue_push(conn_t *c, const wire_req_t *q)
 {
-    int r = keyspace_queue_push(c->srv->ks, q->key.p, q->key.len, q->val.p, q->val.len);
-    if (r == 0)
-        report_write(c, q->key.p, q->key.len);
-    return r;
+    return write_op(c, q, keyspace_queue_push);
 }
 
 static int op_queue_pop(conn_t *c, const wire_req_t *q)

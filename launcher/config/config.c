@@ -12,17 +12,8 @@
 #include "env/environ.h"
 #include "rdzv/common.h"
 
-static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t len, const char *fmt, ...)
-{
-    if (err && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, len, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
+/* One line about a bad input into err, and -EINVAL. */
+#define fail(err, len, ...) podrun_failf(-EINVAL, err, len, __VA_ARGS__)
 
 const char *cfg_name(enum cfg_id id)
 {

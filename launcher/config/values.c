@@ -3,7 +3,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,17 +12,8 @@
 #define FIELD(c, s, type) ((type *)((char *)(c) + (s)->off))
 #define CFIELD(c, s, type) ((const type *)((const char *)(c) + (s)->off))
 
-static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t len, const char *fmt, ...)
-{
-    if (err && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, len, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
+/* One line about a bad input into err, and -EINVAL. */
+#define fail(err, len, ...) podrun_failf(-EINVAL, err, len, __VA_ARGS__)
 
 /* A copy of text in *out: 0 or -ENOMEM. */
 static int dup_text(const char *text, char **out)

@@ -3,12 +3,12 @@
 #include "frontends/frontend.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <string.h>
 
 #include "config/settings.h"
 #include "config/values.h"
 #include "env/environ.h"
+#include "rdzv/common.h"
 
 /* podrun's own front-end: its own words, and torchrun's, since podrun is a drop-in for it. */
 const struct frontend fe_podrun = {"podrun", &torchrun_vocab, NULL};
@@ -16,17 +16,8 @@ const struct frontend fe_podrun = {"podrun", &torchrun_vocab, NULL};
 /* The front-ends podrun answers to by program name (a link named torchrun). */
 static const struct frontend *const by_program[] = {&fe_torchrun};
 
-static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t len, const char *fmt, ...)
-{
-    if (err && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, len, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
+/* One line about a bad input into err, and -EINVAL. */
+#define fail(err, len, ...) podrun_failf(-EINVAL, err, len, __VA_ARGS__)
 
 const struct frontend *frontend_for_program(const char *argv0)
 {

@@ -22,15 +22,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TORCH_PY = "/usr/bin/python3"
-TORCH_SERVER = """
-import datetime, sys, time
-import torch.distributed as dist
-s = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=True, wait_for_workers=False,
-                  timeout=datetime.timedelta(seconds=600))
-print("ready", flush=True)
-while True:
-    time.sleep(3600)
-"""
+TORCH_STORE = os.path.join(ROOT, "tests", "integration", "workers", "torch_store.py")
 
 
 def free_port():
@@ -52,7 +44,7 @@ class Server:
             argv = [os.path.join(build, "launcher", "podrun"), "store", "--host", "127.0.0.1",
                     "--port", str(self.port)]
         elif kind == "torch":
-            argv = [TORCH_PY, "-c", TORCH_SERVER, str(self.port)]
+            argv = [TORCH_PY, TORCH_STORE, str(self.port), "600"]
         else:
             argv = [os.path.join(build, "tests", "bench", "store_floor"), str(self.port)]
         self.proc = subprocess.Popen(pin(1) + argv, stdout=subprocess.DEVNULL,

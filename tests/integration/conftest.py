@@ -34,3 +34,12 @@ def _own_master_port(monkeypatch):
     """Single-node podrun hosts the job store on --master-port (29500 by default, as torchrun):
     give every test a free one so a stray listener on this machine cannot get in the way."""
     monkeypatch.setenv("PODRUN_MASTER_PORT", str(free_port()))
+
+
+@pytest.fixture
+def store(podrun, port):
+    """`podrun store` on 127.0.0.1:port for the test, stopped after it."""
+    from store_util import podrun_store
+    s = podrun_store(podrun, port)
+    yield s
+    s.stop()

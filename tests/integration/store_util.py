@@ -49,19 +49,11 @@ def podrun_store(podrun, port, *extra):
     return Server([podrun, "store", "--host", "127.0.0.1", "--port", str(port), *extra], port)
 
 
-TORCH_SERVER = """
-import datetime, sys, time
-import torch.distributed as dist
-s = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=True, wait_for_workers=False,
-                  timeout=datetime.timedelta(seconds=30))
-print("ready", flush=True)
-while True:
-    time.sleep(3600)
-"""
+TORCH_STORE = os.path.join(ROOT, "tests", "integration", "workers", "torch_store.py")
 
 
 def torch_store(port):
-    return Server([TORCH_PY, "-c", TORCH_SERVER, str(port)], port)
+    return Server([TORCH_PY, TORCH_STORE, str(port), "30"], port)
 
 
 def run_torch(code, *args, timeout=60):

@@ -10,13 +10,6 @@ from conftest import TORCH_PY
 from store_util import podrun_store, run_torch
 
 
-@pytest.fixture
-def store(podrun, port):
-    s = podrun_store(podrun, port)
-    yield s
-    s.stop()
-
-
 def test_every_13_client_op(store):
     out = run_torch("""
         import datetime, json, sys

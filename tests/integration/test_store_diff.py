@@ -6,8 +6,6 @@ import socket
 import struct
 import time
 
-import pytest
-
 from conftest import free_port
 from store_util import podrun_store, run_torch, torch_store
 
@@ -135,13 +133,6 @@ JUNK = {
     "v2_bad_magic": b"\x00\xce\xf7\x85\x3c\x00\xde\xad\xbe\xef",
     "v2_huge_multiset": V2 + b"\x0b" + u64(2**62),
 }
-
-
-@pytest.fixture
-def store(podrun, port):
-    s = podrun_store(podrun, port)
-    yield s
-    s.stop()
 
 
 def test_bad_bytes_cost_only_their_connection(store):

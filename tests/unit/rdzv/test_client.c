@@ -57,6 +57,17 @@ static void test_set_get(void)
     podrun_store_close(s);
 }
 
+/* COMPARE_SET of "/cs" from `expected` to `desired`: the server answers `answer`. */
+static void cas(podrun_store_t *s, const char *expected, const char *desired, const char *answer)
+{
+    char *v;
+    size_t n;
+    CHECK_EQ_INT(podrun_store_compare_set(s, "/cs", expected, strlen(expected), desired,
+                                          strlen(desired), &v, &n), 0);
+    CHECK_EQ_STR(v, answer);
+    free(v);
+}
+
 static void test_add_compare_set(void)
 {
     podrun_store_t *s = conn();
@@ -70,18 +81,10 @@ static void test_add_compare_set(void)
     CHECK_EQ_INT(podrun_store_get(s, "/cnt", &v, &n), 0);
     CHECK_EQ_STR(v, "2");
     free(v);
-    CHECK_EQ_INT(podrun_store_compare_set(s, "/cs", "x", 1, "y", 1, &v, &n), 0);
-    CHECK_EQ_STR(v, "x");
-    free(v);
-    CHECK_EQ_INT(podrun_store_compare_set(s, "/cs", "", 0, "y", 1, &v, &n), 0);
-    CHECK_EQ_STR(v, "y");
-    free(v);
-    CHECK_EQ_INT(podrun_store_compare_set(s, "/cs", "y", 1, "z", 1, &v, &n), 0);
-    CHECK_EQ_STR(v, "z");
-    free(v);
-    CHECK_EQ_INT(podrun_store_compare_set(s, "/cs", "y", 1, "w", 1, &v, &n), 0);
-    CHECK_EQ_STR(v, "z");
-    free(v);
+    cas(s, "x", "y", "x"); /* missing, expected not empty: nothing set, expected answered */
+    cas(s, "", "y", "y");  /* missing, expected empty: created */
+    cas(s, "y", "z", "z"); /* swapped */
+    cas(s, "y", "w", "z"); /* not swapped: the value now */
     podrun_store_close(s);
 }
 

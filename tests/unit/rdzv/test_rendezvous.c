@@ -343,6 +343,14 @@ static int others_stopped(void)
     return 1;
 }
 
+/* t was told the job exits, the root cause being `node` for `reason`. */
+static void check_exit(const tagent_t *t, const char *node, const char *reason)
+{
+    CHECK_EQ_INT(t->dec.action, RDZV_EXIT);
+    CHECK_EQ_STR(t->f0.node_name, node);
+    CHECK_EQ_STR(t->f0.reason, reason);
+}
+
 static void test_agent_lost_and_leave(void)
 {
     rdzv_params_t p = params(NA, 0, 0);
@@ -350,9 +358,7 @@ static void test_agent_lost_and_leave(void)
     /* an agent dies without a word: its closed connection stops everyone else at once */
     rdzv_agent_close(ag[3].a, cb_closed, &ag[3]);
     CHECK(run_until(others_stopped, 5));
-    CHECK_EQ_INT(ag[1].dec.action, RDZV_EXIT);
-    CHECK_EQ_STR(ag[1].f0.reason, "agent lost: connection closed");
-    CHECK_EQ_STR(ag[1].f0.node_name, "node-3");
+    check_exit(&ag[1], "node-3", "agent lost: connection closed");
     CHECK_EQ_INT(ag[1].f0.node_rank, 3);
     close_all();
 
@@ -409,9 +415,7 @@ static void test_host_lost(void)
      * and told to exit, for there is no store left to restart in */
     rdzv_agent_close(ag[0].a, cb_closed, &ag[0]);
     CHECK(run_until(others_stopped_1, 5));
-    CHECK_EQ_INT(ag[1].dec.action, RDZV_EXIT);
-    CHECK_EQ_STR(ag[1].f0.node_name, "127.0.0.1");
-    CHECK_EQ_STR(ag[1].f0.reason, "the job store host is shutting down");
+    check_exit(&ag[1], "127.0.0.1", "the job store host is shutting down");
     close_all();
 
     /* the host process dies (kill -9): everyone else notices the lost connection */

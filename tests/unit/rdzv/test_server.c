@@ -91,6 +91,14 @@ static void recv_vec(int fd, char *out, size_t cap)
     out[n] = 0;
 }
 
+/* The next reply is a vector holding `want`. */
+static void expect_vec(int fd, const char *want)
+{
+    char v[256];
+    recv_vec(fd, v, sizeof v);
+    CHECK_EQ_STR(v, want);
+}
+
 static int recv_u8(int fd)
 {
     unsigned char c;
@@ -122,23 +130,29 @@ static void test_validate_and_ping(void)
     close(fd);
 }
 
+/* SET key to val and GET it back in one write, with the dialect's opcodes. */
+static void set_get(int fd, int set_op, int get_op, const char *key, const char *val)
+{
+    msg_t m = {.n = 0};
+    char v[256];
+    str(str(op(&m, set_op), key), val);
+    str(op(&m, get_op), key);
+    flush(fd, &m);
+    recv_vec(fd, v, sizeof v);
+    CHECK_EQ_STR(v, val);
+}
+
 static void test_v2_ops(void)
 {
     int fd = v2_connect();
     msg_t m = {.n = 0};
-    char v[256];
-    str(str(op(&m, V2_SET), "/a"), "va");
-    str(op(&m, V2_GET), "/a");
-    flush(fd, &m);
-    recv_vec(fd, v, sizeof v);
-    CHECK_EQ_STR(v, "va");
+    set_get(fd, V2_SET, V2_GET, "/a", "va");
     u64(str(op(&m, V2_ADD), "/n"), 41);
     flush(fd, &m);
     CHECK_EQ_INT(recv_i64(fd), 41);
     str(str(str(op(&m, V2_COMPARE_SET), "/a"), "va"), "vb");
     flush(fd, &m);
-    recv_vec(fd, v, sizeof v);
-    CHECK_EQ_STR(v, "vb");
+    expect_vec(fd, "vb");
     str(u64(op(&m, V2_CHECK), 2), "/a");
     str(&m, "/zz");
     flush(fd, &m);
@@ -146,8 +160,7 @@ static void test_v2_ops(void)
     str(str(op(&m, V2_APPEND), "/a"), "+");
     str(op(&m, V2_GET), "/a");
     flush(fd, &m);
-    recv_vec(fd, v, sizeof v);
-    CHECK_EQ_STR(v, "vb+");
+    expect_vec(fd, "vb+");
     op(&m, V2_GETNUMKEYS);
     flush(fd, &m);
     int64_t nk = recv_i64(fd);
@@ -164,19 +177,15 @@ static void test_multi(void)
 {
     int fd = v2_connect();
     msg_t m = {.n = 0};
-    char v[256];
     u64(op(&m, V2_MULTI_SET), 2);
     str(str(&m, "/m1"), "one");
     str(str(&m, "/m2"), "two");
     u64(op(&m, V2_MULTI_GET), 3);
     str(str(str(&m, "/m2"), "/none"), "/m1");
     flush(fd, &m);
-    recv_vec(fd, v, sizeof v);
-    CHECK_EQ_STR(v, "two");
-    recv_vec(fd, v, sizeof v);
-    CHECK_EQ_STR(v, "");
-    recv_vec(fd, v, sizeof v);
-    CHECK_EQ_STR(v, "one");
+    expect_vec(fd, "two");
+    expect_vec(fd, "");
+    expect_vec(fd, "one");
     close(fd);
 }
 
@@ -223,7 +232,6 @@ static void test_queues(void)
 {
     int fd = v2_connect();
     msg_t m = {.n = 0};
-    char v[64];
     str(op(&m, V2_QUEUE_POP), "/q");
     flush(fd, &m);
     CHECK_EQ_INT(recv_i64(fd), 0); /* empty: the length only */
@@ -234,8 +242,7 @@ static void test_queues(void)
     flush(fd, &m);
     CHECK_EQ_INT(recv_i64(fd), 2);
     CHECK_EQ_INT(recv_i64(fd), 2);
-    recv_vec(fd, v, sizeof v);
-    CHECK_EQ_STR(v, "first");
+    expect_vec(fd, "first");
     /* a blocking pop waits on the key; a push wakes it */
     int b = v2_connect();
     str(u64(op(&m, V2_WAIT), 1), "/q2");
@@ -275,12 +282,7 @@ static void test_v1_dialect(void)
     int64_t first = recv_i64(fd);
     CHECK(first >= 1);
     msg_t m = {.n = 0};
-    char v[64];
-    str(str(op(&m, V1_SET), "/v1"), "x");
-    str(op(&m, V1_GET), "/v1");
-    flush(fd, &m);
-    recv_vec(fd, v, sizeof v);
-    CHECK_EQ_STR(v, "x");
+    set_get(fd, V1_SET, V1_GET, "/v1", "x");
     str(op(&m, V1_DELETE_KEY), "/v1");
     flush(fd, &m);
     CHECK_EQ_INT(recv_i64(fd), 1);
@@ -296,14 +298,10 @@ static void test_v1_watch(void)
     CHECK_EQ_INT(recv_u8(w), 3); /* KEY_CALLBACK_REGISTERED */
     str(str(op(&m, V1_SET), "/watched"), "new");
     flush(c, &m);
-    char v[64];
     CHECK_EQ_INT(recv_u8(w), 1); /* KEY_CREATED */
-    recv_vec(w, v, sizeof v);
-    CHECK_EQ_STR(v, "/watched");
-    recv_vec(w, v, sizeof v);
-    CHECK_EQ_STR(v, "");
-    recv_vec(w, v, sizeof v);
-    CHECK_EQ_STR(v, "new");
+    expect_vec(w, "/watched");
+    expect_vec(w, "");
+    expect_vec(w, "new");
     close(w);
     close(c);
 }

@@ -19,6 +19,17 @@ static const char *get(char **env, const char *name)
     return count > 1 ? "(duplicate)" : found;
 }
 
+/* Each of want's variables has its value in env. */
+static void check_vars(char **env, const char *const want[][2], size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *v = get(env, want[i][0]);
+        if (!v || strcmp(v, want[i][1]))
+            fprintf(stderr, "%s=%s, want %s\n", want[i][0], v ? v : "(unset)", want[i][1]);
+        CHECK(v && !strcmp(v, want[i][1]));
+    }
+}
+
 static struct env_worker worker(int lr, int nproc)
 {
     struct env_worker w = {
@@ -38,25 +49,28 @@ static void test_torchrun_vars(void)
     char **env;
     struct env_notes notes;
     CHECK_EQ_INT(env_torch_build(base, &w, &env, &notes), 0);
-    CHECK_EQ_STR(get(env, "PATH"), "/bin");
-    CHECK_EQ_STR(get(env, "LOCAL_RANK"), "1");
-    CHECK_EQ_STR(get(env, "RANK"), "9");
-    CHECK_EQ_STR(get(env, "GROUP_RANK"), "2");
-    CHECK_EQ_STR(get(env, "ROLE_RANK"), "9");
-    CHECK_EQ_STR(get(env, "ROLE_NAME"), "trainer");
-    CHECK_EQ_STR(get(env, "LOCAL_WORLD_SIZE"), "4");
-    CHECK_EQ_STR(get(env, "WORLD_SIZE"), "16");
-    CHECK_EQ_STR(get(env, "GROUP_WORLD_SIZE"), "4");
-    CHECK_EQ_STR(get(env, "ROLE_WORLD_SIZE"), "16");
-    CHECK_EQ_STR(get(env, "MASTER_ADDR"), "10.1.2.3");
-    CHECK_EQ_STR(get(env, "MASTER_PORT"), "29500");
-    CHECK_EQ_STR(get(env, "TORCHELASTIC_RESTART_COUNT"), "1");
-    CHECK_EQ_STR(get(env, "TORCHELASTIC_MAX_RESTARTS"), "3");
-    CHECK_EQ_STR(get(env, "TORCHELASTIC_RUN_ID"), "job");
-    CHECK_EQ_STR(get(env, "TORCHELASTIC_USE_AGENT_STORE"), "True");
-    CHECK_EQ_STR(get(env, "TORCHELASTIC_ERROR_FILE"), "/tmp/e/1/error.json");
-    CHECK_EQ_STR(get(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
-    CHECK_EQ_STR(get(env, "NCCL_ASYNC_ERROR_HANDLING"), "1");
+    static const char *const want[][2] = {
+        {"PATH", "/bin"},
+        {"LOCAL_RANK", "1"},
+        {"RANK", "9"},
+        {"GROUP_RANK", "2"},
+        {"ROLE_RANK", "9"},
+        {"ROLE_NAME", "trainer"},
+        {"LOCAL_WORLD_SIZE", "4"},
+        {"WORLD_SIZE", "16"},
+        {"GROUP_WORLD_SIZE", "4"},
+        {"ROLE_WORLD_SIZE", "16"},
+        {"MASTER_ADDR", "10.1.2.3"},
+        {"MASTER_PORT", "29500"},
+        {"TORCHELASTIC_RESTART_COUNT", "1"},
+        {"TORCHELASTIC_MAX_RESTARTS", "3"},
+        {"TORCHELASTIC_RUN_ID", "job"},
+        {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+        {"TORCHELASTIC_ERROR_FILE", "/tmp/e/1/error.json"},
+        {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+        {"NCCL_ASYNC_ERROR_HANDLING", "1"},
+    };
+    check_vars(env, want, sizeof want / sizeof *want);
     CHECK_EQ_STR(get(env, "OMP_NUM_THREADS"), "1");
     CHECK(notes.omp_set);
     CHECK_EQ_INT(notes.replaced, 0);
@@ -75,11 +89,14 @@ static void test_user_values_kept_and_replacements_noted(void)
     char **env;
     struct env_notes notes;
     CHECK_EQ_INT(env_torch_build(base, &w, &env, &notes), 0);
-    CHECK_EQ_STR(get(env, "OMP_NUM_THREADS"), "8");
-    CHECK_EQ_STR(get(env, "NCCL_ASYNC_ERROR_HANDLING"), "0");
-    CHECK_EQ_STR(get(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
-    CHECK_EQ_STR(get(env, "RANK"), "8");
-    CHECK_EQ_STR(get(env, "LOCAL_RANK"), "0");
+    static const char *const want[][2] = {
+        {"OMP_NUM_THREADS", "8"},
+        {"NCCL_ASYNC_ERROR_HANDLING", "0"},
+        {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"},
+        {"RANK", "8"},
+        {"LOCAL_RANK", "0"},
+    };
+    check_vars(env, want, sizeof want / sizeof *want);
     CHECK(!notes.omp_set);
     CHECK_EQ_INT(notes.replaced, 1u << 1);   /* RANK differed; LOCAL_RANK was the same */
     free(env);
