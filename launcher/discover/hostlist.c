@@ -406,7 +406,8 @@ struct sbuf {
     size_t cap, len;
 };
 
-/* Appends what fits (leaving room for the NUL) and counts all of it, so len >= cap means cut. */
+/* Appends what fits (leaving room for the NUL) and counts all of it, so len >= cap means cut;
+ * with cap 0 it only measures. */
 static void sput(struct sbuf *b, const char *s, size_t n)
 {
     if (b->len + 1 < b->cap) {
@@ -485,12 +486,23 @@ int hostlist_compress(const char *const *names, size_t count, char *out, size_t 
             while (j < count && sp[j].numeric && sp[j].plen == sp[i].plen &&
                    memcmp(names[j], names[i], sp[i].plen) == 0)
                 j++;
+        /* brackets only where they are shorter: "[1,7]" is longer than "1,7" */
+        struct sbuf dry = {NULL, 0, 0};
+        size_t plain = 0;
+        for (size_t k = i; k < j; k++)
+            plain += strlen(names[k]) + (k > i);
+        if (j - i > 1)
+            put_group(&dry, names, sp, i, j);
         if (i > 0)
             sput(&b, ",", 1);
-        if (j - i == 1)
-            sput(&b, names[i], strlen(names[i]));
-        else
+        if (j - i > 1 && dry.len < plain)
             put_group(&b, names, sp, i, j);
+        else
+            for (size_t k = i; k < j; k++) {
+                if (k > i)
+                    sput(&b, ",", 1);
+                sput(&b, names[k], strlen(names[k]));
+            }
         i = j;
     }
     free(sp);

@@ -27,7 +27,7 @@
 
 #define HOSTLIST_NAME_MAX 255      /* bytes in one expanded name (a DNS name is at most 253) */
 #define HOSTLIST_NAMES_MAX 65536   /* most names one expansion gives (SLURM's MAX_RANGE) */
-#define HOSTLIST_DIGITS_MAX 18     /* digits in one range bound: always fits an unsigned long long */
+#define HOSTLIST_DIGITS_MAX 18     /* digits in one range bound: fits an unsigned long long */
 
 /* An expanded list: count names, in order, each NUL-terminated; they live in one block owned
  * by the struct. */
@@ -37,8 +37,9 @@ struct hostlist {
 };
 
 /* Expands `text` into `out` (which the caller frees with hostlist_free, also after an error).
- * max_names bounds the result (0, or more than HOSTLIST_NAMES_MAX: HOSTLIST_NAMES_MAX). `what` names the input in messages
- * ("SLURM_JOB_NODELIST"; NULL: "hostlist"). An empty or all-separator text gives 0 names.
+ * max_names bounds the result (0, or more than HOSTLIST_NAMES_MAX: HOSTLIST_NAMES_MAX).
+ * `what` names the input in messages ("SLURM_JOB_NODELIST"; NULL: "hostlist"). An empty or
+ * all-separator text gives 0 names.
  * Returns 0, or on error a negative errno with one line in err naming the bad piece and the fix:
  * -EINVAL (syntax), -E2BIG (more than max_names), -ENAMETOOLONG (a name over HOSTLIST_NAME_MAX),
  * -ERANGE (a number over HOSTLIST_DIGITS_MAX digits), -ENOMEM. */
@@ -47,10 +48,12 @@ int hostlist_expand(const char *text, size_t max_names, const char *what, struct
 
 void hostlist_free(struct hostlist *hl);
 
-/* Writes the names, in the same order, as the shortest list this module writes: runs of one
- * prefix with consecutive numeric suffixes become ranges ("n1,n2,n3,n5" -> "n[1-3,5]"), the zero
- * padding of every name kept, nothing sorted or merged across the order (SLURM's "scontrol show
- * hostlist" without "sorted"). hostlist_expand of the result gives back exactly `names`.
+/* Writes the names, in the same order, as a short list: runs of one prefix with numeric
+ * suffixes become one bracket group of ranges ("n1,n2,n3,n5" -> "n[1-3,5]") where that is
+ * shorter than the names themselves, the zero padding of every name kept, nothing sorted or
+ * merged across the order (SLURM's "scontrol show hostlist" without "sorted"). The result is
+ * never longer than the names joined by ',', and hostlist_expand of it gives back exactly
+ * `names`.
  * Returns the length written (out is NUL-terminated), -ENOSPC if it does not fit in cap, or
  * -EINVAL if a name is empty, longer than HOSTLIST_NAME_MAX or holds a byte a list cannot carry
  * (separators, brackets, control bytes). */

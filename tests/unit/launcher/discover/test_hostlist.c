@@ -175,7 +175,9 @@ static const char *compress(const char *const *names, size_t n)
     return out;
 }
 
-#define NAMES(...) (const char *const[]){__VA_ARGS__}, sizeof((const char *[]){__VA_ARGS__}) / sizeof(char *)
+/* a compound array of names and its length, as two arguments */
+#define NAMES(...)                                                                               \
+    (const char *const[]){__VA_ARGS__}, sizeof((const char *[]){__VA_ARGS__}) / sizeof(char *)
 
 static void test_compress_golden(void)
 {
@@ -184,17 +186,22 @@ static void test_compress_golden(void)
                                 "gpu-2")),
                  "node[01-04,07],gpu-[1-2]");
     CHECK_EQ_STR(compress(NAMES("n9", "n10", "n11")), "n[9-11]");
-    CHECK_EQ_STR(compress(NAMES("n09", "n10")), "n[09-10]");
-    CHECK_EQ_STR(compress(NAMES("n9", "n010")), "n[9,010]");
-    CHECK_EQ_STR(compress(NAMES("n099", "n100", "n0101")), "n[099-100,0101]");
+    CHECK_EQ_STR(compress(NAMES("n08", "n09", "n10", "n11")), "n[08-11]");
+    /* a padded and an unpadded name cannot share a range */
+    CHECK_EQ_STR(compress(NAMES("n8", "n9", "n010", "n011")), "n[8-9,010-011]");
+    CHECK_EQ_STR(compress(NAMES("n099", "n100", "n0101", "n0102")), "n[099-100,0101-0102]");
     CHECK_EQ_STR(compress(NAMES("n1")), "n1");
     CHECK_EQ_STR(compress(NAMES("node007")), "node007");
     CHECK_EQ_STR(compress(NAMES("a", "b")), "a,b");
-    CHECK_EQ_STR(compress(NAMES("n3", "n1")), "n[3,1]");
-    CHECK_EQ_STR(compress(NAMES("n1", "n1")), "n[1,1]");
+    CHECK_EQ_STR(compress(NAMES("n5", "n6", "n7", "n1", "n2", "n3")), "n[5-7,1-3]");
+    CHECK_EQ_STR(compress(NAMES("n1", "n1", "n1", "n1")), "n[1,1,1,1]");
     CHECK_EQ_STR(compress(NAMES("n1", "gpu1", "n2")), "n1,gpu1,n2");
     CHECK_EQ_STR(compress(NAMES("rack1-n1", "rack1-n2", "rack2-n1")), "rack1-n[1-2],rack2-n1");
-    CHECK_EQ_STR(compress(NAMES("123", "124")), "[123-124]");
+    CHECK_EQ_STR(compress(NAMES("123", "124", "125")), "[123-125]");
+    /* brackets only where shorter */
+    CHECK_EQ_STR(compress(NAMES("1", "7")), "1,7");
+    CHECK_EQ_STR(compress(NAMES("n09", "n10")), "n09,n10");
+    CHECK_EQ_STR(compress(NAMES("n3", "n2", "n1")), "n3,n2,n1");
     CHECK_EQ_STR(compress(NAMES("gpu0-ib", "gpu1-ib")), "gpu0-ib,gpu1-ib");
     CHECK_EQ_STR(compress(NAMES("n", "n1")), "n,n1");
     CHECK_EQ_STR(compress(NAMES("a,b")), "ERR 22");
@@ -205,10 +212,10 @@ static void test_compress_golden(void)
     CHECK_EQ_STR(got, "");
 
     char small[11];
-    CHECK_EQ_INT(hostlist_compress(NAMES("n1", "n2", "x", "y"), small, 11), 10);
-    CHECK_EQ_STR(small, "n[1-2],x,y");
-    CHECK_EQ_INT(hostlist_compress(NAMES("n1", "n2", "x", "y"), small, 10), -ENOSPC);
-    CHECK_EQ_STR(small, "n[1-2],x,"); /* cut, still terminated */
+    CHECK_EQ_INT(hostlist_compress(NAMES("n1", "n2", "n3", "x", "y"), small, 11), 10);
+    CHECK_EQ_STR(small, "n[1-3],x,y");
+    CHECK_EQ_INT(hostlist_compress(NAMES("n1", "n2", "n3", "x", "y"), small, 10), -ENOSPC);
+    CHECK_EQ_STR(small, "n[1-3],x,"); /* cut, still terminated */
 }
 
 /* expand(compress(names)) must give names back, for lists chosen to stress padding. */
