@@ -253,7 +253,7 @@ static int parse_any(const struct parser *ps, const char *p, size_t n, struct pa
             size_t j = i;
             while (j < n && is_ws(p[j]))
                 j++;
-            if ((m && buf[m - 1] == '=') || p[j] == '=') {
+            if ((m && buf[m - 1] == '=') || (j < n && p[j] == '=')) {
                 i = j - 1;
                 continue;
             }
@@ -451,21 +451,27 @@ void hostfile_free(struct hostfile *hf)
 
 /* ---- resources ---- */
 
-/* Appends "a, b, c" naming the pool's hosts, cut with "... (N in all)" to fit cap. */
-static void hosts_text(char *out, size_t cap, const struct hostfile_resources *r)
+/* Writes "a, b, c" naming count hosts, cut with "... (N in all)" to fit cap. The names are
+ * the `host` fields of an array of entries or nodes: host points at the first one and stride
+ * is the size of an element. */
+static void hosts_text(char *out, size_t cap, const void *host, size_t stride, size_t count)
 {
     size_t o = 0;
     out[0] = '\0';
-    for (size_t i = 0; i < r->count; i++) {
+    for (size_t i = 0; i < count; i++) {
         char q[QUOTE];
-        quote_str(q, sizeof q, r->nodes[i].host);
-        size_t need = strlen(q) + 2;
-        if (o + need + 24 > cap) {
-            snprintf(out + o, cap - o, "%s... (%zu in all)", i ? ", " : "", r->count);
+        quote_str(q, sizeof q, *(const char *const *)((const char *)host + i * stride));
+        if (o + strlen(q) + 2 + 24 > cap) {
+            snprintf(out + o, cap - o, "%s... (%zu in all)", i ? ", " : "", count);
             return;
         }
         o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? ", " : "", q);
     }
+}
+
+static void pool_text(char *out, size_t cap, const struct hostfile_resources *r)
+{
+    hosts_text(out, cap, r->count ? &r->nodes[0].host : NULL, sizeof r->nodes[0], r->count);
 }
 
 /* Writes an ascending slot list as ranges, "0-3,6", cut with "..." to fit cap. */
@@ -683,8 +689,9 @@ static int spec_slots(struct spec *s, const char *node, size_t nn, const char *p
         if (len == 0 || i != len) {
             char qs[QUOTE];
             hostlist_quote(qs, sizeof qs, p, len);
-            return spec_fail(s, -EINVAL, "slot \"%s\" in \"%s\" is not a slot number; " SPEC_GRAMMAR,
-                             qs, qn);
+            return spec_fail(s, -EINVAL,
+                             "slot \"%s\" in \"%s\" is not a slot number; " SPEC_GRAMMAR, qs,
+                             qn);
         }
         if (m && v < HOSTFILE_SLOTS_MAX)
             m->bits[v / 8] |= (unsigned char)(1u << (v % 8));
@@ -740,7 +747,7 @@ static int not_found(const struct spec *s)
 {
     char qh[QUOTE], hosts[512], qname[QNAME];
     hostlist_quote(qh, sizeof qh, s->unknown, s->unknown_len);
-    hosts_text(hosts, sizeof hosts, s->pool);
+    pool_text(hosts, sizeof hosts, s->pool);
     quote_str(qname, sizeof qname, s->pool->source);
     return spec_fail(s, -EINVAL, "Hostname '%s' not found in hostfile (hosts in %s: %s)", qh,
                      qname, hosts);
@@ -884,7 +891,7 @@ int hostfile_select(struct hostfile_resources *out, const struct hostfile_resour
         total += out->nodes[i].nslots;
     if (total == 0) {
         char hosts[512];
-        hosts_text(hosts, sizeof hosts, pool);
+        pool_text(hosts, sizeof hosts, pool);
         if (inc || exc)
             return fail(err, errlen, -EINVAL,
                         "%s \"%s\" leaves no slot to run on (hosts in %s: %s); select at least "
@@ -1010,19 +1017,13 @@ int hostfile_find_self(const struct hostfile *hf, const struct hostfile_resource
         if (names_self(hf->entries[i].host, self))
             hit[nhit++] = i;
     if (nhit == 0) {
-        struct hostfile_resources all = {.source = hf->name};
         char hosts[512];
-        /* hosts_text only reads host names: view the entries through a stack array */
-        struct hostfile_node shown[8];
-        all.count = hf->count < 8 ? hf->count : 8;
-        all.nodes = shown;
-        for (size_t i = 0; i < all.count; i++)
-            shown[i] = (struct hostfile_node){(char *)hf->entries[i].host, 0, 0, NULL};
-        hosts_text(hosts, sizeof hosts, &all);
+        hosts_text(hosts, sizeof hosts, hf->count ? &hf->entries[0].host : NULL,
+                   sizeof hf->entries[0], hf->count);
         return fail(err, errlen, -ENOENT,
-                    "this pod (%s) is not in hostfile %s (hosts: %s%s); add its name or address "
+                    "this pod (%s) is not in hostfile %s (hosts: %s); add its name or address "
                     "to the file",
-                    me, qname, hosts, hf->count > 8 ? ", ..." : "");
+                    me, qname, hosts);
     }
     const struct hostfile_entry *e = &hf->entries[hit[0]];
     char qh[QUOTE];

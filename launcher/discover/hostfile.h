@@ -96,8 +96,8 @@ void hostfile_resources_free(struct hostfile_resources *r);
 
 /* DeepSpeed's resource selection, runner.py `main` order. */
 struct hostfile_select {
-    const char *include; /* -i/--include NODE_SPEC[@NODE_SPEC ...], NODE_SPEC = NAME[:SLOT[,SLOT ...]];
-                            NULL or "": not given */
+    const char *include; /* -i/--include NODE_SPEC[@NODE_SPEC ...],
+                            NODE_SPEC = NAME[:SLOT[,SLOT ...]]; NULL or "": not given */
     const char *exclude; /* -e/--exclude, the same syntax */
     int num_nodes;       /* --num_nodes: the first N hosts; -1: not given */
     int num_gpus;        /* --num_gpus/--num_accelerators: the first N slots of every host; -1 */

@@ -513,7 +513,15 @@ static void test_find_self(void)
                       NULL, 0, &rank),
                  -ENOENT);
     CHECK_EQ_STR(err, "this pod (z) is not in hostfile /etc/mpi/hostfile (hosts: h0, h1, h2, h3, "
-                      "h4, h5, h6, h7, ...); add its name or address to the file");
+                      "h4, h5, h6, h7, h8, h9); add its name or address to the file");
+    /* a long list is cut, with the count */
+    char many[4096];
+    size_t o = 0;
+    for (int i = 0; i < 200; i++)
+        o += (size_t)snprintf(many + o, sizeof many - o, "host-%03d\n", i);
+    CHECK_EQ_INT(find(many, HOSTFILE_ANY, NULL, "z", NULL, NULL, 0, &rank), -ENOENT);
+    CHECK(strstr(err, "(hosts: host-000, host-001, ") != NULL);
+    CHECK(strstr(err, ", ... (200 in all)); add its name or address to the file") != NULL);
     CHECK_EQ_INT(find("w-0.a slots=1\nw-1.a slots=1\nw-0.b slots=1\n", HOSTFILE_DEEPSPEED, NULL,
                       "w-0", NULL, NULL, 0, &rank),
                  -EEXIST);
