@@ -411,6 +411,17 @@ static int table_del(struct k8s_pods *t, const struct k8s_pod *p)
     return 1;
 }
 
+int k8s_pods_same(const struct k8s_pods *a, const struct k8s_pods *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (key_cmp(a->pods[i]->ns, a->pods[i]->name, b->pods[i]) != 0 ||
+            !pod_same(a->pods[i], b->pods[i]))
+            return 0;
+    return 1;
+}
+
 const struct k8s_pod *k8s_pods_find(const struct k8s_pods *t, const char *ns, const char *name)
 {
     if (ns) {

@@ -110,6 +110,9 @@ int k8s_event_parse(const char *json, size_t len, struct k8s_event *ev, char *er
  * added pod would exceed max, -EINVAL for an ERROR event. t->rv follows the event. */
 int k8s_pods_apply(struct k8s_pods *t, const struct k8s_event *ev);
 
+/* 1 when two tables hold the same pods in the same states (resourceVersions aside), else 0. */
+int k8s_pods_same(const struct k8s_pods *a, const struct k8s_pods *b);
+
 /* Parses a Status object; -EPROTO if the text is not one. */
 int k8s_status_parse(const char *json, size_t len, struct k8s_status *st);
 

@@ -24,8 +24,9 @@ a user get 403 Forbidden with the API server's message. Every error is a v1 Stat
 
 In-process: api = FakeAPI(dir); api.start(); api.put_pod({...}); ... api.stop().
 As a script: k8s_api.py --dir DIR prints "PORT <https port> CONTROL <http port>" and takes
-control requests on 127.0.0.1:<http port> (see Control below): POST a JSON body to /pod (create or
-update), /delete, /compact, /rotate-token, /end-watches, /deny, /restart, /bookmark; GET /requests.
+control requests on 127.0.0.1:<http port>: POST a JSON body to /pod (create or update), /pods (a
+list of them), /delete, /compact, /rotate-token, /end-watches, /deny, /restart, /bookmark; GET
+/requests, /token, /watches. Each POST runs the FakeAPI method of the same name.
 
 The pod description accepted by put_pod (everything optional but name):
   {"name", "namespace", "labels", "annotations", "phase": Pending|Running|Succeeded|Failed,
@@ -480,8 +481,15 @@ class FakeAPI:
         self.server.close_all()
         self.server = None
 
-    def restart(self, down_for=0.0):
+    def restart(self, down_for=0.0, compact=False, pods=()):
+        """The API server goes away for down_for seconds. While it is away the pods in `pods`
+        are created or updated and, with compact, the history is forgotten: a client must list
+        again to learn what it missed."""
         self.stop()
+        for d in pods:
+            self.put_pod(d)
+        if compact:
+            self.compact()
         time.sleep(down_for)
         self.start()
 
@@ -848,6 +856,7 @@ class _ControlHandler(BaseHTTPRequestHandler):
         api = self.api
         ops = {
             "/pod": lambda: api.put_pod(arg),
+            "/pods": lambda: [api.put_pod(d)["metadata"]["name"] for d in arg],
             "/delete": lambda: api.delete_pod(arg["name"], arg.get("namespace"),
                                               arg.get("graceful", False)),
             "/compact": api.compact,
@@ -855,7 +864,8 @@ class _ControlHandler(BaseHTTPRequestHandler):
             "/end-watches": lambda: api.end_watches(arg.get("expire", False)),
             "/bookmark": api.bookmark,
             "/deny": lambda: api.deny(arg.get("verbs", []), arg.get("user")),
-            "/restart": lambda: api.restart(float(arg.get("down_for", 0))),
+            "/restart": lambda: api.restart(float(arg.get("down_for", 0)),
+                                            arg.get("compact", False), arg.get("pods", ())),
         }
         op = ops.get(self.path)
         if not op:
