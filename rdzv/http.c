@@ -391,26 +391,30 @@ static void client_collect(http_client_t *c)
 }
 
 /* Settles what was marked while libcurl was running: cancelled requests leave the multi handle
- * (which also drops any completion message libcurl queued for them), new ones enter it. */
+ * (which also drops any completion message libcurl queued for them), new ones enter it. A
+ * request that cannot enter ends through on_done, which may start or cancel others, so each
+ * step starts over from the head of the list. */
 static void client_settle(http_client_t *c)
 {
-    http_request_t *r = c->reqs;
-    while (r) {
-        http_request_t *next = r->next;
+    for (;;) {
+        http_request_t *r = c->reqs;
+        while (r && !r->cancelled && r->added)
+            r = r->next;
+        if (!r || c->closing)
+            return;
         if (r->cancelled) {
             request_detach(r);
             request_release(r);
-        } else if (!r->added) {
-            CURLMcode mc = curl_multi_add_handle(c->multi, r->easy);
-            if (mc == CURLM_OK) {
-                r->added = 1;
-            } else {
-                request_set_error(r, -EIO, "could not start the request: %s",
-                                  curl_multi_strerror(mc));
-                request_finish(r, CURLE_OK);
-            }
+            continue;
         }
-        r = next;
+        CURLMcode mc = curl_multi_add_handle(c->multi, r->easy);
+        if (mc == CURLM_OK) {
+            r->added = 1;
+        } else {
+            request_set_error(r, -EIO, "could not start the request: %s",
+                              curl_multi_strerror(mc));
+            request_finish(r, CURLE_OK);
+        }
     }
 }
 

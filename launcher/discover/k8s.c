@@ -345,6 +345,7 @@ struct k8s_watch {
     int synced;
     int stopped;
     int watch_delivered;
+    char why[400];              /* why this side ended the stream */
     uint64_t watch_started;
     uint64_t rng;
     unsigned lists, watches;
@@ -375,7 +376,7 @@ static void w_progress(k8s_watch_t *w, const char *fmt, ...)
 {
     if (!w->p.on_progress)
         return;
-    char line[512];
+    char line[768];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
@@ -482,13 +483,17 @@ static int w_refused(k8s_watch_t *w, const struct http_result *res, enum wnext n
     return 0;
 }
 
+/* A transport failure, or an answer worth retrying (5xx, 429): the error, or the status with
+ * the server's Status message when it sent one. */
 static void w_request_failed(k8s_watch_t *w, const struct http_result *res, enum wnext next)
 {
     char why[400];
+    struct k8s_status st;
     if (res->status)
         snprintf(why, sizeof why, "%s", res->error[0] ? res->error : strerror(-res->status));
     else
-        snprintf(why, sizeof why, "HTTP %ld", res->http_status);
+        snprintf(why, sizeof why, "HTTP %ld%s%s", res->http_status,
+                 status_message(res, &st)[0] ? ": " : "", st.message);
     w_retry(w, next, why);
 }
 
@@ -587,8 +592,8 @@ static int w_event(http_request_t *r, const char *line, size_t len, void *arg)
         if (ev->status.code == 410)
             w->relist = 1;
         else
-            w_progress(w, "kubernetes API %s: the watch ended with %d %s: %s", w->creds->server,
-                       ev->status.code, ev->status.reason, ev->status.message);
+            snprintf(w->why, sizeof w->why, "the watch ended with %d %s: %s", ev->status.code,
+                     ev->status.reason, ev->status.message);
         rc = -ESTALE;
     } else if (rc == 0) {
         w->watch_delivered = 1;
@@ -604,8 +609,7 @@ static int w_event(http_request_t *r, const char *line, size_t len, void *arg)
             rc = 0;
         }
     } else {
-        w_progress(w, "kubernetes API %s: a watch event does not parse: %s", w->creds->server,
-                   err);
+        snprintf(w->why, sizeof w->why, "a watch event does not parse: %s", err);
     }
     free(ev);
     return rc < 0 ? rc : 0;
@@ -643,7 +647,10 @@ static void w_watch_done(http_request_t *r, const struct http_result *res, void 
     }
     if (res->status == 0 && w_refused(w, res, NEXT_WATCH))
         return;
-    w_request_failed(w, res, NEXT_WATCH);
+    if (w->why[0])
+        w_retry(w, NEXT_WATCH, w->why);   /* the stream was ended here, for this reason */
+    else
+        w_request_failed(w, res, NEXT_WATCH);
 }
 
 static void w_watch(k8s_watch_t *w)
@@ -669,6 +676,7 @@ static void w_watch(k8s_watch_t *w)
     };
     w->watch_started = uv_now(w->loop);
     w->watch_delivered = 0;
+    w->why[0] = '\0';
     w->watches++;
     int rc = http_request_start(w->http, &o, &w->req);
     free(url);

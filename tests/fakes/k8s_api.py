@@ -25,7 +25,7 @@ a user get 403 Forbidden with the API server's message. Every error is a v1 Stat
 In-process: api = FakeAPI(dir); api.start(); api.put_pod({...}); ... api.stop().
 As a script: k8s_api.py --dir DIR prints "PORT <https port> CONTROL <http port>" and takes
 control requests on 127.0.0.1:<http port>: POST a JSON body to /pod (create or update), /pods (a
-list of them), /delete, /compact, /rotate-token, /end-watches, /deny, /restart, /bookmark; GET
+list of them), /delete, /compact, /rotate-token, /end-watches, /deny, /restart, /bookmark, /inject; GET
 /requests, /token, /watches. Each POST runs the FakeAPI method of the same name.
 
 The pod description accepted by put_pod (everything optional but name):
@@ -435,6 +435,13 @@ class FakeAPI:
             for w in list(self.watchers):
                 w.put(("expire",) if expire else ("end",))
 
+    def inject(self, line):
+        """Sends `line` as is, as one more line of every open watch stream (garbage, or an
+        ERROR event the server would send on an internal error)."""
+        with self.lock:
+            for w in list(self.watchers):
+                w.put(("raw", line))
+
     def bookmark(self):
         with self.lock:
             for w in list(self.watchers):
@@ -793,6 +800,10 @@ class _Handler(BaseHTTPRequestHandler):
                     next_bookmark = time.monotonic() + api.bookmark_interval
                 elif item[0] == "event":
                     self.send_filtered(item[1], item[2], item[3], matches)
+                elif item[0] == "raw":
+                    data = item[1].encode() + b"\n"
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
             return None
         finally:
@@ -863,6 +874,7 @@ class _ControlHandler(BaseHTTPRequestHandler):
             "/rotate-token": lambda: api.rotate_token(arg.get("write", [])),
             "/end-watches": lambda: api.end_watches(arg.get("expire", False)),
             "/bookmark": api.bookmark,
+            "/inject": lambda: api.inject(arg["line"]),
             "/deny": lambda: api.deny(arg.get("verbs", []), arg.get("user")),
             "/restart": lambda: api.restart(float(arg.get("down_for", 0)),
                                             arg.get("compact", False), arg.get("pods", ())),

@@ -187,15 +187,16 @@ static const char *ctl(const char *path, const char *fmt, ...)
     return ctl_reply.body;
 }
 
-/* Waits until the server has a watch stream open (the one under test has reached it). */
-static void wait_watch_open(void)
+/* Sends a control request that acts on open watch streams until cond() holds: the stream of
+ * the watch under test may not have reached the server yet, and one it just left may linger
+ * there for a moment, so one request alone could miss it. */
+static void poke_until(const char *path, const char *body, int (*cond)(void))
 {
-    for (int i = 0; i < 400; i++) {
-        if (strstr(ctl("/watches", NULL), "\"open\": 0") == NULL)
-            return;
-        run_for(25);
+    for (int i = 0; i < 100 && !cond(); i++) {
+        ctl(path, "%s", body);
+        run_for(100);
     }
-    CHECK(!"a watch was opened");
+    CHECK(cond());
 }
 
 static void put_pod(const char *name, const char *extra)
@@ -397,12 +398,10 @@ static void test_relist_on_gone(void)
     wait_for(has_pod, "w-3");
     CHECK(strstr(seen.progress, "410 Gone") != NULL);
     /* an ERROR 410 inside the stream does the same */
-    wait_watch_open();
-    ctl("/end-watches", "{\"expire\": true}");
-    run_until(relisted_thrice);
+    poke_until("/end-watches", "{\"expire\": true}", relisted_thrice);
     put_pod("w-4", NULL);
     wait_for(has_pod, "w-4");
-    CHECK_EQ_INT(k8s_watch_lists(w), 3);
+    CHECK(k8s_watch_lists(w) >= 3);
     CHECK_EQ_INT(seen.fatal, 0);
     unwatch();
 }
@@ -420,10 +419,8 @@ static void test_token_rotation(void)
     /* a new token in the service account's file; the old one is refused from now on */
     char token_path[256];
     snprintf(token_path, sizeof token_path, "%s/token", sa_dir);
-    wait_watch_open();
     ctl("/rotate-token", "{\"write\": [\"%s\"]}", token_path);
-    ctl("/end-watches", "{}");
-    run_until(watches_again);
+    poke_until("/end-watches", "{}", watches_again);
     put_pod("w-5", NULL);
     wait_for(has_pod, "w-5");
     CHECK_EQ_INT(seen.fatal, 0);
@@ -497,6 +494,38 @@ static void test_server_restart(void)
     CHECK_EQ_INT(seen.fatal, 0);
     CHECK_EQ_INT(k8s_watch_lists(w), 1);   /* resumed from its version, no new list */
     CHECK(strstr(seen.progress, "watching again in") != NULL);
+    unwatch();
+}
+
+static unsigned watch_mark;
+static int watches_since_mark(void)
+{
+    return (seen.w && k8s_watch_watches(seen.w) > watch_mark) || seen.fatal;
+}
+
+static void test_bad_stream_lines(void)
+{
+    in_cluster_creds();
+    k8s_watch_t *w = watch("app=train", 0);
+    run_until(synced);
+    /* a line that is not an event costs the stream, not the table: watch again from where it
+     * was, without listing */
+    poke_until("/inject", "{\"line\": \"{\\\"type\\\": \\\"ADDED\\\", \\\"object\\\": 3}\"}",
+               watches_again);
+    CHECK(strstr(seen.progress, "a watch event does not parse: not a watch event") != NULL);
+    /* an ERROR event other than 410: the same */
+    watch_mark = k8s_watch_watches(w);
+    poke_until("/inject",
+               "{\"line\": \"{\\\"type\\\":\\\"ERROR\\\",\\\"object\\\":{\\\"kind\\\":"
+               "\\\"Status\\\",\\\"apiVersion\\\":\\\"v1\\\",\\\"metadata\\\":{},"
+               "\\\"status\\\":\\\"Failure\\\",\\\"message\\\":\\\"etcd is down\\\","
+               "\\\"reason\\\":\\\"InternalError\\\",\\\"code\\\":500}}\"}",
+               watches_since_mark);
+    CHECK(strstr(seen.progress, "the watch ended with 500 InternalError: etcd is down") != NULL);
+    put_pod("w-8", NULL);
+    wait_for(has_pod, "w-8");
+    CHECK_EQ_INT(k8s_watch_lists(w), 1);
+    CHECK_EQ_INT(seen.fatal, 0);
     unwatch();
 }
 
@@ -636,6 +665,7 @@ int main(int argc, char **argv)
     RUN(test_token_rotation);
     RUN(test_forbidden_and_unauthorized);
     RUN(test_server_restart);
+    RUN(test_bad_stream_lines);
     RUN(test_paged_list);
     RUN(test_stop_from_callback);
     RUN(test_kubeconfig_credentials);
