@@ -64,7 +64,7 @@ struct http_request {
     unsigned added : 1;         /* in the multi handle */
     unsigned cancelled : 1;
     unsigned finishing : 1;     /* on_done is running or has run */
-    int streaming;              /* -1: not decided yet (no body byte seen), 1: to on_data, 0: buffer */
+    int streaming;              /* -1: undecided (no body byte yet), 1: to on_data, 0: buffer */
     int err;                    /* decided by the client or a callback; wins over libcurl's code */
     char *buf;
     size_t len, cap;

@@ -37,7 +37,7 @@ typedef struct http_request http_request_t;
  * With neither ca_file nor ca_pem the system's CAs are trusted; with either, only those. */
 struct http_tls {
     const char *ca_file;       /* PEM file of the CAs to trust */
-    const char *ca_pem;        /* ... or the PEM text itself (kubeconfig certificate-authority-data) */
+    const char *ca_pem;        /* ... or the PEM text (kubeconfig certificate-authority-data) */
     size_t ca_pem_len;
     const char *cert_file;     /* client certificate, PEM (file or text) */
     const char *cert_pem;
@@ -45,16 +45,16 @@ struct http_tls {
     const char *key_file;      /* its private key, PEM (file or text) */
     const char *key_pem;
     size_t key_pem_len;
-    int insecure;              /* 1: do not verify the server (kubeconfig insecure-skip-tls-verify) */
+    int insecure;              /* 1: do not verify the server (insecure-skip-tls-verify) */
 };
 
 /* How the response body reaches the caller. */
 enum http_body_mode {
     HTTP_BODY_BUFFER = 0,  /* collected, handed to on_done (at most max_body bytes) */
     HTTP_BODY_CHUNKS,      /* each piece to on_data as it arrives; nothing is kept */
-    HTTP_BODY_LINES,       /* each '\n'-terminated line (without the '\n') to on_data as soon as it
-                            * is complete; a last line without '\n' when the body ends. A line longer
-                            * than max_body fails the request with -EMSGSIZE. */
+    HTTP_BODY_LINES,       /* each '\n'-terminated line (without the '\n') to on_data as soon as
+                            * it is complete; a last line without '\n' when the body ends. A line
+                            * longer than max_body fails the request with -EMSGSIZE. */
 };
 
 /* Streaming: called for 2xx responses only — a non-2xx body is buffered and given to on_done, so
@@ -84,7 +84,7 @@ struct http_request_opts {
     const struct http_tls *tls;       /* NULL: verify against the system's CAs */
     int connect_timeout_ms;           /* 0: 10 s */
     int timeout_ms;                   /* the whole request; 0: no limit (watch streams) */
-    int idle_timeout_ms;              /* no byte received for this long fails the request; 0: none */
+    int idle_timeout_ms;              /* no byte for this long fails the request; 0: none */
     size_t max_body;                  /* bound on bytes held for this request; 0: 4 MiB */
     enum http_body_mode mode;
     http_data_cb on_data;             /* required for CHUNKS and LINES */

@@ -32,7 +32,8 @@
 #define K8S_LIST_BODY_MAX (64u << 20)
 #define K8S_EVENT_MAX (16u << 20)    /* one watch event: a pod is at most ~1.5 MB in etcd */
 
-static void seterr(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void seterr(char *err, size_t cap, const char *fmt, ...)
 {
     if (!err || !cap)
@@ -43,7 +44,8 @@ static void seterr(char *err, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
-static char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *str_printf(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 static char *str_printf(const char *fmt, ...)
 {
     va_list ap;
@@ -371,7 +373,8 @@ static char *url_escape(const char *s)
     return out;
 }
 
-static void w_progress(k8s_watch_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void w_progress(k8s_watch_t *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void w_progress(k8s_watch_t *w, const char *fmt, ...)
 {
     if (!w->p.on_progress)
@@ -385,7 +388,8 @@ static void w_progress(k8s_watch_t *w, const char *fmt, ...)
 }
 
 /* Gives up: no request, no timer, one line to the owner. */
-static void w_fatal(k8s_watch_t *w, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void w_fatal(k8s_watch_t *w, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void w_fatal(k8s_watch_t *w, int err, const char *fmt, ...)
 {
     char line[1024];

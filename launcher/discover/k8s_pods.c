@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- small JSON helpers ---- */
+/* ---- reading JSON fields ---- */
 
 static json_t *jpath(json_t *o, const char *a, const char *b)
 {
@@ -26,7 +26,8 @@ static const char *jstr(json_t *v)
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static void seterr(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void seterr(char *err, size_t cap, const char *fmt, ...)
 {
     if (!err || !cap)
@@ -697,7 +698,8 @@ struct text {
     int full;
 };
 
-static void text_add(struct text *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_add(struct text *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void text_add(struct text *o, const char *fmt, ...)
 {
     if (o->full)

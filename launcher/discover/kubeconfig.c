@@ -17,7 +17,8 @@ struct kubeconfig_file {
     yaml_document_t doc;
 };
 
-static void seterr(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void seterr(char *err, size_t cap, const char *fmt, ...)
 {
     if (!err || !cap)

@@ -164,7 +164,8 @@ static int ctl_is_done(void)
 }
 
 /* POSTs (body set) or GETs path on the control port; the loop runs meanwhile. */
-static const char *ctl(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *ctl(const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static const char *ctl(const char *path, const char *fmt, ...)
 {
     char url[128], body[65536] = "";

@@ -462,11 +462,13 @@ static void test_paged_list(void)
     struct k8s_pods t;
     k8s_pods_init(&t, 0);
     char cont[K8S_CONTINUE_MAX + 1], err[128];
-    const char *p1 = "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
-                     "\"77\",\"continue\":\"eyJydiI6Nzd9\",\"remainingItemCount\":1},\"items\":["
+    const char *p1 = "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{"
+                     "\"resourceVersion\":\"77\",\"continue\":\"eyJydiI6Nzd9\","
+                     "\"remainingItemCount\":1},\"items\":["
                      "{\"metadata\":{\"name\":\"w-0\",\"namespace\":\"ns\"}}]}";
-    const char *p2 = "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
-                     "\"77\"},\"items\":[{\"metadata\":{\"name\":\"w-1\",\"namespace\":\"ns\"}}]}";
+    const char *p2 = "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{"
+                     "\"resourceVersion\":\"77\"},\"items\":["
+                     "{\"metadata\":{\"name\":\"w-1\",\"namespace\":\"ns\"}}]}";
     CHECK_EQ_INT(k8s_pods_add_list(&t, p1, strlen(p1), cont, sizeof cont, err, sizeof err), 0);
     CHECK_EQ_STR(cont, "eyJydiI6Nzd9");
     CHECK_EQ_INT(k8s_pods_add_list(&t, p2, strlen(p2), cont, sizeof cont, err, sizeof err), 0);

@@ -181,7 +181,8 @@ static void test_bad_files(void)
         {"current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n"
          "  cluster: {}\n", -ENOENT, "cluster \"c\" has no server"},
         {"current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\nclusters:\n"
-         "- name: c\n  cluster: {server: s}\nusers:\n- name: u\n  user: {username: a, password: b}\n",
+         "- name: c\n  cluster: {server: s}\nusers:\n- name: u\n"
+         "  user: {username: a, password: b}\n",
          -ENOTSUP, "user \"u\" has a password (basic auth)"},
         {"current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\nclusters:\n"
          "- name: c\n  cluster: {server: s}\nusers:\n- name: u\n  user: {client-certificate: c}\n",
