@@ -951,7 +951,7 @@ static int start(struct agent *a)
         logs_message(&a->logs, "cannot start the guard process (%s); if podrun is killed, "
                      "processes its workers started may be left behind", podrun_strerror(r));
     /* gloo's interface: the one peers reach this node at (devices/nic.h) */
-    if (c->local_addr && nic_for_addr(c->local_addr, a->ifname, sizeof a->ifname) < 0)
+    if (c->local_addr && nic_ifname_for_addr(c->local_addr, a->ifname, sizeof a->ifname) < 0)
         a->ifname[0] = '\0';
     if ((r = watchdog_init(&a->wd, a->loop, a->n, c->hang_timeout_ms)))
         return r;

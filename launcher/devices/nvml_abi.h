@@ -1,0 +1,53 @@
+/* launcher/devices/nvml_abi.h — the part of NVML's C interface podrun calls.
+ *
+ * podrun builds without the driver's headers; these declarations follow NVML's public nvml.h
+ * (types, values, and the one struct podrun reads, nvmlPciInfo_t). The functions are reached
+ * through dlopen("libnvidia-ml.so.1") only. */
+#ifndef PODRUN_DEVICES_NVML_ABI_H
+#define PODRUN_DEVICES_NVML_ABI_H
+
+#include <stddef.h>
+
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st *nvmlDevice_t;
+
+enum {
+    NVML_SUCCESS = 0,
+    NVML_ERROR_UNINITIALIZED = 1,
+    NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
+    NVML_ERROR_NOT_FOUND = 6,
+    NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+    NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_UNKNOWN = 999,
+};
+
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_MIG_DISABLE 0
+#define NVML_DEVICE_MIG_ENABLE 1
+#define NVML_AFFINITY_SCOPE_NODE 0
+#define NVML_AFFINITY_SCOPE_SOCKET 1
+
+/* nvmlPciInfo_t as filled by nvmlDeviceGetPciInfo_v3 (busId is "00000000:3B:00.0"); _v2 fills the
+ * same numeric fields, which is all podrun reads. */
+typedef struct nvmlPciInfo_st {
+    char busIdLegacy[16];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+_Static_assert(offsetof(nvmlPciInfo_t, domain) == 16, "nvmlPciInfo_t.domain");
+_Static_assert(offsetof(nvmlPciInfo_t, bus) == 20, "nvmlPciInfo_t.bus");
+_Static_assert(offsetof(nvmlPciInfo_t, device) == 24, "nvmlPciInfo_t.device");
+_Static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "nvmlPciInfo_t.busId");
+_Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t size");
+
+#endif

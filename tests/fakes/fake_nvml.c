@@ -1,0 +1,292 @@
+/* tests/fakes/fake_nvml.c — a libnvidia-ml.so.1 whose GPUs come from a file.
+ *
+ * $PODRUN_FAKE_NVML names the file, read at each nvmlInit_v2:
+ *   init RC                 what nvmlInit_v2 returns (default 0)
+ *   count RC                what nvmlDeviceGetCount_v2 returns
+ *   affinity RC             what the CPU and memory affinity calls return (3: not supported)
+ *   gpu uuid=GPU-… pci=dddd:bb:dd.f name=Model_Name minor=N numa=N cpus=LIST [mig=0|1] [handle=RC]
+ *   mig gpu=I uuid=MIG-… gi=N ci=N      a MIG device of the I-th gpu line
+ * Underscores in a name stand for spaces. Like the real library, every call but nvmlInit_v2 and
+ * nvmlErrorString fails with NVML_ERROR_UNINITIALIZED while not initialised, so a caller that
+ * queries after nvmlShutdown is caught. fake_nvml_counts() reports init/shutdown calls. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_conf.h"
+#include "launcher/devices/cpuset.h"
+#include "launcher/devices/nvml_abi.h"
+
+#define FAKE_GPUS 64
+#define FAKE_MIGS 8
+
+struct nvmlDevice_st {
+    int gpu;   /* index into fake_gpus */
+    int mig;   /* -1: the GPU itself */
+};
+
+struct fake_gpu {
+    struct nvmlDevice_st h;
+    char uuid[96], name[96];
+    unsigned domain, bus, dev, fn;
+    int minor, numa, mig, handle_rc, nmig;
+    cpu_set_t cpus;
+    struct {
+        struct nvmlDevice_st h;
+        char uuid[96];
+        int gi, ci;
+    } migs[FAKE_MIGS];
+};
+
+static struct fake_gpu fake_gpus[FAKE_GPUS];
+static int fake_ngpus, fake_init_rc, fake_count_rc, fake_affinity_rc;
+static int fake_refs, fake_inits, fake_shutdowns;
+
+void fake_nvml_counts(int *inits, int *shutdowns, int *refs)
+{
+    *inits = fake_inits;
+    *shutdowns = fake_shutdowns;
+    *refs = fake_refs;
+}
+
+static void fake_gpu_line(const char *line)
+{
+    if (fake_ngpus == FAKE_GPUS)
+        return;
+    struct fake_gpu *g = &fake_gpus[fake_ngpus];
+    memset(g, 0, sizeof *g);
+    g->h.gpu = fake_ngpus++;
+    g->h.mig = -1;
+    char v[256];
+    fake_word(line, "uuid", g->uuid, sizeof g->uuid);
+    if (fake_word(line, "name", g->name, sizeof g->name))
+        for (char *p = g->name; *p; p++)
+            if (*p == '_')
+                *p = ' ';
+    if (fake_word(line, "pci", v, sizeof v))
+        sscanf(v, "%x:%x:%x.%x", &g->domain, &g->bus, &g->dev, &g->fn);
+    g->minor = (int)fake_word_long(line, "minor", 0);
+    g->numa = (int)fake_word_long(line, "numa", -1);
+    g->mig = (int)fake_word_long(line, "mig", -1);
+    g->handle_rc = (int)fake_word_long(line, "handle", 0);
+    if (fake_word(line, "cpus", v, sizeof v))
+        cpuset_parse(v, &g->cpus);
+}
+
+static void fake_mig_line(const char *line)
+{
+    long i = fake_word_long(line, "gpu", -1);
+    if (i < 0 || i >= fake_ngpus || fake_gpus[i].nmig == FAKE_MIGS)
+        return;
+    struct fake_gpu *g = &fake_gpus[i];
+    int k = g->nmig++;
+    g->migs[k].h.gpu = (int)i;
+    g->migs[k].h.mig = k;
+    fake_word(line, "uuid", g->migs[k].uuid, sizeof g->migs[k].uuid);
+    g->migs[k].gi = (int)fake_word_long(line, "gi", 0);
+    g->migs[k].ci = (int)fake_word_long(line, "ci", 0);
+}
+
+static void fake_load(void)
+{
+    fake_ngpus = fake_init_rc = fake_count_rc = fake_affinity_rc = 0;
+    FILE *f = fake_conf_open("PODRUN_FAKE_NVML");
+    if (!f) {
+        fake_init_rc = NVML_ERROR_DRIVER_NOT_LOADED;
+        return;
+    }
+    char line[FAKE_LINE_MAX];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "init ", 5) == 0)
+            fake_init_rc = atoi(line + 5);
+        else if (strncmp(line, "count ", 6) == 0)
+            fake_count_rc = atoi(line + 6);
+        else if (strncmp(line, "affinity ", 9) == 0)
+            fake_affinity_rc = atoi(line + 9);
+        else if (strncmp(line, "gpu ", 4) == 0)
+            fake_gpu_line(line);
+        else if (strncmp(line, "mig ", 4) == 0)
+            fake_mig_line(line);
+    }
+    fclose(f);
+}
+
+#define FAKE_READY()                       \
+    do {                                   \
+        if (fake_refs <= 0)                \
+            return NVML_ERROR_UNINITIALIZED; \
+    } while (0)
+
+nvmlReturn_t nvmlInit_v2(void)
+{
+    fake_inits++;
+    fake_load();
+    if (fake_init_rc)
+        return fake_init_rc;
+    fake_refs++;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlShutdown(void)
+{
+    fake_shutdowns++;
+    FAKE_READY();
+    fake_refs--;
+    return NVML_SUCCESS;
+}
+
+const char *nvmlErrorString(nvmlReturn_t rc)
+{
+    switch (rc) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    default: return "Unknown Error";
+    }
+}
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
+{
+    FAKE_READY();
+    if (fake_count_rc)
+        return fake_count_rc;
+    *count = (unsigned)fake_ngpus;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *h)
+{
+    FAKE_READY();
+    if (i >= (unsigned)fake_ngpus)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (fake_gpus[i].handle_rc)
+        return fake_gpus[i].handle_rc;
+    *h = &fake_gpus[i].h;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t fake_copy(char *buf, unsigned int len, const char *s)
+{
+    if (strlen(s) + 1 > len)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(buf, s, strlen(s) + 1);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char *buf, unsigned int len)
+{
+    FAKE_READY();
+    struct fake_gpu *g = &fake_gpus[h->gpu];
+    return fake_copy(buf, len, h->mig < 0 ? g->uuid : g->migs[h->mig].uuid);
+}
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t h, char *buf, unsigned int len)
+{
+    FAKE_READY();
+    return fake_copy(buf, len, fake_gpus[h->gpu].name);
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t h, nvmlPciInfo_t *pci)
+{
+    FAKE_READY();
+    const struct fake_gpu *g = &fake_gpus[h->gpu];
+    memset(pci, 0, sizeof *pci);
+    pci->domain = g->domain;
+    pci->bus = g->bus;
+    pci->device = g->dev;
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", g->domain, g->bus, g->dev);
+    snprintf(pci->busId, sizeof pci->busId, "%08X:%02X:%02X.0", g->domain, g->bus, g->dev);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t h, unsigned int *minor)
+{
+    FAKE_READY();
+    *minor = (unsigned)fake_gpus[h->gpu].minor;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t h, unsigned int *cur, unsigned int *pending)
+{
+    FAKE_READY();
+    int m = fake_gpus[h->gpu].mig;
+    if (m < 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *cur = *pending = (unsigned)m;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t h, unsigned int *count)
+{
+    FAKE_READY();
+    *count = fake_gpus[h->gpu].mig == 1 ? 7 : 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t h, unsigned int i, nvmlDevice_t *m)
+{
+    FAKE_READY();
+    struct fake_gpu *g = &fake_gpus[h->gpu];
+    if (i >= (unsigned)g->nmig)
+        return NVML_ERROR_NOT_FOUND;
+    *m = &g->migs[i].h;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t h, unsigned int *id)
+{
+    FAKE_READY();
+    if (h->mig < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *id = (unsigned)fake_gpus[h->gpu].migs[h->mig].gi;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t h, unsigned int *id)
+{
+    FAKE_READY();
+    if (h->mig < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *id = (unsigned)fake_gpus[h->gpu].migs[h->mig].ci;
+    return NVML_SUCCESS;
+}
+
+static void fake_mask(const cpu_set_t *set, unsigned int words, unsigned long *mask)
+{
+    const unsigned bits = 8 * sizeof(unsigned long);
+    memset(mask, 0, words * sizeof *mask);
+    for (unsigned c = 0; c < CPU_SETSIZE && c / bits < words; c++)
+        if (CPU_ISSET(c, set))
+            mask[c / bits] |= 1UL << (c % bits);
+}
+
+nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t h, unsigned int words,
+                                                 unsigned long *mask, unsigned int scope)
+{
+    FAKE_READY();
+    if (fake_affinity_rc || scope != NVML_AFFINITY_SCOPE_NODE)
+        return fake_affinity_rc ? fake_affinity_rc : NVML_ERROR_NOT_SUPPORTED;
+    fake_mask(&fake_gpus[h->gpu].cpus, words, mask);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t h, unsigned int words, unsigned long *mask)
+{
+    return nvmlDeviceGetCpuAffinityWithinScope(h, words, mask, NVML_AFFINITY_SCOPE_NODE);
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t h, unsigned int words, unsigned long *mask,
+                                         unsigned int scope)
+{
+    FAKE_READY();
+    int node = fake_gpus[h->gpu].numa;
+    if (fake_affinity_rc || scope != NVML_AFFINITY_SCOPE_NODE || node < 0)
+        return fake_affinity_rc ? fake_affinity_rc : NVML_ERROR_NOT_SUPPORTED;
+    memset(mask, 0, words * sizeof *mask);
+    if ((unsigned)node / (8 * sizeof(unsigned long)) < words)
+        mask[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
+    return NVML_SUCCESS;
+}
