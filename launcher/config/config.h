@@ -42,6 +42,7 @@ enum cfg_id {
     CFG_MASTER_PORT,
     CFG_LOCAL_ADDR,
     CFG_NODE_NAME,
+    CFG_DISCOVERY,
     CFG_MAX_RESTARTS,
     CFG_MONITOR_INTERVAL,
     CFG_START_METHOD,
@@ -103,6 +104,9 @@ struct cfg_src {
 enum cfg_nproc_kind { CFG_NPROC_NUMBER, CFG_NPROC_AUTO, CFG_NPROC_CPU, CFG_NPROC_GPU };
 enum cfg_backend { CFG_BACKEND_STATIC, CFG_BACKEND_C10D };
 enum cfg_start_method { CFG_START_SPAWN, CFG_START_FORK, CFG_START_FORKSERVER };
+/* Where this node learns who it is and who its peers are (launcher/operators, launcher/discover). */
+enum cfg_discovery { CFG_DISCOVERY_AUTO, CFG_DISCOVERY_ENV, CFG_DISCOVERY_K8S,
+                     CFG_DISCOVERY_HOSTFILE, CFG_DISCOVERY_NONE };
 
 #define CFG_MAX_NPROC 1024          /* workers per node */
 #define CFG_DEFAULT_C10D_PORT 29400
@@ -122,6 +126,7 @@ struct cfg {
     int master_port;
     char *local_addr;               /* NULL: not given */
     char *node_name;                /* this node's name in the job; NULL: the host name */
+    enum cfg_discovery discovery;
     int max_restarts;
     uint64_t monitor_interval_ms;
     enum cfg_start_method start_method;

@@ -9,6 +9,7 @@
 
 static const char *const backends[] = {"static", "c10d", NULL};      /* enum cfg_backend */
 static const char *const start_methods[] = {"spawn", "fork", "forkserver", NULL};
+static const char *const discoveries[] = {"auto", "env", "k8s", "hostfile", "none", NULL};
 
 const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_NPROC_PER_NODE] = {"nproc-per-node", 0, CFG_T_NPROC, 0, 0, 0, NULL, "1",
@@ -43,6 +44,10 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_NODE_NAME] = {"node-name", 0, CFG_T_OPTSTR, OFF(node_name), 0, 0, NULL, NULL, "NAME",
         NULL, 0, "this node's name in the rendezvous and in reports (default: the host name)",
         NULL},
+    [CFG_DISCOVERY] = {"discovery", 0, CFG_T_CHOICE, OFF(discovery), 0, 0, discoveries, "auto",
+        "auto|env|k8s|hostfile|none", NULL, 0,
+        "where this node learns its rank and its peers (auto: the first source present)",
+        "use 'auto', 'env', 'k8s', 'hostfile' or 'none'"},
     [CFG_MAX_RESTARTS] = {"max-restarts", 0, CFG_T_INT, OFF(max_restarts), 0, 1000000, NULL, "0",
         "N", NULL, 0, "in-place restarts of the job before it fails", NULL},
     [CFG_MONITOR_INTERVAL] = {"monitor-interval", 0, CFG_T_DUR, OFF(monitor_interval_ms), 0, 0,
