@@ -268,6 +268,19 @@ static int resolve_endpoint(struct cfg *c, char *err, size_t errlen)
         return fail(err, errlen, "--node-rank %d (%s) must be below --nnodes %d", c->node_rank,
                     what, c->nnodes_max);
     }
+    if (c->discovery == CFG_DISCOVERY_K8S && c->src[CFG_NNODES].kind == CFG_SRC_DEFAULT)
+        return fail(err, errlen, "--discovery k8s waits for the job's pods: give their number "
+                    "with --nnodes N (or MIN:MAX)");
+    /* Kubernetes discovery finds the store at run time: the rank-0 pod's IP */
+    if (!c->rdzv_host && c->discovery == CFG_DISCOVERY_K8S &&
+        c->src[CFG_MASTER_ADDR].kind == CFG_SRC_DEFAULT) {
+        v.endpoint.host = strdup("rank-0-pod");
+        v.endpoint.port = c->rdzv_backend == CFG_BACKEND_STATIC ? c->master_port : 0;
+        v.endpoint.port_given = false;
+        if (!v.endpoint.host)
+            return fail(err, errlen, "out of memory");
+        derive(c, CFG_RDZV_ENDPOINT, &v, "--discovery k8s");
+    }
     if (!c->rdzv_host) {
         const char *from = "--rdzv-backend c10d";
         v.endpoint.port = 0;

@@ -43,6 +43,9 @@ enum cfg_id {
     CFG_LOCAL_ADDR,
     CFG_NODE_NAME,
     CFG_DISCOVERY,
+    CFG_K8S_SELECTOR,
+    CFG_K8S_NAMESPACE,
+    CFG_K8S_ORDER,
     CFG_MAX_RESTARTS,
     CFG_MONITOR_INTERVAL,
     CFG_START_METHOD,
@@ -107,6 +110,8 @@ enum cfg_start_method { CFG_START_SPAWN, CFG_START_FORK, CFG_START_FORKSERVER };
 /* Where this node learns who it is and who its peers are (launcher/operators, launcher/discover). */
 enum cfg_discovery { CFG_DISCOVERY_AUTO, CFG_DISCOVERY_ENV, CFG_DISCOVERY_K8S,
                      CFG_DISCOVERY_HOSTFILE, CFG_DISCOVERY_NONE };
+/* How Kubernetes discovery orders the pods into node ranks (launcher/discover/k8s_pods.h). */
+enum cfg_k8s_order { CFG_K8S_ORDER_INDEX, CFG_K8S_ORDER_NAME, CFG_K8S_ORDER_IP };
 
 #define CFG_MAX_NPROC 1024          /* workers per node */
 #define CFG_DEFAULT_C10D_PORT 29400
@@ -127,6 +132,9 @@ struct cfg {
     char *local_addr;               /* NULL: not given */
     char *node_name;                /* this node's name in the job; NULL: the host name */
     enum cfg_discovery discovery;
+    char *k8s_selector;             /* NULL: derived from this pod's own labels */
+    char *k8s_namespace;            /* NULL: the service account's (or kubeconfig context's) */
+    enum cfg_k8s_order k8s_order;
     int max_restarts;
     uint64_t monitor_interval_ms;
     enum cfg_start_method start_method;

@@ -10,6 +10,7 @@
 static const char *const backends[] = {"static", "c10d", NULL};      /* enum cfg_backend */
 static const char *const start_methods[] = {"spawn", "fork", "forkserver", NULL};
 static const char *const discoveries[] = {"auto", "env", "k8s", "hostfile", "none", NULL};
+static const char *const k8s_orders[] = {"index", "name", "ip", NULL};   /* enum cfg_k8s_order */
 
 const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_NPROC_PER_NODE] = {"nproc-per-node", 0, CFG_T_NPROC, 0, 0, 0, NULL, "1",
@@ -48,6 +49,17 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "auto|env|k8s|hostfile|none", NULL, 0,
         "where this node learns its rank and its peers (auto: the first source present)",
         "use 'auto', 'env', 'k8s', 'hostfile' or 'none'"},
+    [CFG_K8S_SELECTOR] = {"k8s-selector", 0, CFG_T_OPTSTR, OFF(k8s_selector), 0, 0, NULL, NULL,
+        "SELECTOR", NULL, 0,
+        "--discovery k8s: the job's pods (label selector; default: from this pod's operator "
+        "labels)", NULL},
+    [CFG_K8S_NAMESPACE] = {"k8s-namespace", 0, CFG_T_OPTSTR, OFF(k8s_namespace), 0, 0, NULL,
+        NULL, "NAMESPACE", NULL, 0,
+        "--discovery k8s: the pods' namespace (default: the service account's)", NULL},
+    [CFG_K8S_ORDER] = {"k8s-order", 0, CFG_T_CHOICE, OFF(k8s_order), 0, 0, k8s_orders, "index",
+        "index|name|ip", NULL, 0,
+        "--discovery k8s: node ranks by the operator's index, else pod name; name; or pod IP "
+        "as strings (k8s_tools.py)", "use 'index', 'name' or 'ip'"},
     [CFG_MAX_RESTARTS] = {"max-restarts", 0, CFG_T_INT, OFF(max_restarts), 0, 1000000, NULL, "0",
         "N", NULL, 0, "in-place restarts of the job before it fails", NULL},
     [CFG_MONITOR_INTERVAL] = {"monitor-interval", 0, CFG_T_DUR, OFF(monitor_interval_ms), 0, 0,
