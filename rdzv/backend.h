@@ -22,6 +22,9 @@ typedef struct rdzv_backend {
                  const rdzv_callbacks_t *cb, void *arg, rdzv_agent_t **out);
     int (*report_failure)(rdzv_agent_t *a, const rdzv_failure_t *f);
     int (*report_done)(rdzv_agent_t *a);
+    /* optional (NULL: -ENOTSUP) */
+    int (*report_peer_lost)(rdzv_agent_t *a, const char *name, const char *addr,
+                            const char *reason);
     int (*leave)(rdzv_agent_t *a, const char *reason, void (*sent)(void *), void *arg);
     int (*rejoin)(rdzv_agent_t *a);
     void (*close)(rdzv_agent_t *a, void (*closed)(void *), void *arg);

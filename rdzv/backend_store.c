@@ -728,6 +728,25 @@ static int store_report_done(rdzv_agent_t *base)
     return send_set(a, key, "1", 1);
 }
 
+/* The record names the lost node by what it joined with; the coordinator matches it against
+ * the members of the round this agent runs in, so a report that arrives after that round is
+ * over changes nothing. */
+static int store_report_peer_lost(rdzv_agent_t *base, const char *name, const char *addr,
+                                  const char *reason)
+{
+    store_agent_t *a = (store_agent_t *)base;
+    if (a->state != AS_RUNNING)
+        return -EINVAL;
+    char key[320], val[1024];
+    kvbuf_t b;
+    kv_init(&b, val, sizeof val);
+    kv_add(&b, "name", name, RDZV_NAME_MAX - 1);
+    kv_add(&b, "addr", addr, RDZV_NAME_MAX - 1);
+    kv_add(&b, "reason", reason, RDZV_REASON_MAX - 1);
+    key_of(a, key, sizeof key, "peer", a->round);
+    return send_set(a, key, val, b.len);
+}
+
 /* Runs the leave's `sent` callback, once. */
 static void leave_done(store_agent_t *a)
 {
@@ -847,6 +866,7 @@ const rdzv_backend_t rdzv_backend_store = {
     .start = store_start,
     .report_failure = store_report_failure,
     .report_done = store_report_done,
+    .report_peer_lost = store_report_peer_lost,
     .leave = store_leave,
     .rejoin = store_rejoin,
     .close = store_close,

@@ -883,6 +883,37 @@ static void on_fail(coord_t *c, cnode_t *n, int r, const char *val, size_t vlen,
     stop_round(c, FK_WORKER, &f, why, now);
 }
 
+/* A member's report that another node of round r is gone as its discovery saw it: the node
+ * that joined with that name (or, failing that, that address) is treated exactly as if its
+ * connection had closed. Only members of the running round r are touched, so a late report
+ * cannot hit a node that joined later under the same name. */
+static void on_peer(coord_t *c, cnode_t *n, int r, const char *val, size_t vlen, double now)
+{
+    if (n->state != NS_MEMBER || c->phase != COORD_RUNNING || r != c->round)
+        return;
+    char name[RDZV_NAME_MAX], addr[RDZV_NAME_MAX], reason[RDZV_REASON_MAX];
+    if (kv_get(val, vlen, "name", name, sizeof name) < 0)
+        name[0] = '\0';
+    if (kv_get(val, vlen, "addr", addr, sizeof addr) < 0)
+        addr[0] = '\0';
+    if (kv_get(val, vlen, "reason", reason, sizeof reason) < 0 || !reason[0])
+        sfmt(reason, sizeof reason, "gone");
+    int found = -1;
+    for (int pass = 0; pass < 2 && found < 0; pass++) {
+        const char *want = pass ? addr : name;
+        for (size_t i = 0; want[0] && i < c->n_nodes && found < 0; i++) {
+            const cnode_t *m = c->nodes[i];
+            if (m != n && m->state == NS_MEMBER && !strcmp(pass ? m->d.addr : m->d.name, want))
+                found = (int)i;
+        }
+    }
+    if (found < 0)
+        return;
+    char why[RDZV_REASON_MAX];
+    sfmt(why, sizeof why, "agent lost: %.60s (seen by %.40s)", reason, node_label(n));
+    node_gone(c, c->nodes[found], found, FK_LOST, why, now);
+}
+
 /* Parses "<prefix><16 hex id>/<what>[/<num>]" and hands the record to its handler; any other key
  * under the prefix is ignored (noise, or an agent of another version). Every write proves its
  * node alive, including a node dropped as silent that turns out not to be. */
@@ -911,8 +942,8 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
         if (!slash[1] || *end || num < 0 || num > (1L << 30))
             return;
     }
-    enum { OP_HB, OP_JOIN, OP_DONE, OP_FAIL, OP_LEAVE, OP_COUNT };
-    static const char *const ops[OP_COUNT] = {"hb", "join", "done", "fail", "leave"};
+    enum { OP_HB, OP_JOIN, OP_DONE, OP_FAIL, OP_LEAVE, OP_PEER, OP_COUNT };
+    static const char *const ops[OP_COUNT] = {"hb", "join", "done", "fail", "leave", "peer"};
     int op = 0;
     while (op < OP_COUNT && strcmp(rest, ops[op]) != 0)
         op++;
@@ -941,6 +972,10 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
     case OP_FAIL:
         if (num >= 0)
             on_fail(c, n, (int)num, val, vlen, now);
+        break;
+    case OP_PEER:
+        if (num >= 0)
+            on_peer(c, n, (int)num, val, vlen, now);
         break;
     case OP_LEAVE:
         if (n->state != NS_GONE) {

@@ -81,6 +81,15 @@ int rdzv_agent_report_done(rdzv_agent_t *a)
     return a->backend->report_done(a);
 }
 
+int rdzv_agent_report_peer_lost(rdzv_agent_t *a, const char *name, const char *addr,
+                                const char *reason)
+{
+    if (!a->backend->report_peer_lost)
+        return -ENOTSUP;
+    return a->backend->report_peer_lost(a, name ? name : "", addr ? addr : "",
+                                        reason ? reason : "");
+}
+
 int rdzv_agent_leave(rdzv_agent_t *a, const char *reason, void (*sent)(void *), void *arg)
 {
     return a->backend->leave(a, reason, sent, arg);

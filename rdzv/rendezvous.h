@@ -23,6 +23,9 @@
  *   P n/<id>/fail/<R>        agent (SET)   failure record (first failure of its workers in round R)
  *   P n/<id>/done/<R>        agent (SET)   all of its workers of round R exited 0
  *   P n/<id>/leave           agent (SET)   the agent is going away (SIGTERM); value = reason
+ *   P n/<id>/peer/<R>        agent (SET)   another node of round R is gone as this agent's
+ *                                          discovery saw it (its pod deleted or Failed); value =
+ *                                          that node's name and address and why
  *   P r/<R>/end              coordinator   the end of round R: "finished", or the job-wide stop
  *                                          decision (action restart|exit, failure records sorted
  *                                          by time — [0] is the root cause —, next round, counts)
@@ -216,6 +219,14 @@ int rdzv_agent_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_de
 int rdzv_agent_report_failure(rdzv_agent_t *a, const rdzv_failure_t *f);
 /* Every local worker of the current round exited 0. */
 int rdzv_agent_report_done(rdzv_agent_t *a);
+/* Another node of the running round is gone as this node's discovery saw it (a Kubernetes pod
+ * deleted or Failed): `name` and `addr` are what that node joined with (either may be "" when
+ * unknown), `reason` says what was seen. The coordinator treats it exactly as that node's
+ * connection closing, so the job stops at once instead of after the heartbeat window; a node
+ * that is not a member of the running round, or is done, is not touched. Only while a round
+ * runs: -EINVAL otherwise, -ENOTSUP for a backend without it. */
+int rdzv_agent_report_peer_lost(rdzv_agent_t *a, const char *name, const char *addr,
+                                const char *reason);
 /* Tells the job this node is going away; `sent` runs once the message is on the wire (or at once
  * from the loop if there is no connection to send it on). */
 int rdzv_agent_leave(rdzv_agent_t *a, const char *reason, void (*sent)(void *), void *arg);

@@ -638,6 +638,50 @@ static void test_conn_closed_without_done(void)
     coord_free(c);
 }
 
+static void peer(coord_t *c, int i, int round, const char *name, const char *addr)
+{
+    char val[512];
+    kvbuf_t b;
+    kv_init(&b, val, sizeof val);
+    kv_add(&b, "name", name, 0);
+    kv_add(&b, "addr", addr, 0);
+    kv_add(&b, "reason", "pod deleted", 0);
+    wr(c, i, "peer", round, val);
+}
+
+/* A member's report that another node's pod is gone stops the round as that node's closed
+ * connection would, at once; reports about non-members, about a node already done, for another
+ * round, or from a node outside the round change nothing. */
+static void test_peer_reported_lost(void)
+{
+    coord_t *c = running(4, 0);
+    join(c, 7, "spare", 1, -1, 0);                 /* waits: not a member */
+    peer(c, 0, 1, "worker-2", "");                 /* another round */
+    peer(c, 0, 0, "nobody", "10.9.9.9");           /* no such member */
+    peer(c, 7, 0, "worker-2", "");                 /* the reporter is not a member */
+    peer(c, 0, 0, "worker-0", "");                 /* itself */
+    wr(c, 3, "done", 0, "1");
+    peer(c, 0, 0, "worker-3", "");                 /* done already */
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), -1);
+    peer(c, 1, 0, "", "10.0.0.3");                 /* worker-2 by its address */
+    peer(c, 0, 0, "worker-2", "10.0.0.3");         /* the same, seen by another: one record */
+    run_timers(c);
+    rdzv_decision_t d;
+    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    CHECK_EQ_INT(end_of(0, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_EXIT);
+    CHECK_EQ_INT(d.n, 1);
+    CHECK_EQ_STR(f[0].node_name, "worker-2");
+    CHECK_EQ_INT(f[0].node_rank, 2);
+    CHECK_EQ_INT(f[0].rank, -1);
+    CHECK_EQ_STR(f[0].reason, "agent lost: pod deleted (seen by worker-1)");
+    /* its real close later is no second failure */
+    conn_close(c, 2);
+    CHECK_EQ_INT(end_of(1, NULL, NULL), -1);
+    coord_free(c);
+}
+
 static void test_all_done_finished(void)
 {
     coord_t *c = running(3, 0);
@@ -879,6 +923,7 @@ int main(void)
     RUN(test_waiting_nodes_capped_at_max);
     RUN(test_stopped_node_expected_again);
     RUN(test_shutdown_ends_running_round);
+    RUN(test_peer_reported_lost);
     w_reset();
     return check_result();
 }
