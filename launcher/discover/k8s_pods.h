@@ -131,6 +131,20 @@ int k8s_name_cmp(const char *a, const char *b);
 /* The phase k8s_tools.py compares with: "Terminating" once deletion has begun, else the phase. */
 const char *k8s_pod_status(const struct k8s_pod *p);
 
+/* The label selector of the job a Pod object (GET .../pods/NAME) belongs to, from the labels
+ * its operator gave it, most specific first:
+ *   LeaderWorkerSet   leaderworkerset.sigs.k8s.io/name, group-index (one group is one job)
+ *   JobSet            jobset.sigs.k8s.io/jobset-name, replicatedjob-name
+ *   Kubeflow          training.kubeflow.org/job-name, operator-name (PyTorchJob, PaddleJob, MPIJob)
+ *   Volcano           volcano.sh/job-name
+ *   Indexed Job       batch.kubernetes.io/job-name (else the older job-name)
+ *   PaddleCloud       paddle-job
+ * Writes "key=value[,key=value]" into out and returns its length; `which` (if set) gets the
+ * operator's name. -ENOENT when the pod carries none of these labels, -EPROTO when the text is
+ * not a Pod or a value is not a label value, -ENOSPC. */
+int k8s_pod_selector(const char *json, size_t len, char *out, size_t cap, const char **which,
+                     char *err, size_t err_cap);
+
 /* ---- k8s_tools.py's output, byte for byte (PaddleCloud docker/k8s_tools.py) ----
  * Each writes the whole stdout of the command, newline included, into buf and returns its
  * length, or -ENOSPC. Pods are those of the table (the caller lists by the selector). */

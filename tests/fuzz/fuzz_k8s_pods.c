@@ -2,13 +2,16 @@
  *
  * The input is read three ways, as the watcher reads what the API server sends: as a PodList
  * page, then line by line as watch events applied to the table that page filled, and as a Status.
- * Every order and every k8s_tools formatter then runs over the resulting table. No input may
- * crash, leak, read out of bounds or grow the table past its bound. */
+ * Every order, every k8s_tools formatter and the job plan (launcher/discover/k8s_job.c) then run
+ * over the resulting table, and the input is also read as a Pod whose labels give the job's
+ * selector. No input may crash, leak, read out of bounds or grow the table past its bound, and a
+ * selector is always one line of key=value pairs. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "launcher/discover/k8s_job.h"
 #include "launcher/discover/k8s_pods.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -47,7 +50,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (t.n > 0) {
         k8s_pods_find(&t, v[0]->ns, v[0]->name);
         k8s_name_cmp(v[0]->name, v[t.n - 1]->name);
+        struct k8s_plan pl;
+        for (int max = 1; max <= 3; max++) {
+            struct k8s_plan_params pp = {v[0]->ns, v[t.n - 1]->name, K8S_ORDER_INDEX, 1, max};
+            k8s_plan(&t, &pp, &pl);
+            pp.min_nodes = max;
+            k8s_plan(&t, &pp, &pl);
+            if (strlen(pl.line) >= sizeof pl.line)
+                abort();
+        }
+        char why[64];
+        k8s_pod_gone(&t, v[0]->ns, v[0]->name, "uid", why, sizeof why);
     }
+    char sel[512];
+    int sl = k8s_pod_selector((const char *)data, size, sel, sizeof sel, NULL, err, sizeof err);
+    if (sl >= 0 && ((size_t)sl != strlen(sel) || strpbrk(sel, " \n!()")))
+        abort();
     k8s_pods_free(&t);
     return 0;
 }
