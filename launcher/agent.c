@@ -38,6 +38,7 @@
 
 #include "devices/nic.h"
 #include "discover/identity.h"
+#include "discover/k8s_discover.h"
 #include "env/argv.h"
 #include "env/torch.h"
 #include "init.h"
@@ -105,6 +106,13 @@ struct agent {
     char rdzv_id_buf[40];
     char last_progress[RDZV_LINE_MAX];   /* the last rendezvous line printed */
     uv_timer_t exit_timer, leave_timer;
+
+    /* --discovery k8s: the watch of the job's pods, and what it found */
+    k8s_discover_t *k8s;
+    bool k8s_found;
+    int k8s_rank;                          /* this pod's place, -1 for an elastic job */
+    char k8s_ip[RDZV_NAME_MAX];            /* this pod's IP */
+    char k8s_host_ip[RDZV_NAME_MAX];       /* the rank-0 pod's: the job store */
 };
 
 static const char *state_name(enum agent_state s)
@@ -818,6 +826,8 @@ static void job_report(struct agent *a)
 static void enter_exiting(struct agent *a)
 {
     set_state(a, AGENT_EXITING);
+    k8s_discover_close(a->k8s);   /* nothing to watch for any more */
+    a->k8s = NULL;
     watchdog_disarm_all(&a->wd);
     finish_streams(a);
     char msg[RDZV_LINE_MAX + 64];
@@ -858,6 +868,118 @@ static void enter_exiting(struct agent *a)
     logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
 }
 
+/* ---------- --discovery k8s ---------- */
+
+static int start_rendezvous(struct agent *a);
+
+/* The job's pods are Running and Ready: this pod is who the pods say (its name and IP, unless
+ * --node-name/--local-addr say otherwise), and the rendezvous starts with the rank-0 pod as the
+ * store host. */
+static void on_k8s_ready(void *arg, const struct k8s_found *f)
+{
+    struct agent *a = arg;
+    struct cfg *c = a->cfg;
+    if (a->state >= AGENT_EXITING || a->stop_signal)
+        return;
+    a->k8s_found = true;
+    a->k8s_rank = f->node_rank;
+    snprintf(a->k8s_ip, sizeof a->k8s_ip, "%s", f->pod_ip);
+    snprintf(a->k8s_host_ip, sizeof a->k8s_host_ip, "%s", f->host_ip);
+    if (!c->node_name)
+        snprintf(a->id.name, sizeof a->id.name, "%s", f->pod_name);
+    if (!c->local_addr) {
+        snprintf(a->id.host, sizeof a->id.host, "%s", f->pod_ip);
+        if (nic_ifname_for_addr(f->pod_ip, a->ifname, sizeof a->ifname) < 0)
+            a->ifname[0] = '\0';
+    }
+    if (f->node_rank >= 0)
+        logs_message(&a->logs, "kubernetes: the job's %d pods are ready; %s (%s) is node rank "
+                     "%d, the job store is on %s (%s)", f->nnodes, f->pod_name, f->pod_ip,
+                     f->node_rank, f->host_name, f->host_ip);
+    else
+        logs_message(&a->logs, "kubernetes: %d of the job's pods are ready; %s (%s) joins, the "
+                     "job store is on %s (%s)", f->nnodes, f->pod_name, f->pod_ip, f->host_name,
+                     f->host_ip);
+    if (start_rendezvous(a)) {
+        a->exit_code = 1;
+        enter_exiting(a);
+    }
+}
+
+/* A pod of the job went away: that node is lost for the whole job now, not after the
+ * heartbeat window. The rendezvous passes it on while a round runs (rdzv_agent_report_peer_lost);
+ * at other times the node's own agent leaving, or its silence, says it. */
+static void on_k8s_lost(void *arg, const char *name, const char *ip, const char *why)
+{
+    struct agent *a = arg;
+    if (a->state >= AGENT_EXITING)
+        return;
+    logs_message(&a->logs, "kubernetes: pod %s (%s) of the job: %s", name, ip, why);
+    if (a->rz && a->state == AGENT_RUNNING) {
+        int r = rdzv_agent_report_peer_lost(a->rz, name, ip, why);
+        if (r)
+            logs_message(&a->logs, "cannot report the lost pod to the job store: %s",
+                         podrun_strerror(r));
+    }
+}
+
+/* Discovery gave up. Before the job started nothing can go on: usage errors (a selector or pod
+ * that does not fit) exit 2, a wait past join_timeout with the rendezvous timeout code, the rest
+ * (401/403 with the Role the service account needs) 1. Once the job runs it goes on without the
+ * watch: a lost node is then noticed by its connection or its heartbeats. */
+static void on_k8s_fatal(void *arg, int err, const char *line, int ready)
+{
+    struct agent *a = arg;
+    if (a->state >= AGENT_EXITING)
+        return;
+    if (ready) {
+        logs_message(&a->logs, "%s; the job goes on without watching its pods", line);
+        return;
+    }
+    logs_message(&a->logs, "%s", line);
+    a->exit_code = err == -EINVAL      ? 2
+                   : err == -ETIMEDOUT ? a->cfg->exit_code_rdzv_timeout
+                                       : 1;
+    enter_exiting(a);
+}
+
+static void on_k8s_progress(void *arg, const char *line)
+{
+    struct agent *a = arg;
+    logs_message(&a->logs, "%s", line);
+}
+
+/* INIT -> (waiting for the pods) -> RENDEZVOUS: this pod's name is POD_NAME (the downward API),
+ * else HOSTNAME, else the host name, which a pod has by default. */
+static int start_k8s(struct agent *a)
+{
+    struct cfg *c = a->cfg;
+    struct k8s_source src;
+    k8s_source_from_env(&src);
+    char hn[IDENTITY_NAME_MAX];
+    const char *pod = getenv("POD_NAME");
+    if (!pod || !*pod)
+        pod = getenv("HOSTNAME");
+    if ((!pod || !*pod) && podrun_hostname(hn, sizeof hn) == 0)
+        pod = hn;
+    struct k8s_discover_params p = {
+        .src = &src, .selector = c->k8s_selector, .ns = c->k8s_namespace, .pod_name = pod,
+        .order = (enum k8s_order)c->k8s_order, .min_nodes = c->nnodes_min,
+        .max_nodes = c->nnodes_max, .timeout_ms = c->join_timeout_ms,
+        .on_ready = on_k8s_ready, .on_lost = on_k8s_lost, .on_fatal = on_k8s_fatal,
+        .on_progress = on_k8s_progress, .arg = a,
+    };
+    char err[1024];
+    int r = k8s_discover_start(a->loop, &p, &a->k8s, err, sizeof err);
+    if (r) {
+        a->k8s = NULL;
+        logs_message(&a->logs, "%s", err);
+        if (r == -EINVAL)
+            a->exit_code = 2;
+    }
+    return r;
+}
+
 /* ---------- start ---------- */
 
 /* INIT -> RENDEZVOUS: the rendezvous parameters from the config (--standalone: a random id and a
@@ -882,20 +1004,36 @@ static int start_rendezvous(struct agent *a)
         if (!local)
             local = "127.0.0.1";
     }
+    /* --discovery k8s: the rank-0 pod hosts, unless an endpoint or a master address was given */
+    bool k8s_ep = a->k8s_found && c->src[CFG_RDZV_ENDPOINT].kind == CFG_SRC_DERIVED &&
+                  strcmp(c->src[CFG_RDZV_ENDPOINT].name, "--discovery k8s") == 0;
+    int node_rank = c->node_rank;
+    bool rank_given = c->src[CFG_NODE_RANK].kind != CFG_SRC_DEFAULT;
+    if (a->k8s_found) {
+        if (k8s_ep)
+            endpoint = a->k8s_host_ip;
+        if (!local)
+            local = a->k8s_ip;
+        if (!rank_given) {
+            node_rank = a->k8s_rank;
+            rank_given = node_rank >= 0;
+        }
+    }
     p.run_id = a->run_id;
     p.endpoint_host = endpoint;
     p.endpoint_port = (uint16_t)port;
-    if (c->rdzv_backend == CFG_BACKEND_STATIC)
-        p.is_host = c->node_rank == 0;
+    if (k8s_ep && c->is_host < 0)
+        p.is_host = strcmp(endpoint, local) == 0;
+    else if (c->rdzv_backend == CFG_BACKEND_STATIC)
+        p.is_host = node_rank == 0;
     else if (c->is_host >= 0)
         p.is_host = c->is_host;
     else
         p.is_host = c->standalone || rdzv_endpoint_is_local(endpoint, local);
     p.min_nodes = c->nnodes_min;
     p.max_nodes = c->nnodes_max;
-    p.want_rank = c->rdzv_backend == CFG_BACKEND_STATIC ||
-                          c->src[CFG_NODE_RANK].kind != CFG_SRC_DEFAULT
-                      ? c->node_rank
+    p.want_rank = (c->rdzv_backend == CFG_BACKEND_STATIC && node_rank >= 0) || rank_given
+                      ? node_rank
                       : -1;
     p.max_restarts = c->max_restarts;
     p.join_timeout = (double)c->join_timeout_ms / 1000.0;
@@ -960,6 +1098,8 @@ static int start(struct agent *a)
     a->wd.watching = hang_watching;
     a->wd.hung = hang_fired;
     a->wd.arg = a;
+    if (c->discovery == CFG_DISCOVERY_K8S)
+        return start_k8s(a);
     return start_rendezvous(a);
 }
 

@@ -404,21 +404,36 @@ static void w_fatal(k8s_watch_t *w, int err, const char *fmt, ...)
     w->p.on_fatal(w, err, line, w->p.arg);
 }
 
+const char *k8s_creds_token(const struct k8s_creds *c, char *buf, size_t cap)
+{
+    if (c->token_file) {
+        char *t;
+        if (cap > 1 && read_file(c->token_file, cap - 1, &t, NULL) == 0) {
+            trim(t);
+            if (*t && !strpbrk(t, "\r\n"))
+                snprintf(buf, cap, "%s", t);
+            free(t);
+        }
+        return cap && buf[0] ? buf : NULL;
+    }
+    return c->token;
+}
+
+void k8s_denied_line(const struct k8s_creds *c, const char *ns, long code, const char *msg,
+                     char *out, size_t cap)
+{
+    snprintf(out, cap, "kubernetes API %s: %ld %s: %s (credentials: %s); the service account "
+             "needs a Role in namespace %s with rules [apiGroups: [\"\"], resources: [\"pods\"], "
+             "verbs: [\"get\", \"list\", \"watch\"]] and a RoleBinding to it", c->server, code,
+             code == 401 ? "Unauthorized" : "Forbidden", msg && *msg ? msg : "denied", c->origin,
+             ns);
+}
+
 /* The token for the next request: the token file as it is now (it is rotated under us), else
  * the last one read, else the kubeconfig's. */
 static const char *w_token(k8s_watch_t *w)
 {
-    if (w->creds->token_file) {
-        char *t;
-        if (read_file(w->creds->token_file, K8S_TOKEN_MAX - 1, &t, NULL) == 0) {
-            trim(t);
-            if (*t && !strpbrk(t, "\r\n"))
-                snprintf(w->token, sizeof w->token, "%s", t);
-            free(t);
-        }
-        return w->token[0] ? w->token : NULL;
-    }
-    return w->creds->token;
+    return k8s_creds_token(w->creds, w->token, sizeof w->token);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -471,12 +486,9 @@ static int w_refused(k8s_watch_t *w, const struct http_result *res, enum wnext n
             w_retry(w, next, why);
             return 1;
         }
-        w_fatal(w, -EACCES,
-                "kubernetes API %s: %ld %s: %s (credentials: %s); the service account needs a "
-                "Role in namespace %s with rules [apiGroups: [\"\"], resources: [\"pods\"], "
-                "verbs: [\"get\", \"list\", \"watch\"]] and a RoleBinding to it",
-                w->creds->server, code, code == 401 ? "Unauthorized" : "Forbidden", msg,
-                w->creds->origin, w->ns);
+        char line[1024];
+        k8s_denied_line(w->creds, w->ns, code, msg, line, sizeof line);
+        w_fatal(w, -EACCES, "%s", line);
         return 1;
     }
     if (code >= 400 && code < 500 && code != 408 && code != 429 && code != 410) {

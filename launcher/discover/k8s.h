@@ -49,6 +49,16 @@ int k8s_creds_load(const struct k8s_source *src, struct k8s_creds *out, char *er
                    size_t err_cap);
 void k8s_creds_free(struct k8s_creds *c);
 
+/* The bearer token for the next request: the token file as it is now (a service account's token
+ * is rotated under us; buf keeps the last one read when a read fails), else the kubeconfig's
+ * token, else NULL. */
+const char *k8s_creds_token(const struct k8s_creds *c, char *buf, size_t cap);
+
+/* The one line for a 401/403 answer: the server's message, whose credentials, and the Role the
+ * service account needs in namespace ns (pods: get, list, watch). */
+void k8s_denied_line(const struct k8s_creds *c, const char *ns, long code, const char *msg,
+                     char *out, size_t cap);
+
 typedef struct k8s_watch k8s_watch_t;
 
 /* The table after a list and after every event that changed it. It is the watch's own (valid
