@@ -1,6 +1,6 @@
-/* launcher/main.c — podrun's entry: a command that is not a job (`podrun store`), or a job under
- * the front-end podrun was started as (podrun, or a link named torchrun): the configuration
- * layers, then the agent. */
+/* launcher/main.c — podrun's entry: a command that is not a job (`podrun store`, `podrun k8s`),
+ * or a job under the front-end podrun was started as (podrun, or a link named torchrun): the
+ * configuration layers, then the agent. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -45,6 +45,7 @@ static const struct command {
     int (*run)(int argc, char **argv);
 } commands[] = {
     {"store", commands_store_main},
+    {"k8s", commands_k8s_main},
 };
 
 int main(int argc, char **argv)

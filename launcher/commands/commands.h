@@ -7,4 +7,8 @@
 /* `podrun store`: the job store alone in the foreground, or a small client for one. */
 int commands_store_main(int argc, char **argv);
 
+/* `podrun k8s`: k8s_tools.py's commands (wait_pods_running, fetch_ips, ...) without Python; its
+ * exit codes are its own (see its usage). */
+int commands_k8s_main(int argc, char **argv);
+
 #endif
