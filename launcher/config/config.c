@@ -405,6 +405,7 @@ void cfg_usage(FILE *f)
     fprintf(f,
             "usage: podrun [options] [--] PROGRAM [ARGS...]\n"
             "       podrun store [options]\n"
+            "       podrun k8s COMMAND ARGS...   (k8s_tools.py's commands; podrun k8s --help)\n"
             "\n"
             "Starts --nproc-per-node workers running PROGRAM, each in its own process group with\n"
             "torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...), prefixes\n"
