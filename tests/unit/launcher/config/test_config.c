@@ -195,6 +195,41 @@ static void test_finalize_derives(void)
     cfg_free(&c);
 }
 
+/* --discovery k8s: the pods give the store host at run time, so no endpoint is needed, but the
+ * number of pods to wait for is; a given master address is kept. */
+static void test_k8s_discovery(void)
+{
+    struct cfg c;
+    cfg_init(&c);
+    CHECK_EQ_INT(c.k8s_order, CFG_K8S_ORDER_INDEX);
+    CHECK(c.k8s_selector == NULL && c.k8s_namespace == NULL);
+    CHECK_EQ_INT(set(&c, CFG_DISCOVERY, "k8s", CFG_SRC_FLAG, "--discovery"), 0);
+    CHECK_EQ_INT(set(&c, CFG_RDZV_BACKEND, "c10d", CFG_SRC_FLAG, "--rdzv-backend"), 0);
+    CHECK_EQ_INT(finalize(&c), -EINVAL);
+    CHECK(strstr(err, "--discovery k8s waits for the job's pods: give their number with "
+                      "--nnodes N") != NULL);
+    CHECK_EQ_INT(set(&c, CFG_NNODES, "2:4", CFG_SRC_PET, "PET_NNODES"), 0);
+    CHECK_EQ_INT(set(&c, CFG_K8S_SELECTOR, "app=x", CFG_SRC_PODRUN, "PODRUN_K8S_SELECTOR"), 0);
+    CHECK_EQ_INT(set(&c, CFG_K8S_ORDER, "ip", CFG_SRC_FLAG, "--k8s-order"), 0);
+    CHECK_EQ_INT(finalize(&c), 0);
+    CHECK_EQ_STR(c.rdzv_host, "rank-0-pod");
+    CHECK_EQ_STR(c.src[CFG_RDZV_ENDPOINT].name, "--discovery k8s");
+    CHECK_EQ_INT(c.rdzv_port, CFG_DEFAULT_C10D_PORT);
+    CHECK_EQ_STR(c.k8s_selector, "app=x");
+    CHECK_EQ_INT(c.k8s_order, CFG_K8S_ORDER_IP);
+    CHECK_EQ_INT(set(&c, CFG_K8S_ORDER, "rank", CFG_SRC_FLAG, "--k8s-order"), -EINVAL);
+    CHECK(strstr(err, "use 'index', 'name' or 'ip'") != NULL);
+    cfg_free(&c);
+
+    cfg_init(&c); /* static with a master address given: that address, not a pod's */
+    CHECK_EQ_INT(set(&c, CFG_DISCOVERY, "k8s", CFG_SRC_FLAG, "--discovery"), 0);
+    CHECK_EQ_INT(set(&c, CFG_NNODES, "3", CFG_SRC_FLAG, "--nnodes"), 0);
+    CHECK_EQ_INT(set(&c, CFG_MASTER_ADDR, "10.1.1.1", CFG_SRC_FLAG, "--master-addr"), 0);
+    CHECK_EQ_INT(finalize(&c), 0);
+    CHECK_EQ_STR(c.rdzv_host, "10.1.1.1");
+    cfg_free(&c);
+}
+
 static void test_podrun_env_layer(void)
 {
     struct cfg c;
@@ -247,6 +282,7 @@ int main(void)
     RUN(test_conf_keys_rank_each);
     RUN(test_errors_name_the_input);
     RUN(test_finalize_derives);
+    RUN(test_k8s_discovery);
     RUN(test_podrun_env_layer);
     RUN(test_print_config);
     return check_result();
