@@ -166,19 +166,48 @@ def test_denied_ends_with_the_role_needed(api, tmp_path):
     assert a.err.count("needs a Role") == 1
 
 
-def test_rotated_token_is_read_again(api, tmp_path):
+IN_CLUSTER = ('mount -t tmpfs tmpfs /run && mkdir -p /run/secrets/kubernetes.io/serviceaccount'
+              ' && mount --bind "$0" /run/secrets/kubernetes.io/serviceaccount && exec "$@"')
+
+
+def in_cluster(api, tmp_path):
+    """A service account directory as the kubelet mounts it, and the command prefix that mounts
+    it at its place for one agent (a private mount namespace) and the env that points at the
+    API server: the agent's in-cluster credentials, token file included."""
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text(api.token())
+    (sa / "ca.crt").write_bytes(pathlib.Path(api.pki["ca.crt"]).read_bytes())
+    (sa / "namespace").write_text("default")
+    env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(api.port),
+           "KUBECONFIG": ""}
+    return sa, ["unshare", "-m", "sh", "-c", IN_CLUSTER, str(sa)], env
+
+
+@pytest.mark.parametrize("creds", ["in-cluster", "kubeconfig tokenFile"])
+def test_rotated_token_is_read_again(api, tmp_path, creds):
     """The token file is read before every request: a token rotated while the agents wait (the
     old one refused from then on, every watch cut) does not stop them."""
-    tok = tmp_path / "token"
-    tok.write_text(api.token())
-    kc = tmp_path / "kc"
-    api.kubeconfig(kc)
-    cfg = json.loads(kc.read_text())
-    cfg["users"][0]["user"] = {"tokenFile": str(tok)}
-    kc.write_text(json.dumps(cfg))
+    if creds == "in-cluster":
+        sa, prefix, env = in_cluster(api, tmp_path)
+        tok, kc = sa / "token", ""
+    else:
+        tok, prefix, env = tmp_path / "token", [], {}
+        tok.write_text(api.token())
+        kc = tmp_path / "kc"
+        api.kubeconfig(kc)
+        cfg = json.loads(kc.read_text())
+        cfg["users"][0]["user"] = {"tokenFile": str(tok)}
+        kc.write_text(json.dumps(cfg))
     for i in range(2):
         api.put_pod(pod(i))
-    agents = [k8s_agent(i, 2, kc, os.path.join(WORKERS, "allreduce.py")) for i in range(2)]
+    agents = []
+    for i in range(2):
+        e = dict(env, KUBECONFIG=str(kc), POD_NAME=f"job-worker-{i}") if kc else \
+            dict(env, POD_NAME=f"job-worker-{i}")
+        args = ["--discovery", "k8s", "--nnodes", "2", "--rdzv-id", "k8sjob", "--python",
+                TORCH_PY, os.path.join(WORKERS, "allreduce.py")]
+        agents.append(Agent(args, env=e, prefix=prefix, name=f"job-worker-{i}"))
     time.sleep(1.5)
     api.rotate_token(also_write=[str(tok)])
     api.end_watches()
@@ -186,8 +215,11 @@ def test_rotated_token_is_read_again(api, tmp_path):
     for i in range(2):
         api.put_pod(running(i))
     assert [a.wait(90) for a in agents] == [0, 0], [a.err for a in agents]
-    after = [q for q in api.request_log() if q["user"] is None]
-    assert not after, after
+    log = api.request_log()
+    assert not [q for q in log if q["user"] is None], log
+    if creds == "in-cluster":   # the service account's namespace and its CA were used
+        assert any(q["path"] == "/api/v1/namespaces/default/pods/job-worker-0" for q in log)
+        assert "credentials" not in "".join(a.err for a in agents)
 
 
 def test_usage_errors(api, tmp_path, podrun):
