@@ -33,7 +33,8 @@ void cfg_src_describe(const struct cfg_src *s, char *buf, size_t len)
 {
     switch (s->kind) {
     case CFG_SRC_DEFAULT: snprintf(buf, len, "default"); break;
-    case CFG_SRC_OPERATOR: snprintf(buf, len, "operator env %s", s->name); break;
+    case CFG_SRC_OPERATOR: snprintf(buf, len, "env %s", s->name); break;
+    case CFG_SRC_HOSTFILE: snprintf(buf, len, "hostfile %s", s->name); break;
     case CFG_SRC_PET:
     case CFG_SRC_PODRUN: snprintf(buf, len, "env %s", s->name); break;
     case CFG_SRC_FILE: snprintf(buf, len, "config file %s", s->name); break;
@@ -55,6 +56,7 @@ static void input_name(enum cfg_id id, const struct cfg_src *s, const char *val,
     switch (s->kind) {
     case CFG_SRC_FLAG: snprintf(buf, len, "%s '%s'", s->name, val); break;
     case CFG_SRC_OPERATOR:
+    case CFG_SRC_HOSTFILE:
     case CFG_SRC_PET:
     case CFG_SRC_PODRUN: snprintf(buf, len, "%s='%s'", s->name, val); break;
     case CFG_SRC_FILE: snprintf(buf, len, "%s: %s '%s'", s->name, name, val); break;
@@ -263,10 +265,14 @@ static int resolve_endpoint(struct cfg *c, char *err, size_t errlen)
         derive(c, CFG_JOIN_TIMEOUT, &v, "rdzv-conf timeout");
     }
     if (c->node_rank >= c->nnodes_max) {
-        char what[160];
+        /* the two may come from different sources (a scheduler's rank, the user's count): name
+         * both, since precedence cannot make them one job */
+        char what[160], nwhat[160];
         cfg_src_describe(&c->src[CFG_NODE_RANK], what, sizeof what);
-        return fail(err, errlen, "--node-rank %d (%s) must be below --nnodes %d", c->node_rank,
-                    what, c->nnodes_max);
+        cfg_src_describe(&c->src[CFG_NNODES], nwhat, sizeof nwhat);
+        return fail(err, errlen, "--node-rank %d (%s) must be below --nnodes %d (%s); give the "
+                    "job's node count or this node's rank so that they fit", c->node_rank, what,
+                    c->nnodes_max, nwhat);
     }
     if (c->discovery == CFG_DISCOVERY_K8S && c->src[CFG_NNODES].kind == CFG_SRC_DEFAULT)
         return fail(err, errlen, "--discovery k8s waits for the job's pods: give their number "

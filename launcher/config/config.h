@@ -2,7 +2,7 @@
  *
  * Every value comes from a source, and sources rank:
  *
- *   default < operator env < PET_* < PODRUN_* < config file < command line     (< derived)
+ *   default < operator env < hostfile < PET_* < PODRUN_* < config file < command line  (< derived)
  *
  * cfg_set parses a value with its setting's type and keeps it only when its source ranks at
  * least as high as the source of the value held now, so precedence holds whatever order the
@@ -43,6 +43,9 @@ enum cfg_id {
     CFG_LOCAL_ADDR,
     CFG_NODE_NAME,
     CFG_DISCOVERY,
+    CFG_DISCOVERED,
+    CFG_HOSTFILE,
+    CFG_DISCOVERY_ROOT,
     CFG_K8S_SELECTOR,
     CFG_K8S_NAMESPACE,
     CFG_K8S_ORDER,
@@ -90,6 +93,7 @@ enum cfg_id {
 enum cfg_src_kind {
     CFG_SRC_DEFAULT = 0,
     CFG_SRC_OPERATOR,   /* a scheduler's environment (PyTorchJob, Volcano, SLURM, ...) */
+    CFG_SRC_HOSTFILE,   /* a hostfile's lines (--hostfile, MPIJob's /etc/mpi/hostfile, ...) */
     CFG_SRC_PET,        /* torchrun's environment: PET_<NAME> and the variables its agent reads */
     CFG_SRC_PODRUN,     /* podrun's own environment: PODRUN_<NAME> (and TMPDIR) */
     CFG_SRC_FILE,       /* a config file */
@@ -132,6 +136,9 @@ struct cfg {
     char *local_addr;               /* NULL: not given */
     char *node_name;                /* this node's name in the job; NULL: the host name */
     enum cfg_discovery discovery;
+    char *discovered;               /* the source discovery used ("Volcano"); NULL: none */
+    char *hostfile;                 /* --hostfile; NULL: not given */
+    char *discovery_root;           /* where a scheduler's mounted files are read ("/") */
     char *k8s_selector;             /* NULL: derived from this pod's own labels */
     char *k8s_namespace;            /* NULL: the service account's (or kubeconfig context's) */
     enum cfg_k8s_order k8s_order;

@@ -49,6 +49,13 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "auto|env|k8s|hostfile|none", NULL, 0,
         "where this node learns its rank and its peers (auto: the first source present)",
         "use 'auto', 'env', 'k8s', 'hostfile' or 'none'"},
+    [CFG_DISCOVERED] = {"discovered", 0, CFG_T_OPTSTR, OFF(discovered), 0, 0, NULL, NULL, NULL,
+        NULL, CFG_F_NO_ENV | CFG_F_NO_FLAG, NULL, NULL},
+    [CFG_HOSTFILE] = {"hostfile", 0, CFG_T_OPTSTR, OFF(hostfile), 0, 0, NULL, NULL, "FILE", NULL,
+        0, "this job's hosts, one per line (HOST, HOST slots=N, HOST:N): node rank = this "
+        "node's line, nnodes = lines, the first line hosts the job store", NULL},
+    [CFG_DISCOVERY_ROOT] = {"discovery-root", 0, CFG_T_STR, OFF(discovery_root), 0, 0, NULL, "/",
+        NULL, NULL, CFG_F_NO_FLAG, NULL, NULL},
     [CFG_K8S_SELECTOR] = {"k8s-selector", 0, CFG_T_OPTSTR, OFF(k8s_selector), 0, 0, NULL, NULL,
         "SELECTOR", NULL, 0,
         "--discovery k8s: the job's pods (label selector; default: from this pod's operator "

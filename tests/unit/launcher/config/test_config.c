@@ -66,6 +66,7 @@ static void test_precedence_in_any_order(void)
         {CFG_SRC_FILE, "podrun.yaml:master_port", "5000"},
         {CFG_SRC_PODRUN, "PODRUN_MASTER_PORT", "4000"},
         {CFG_SRC_PET, "PET_MASTER_PORT", "3000"},
+        {CFG_SRC_HOSTFILE, "/etc/mpi/hostfile line 2 (MPIJob)", "2500"},
         {CFG_SRC_OPERATOR, "MASTER_PORT (PyTorchJob)", "2000"},
     };
     const int n = sizeof layers / sizeof *layers;
@@ -191,7 +192,8 @@ static void test_finalize_derives(void)
     cfg_init(&c);
     CHECK_EQ_INT(set(&c, CFG_NODE_RANK, "2", CFG_SRC_PODRUN, "PODRUN_NODE_RANK"), 0);
     CHECK_EQ_INT(finalize(&c), -EINVAL);
-    CHECK(strstr(err, "--node-rank 2 (env PODRUN_NODE_RANK) must be below --nnodes 1") != NULL);
+    CHECK(strstr(err, "--node-rank 2 (env PODRUN_NODE_RANK) must be below --nnodes 1 (default)") !=
+          NULL);
     cfg_free(&c);
 }
 
@@ -257,6 +259,9 @@ static void test_print_config(void)
     cfg_init(&c);
     CHECK_EQ_INT(set(&c, CFG_NPROC_PER_NODE, "3", CFG_SRC_FLAG, "--nproc_per_node"), 0);
     CHECK_EQ_INT(set(&c, CFG_NODE_NAME, "w-1", CFG_SRC_PODRUN, "PODRUN_NODE_NAME"), 0);
+    CHECK_EQ_INT(set(&c, CFG_NNODES, "4", CFG_SRC_OPERATOR, "WORLD_SIZE (PyTorchJob)"), 0);
+    CHECK_EQ_INT(set(&c, CFG_NODE_RANK, "2", CFG_SRC_HOSTFILE, "/h line 3"), 0);
+    CHECK_EQ_INT(set(&c, CFG_DISCOVERED, "MPIJob", CFG_SRC_HOSTFILE, "/h (MPIJob)"), 0);
     CHECK_EQ_INT(finalize(&c), 0);
     char *buf = NULL;
     size_t len = 0;
@@ -267,6 +272,15 @@ static void test_print_config(void)
                       "(flag --nproc_per_node)\n") != NULL);
     CHECK(strstr(buf, "node-name                        w-1                      "
                       "(env PODRUN_NODE_NAME)\n") != NULL);
+    /* a scheduler's variable and a hostfile's line each say what they are */
+    CHECK(strstr(buf, "nnodes                           4                        "
+                      "(env WORLD_SIZE (PyTorchJob))\n") != NULL);
+    CHECK(strstr(buf, "node-rank                        2                        "
+                      "(hostfile /h line 3)\n") != NULL);
+    CHECK(strstr(buf, "discovered                       MPIJob                   "
+                      "(hostfile /h (MPIJob))\n") != NULL);
+    CHECK(strstr(buf, "discovery-root                   /                        "
+                      "(default)\n") != NULL);
     CHECK(strstr(buf, "rdzv-conf timeout                900s                     "
                       "(default; accepted for torchrun compatibility, unused)\n") != NULL);
     CHECK(strstr(buf, "program                          prog\n") != NULL);

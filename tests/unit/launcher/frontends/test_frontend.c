@@ -302,7 +302,7 @@ static void test_operator_vocabulary(void)
     CHECK_EQ_STR(c.src[CFG_NNODES].name, "PET_NNODES");
     char line[160];
     cfg_src_describe(&c.src[CFG_NODE_RANK], line, sizeof line);
-    CHECK_EQ_STR(line, "operator env VC_TASK_INDEX (Volcano)");
+    CHECK_EQ_STR(line, "env VC_TASK_INDEX (Volcano)");
     cfg_free(&c);
     /* a transform's error is the input's error */
     cfg_init(&c);
