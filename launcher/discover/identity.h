@@ -1,11 +1,13 @@
-/* launcher/discover/identity.h — who this node is: its name in the job and the address the other
- * nodes know it by. */
+/* launcher/discover/identity.h — who this node is: its name in the job, the address the other
+ * nodes know it by, and the machine as discovery sees it (its names, its files). */
 #ifndef PODRUN_LAUNCHER_DISCOVER_IDENTITY_H
 #define PODRUN_LAUNCHER_DISCOVER_IDENTITY_H
 
 #include "config/config.h"
+#include "discover/host.h"
 
 #define IDENTITY_NAME_MAX 128 /* with the NUL; host names are at most 64 bytes */
+#define IDENTITY_ADDRS_MAX 64 /* interface addresses kept for matching a hostfile line */
 
 struct identity {
     char name[IDENTITY_NAME_MAX]; /* --node-name, else the host name, else "localhost" */
@@ -16,5 +18,18 @@ struct identity {
  * ranks (rdzv/ranks.h) and name them in every report, so they must be stable across restarts:
  * nothing here is random. */
 void identity_resolve(struct identity *id, const struct cfg *c);
+
+/* The real machine for discovery (discover/host.h): files read with a bound, directories listed,
+ * and this machine's names — gethostname(2), the canonical name the resolver gives for it (the
+ * FQDN that a pod's /etc/hosts carries), every address getifaddrs(3) lists, loopback included.
+ * `m` holds what self() returns and must outlive h. */
+struct identity_machine {
+    char hostname[256], fqdn[256];
+    char addrs[IDENTITY_ADDRS_MAX][64];
+    const char *addrv[IDENTITY_ADDRS_MAX];
+    size_t naddrs;
+    bool have_names, have_fqdn;
+};
+void identity_host_init(struct discover_host *h, struct identity_machine *m);
 
 #endif
