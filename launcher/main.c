@@ -11,6 +11,7 @@
 #include "agent.h"
 #include "commands/commands.h"
 #include "config/config.h"
+#include "discover/identity.h"
 #include "frontends/frontend.h"
 #include "podrun/version.h"
 
@@ -58,8 +59,12 @@ int main(int argc, char **argv)
     const struct frontend *fe = frontend_for_program(argv[0]);
     struct cfg cfg;
     char err[512];
+    /* the machine discovery reads: mounted hostfiles, this host's names and addresses */
+    struct discover_host host;
+    static struct identity_machine machine;
+    identity_host_init(&host, &machine);
     cfg_init(&cfg);
-    int r = frontend_load(fe, &cfg, argc, argv, environ, err, sizeof err);
+    int r = frontend_load_host(fe, &cfg, argc, argv, environ, &host, err, sizeof err);
     if (!r && cfg.help) {
         if (fe->usage)
             fe->usage(stdout);

@@ -8,6 +8,7 @@
 #include "config/settings.h"
 #include "config/values.h"
 #include "env/environ.h"
+#include "operators/operators.h"
 #include "rdzv/common.h"
 
 /* podrun's own front-end: its own words, and torchrun's, since podrun is a drop-in for it. */
@@ -149,15 +150,36 @@ int frontend_parse_args(const struct frontend *fe, struct cfg *c, int argc, char
     return 0;
 }
 
-int frontend_load(const struct frontend *fe, struct cfg *c, int argc, char **argv,
-                  char *const *envp, char *err, size_t errlen)
+/* Discovery needs --discovery, --hostfile, --local-addr and --node-name, so it comes after the
+ * command line; a launcher's own hostfile (the discover hook) replaces the schedulers'
+ * variables. */
+static int discover(const struct frontend *fe, struct cfg *c, char *const *envp,
+                    const struct discover_host *host, char *err, size_t errlen)
+{
+    int r = 0;
+    if (fe->vocab && fe->vocab->discover)
+        r = fe->vocab->discover(c, envp, host, err, errlen);
+    return r ? (r > 0 ? 0 : r) : operators_load(c, envp, host, err, errlen);
+}
+
+int frontend_load_host(const struct frontend *fe, struct cfg *c, int argc, char **argv,
+                       char *const *envp, const struct discover_host *host, char *err,
+                       size_t errlen)
 {
     int r = fe->vocab ? vocab_load_env(fe->vocab, c, envp, err, errlen) : 0;
     if (!r)
         r = cfg_load_env(c, envp, err, errlen);
     if (!r)
         r = frontend_parse_args(fe, c, argc, argv, err, errlen);
+    if (!r && !c->help && !c->version)
+        r = discover(fe, c, envp, host, err, errlen);
     if (!r && fe->vocab && fe->vocab->finalize && !c->help && !c->version)
         r = fe->vocab->finalize(c, err, errlen);
     return r;
+}
+
+int frontend_load(const struct frontend *fe, struct cfg *c, int argc, char **argv,
+                  char *const *envp, char *err, size_t errlen)
+{
+    return frontend_load_host(fe, c, argc, argv, envp, NULL, err, errlen);
 }

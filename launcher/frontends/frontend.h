@@ -22,6 +22,8 @@
 
 #include "config/config.h"
 
+struct discover_host; /* discover/host.h */
+
 /* One spelling of one setting. */
 struct fe_word {
     const char *spelling;   /* "--nproc_per_node", "-m", "PET_NNODES", "VC_TASK_INDEX" */
@@ -48,6 +50,13 @@ struct vocab {
     /* Optional: after every layer is in, before cfg_finalize; sets what the tables cannot with
      * cfg_set, naming the inputs it used as the source. 0 or -EINVAL with one line in err. */
     int (*finalize)(struct cfg *c, char *err, size_t errlen);
+    /* Optional: a launcher that names the job's nodes itself (DeepSpeed's hostfile) finds them
+     * here, after the command line and before finalize, with the machine at hand (host may be
+     * NULL): typically hostsource_apply (operators/hostsource.h). 1 when it did (the schedulers'
+     * variables are then not read: launcher/operators/operators.h), 0 when it did not, or
+     * -EINVAL with one line in err. */
+    int (*discover)(struct cfg *c, char *const *envp, const struct discover_host *host,
+                    char *err, size_t errlen);
 };
 
 struct frontend {
@@ -76,9 +85,15 @@ int frontend_parse_args(const struct frontend *fe, struct cfg *c, int argc, char
                         char *err, size_t errlen);
 
 /* Every layer of a job's configuration into c (fresh from cfg_init): the front-end's environment,
- * podrun's (cfg_load_env), the command line, then the vocabulary's finalize hook. cfg_set ranks
- * the layers; the order here only decides which of several bad inputs is reported: the
- * environment's first. */
+ * podrun's (cfg_load_env), the command line, discovery (the vocabulary's discover hook, else the
+ * scheduler's variables and files: operators_load), then the vocabulary's finalize hook. cfg_set
+ * ranks the layers; the order here only decides which of several bad inputs is reported: the
+ * environment's first. `host` is the machine discovery reads (discover/host.h); NULL: none, so
+ * only the schedulers' variables count. */
+int frontend_load_host(const struct frontend *fe, struct cfg *c, int argc, char **argv,
+                       char *const *envp, const struct discover_host *host, char *err,
+                       size_t errlen);
+/* frontend_load_host without a machine. */
 int frontend_load(const struct frontend *fe, struct cfg *c, int argc, char **argv,
                   char *const *envp, char *err, size_t errlen);
 
