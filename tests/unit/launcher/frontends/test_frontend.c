@@ -291,7 +291,10 @@ static void test_operator_vocabulary(void)
 {
     struct cfg c;
     cfg_init(&c);
-    char *env[] = {"VC_TASK_INDEX=job-worker-3", "VC_WORKER_NUM=4", "PET_NNODES=6", NULL};
+    /* podrun's own Volcano adapter (launcher/operators) is switched off: this vocabulary is a
+     * test's, with its own spelling of the index */
+    char *env[] = {"VC_TASK_INDEX=job-worker-3", "VC_WORKER_NUM=4", "PET_NNODES=6",
+                   "PODRUN_DISCOVERY=none", NULL};
     /* torchrun's PET_ applied first: the operator's lower rank still does not override it */
     CHECK_EQ_INT(vocab_load_env(&torchrun_vocab, &c, env, err, sizeof err), 0);
     CHECK_EQ_INT(vocab_load_env(&volcano, &c, env, err, sizeof err), 0);
