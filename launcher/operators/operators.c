@@ -131,7 +131,8 @@ int op_hostlist_csv(struct hostfile *hf, const char *csv, const char *name, char
 
 /* The detection order (operators.h says why each comes where it does). */
 static const struct op_adapter *const adapters[] = {
-    &op_volcano, &op_paddlejob, &op_mpijob, &op_trainjob, &op_pytorchjob, &op_lws, &op_jobset, NULL,
+    &op_volcano, &op_paddlejob, &op_mpijob, &op_trainjob, &op_pytorchjob, &op_lws, &op_jobset,
+    &op_slurm, NULL,
 };
 
 static const struct op_adapter *detect(const struct op_ctx *x, unsigned mode, struct cfg_src *why)
