@@ -53,13 +53,13 @@ static void input_name(enum cfg_id id, const struct cfg_src *s, const char *val,
         snprintf(buf, len, "--rdzv-conf %s=%s", name, val);
         return;
     }
-    switch (s->kind) {
-    case CFG_SRC_FLAG: snprintf(buf, len, "%s '%s'", s->name, val); break;
+    switch (s->kind) {   /* a long source (a hostfile's path) is cut, the line still names it */
+    case CFG_SRC_FLAG: sfmt(buf, len, "%s '%s'", s->name, val); break;
     case CFG_SRC_OPERATOR:
     case CFG_SRC_HOSTFILE:
     case CFG_SRC_PET:
-    case CFG_SRC_PODRUN: snprintf(buf, len, "%s='%s'", s->name, val); break;
-    case CFG_SRC_FILE: snprintf(buf, len, "%s: %s '%s'", s->name, name, val); break;
+    case CFG_SRC_PODRUN: sfmt(buf, len, "%s='%s'", s->name, val); break;
+    case CFG_SRC_FILE: sfmt(buf, len, "%s: %s '%s'", s->name, name, val); break;
     default: snprintf(buf, len, "%s '%s'", name, val); break;
     }
 }
@@ -418,6 +418,12 @@ void cfg_usage(FILE *f)
             "their output with [rank N]:, forwards signals, reaps every child as PID 1, and exits\n"
             "with the first failing worker's code. A PROGRAM ending in .py, or given with -m, runs\n"
             "under --python -u.\n\n"
+            "In a scheduler's pod podrun finds its node rank, the node count and the job store's\n"
+            "host by itself (--discovery auto): from PyTorchJob, Kubeflow Trainer, Volcano,\n"
+            "PaddleJob, MPIJob, JobSet/Indexed Job, LeaderWorkerSet or SLURM variables and\n"
+            "mounted files, or a --hostfile. Precedence, whatever the order given:\n"
+            "default < scheduler (its env, then its hostfile) < PET_* < PODRUN_* < flags;\n"
+            "--print-config shows each value with its source.\n\n"
             "options (also settable as PODRUN_<NAME> or PET_<NAME>, e.g. PODRUN_NPROC_PER_NODE;\n"
             "--dash-names and --underscore_names both work):\n");
     for (int i = 0; i < CFG__COUNT; i++) {

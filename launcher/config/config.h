@@ -101,7 +101,7 @@ enum cfg_src_kind {
     CFG_SRC_DERIVED,    /* computed by cfg_finalize from other values, named in `name` */
 };
 
-#define CFG_SRC_NAME_MAX 96
+#define CFG_SRC_NAME_MAX 256 /* a hostfile's path and line fit */
 
 struct cfg_src {
     enum cfg_src_kind kind;
