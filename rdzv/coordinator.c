@@ -1158,6 +1158,47 @@ void coord_info(const coord_t *c, coord_info_t *info)
     info->connected = c->connected;
     info->restarts_used = c->restarts_used;
     info->finished = c->finished;
+    info->over_kind = c->over_kind;
+    info->over_text = c->over_text;
+}
+
+int coord_resume(coord_t *c, const coord_resume_t *r, double now)
+{
+    q_reset(c);
+    if (c->n_nodes || r->round < 0 || r->restarts_used < 0 || r->n_members < 0 ||
+        (r->phase != COORD_OPEN && r->phase != COORD_RUNNING && r->phase != COORD_OVER))
+        return -EINVAL;
+    for (int i = 0; i < r->n_members; i++) {
+        const coord_member_t *m = &r->members[i];
+        char *end;
+        uint64_t id = strtoull(m->id, &end, 16);
+        int idx;
+        if (strlen(m->id) != 16 || *end || id == 0 || u64map_get(&c->by_id, id) >= 0)
+            return -EINVAL;
+        cnode_t *n = node_for(c, id, id, m->id, &idx, now);
+        if (!n || node_set_desc(n, &m->d) < 0)
+            return -ENOMEM;
+        n->state = NS_MEMBER;
+        n->node_rank = m->node_rank;
+    }
+    c->restarts_used = r->restarts_used;
+    c->last_sweep = now;
+    act_timer(c, COORD_T_SWEEP, now + c->p.keep_alive_interval);
+    if (r->phase == COORD_OPEN) {
+        open_round(c, r->round, now); /* the members become expected, as after a decision */
+        return 0;
+    }
+    stop_open_timers(c);
+    c->round = r->round;
+    c->joined = c->done = c->waiting = 0;
+    c->stopped = c->decided = c->stop_counted = c->n_failures = 0;
+    if (r->phase == COORD_RUNNING) {
+        c->phase = COORD_RUNNING;
+        c->members = r->n_members;
+    } else {
+        go_over(c, r->over_kind ? r->over_kind : "ended", r->over_text ? r->over_text : "");
+    }
+    return 0;
 }
 
 /* `expected`: comma-separated names, blanks trimmed, duplicates dropped. */

@@ -90,8 +90,36 @@ typedef struct coord_info {
     int connected;       /* agents with an open connection */
     int restarts_used;
     int finished;        /* 1 when the job finished */
+    const char *over_kind, *over_text; /* COORD_OVER: what later joiners are told ("" before) */
 } coord_info_t;
 enum { COORD_OPEN = 1, COORD_RUNNING, COORD_OVER };
 void coord_info(const coord_t *c, coord_info_t *info);
+
+/* ---- taking over a job another coordinator ran ----
+ *
+ * A backend where any agent may coordinate (etcd) keeps the job's state outside the coordinator
+ * and, when the coordinating agent is gone, starts a new one where the old one left off. The
+ * members' connection ids are their node ids (every later input for a member uses conn == id). */
+typedef struct coord_member {
+    const char *id;          /* 16 hex digits */
+    rdzv_desc_rec_t d;
+    int node_rank;
+} coord_member_t;
+
+typedef struct coord_resume {
+    int round;
+    int phase;               /* COORD_OPEN, COORD_RUNNING or COORD_OVER */
+    int restarts_used;
+    const coord_member_t *members; /* RUNNING: the round's members; OPEN: the last round's,
+                                      expected back as after a restart decision */
+    int n_members;
+    const char *over_kind, *over_text; /* OVER: what every later joiner is told */
+} coord_resume_t;
+
+/* Puts a coordinator fresh from coord_new (before any other input) into round r->round in
+ * r->phase with r->restarts_used restarts used; its actions replace coord_new's. What happened
+ * meanwhile (joins, reports, members gone) is then fed as ordinary inputs. 0, -EINVAL (a bad
+ * phase or id, or a coordinator that had input), or -ENOMEM. */
+int coord_resume(coord_t *c, const coord_resume_t *r, double now);
 
 #endif

@@ -901,6 +901,105 @@ static void test_bad_input_ignored(void)
     coord_free(c);
 }
 
+/* A coordinator resumed where another left the job (the etcd backend's takeover): in a running
+ * round, a member whose agent is gone stops the round, counted against the restarts already
+ * used; the next round expects the survivors back and keeps their ranks. Resumed open, the last
+ * round's members are expected; resumed over, a late joiner gets the job's last word. */
+static void member(coord_member_t *m, char *ids, int i, const char *name, int rank)
+{
+    snprintf(ids, 17, "%016x", i + 1);
+    memset(m, 0, sizeof *m);
+    m->id = ids;
+    snprintf(m->d.name, sizeof m->d.name, "%s", name);
+    snprintf(m->d.addr, sizeof m->d.addr, "10.0.0.%d", i + 1);
+    m->d.nproc = 1;
+    m->d.want_rank = -1;
+    m->node_rank = rank;
+}
+
+static void test_resume(void)
+{
+    coord_member_t m[3];
+    char ids[3][17], name[32];
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "worker-%d", i);
+        member(&m[i], ids[i], i, name, i);
+    }
+    /* running round 4, 1 of 2 restarts used; worker-0 (the old coordinator) is gone */
+    coord_t *c = mk(3, 3, 2, NULL);
+    coord_resume_t rs = {4, COORD_RUNNING, 1, m, 3, NULL, NULL};
+    CHECK_EQ_INT(coord_resume(c, &rs, now), 0);
+    drain(c);
+    CHECK(W.timer[COORD_T_JOIN] < 0);
+    coord_info_t info;
+    coord_info(c, &info);
+    CHECK_EQ_INT(info.round, 4);
+    CHECK_EQ_INT(info.phase, COORD_RUNNING);
+    CHECK_EQ_INT(info.members, 3);
+    conn_close(c, 0);
+    run_timers(c);
+    rdzv_decision_t d;
+    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    CHECK_EQ_INT(end_of(4, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_RESTART);
+    CHECK_EQ_INT(d.restart_count, 2);
+    CHECK_EQ_STR(f[0].node_name, "worker-0");
+    CHECK_EQ_INT(f[0].node_rank, 0);
+    /* round 5 expects worker-1 and worker-2 back (MIN 3 still needs a third node) */
+    join(c, 1, "worker-1", 1, -1, 5);
+    join(c, 2, "worker-2", 1, -1, 5);
+    CHECK_EQ_INT(node_rank_of(1, 5), -1);
+    advance(c, 1.5);
+    CHECK(logs_contain("round 5: 2/3 nodes joined, waiting for 1 more node"));
+    join(c, 5, "spare", 1, -1, 0);
+    rdzv_assignment_t a;
+    CHECK_EQ_INT(assigned(5, 0, &a, NULL, 0, NULL, 0), 1);
+    CHECK_EQ_INT(a.round, 5);
+    CHECK_EQ_INT(a.restart_count, 2);
+    coord_free(c);
+
+    /* resumed open (round 2 after a decision): the last round's members are expected back,
+     * and a member that is gone is expected no longer */
+    c = mk(2, 3, 1, NULL);
+    coord_resume_t ro = {2, COORD_OPEN, 1, m, 3, NULL, NULL};
+    CHECK_EQ_INT(coord_resume(c, &ro, now), 0);
+    drain(c);
+    CHECK(W.timer[COORD_T_JOIN] > now);
+    join(c, 1, "worker-1", 1, -1, 3);
+    join(c, 2, "worker-2", 1, -1, 3);
+    CHECK_EQ_INT(node_rank_of(1, 3), -1); /* worker-0 is still expected */
+    conn_close(c, 0);
+    CHECK_EQ_INT(node_rank_of(1, 3), 0);
+    CHECK_EQ_INT(node_rank_of(2, 3), 1);
+    CHECK_EQ_INT(assigned(2, 3, &a, NULL, 0, NULL, 0), 1);
+    CHECK_EQ_INT(a.round, 2);
+    CHECK_EQ_INT(a.restart_count, 1);
+    coord_free(c);
+
+    /* resumed over: a late joiner is told what the job's end was */
+    c = mk(1, 3, 0, NULL);
+    coord_resume_t ov = {3, COORD_OVER, 0, NULL, 0, "finished", "job 'job1' finished"};
+    CHECK_EQ_INT(coord_resume(c, &ov, now), 0);
+    drain(c);
+    join(c, 7, "late", 1, -1, 0);
+    char err[32], text[RDZV_LINE_MAX];
+    CHECK_EQ_INT(assigned(7, 0, &a, err, sizeof err, text, sizeof text), -1);
+    CHECK_EQ_STR(err, "finished");
+    CHECK_EQ_STR(text, "job 'job1' finished");
+    coord_info(c, &info);
+    CHECK_EQ_STR(info.over_kind, "finished");
+    /* only before any input, and with ids that are ids */
+    CHECK_EQ_INT(coord_resume(c, &ov, now), -EINVAL);
+    coord_free(c);
+    c = mk(1, 3, 0, NULL);
+    char bad[] = "xyz";
+    coord_member_t mb = m[0];
+    mb.id = bad;
+    coord_resume_t rb = {1, COORD_RUNNING, 0, &mb, 1, NULL, NULL};
+    CHECK_EQ_INT(coord_resume(c, &rb, now), -EINVAL);
+    coord_free(c);
+}
+
 int main(void)
 {
     RUN(test_join_fixed_closes_at_max);
@@ -919,6 +1018,7 @@ int main(void)
     RUN(test_all_done_finished);
     RUN(test_shutdown_waits_for_agents);
     RUN(test_bad_input_ignored);
+    RUN(test_resume);
     RUN(test_silent_node_rejoins);
     RUN(test_waiting_nodes_capped_at_max);
     RUN(test_stopped_node_expected_again);
