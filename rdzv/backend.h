@@ -4,8 +4,8 @@
  * their defaults, picks the backend by rdzv_params_t.backend and forwards each call. A backend
  * keeps rendezvous.h's whole contract (who decides, what is pushed, which callbacks run when,
  * and that `closed` runs last); only how nodes meet differs: "store" hosts the job store and the
- * coordinator in one agent (backend_store.c), and a backend on a shared service (etcd: leases,
- * nobody hosts) sits beside it with the same table.
+ * coordinator in one agent (backend_store.c); "etcd" keeps the job's state in etcd, where any
+ * agent can take over coordinating it (backend_etcd.c).
  *
  * An agent of any backend begins with rdzv_agent_t, so the API's handle is the backend's own
  * struct: rendezvous.c only ever reads `backend` from it. */
@@ -37,5 +37,6 @@ struct rdzv_agent {
 };
 
 extern const rdzv_backend_t rdzv_backend_store;
+extern const rdzv_backend_t rdzv_backend_etcd;
 
 #endif

@@ -7,7 +7,7 @@
 
 #include "rdzv/backend.h"
 
-static const rdzv_backend_t *const backends[] = {&rdzv_backend_store};
+static const rdzv_backend_t *const backends[] = {&rdzv_backend_store, &rdzv_backend_etcd};
 
 void rdzv_params_default(rdzv_params_t *p)
 {
@@ -20,6 +20,7 @@ void rdzv_params_default(rdzv_params_t *p)
     p->keep_alive_interval = 1;
     p->keep_alive_max_attempt = 3;
     p->progress_interval = 5;
+    p->read_timeout = 60;
 }
 
 /* Every field left at 0 (or below) gets its value from rdzv_params_default. */
@@ -39,6 +40,8 @@ static void fill_defaults(rdzv_params_t *p)
         p->keep_alive_max_attempt = d.keep_alive_max_attempt;
     if (p->progress_interval <= 0)
         p->progress_interval = d.progress_interval;
+    if (p->read_timeout <= 0)
+        p->read_timeout = d.read_timeout;
 }
 
 /* The backend `name` names (NULL: the store), or NULL for an unknown one. */

@@ -1,7 +1,13 @@
 /* rdzv/rendezvous.h — multi-node rendezvous and job-wide failure propagation over the job store.
  *
  * This is the contract of every backend (rdzv/backend.h); the protocol below is the default
- * backend's, "store" (rdzv/backend_store.c).
+ * backend's, "store" (rdzv/backend_store.c). The "etcd" backend (rdzv/backend_etcd.c) keeps the
+ * same contract — the same rounds, ranks, decisions, records and callbacks — with the job's
+ * state in etcd instead of one agent's memory: the coordinator below runs in whichever agent
+ * holds etcd's leader key, fed by etcd watches instead of the store's observer, and when that
+ * agent is gone another one takes over from the state in etcd. Losing any one node is then an
+ * ordinary lost node (a restart round), never a lost store; node rank 0 of each round hosts the
+ * workers' store for that round. Its header says how.
  *
  * One agent per node calls rdzv_agent_start. Exactly one of them hosts: it runs the job store
  * server (which also serves the workers) and the coordinator (rdzv/coordinator.h), a pure state
@@ -141,6 +147,12 @@ typedef struct rdzv_params {
     const char *local_addr;    /* address to advertise; the host also binds it (NULL: all) */
     const char *expected;      /* optional comma-separated names of the nodes expected, used by
                                   the host to name missing nodes and to close round 0 early */
+    /* backend "etcd" (rdzv/backend_etcd.c) */
+    const char *endpoints;     /* etcd's members: "host:2379,..." or http(s):// URLs */
+    const char *etcd_cacert, *etcd_cert, *etcd_key; /* PEM files for https endpoints */
+    uint16_t store_port;       /* this node's job store, which serves the workers while the node
+                                  has node rank 0; 0: a free port */
+    double read_timeout;       /* 60: how long etcd may fail before this agent gives up */
 } rdzv_params_t;
 
 /* Fills the defaults above (strings NULL, want_rank -1, min = max = 1). Fields left at 0 when
