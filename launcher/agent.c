@@ -1042,6 +1042,23 @@ static int start_rendezvous(struct agent *a)
     p.keep_alive_interval = (double)c->keep_alive_interval_ms / 1000.0;
     p.keep_alive_max_attempt = c->keep_alive_max_attempt;
     p.local_addr = local;
+    char etcd_endpoints[300];
+    if (c->rdzv_backend == CFG_BACKEND_ETCD) {
+        /* etcd's members; this node's own store listens on --master-port when one is given */
+        p.backend = "etcd";
+        p.endpoints = c->rdzv_endpoints;
+        if (!p.endpoints) {
+            podrun_hostport_format(endpoint, port, etcd_endpoints, sizeof etcd_endpoints);
+            p.endpoints = etcd_endpoints;
+        }
+        p.etcd_cacert = c->etcd_cacert;
+        p.etcd_cert = c->etcd_cert;
+        p.etcd_key = c->etcd_key;
+        p.store_port = c->src[CFG_MASTER_PORT].kind != CFG_SRC_DEFAULT ? (uint16_t)c->master_port
+                                                                        : 0;
+        p.read_timeout = (double)c->read_timeout_ms / 1000.0;
+        p.is_host = 0;
+    }
     rdzv_node_desc_t self = {a->id.name, local, a->n};
     rdzv_callbacks_t cb = {on_assigned,      on_rdzv_stopped, on_rdzv_finished, on_rdzv_lost,
                            on_rdzv_progress, on_rdzv_ending,  on_store_log};
@@ -1049,7 +1066,11 @@ static int start_rendezvous(struct agent *a)
     int r = rdzv_agent_start(a->loop, &p, &self, &cb, a, &a->rz);
     if (r) {
         a->rz = NULL;
-        if (p.is_host)
+        if (c->rdzv_backend == CFG_BACKEND_ETCD)
+            logs_message(&a->logs, "cannot start the rendezvous on etcd at %s: %s%s", p.endpoints,
+                         podrun_strerror(r),
+                         p.store_port ? "; pick another --master-port for this node's store" : "");
+        else if (p.is_host)
             logs_message(&a->logs, "cannot host the job store on %s:%d: %s; pick another %s",
                          local ? local : "*", port, podrun_strerror(r),
                          c->rdzv_backend == CFG_BACKEND_STATIC ? "--master-port"

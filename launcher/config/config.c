@@ -11,6 +11,7 @@
 #include "config/values.h"
 #include "env/environ.h"
 #include "rdzv/common.h"
+#include "rdzv/etcd_json.h"
 
 /* One line about a bad input into err, and -EINVAL. */
 #define fail(err, len, ...) podrun_failf(-EINVAL, err, len, __VA_ARGS__)
@@ -238,6 +239,56 @@ static int resolve_nproc(struct cfg *c, int ncpus, int ngpus, char *err, size_t 
     return 0;
 }
 
+/* etcd's members: a list, URLs or one HOST[:PORT] (port 2379 when left out), and the TLS files,
+ * which go together with https. Neither a list nor the files mean anything to another backend. */
+static int resolve_etcd(struct cfg *c, char *err, size_t errlen)
+{
+    bool tls = c->etcd_cacert || c->etcd_cert || c->etcd_key;
+    if (c->rdzv_backend != CFG_BACKEND_ETCD) {
+        if (c->rdzv_endpoints)
+            return fail(err, errlen, "--rdzv-endpoint '%s': a list of endpoints or a URL is for "
+                        "--rdzv-backend etcd; the %s backend takes one HOST[:PORT]",
+                        c->rdzv_endpoints, c->rdzv_backend == CFG_BACKEND_C10D ? "c10d" : "static");
+        if (tls)
+            return fail(err, errlen, "--etcd-cacert, --etcd-cert and --etcd-key are for "
+                        "--rdzv-backend etcd");
+        return 0;
+    }
+    if (!c->rdzv_host)
+        return fail(err, errlen, "--rdzv-backend etcd needs --rdzv-endpoint HOST[:2379][,...], "
+                    "the client endpoints of etcd's members");
+    if (!c->etcd_cert != !c->etcd_key)
+        return fail(err, errlen, "--etcd-cert and --etcd-key go together: give the client "
+                    "certificate and its private key");
+    char one[300];
+    const char *text = c->rdzv_endpoints;
+    if (!text) {
+        if (!c->rdzv_port_given)
+            c->rdzv_port = ETCD_DEFAULT_PORT;
+        podrun_hostport_format(c->rdzv_host, c->rdzv_port, one, sizeof one);
+        text = one;
+    }
+    etcd_endpoint_t *ep = malloc(ETCD_MAX_ENDPOINTS * sizeof *ep);
+    char why[256];
+    if (!ep)
+        return fail(err, errlen, "out of memory");
+    int n = etcd_endpoints_parse(text, tls, ep, ETCD_MAX_ENDPOINTS, why, sizeof why);
+    int bad = -1;
+    for (int i = 0; tls && i < n && bad < 0; i++)
+        if (!ep[i].tls)
+            bad = i;
+    char url[300];
+    if (bad >= 0)
+        snprintf(url, sizeof url, "%s", ep[bad].url);
+    free(ep);
+    if (n < 0)
+        return fail(err, errlen, "--rdzv-endpoint: %s", why);
+    if (bad >= 0)
+        return fail(err, errlen, "--rdzv-endpoint names %s, but --etcd-cacert/--etcd-cert are "
+                    "given: write https:// (or leave the scheme out)", url);
+    return 0;
+}
+
 /* Where the job store is. --standalone is a c10d store on a free local port; static's store is
  * the master's (torchrun's rule); c10d needs the endpoint once there is more than one node. A
  * c10d endpoint without a port gets 29400; an explicit :0 is a free port, which only a node that
@@ -254,6 +305,7 @@ static int resolve_endpoint(struct cfg *c, char *err, size_t errlen)
         v.endpoint.host = strdup("localhost");
         v.endpoint.port = 0;
         v.endpoint.port_given = c->rdzv_port_given;
+        v.endpoint.list = NULL;
         if (!v.endpoint.host)
             return fail(err, errlen, "out of memory");
         derive(c, CFG_RDZV_ENDPOINT, &v, "--standalone");
@@ -277,12 +329,16 @@ static int resolve_endpoint(struct cfg *c, char *err, size_t errlen)
     if (c->discovery == CFG_DISCOVERY_K8S && c->src[CFG_NNODES].kind == CFG_SRC_DEFAULT)
         return fail(err, errlen, "--discovery k8s waits for the job's pods: give their number "
                     "with --nnodes N (or MIN:MAX)");
+    int r = resolve_etcd(c, err, errlen);
+    if (r || c->rdzv_backend == CFG_BACKEND_ETCD)
+        return r;
     /* Kubernetes discovery finds the store at run time: the rank-0 pod's IP */
     if (!c->rdzv_host && c->discovery == CFG_DISCOVERY_K8S &&
         c->src[CFG_MASTER_ADDR].kind == CFG_SRC_DEFAULT) {
         v.endpoint.host = strdup("rank-0-pod");
         v.endpoint.port = c->rdzv_backend == CFG_BACKEND_STATIC ? c->master_port : 0;
         v.endpoint.port_given = false;
+        v.endpoint.list = NULL;
         if (!v.endpoint.host)
             return fail(err, errlen, "out of memory");
         derive(c, CFG_RDZV_ENDPOINT, &v, "--discovery k8s");
@@ -291,6 +347,7 @@ static int resolve_endpoint(struct cfg *c, char *err, size_t errlen)
         const char *from = "--rdzv-backend c10d";
         v.endpoint.port = 0;
         v.endpoint.port_given = false;
+        v.endpoint.list = NULL;
         if (c->rdzv_backend == CFG_BACKEND_STATIC) {
             v.endpoint.host = strdup(c->master_addr);
             v.endpoint.port = c->master_port;

@@ -37,6 +37,9 @@ enum cfg_id {
     CFG_RDZV_ENDPOINT,
     CFG_RDZV_ID,
     CFG_RDZV_CONF,
+    CFG_ETCD_CACERT,
+    CFG_ETCD_CERT,
+    CFG_ETCD_KEY,
     CFG_STANDALONE,
     CFG_MASTER_ADDR,
     CFG_MASTER_PORT,
@@ -109,7 +112,7 @@ struct cfg_src {
 };
 
 enum cfg_nproc_kind { CFG_NPROC_NUMBER, CFG_NPROC_AUTO, CFG_NPROC_CPU, CFG_NPROC_GPU };
-enum cfg_backend { CFG_BACKEND_STATIC, CFG_BACKEND_C10D };
+enum cfg_backend { CFG_BACKEND_STATIC, CFG_BACKEND_C10D, CFG_BACKEND_ETCD };
 enum cfg_start_method { CFG_START_SPAWN, CFG_START_FORK, CFG_START_FORKSERVER };
 /* Where this node learns who it is and who its peers are (launcher/operators, launcher/discover). */
 enum cfg_discovery { CFG_DISCOVERY_AUTO, CFG_DISCOVERY_ENV, CFG_DISCOVERY_K8S,
@@ -129,6 +132,9 @@ struct cfg {
     char *rdzv_host;                /* --rdzv-endpoint host; NULL: derived in cfg_finalize */
     int rdzv_port;                  /* 0: the backend's default, or a free port when given */
     bool rdzv_port_given;           /* the endpoint named a port (":0" = a free port) */
+    char *rdzv_endpoints;           /* the endpoint as given when it is a list or a URL (etcd's
+                                       members); NULL for a plain HOST[:PORT] */
+    char *etcd_cacert, *etcd_cert, *etcd_key; /* PEM files for https etcd endpoints */
     char *rdzv_id;
     bool standalone;
     char *master_addr;

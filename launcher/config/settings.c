@@ -7,7 +7,7 @@
 
 #define OFF(f) offsetof(struct cfg, f)
 
-static const char *const backends[] = {"static", "c10d", NULL};      /* enum cfg_backend */
+static const char *const backends[] = {"static", "c10d", "etcd", NULL}; /* enum cfg_backend */
 static const char *const start_methods[] = {"spawn", "fork", "forkserver", NULL};
 static const char *const discoveries[] = {"auto", "env", "k8s", "hostfile", "none", NULL};
 static const char *const k8s_orders[] = {"index", "name", "ip", NULL};   /* enum cfg_k8s_order */
@@ -20,18 +20,27 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_NODE_RANK] = {"node-rank", 0, CFG_T_INT, OFF(node_rank), 0, 65535, NULL, "0", "N", NULL,
         0, "this node's rank (static rendezvous)", NULL},
     [CFG_RDZV_BACKEND] = {"rdzv-backend", 0, CFG_T_CHOICE, OFF(rdzv_backend), 0, 0, backends,
-        "static", "static|c10d", NULL, 0, "rendezvous backend",
-        "unknown rendezvous backend; use 'c10d' or 'static'"},
+        "static", "static|c10d|etcd", NULL, 0, "rendezvous backend",
+        "unknown rendezvous backend; use 'c10d', 'static' or 'etcd'"},
     [CFG_RDZV_ENDPOINT] = {"rdzv-endpoint", 0, CFG_T_ENDPOINT, 0, 0, 0, NULL, NULL,
         "HOST[:PORT]", NULL, 0,
-        "job store address (c10d port default 29400; static: master addr:port)", NULL},
+        "job store address (c10d port default 29400; static: master addr:port); etcd: its "
+        "members, HOST[:2379][,...] or http(s):// URLs", NULL},
     [CFG_RDZV_ID] = {"rdzv-id", 0, CFG_T_STR, OFF(rdzv_id), 0, 0, NULL, "none", "ID", NULL, 0,
         "job id, TORCHELASTIC_RUN_ID", NULL},
     [CFG_RDZV_CONF] = {"rdzv-conf", 0, CFG_T_CONF, 0, 0, 0, NULL, NULL, "K=V,...", NULL,
         CFG_F_ACTION,
         "join_timeout, last_call_timeout, close_timeout, keep_alive_interval, "
         "keep_alive_max_attempt, is_host; timeout (static: join_timeout unless that is given, "
-        "as torchrun), read_timeout (accepted for torchrun compatibility, unused)", NULL},
+        "as torchrun), read_timeout (etcd: how long it may fail before an agent gives up; "
+        "else unused)", NULL},
+    [CFG_ETCD_CACERT] = {"etcd-cacert", 0, CFG_T_OPTSTR, OFF(etcd_cacert), 0, 0, NULL, NULL,
+        "FILE", NULL, 0, "CA certificates (PEM) that etcd's server certificate is checked "
+        "against", NULL},
+    [CFG_ETCD_CERT] = {"etcd-cert", 0, CFG_T_OPTSTR, OFF(etcd_cert), 0, 0, NULL, NULL, "FILE",
+        NULL, 0, "client certificate (PEM) for etcd", NULL},
+    [CFG_ETCD_KEY] = {"etcd-key", 0, CFG_T_OPTSTR, OFF(etcd_key), 0, 0, NULL, NULL, "FILE", NULL,
+        0, "the client certificate's private key (PEM)", NULL},
     [CFG_STANDALONE] = {"standalone", 0, CFG_T_BOOL, OFF(standalone), 0, 0, NULL, "0", NULL,
         NULL, 0, "single-node job on a free local port with a random id", NULL},
     [CFG_MASTER_ADDR] = {"master-addr", 0, CFG_T_STR, OFF(master_addr), 0, 0, NULL,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rdzv/common.h"
+#include "rdzv/etcd_json.h"
 
 #define FIELD(c, s, type) ((type *)((char *)(c) + (s)->off))
 #define CFIELD(c, s, type) ((const type *)((const char *)(c) + (s)->off))
@@ -319,14 +320,37 @@ static void format_choice(const struct cfg *c, const struct cfg_setting *s, char
     snprintf(buf, len, "%s", s->choices[*CFIELD(c, s, int)]);
 }
 
+/* HOST[:PORT], or etcd's members: a list of [http://|https://]HOST[:PORT] items. A list or a
+ * URL is kept as given (the backend reads it); host and port are its first item's. */
 static int parse_endpoint(const struct cfg_setting *s, const char *t, const char *what,
                           union cfg_value *v, char *err, size_t errlen)
 {
     char host[256];
     (void)s;
+    v->endpoint.list = NULL;
+    if (strchr(t, ',') || strstr(t, "://")) {
+        etcd_endpoint_t *ep = malloc(ETCD_MAX_ENDPOINTS * sizeof *ep);
+        char why[256];
+        if (!ep)
+            return -ENOMEM;
+        int n = etcd_endpoints_parse(t, 0, ep, ETCD_MAX_ENDPOINTS, why, sizeof why);
+        if (n < 0) {
+            free(ep);
+            return fail(err, errlen, "%s: %s", what, why);
+        }
+        v->endpoint.port = ep[0].port;
+        v->endpoint.port_given = true;
+        int r = dup_text(ep[0].host, &v->endpoint.host);
+        free(ep);
+        if (!r && (r = dup_text(t, &v->endpoint.list)) != 0) {
+            free(v->endpoint.host);
+            v->endpoint.host = NULL;
+        }
+        return r;
+    }
     if (podrun_hostport_parse(t, host, sizeof host, &v->endpoint.port, &v->endpoint.port_given))
         return fail(err, errlen, "%s: expected HOST or HOST:PORT (port 0-65535), e.g. "
-                    "node0:29400", what);
+                    "node0:29400; etcd also takes a list, HOST:2379,HOST:2379 or URLs", what);
     return dup_text(host, &v->endpoint.host);
 }
 
@@ -334,23 +358,30 @@ static void store_endpoint(struct cfg *c, const struct cfg_setting *s, union cfg
 {
     (void)s;
     free(c->rdzv_host);
+    free(c->rdzv_endpoints);
     c->rdzv_host = v->endpoint.host;
     c->rdzv_port = v->endpoint.port;
     c->rdzv_port_given = v->endpoint.port_given;
+    c->rdzv_endpoints = v->endpoint.list;
     v->endpoint.host = NULL;
+    v->endpoint.list = NULL;
 }
 
 static void drop_endpoint(union cfg_value *v)
 {
     free(v->endpoint.host);
+    free(v->endpoint.list);
     v->endpoint.host = NULL;
+    v->endpoint.list = NULL;
 }
 
 static void clear_endpoint(struct cfg *c, const struct cfg_setting *s)
 {
     (void)s;
     free(c->rdzv_host);
+    free(c->rdzv_endpoints);
     c->rdzv_host = NULL;
+    c->rdzv_endpoints = NULL;
     c->rdzv_port = 0;
     c->rdzv_port_given = false;
 }
@@ -361,6 +392,8 @@ static void format_endpoint(const struct cfg *c, const struct cfg_setting *s, ch
     (void)s;
     if (!c->rdzv_host)
         snprintf(buf, len, "(none)");
+    else if (c->rdzv_endpoints)
+        snprintf(buf, len, "%s", c->rdzv_endpoints);
     else
         podrun_hostport_format(c->rdzv_host, c->rdzv_port, buf, len);
 }

@@ -28,6 +28,7 @@ union cfg_value {
         char *host;             /* malloc'd */
         int port;
         bool port_given;
+        char *list;             /* malloc'd: the text of a list or URL (etcd), else NULL */
     } endpoint;
 };
 

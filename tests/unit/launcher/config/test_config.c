@@ -232,6 +232,66 @@ static void test_k8s_discovery(void)
     cfg_free(&c);
 }
 
+/* etcd: the members as a list, URLs or one HOST (port 2379), the TLS files with https, and
+ * neither a list nor the files for the other backends. */
+static void test_etcd_endpoints(void)
+{
+    static const struct {
+        const char *backend, *endpoint, *cacert, *cert, *key, *needle;
+    } bad[] = {
+        {"etcd", NULL, NULL, NULL, NULL, "--rdzv-backend etcd needs --rdzv-endpoint"},
+        {"c10d", "e0:2379,e1:2379", NULL, NULL, NULL, "a list of endpoints or a URL is for "
+                                                      "--rdzv-backend etcd"},
+        {"static", "http://e0", NULL, NULL, NULL, "is for --rdzv-backend etcd"},
+        {"c10d", "n0:29400", "/ca", NULL, NULL, "are for --rdzv-backend etcd"},
+        {"etcd", "e0", NULL, "/c", NULL, "--etcd-cert and --etcd-key go together"},
+        {"etcd", "http://e0", "/ca", NULL, NULL, "names http://e0:2379, but --etcd-cacert"},
+        {"etcd", "e0:0", NULL, NULL, NULL, "'e0:0': expected [http://|https://]HOST[:PORT]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        struct cfg c;
+        cfg_init(&c);
+        CHECK_EQ_INT(set(&c, CFG_RDZV_BACKEND, bad[i].backend, CFG_SRC_FLAG, "--rdzv-backend"), 0);
+        if (bad[i].endpoint)
+            CHECK_EQ_INT(set(&c, CFG_RDZV_ENDPOINT, bad[i].endpoint, CFG_SRC_FLAG, "--e"), 0);
+        if (bad[i].cacert)
+            CHECK_EQ_INT(set(&c, CFG_ETCD_CACERT, bad[i].cacert, CFG_SRC_FLAG, "--ca"), 0);
+        if (bad[i].cert)
+            CHECK_EQ_INT(set(&c, CFG_ETCD_CERT, bad[i].cert, CFG_SRC_FLAG, "--cert"), 0);
+        if (bad[i].key)
+            CHECK_EQ_INT(set(&c, CFG_ETCD_KEY, bad[i].key, CFG_SRC_FLAG, "--key"), 0);
+        CHECK_EQ_INT(finalize(&c), -EINVAL);
+        if (!strstr(err, bad[i].needle))
+            fprintf(stderr, "case %zu: '%s' lacks '%s'\n", i, err, bad[i].needle);
+        CHECK(strstr(err, bad[i].needle) != NULL);
+        cfg_free(&c);
+    }
+
+    struct cfg c;
+    cfg_init(&c); /* one host: etcd's port, not c10d's */
+    CHECK_EQ_INT(set(&c, CFG_RDZV_BACKEND, "etcd", CFG_SRC_PODRUN, "PODRUN_RDZV_BACKEND"), 0);
+    CHECK_EQ_INT(set(&c, CFG_RDZV_ENDPOINT, "etcd-0", CFG_SRC_FLAG, "--rdzv-endpoint"), 0);
+    CHECK_EQ_INT(set(&c, CFG_NNODES, "4", CFG_SRC_FLAG, "--nnodes"), 0);
+    CHECK_EQ_INT(finalize(&c), 0);
+    CHECK_EQ_INT(c.rdzv_backend, CFG_BACKEND_ETCD);
+    CHECK_EQ_STR(c.rdzv_host, "etcd-0");
+    CHECK_EQ_INT(c.rdzv_port, 2379);
+    CHECK(c.rdzv_endpoints == NULL);
+    cfg_free(&c);
+
+    cfg_init(&c); /* a list with TLS: no scheme means https */
+    CHECK_EQ_INT(set(&c, CFG_RDZV_BACKEND, "etcd", CFG_SRC_FLAG, "--rdzv-backend"), 0);
+    CHECK_EQ_INT(set(&c, CFG_RDZV_ENDPOINT, "e0:2379,https://e1:2379", CFG_SRC_FLAG, "--e"), 0);
+    CHECK_EQ_INT(set(&c, CFG_ETCD_CACERT, "/ca.pem", CFG_SRC_PODRUN, "PODRUN_ETCD_CACERT"), 0);
+    CHECK_EQ_INT(set(&c, CFG_ETCD_CERT, "/c.pem", CFG_SRC_FLAG, "--etcd-cert"), 0);
+    CHECK_EQ_INT(set(&c, CFG_ETCD_KEY, "/k.pem", CFG_SRC_FLAG, "--etcd-key"), 0);
+    CHECK_EQ_INT(finalize(&c), 0);
+    CHECK_EQ_STR(c.rdzv_endpoints, "e0:2379,https://e1:2379");
+    CHECK_EQ_STR(c.rdzv_host, "e0");
+    CHECK_EQ_STR(c.etcd_cacert, "/ca.pem");
+    cfg_free(&c);
+}
+
 static void test_podrun_env_layer(void)
 {
     struct cfg c;
@@ -297,6 +357,7 @@ int main(void)
     RUN(test_errors_name_the_input);
     RUN(test_finalize_derives);
     RUN(test_k8s_discovery);
+    RUN(test_etcd_endpoints);
     RUN(test_podrun_env_layer);
     RUN(test_print_config);
     return check_result();
