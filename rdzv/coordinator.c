@@ -1006,6 +1006,11 @@ static void maybe_closed(coord_t *c)
  * ended job just went home. */
 void coord_on_close(coord_t *c, uint64_t conn, double now)
 {
+    coord_on_lost(c, conn, "agent lost: connection closed", now);
+}
+
+void coord_on_lost(coord_t *c, uint64_t conn, const char *why, double now)
+{
     q_reset(c);
     int idx = u64map_get(&c->by_conn, conn);
     if (idx < 0)
@@ -1016,7 +1021,7 @@ void coord_on_close(coord_t *c, uint64_t conn, double now)
     n->connected = 0;
     c->connected--;
     if (n->state != NS_GONE && !(n->state == NS_MEMBER && c->phase == COORD_OVER))
-        node_gone(c, n, idx, FK_LOST, "agent lost: connection closed", now);
+        node_gone(c, n, idx, FK_LOST, why, now);
     maybe_closed(c);
 }
 
