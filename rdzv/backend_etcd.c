@@ -177,6 +177,8 @@ typedef struct etcd_agent {
     char *end_val;
     size_t end_len;
     int leaving, closing, flushing, revoking;
+    int64_t said_failing;     /* when the last "etcd is not answering" line went out */
+    char endpoint[300];       /* the member this node talks to, as last said */
     uv_timer_t ka_timer, prog_timer, defer_timer, close_timer;
     void (*leave_sent)(void *);
     void *leave_arg;
@@ -843,11 +845,12 @@ static void feed_write(etcd_agent_t *a, uint64_t idn, const char *key, size_t kl
     lead_actions(a);
 }
 
+/* An agent's alive key is gone: its lease expired (or was revoked before it said anything). */
 static void feed_close(etcd_agent_t *a, uint64_t idn)
 {
     if (!a->coord)
         return;
-    coord_on_close(a->coord, idn, podrun_time_epoch());
+    coord_on_lost(a->coord, idn, "agent lost: its etcd lease ended", podrun_time_epoch());
     lead_actions(a);
 }
 
@@ -1511,6 +1514,24 @@ static void send_hello(etcd_agent_t *a)
         agent_fail(a, PODRUN_ESTORELOST, "cannot send the join to etcd");
 }
 
+/* While etcd does not answer, in any state: what fails and how long this node goes on trying,
+ * after 1 s and then every progress_interval. */
+static void say_failing(etcd_agent_t *a, int64_t failing, const char *why)
+{
+    int64_t now = podrun_time_mono_ms();
+    if (failing < 1000) {
+        a->said_failing = 0;
+        return;
+    }
+    if (a->said_failing && now - a->said_failing < (int64_t)(a->p.progress_interval * 1000))
+        return;
+    a->said_failing = now;
+    char left[32];
+    podrun_format_duration(a->p.read_timeout - (double)failing / 1000, left, sizeof left);
+    progress(a, "rendezvous '%s': etcd is not answering (%s); retrying for %s more", a->run_id,
+             why, left);
+}
+
 static void on_ka(void *arg, int status, const etcd_resp_t *r)
 {
     etcd_agent_t *a = arg;
@@ -1542,6 +1563,15 @@ static void on_ka_timer(uv_timer_t *t)
     etcd_agent_t *a = t->data;
     char why[320];
     int64_t failing = etcd_client_failing_ms(a->etcd, why, sizeof why);
+    say_failing(a, failing, why);
+    const char *ep = etcd_client_endpoint(a->etcd);
+    if (strcmp(ep, a->endpoint) != 0 && !failing) {
+        /* a member failed and another answers: worth one line, nothing else changes */
+        if (a->endpoint[0])
+            progress(a, "rendezvous '%s': going on with etcd at %s (%s)", a->run_id, ep,
+                     etcd_client_last_error(a->etcd));
+        sfmt(a->endpoint, sizeof a->endpoint, "%s", ep);
+    }
     if (failing > (int64_t)(a->p.read_timeout * 1000) && !a->closing) {
         char line[RDZV_LINE_MAX], took[32];
         podrun_format_duration(a->p.read_timeout, took, sizeof took);
@@ -1575,8 +1605,6 @@ static void on_granted(void *arg, int status, const etcd_resp_t *r)
     a->lease = r->id;
     if (r->ttl > 0)
         a->ttl = (int)r->ttl;
-    uint64_t ms = (uint64_t)(a->p.keep_alive_interval * 1000);
-    uv_timer_start(&a->ka_timer, on_ka_timer, ms, ms);
     start_watch(a);
 }
 
@@ -1590,18 +1618,14 @@ static void on_status(void *arg, int status, const etcd_resp_t *r)
              r->kvs[0].value);
 }
 
-/* A progress line while waiting: what fails, while etcd does not answer (in any state); the
- * coordinator's status while joining (the leader has the coordinator's own lines). */
+/* A progress line while waiting: the coordinator's status while joining (the leader has the
+ * coordinator's own lines); while etcd does not answer, say_failing speaks instead. */
 static void on_prog_timer(uv_timer_t *t)
 {
     etcd_agent_t *a = t->data;
-    char why[320], left[32];
-    int64_t failing = etcd_client_failing_ms(a->etcd, why, sizeof why);
-    if (failing >= 1000) {
-        podrun_format_duration(a->p.read_timeout - (double)failing / 1000, left, sizeof left);
-        progress(a, "rendezvous '%s': etcd is not answering (%s); retrying for %s more",
-                 a->run_id, why, left);
-    } else if (a->state == AS_STARTING) {
+    if (etcd_client_failing_ms(a->etcd, NULL, 0) >= 1000)
+        return;
+    if (a->state == AS_STARTING) {
         progress(a, "rendezvous '%s': waiting for etcd at %s", a->run_id,
                  etcd_client_endpoint(a->etcd));
     } else if (a->state == AS_JOINING && !a->leading && !a->status_call) {
@@ -1728,6 +1752,9 @@ static int etcd_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_d
         etcd_close(&a->base, NULL, NULL);
         return rc;
     }
+    /* the keep-alive tick also bounds how long etcd may fail, from the very start */
+    uint64_t ms = (uint64_t)(a->p.keep_alive_interval * 1000);
+    uv_timer_start(&a->ka_timer, on_ka_timer, ms, ms);
     start_progress(a);
     *out = &a->base;
     return 0;

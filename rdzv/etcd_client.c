@@ -28,7 +28,8 @@ struct etcd_client {
     struct http_tls tls;
     char *cacert, *cert, *key;
     int timeout_ms;
-    int64_t fail_since;     /* monotonic ms of the first failure since the last answer; 0: none */
+    int64_t last_ok;        /* monotonic ms of the last answer (or of the client's start) */
+    int failing;            /* an attempt failed since then */
     char last_error[320];
     etcd_call_t *calls;
     etcd_watch_t *watches;
@@ -149,7 +150,8 @@ static void watch_release(etcd_watch_t *w)
 
 static void client_ok(etcd_client_t *c)
 {
-    c->fail_since = 0;
+    c->last_ok = podrun_time_mono_ms();
+    c->failing = 0;
 }
 
 static void watch_send(etcd_watch_t *w);
@@ -159,8 +161,7 @@ static void watch_send(etcd_watch_t *w);
  * stopped answering until much later). */
 static void client_failed(etcd_client_t *c, int ep, const char *why)
 {
-    if (!c->fail_since)
-        c->fail_since = podrun_time_mono_ms();
+    c->failing = 1;
     sfmt(c->last_error, sizeof c->last_error, "%s: %s", c->ep[ep].url, why);
     if (ep != c->cur || c->n_ep < 2)
         return;
@@ -566,6 +567,7 @@ int etcd_client_new(uv_loop_t *loop, const etcd_client_conf_t *conf, etcd_client
     memcpy(c->ep, conf->endpoints, (size_t)c->n_ep * sizeof *c->ep);
     c->cur = (conf->first % c->n_ep + c->n_ep) % c->n_ep;
     c->timeout_ms = conf->timeout_ms > 0 ? conf->timeout_ms : ETCD_TIMEOUT_DEFAULT_MS;
+    c->last_ok = podrun_time_mono_ms();
     int r = copy_opt(&c->cacert, conf->cacert);
     if (!r)
         r = copy_opt(&c->cert, conf->cert);
@@ -615,14 +617,19 @@ void etcd_client_close(etcd_client_t *c)
 int64_t etcd_client_failing_ms(const etcd_client_t *c, char *why, size_t cap)
 {
     if (why && cap)
-        sfmt(why, cap, "%s", c->fail_since ? c->last_error : "");
-    if (!c->fail_since)
+        sfmt(why, cap, "%s", c->failing ? c->last_error : "");
+    if (!c->failing)
         return 0;
-    int64_t d = podrun_time_mono_ms() - c->fail_since;
+    int64_t d = podrun_time_mono_ms() - c->last_ok;
     return d > 0 ? d : 1;
 }
 
 const char *etcd_client_endpoint(const etcd_client_t *c)
 {
     return c->ep[c->cur].url;
+}
+
+const char *etcd_client_last_error(const etcd_client_t *c)
+{
+    return c->last_error;
 }

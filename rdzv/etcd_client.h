@@ -39,11 +39,12 @@ int etcd_client_new(uv_loop_t *loop, const etcd_client_conf_t *conf, etcd_client
  * once the loop has closed its handles. */
 void etcd_client_close(etcd_client_t *c);
 
-/* 0 while etcd answers; else the milliseconds since the first failure after the last answer,
- * with what went wrong last (endpoint and reason) in why. */
+/* 0 while etcd answers; once an attempt has failed, the milliseconds since the last answer (or
+ * since the client started, before any), with what went wrong last (endpoint, reason) in why. */
 int64_t etcd_client_failing_ms(const etcd_client_t *c, char *why, size_t cap);
-/* The URL of the endpoint requests go to now. */
+/* The URL of the endpoint requests go to now, and the last failure seen ("" before any). */
 const char *etcd_client_endpoint(const etcd_client_t *c);
+const char *etcd_client_last_error(const etcd_client_t *c);
 
 /* The answer to a call: status 0 with r the answer; 1 with r an error answer etcd will give
  * again (r->code, r->error: a lease that does not exist, a request it refuses); negative when
