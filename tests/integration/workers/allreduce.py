@@ -2,7 +2,8 @@
 
 Prints one line per rank: "allreduce rank=R local_rank=L world=W group_rank=G restart=C sum=S".
 Exits with $FAIL_EXIT when this rank is $FAIL_RANK and the restart count is below $FAIL_UNTIL
-(default: only on the first attempt), so tests can make one rank fail on purpose."""
+(default: only on the first attempt), so tests can make one rank fail on purpose. Stays $HOLD
+seconds before it ends, on attempts below $HOLD_UNTIL (default: every attempt)."""
 import os
 import sys
 import time
@@ -24,5 +25,6 @@ dist.all_reduce(t)
 dist.barrier()
 print(f"allreduce rank={rank} local_rank={os.environ['LOCAL_RANK']} world={world} "
       f"group_rank={os.environ['GROUP_RANK']} restart={restart} sum={int(t.item())}", flush=True)
-time.sleep(float(os.environ.get("HOLD", "0")))
+if restart < int(os.environ.get("HOLD_UNTIL", "1000000")):
+    time.sleep(float(os.environ.get("HOLD", "0")))
 dist.destroy_process_group()

@@ -1,0 +1,299 @@
+"""The etcd rendezvous backend against real etcd (Debian's etcd-server): a gloo job, an etcd
+member lost mid-job, the agent that is node rank 0 and coordinator lost, etcd lost as a whole,
+TLS with client certificates, answers that are not etcd's, and the job's keys in etcd after the
+job. Every test starts its own etcd on loopback ports and stops exactly its own processes."""
+import http.server
+import os
+import pathlib
+import signal
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from cluster import WORKERS, no_leftovers, parse_kv, result_lines, wait_all
+from conftest import free_port
+from etcd_util import Etcd, etcd_agent
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fakes"))
+import tlsca  # noqa: E402
+
+ALLREDUCE = os.path.join(WORKERS, "allreduce.py")
+ENV_SH = os.path.join(WORKERS, "env.sh")
+FAIL_SH = os.path.join(WORKERS, "fail.sh")
+NOPY = ["--no-python", "--term-timeout", "2"]
+PEER_LOST, STORE_LOST = 171, 172
+
+
+@pytest.fixture
+def etcd():
+    e = Etcd(1)
+    yield e
+    e.stop()
+
+
+@pytest.fixture
+def etcd3():
+    e = Etcd(3)
+    yield e
+    e.stop()
+
+
+def run_id(tag):
+    return f"{tag}-{os.getpid()}-{free_port()}"
+
+
+def sleeper_job(n, endpoints, rid, extra=(), env=None, nnodes=None):
+    """n agents whose workers sleep (fail.sh), marked so no_leftovers can find them."""
+    marker = f"300.{os.getpid()}{free_port()}"
+    agents = [etcd_agent(i, nnodes or n, endpoints, rid, FAIL_SH, extra=NOPY + list(extra),
+                         env={"SLEEP": marker, **(env or {})}) for i in range(n)]
+    return agents, marker
+
+
+def test_gloo_allreduce_four_agents(etcd):
+    rid = run_id("gloo")
+    agents = [etcd_agent(i, 4, etcd.endpoints(), rid, ALLREDUCE, nproc=2) for i in range(4)]
+    codes = wait_all(agents, timeout=150)
+    assert codes == [0] * 4, [a.err for a in agents]
+    res = [parse_kv(line) for line in result_lines(agents)]
+    assert sorted(int(r["rank"]) for r in res) == list(range(8))
+    assert all(int(r["sum"]) == sum(range(8)) and int(r["world"]) == 8 for r in res)
+    # the finished job's keys are gone: the last coordinator removed them
+    assert etcd.keys(f"podrun/{rid}/") == []
+
+
+def test_workers_use_node_rank_0s_store(etcd):
+    rid = run_id("env")
+    agents = [etcd_agent(i, 3, etcd.endpoints(), rid, ENV_SH, nproc=2, extra=NOPY)
+              for i in range(3)]
+    assert wait_all(agents, timeout=60) == [0] * 3, [a.err for a in agents]
+    res = [parse_kv(line) for line in result_lines(agents, "env ")]
+    assert sorted(int(r["rank"]) for r in res) == list(range(6))
+    masters = {r["master"] for r in res}
+    assert len(masters) == 1
+    rank0 = [r for r in res if r["group_rank"] == "0"]
+    # node0 (127.0.0.2) sorts first, so it is node rank 0 and its own store serves everyone
+    host, port = masters.pop().rsplit(":", 1)
+    assert host == "127.0.0.2" and int(port) > 0 and len(rank0) == 2
+    assert all(r["agent_store"] == "True" for r in res)
+
+
+def member_of(etcd, pid):
+    """The index of the etcd member the process pid has a connection to."""
+    out = subprocess.run(["ss", "-Htnp", "state", "established"], capture_output=True,
+                         text=True).stdout
+    for line in out.splitlines():
+        if f"pid={pid}," in line:
+            port = int(line.split()[3].rsplit(":", 1)[1])
+            if port in etcd.client:
+                return etcd.client.index(port)
+    raise AssertionError(f"process {pid} has no connection to etcd:\n{out}")
+
+
+def test_etcd_member_killed_mid_job(etcd3):
+    """The member of three that node0 talks to goes mid-job: node0 (and whoever else used it)
+    moves to another, the job goes on untouched and finishes with no restart."""
+    rid = run_id("member")
+    agents = [etcd_agent(i, 4, etcd3.endpoints(), rid, FAIL_SH, extra=NOPY,
+                         env={"DONE_AFTER": "8"}) for i in range(4)]
+    etcd3.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
+    time.sleep(1)
+    gone = member_of(etcd3, agents[0].proc.pid)
+    etcd3.kill(gone)
+    codes = wait_all(agents, timeout=60)
+    assert codes == [0] * 4, [a.err for a in agents]
+    done = result_lines(agents, "done ")
+    assert len(done) == 4 and all("restart=0" in line for line in done), done
+    assert not any("stopped" in a.err for a in agents), [a.err for a in agents]
+    assert "going on with etcd at" in agents[0].err, agents[0].err
+    assert etcd3.endpoint(gone) in agents[0].err
+
+
+def test_rank0_coordinator_kill9_restarts_in_place_with_spare(etcd):
+    """The agent that is node rank 0 — and, started first, the coordinator — is SIGKILLed in a
+    gloo job: another agent takes over from the state in etcd, the job restarts in place with
+    the spare that was waiting (one restart of one used), the new node rank 0 hosts the workers'
+    store, and the gloo job finishes."""
+    rid = run_id("rank0")
+    env = {"HOLD": "60", "HOLD_UNTIL": "1"}
+    extra = ["--max-restarts", "1"]
+    agents = [etcd_agent(0, 4, etcd.endpoints(), rid, ALLREDUCE, extra=extra, env=env)]
+    assert etcd.wait_for(f"podrun/{rid}/leader", timeout=30)
+    agents += [etcd_agent(i, 4, etcd.endpoints(), rid, ALLREDUCE, extra=extra, env=env)
+               for i in (1, 2, 3)]
+    etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
+    spare = etcd_agent(4, 4, etcd.endpoints(), rid, ALLREDUCE, extra=extra, env=env)
+    time.sleep(2)
+    agents[0].kill()
+    codes = wait_all(agents[1:] + [spare], timeout=150)
+    assert codes == [0] * 4, [a.err for a in agents[1:] + [spare]]
+    errs = "".join(a.err for a in agents[1:] + [spare])
+    assert "coordinates the job from round 0 (running" in errs, errs
+    assert "node0: agent lost: its etcd lease ended" in errs
+    assert "restarting the job in place (restart 1 of 1)" in errs
+    res = [parse_kv(line) for line in result_lines(agents[1:] + [spare])]
+    again = [r for r in res if r["restart"] == "1"]
+    assert sorted(int(r["rank"]) for r in again) == [0, 1, 2, 3], res
+    assert all(int(r["sum"]) == 6 for r in again)
+    assert etcd.keys(f"podrun/{rid}/") == []
+
+
+def test_coordinator_kill9_without_restarts_is_a_lost_peer(etcd):
+    """With no restart left, losing the coordinating agent ends the job like losing any node:
+    every other agent exits with the peer-lost code, not the store-lost one."""
+    rid = run_id("lead0")
+    first, marker = sleeper_job(1, etcd.endpoints(), rid, nnodes=4)
+    etcd.wait_for(f"podrun/{rid}/leader", timeout=30)
+    rest = [etcd_agent(i, 4, etcd.endpoints(), rid, FAIL_SH, extra=NOPY, env={"SLEEP": marker})
+            for i in (1, 2, 3)]
+    etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
+    time.sleep(1)
+    first[0].proc.send_signal(signal.SIGKILL)
+    codes = wait_all(rest, timeout=30)
+    assert codes == [PEER_LOST] * 3, [a.err for a in rest]
+    assert all("node0: agent lost: its etcd lease ended" in a.err for a in rest)
+    wait_all(first, timeout=10)
+    time.sleep(0.3)
+    clean, left = no_leftovers(marker)
+    assert clean, left
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP])
+def test_etcd_gone_every_agent_exits_store_lost(etcd, how):
+    """etcd stopped (killed, or frozen so that requests hang): the workers run on while the
+    agents retry, each says what fails, and after read_timeout every agent ends with the
+    store-lost code and leaves nothing running."""
+    rid = run_id("gone")
+    agents, marker = sleeper_job(3, etcd.endpoints(), rid, extra=["--rdzv-conf", "read_timeout=3"])
+    etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
+    time.sleep(0.5)
+    t0 = time.time()
+    etcd.kill(0, how)
+    codes = wait_all(agents, timeout=30)
+    took = time.time() - t0
+    assert codes == [STORE_LOST] * 3, [a.err for a in agents]
+    # read_timeout, plus a keep-alive tick to notice, plus stopping the workers
+    assert took < 3 + 1 + 2 + 4, took
+    assert all("etcd is not answering" in a.err and "etcd did not answer for 3s" in a.err
+               for a in agents), [a.err for a in agents]
+    time.sleep(0.3)
+    clean, left = no_leftovers(marker)
+    assert clean, left
+
+
+def test_etcd_unreachable_from_the_start():
+    port = free_port()
+    agent = etcd_agent(0, 2, f"127.0.0.1:{port}", run_id("none"), ENV_SH,
+                       extra=NOPY + ["--rdzv-conf", "read_timeout=2"])
+    t0 = time.time()
+    assert agent.wait(timeout=20) == STORE_LOST, agent.err
+    assert time.time() - t0 < 8
+    assert f"127.0.0.1:{port}" in agent.err and "etcd did not answer for 2s" in agent.err
+
+
+def etcd_pki(d):
+    """The test CA's files, and a server certificate for etcd that is also a client one: etcd
+    3.4's JSON gateway dials etcd's own gRPC port with it (kubeadm's etcd certificates are both
+    too)."""
+    pki = tlsca.make_pki(d)
+    if not os.path.exists(os.path.join(d, "etcd.crt")):
+        tlsca._make_leaf(str(d), "etcd", "/CN=localhost",
+                         "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+                         "extendedKeyUsage=serverAuth,clientAuth\n"
+                         "subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    return {**pki, "server.crt": os.path.join(d, "etcd.crt"),
+            "server.key": os.path.join(d, "etcd.key")}
+
+
+def test_tls_with_client_certificates(tmp_path):
+    pki = etcd_pki(tmp_path / "pki")
+    e = Etcd(1, pki=pki)
+    try:
+        rid = run_id("tls")
+        tls = ["--etcd-cacert", pki["ca.crt"], "--etcd-cert", pki["client.crt"],
+               "--etcd-key", pki["client.key"]]
+        # no scheme: https, because certificates are given
+        agents = [etcd_agent(i, 2, e.endpoints(), rid, ENV_SH, extra=NOPY + tls)
+                  for i in range(2)]
+        assert wait_all(agents, timeout=60) == [0, 0], [a.err for a in agents]
+        assert len(result_lines(agents, "env ")) == 2
+        # a CA that did not sign etcd's certificate: no answer is trusted, bounded
+        bad = ["--etcd-cacert", pki["other-ca.crt"], "--etcd-cert", pki["client.crt"],
+               "--etcd-key", pki["client.key"], "--rdzv-conf", "read_timeout=2"]
+        a = etcd_agent(0, 2, e.endpoints(scheme=True), run_id("tls2"), ENV_SH, extra=NOPY + bad)
+        assert a.wait(timeout=20) == STORE_LOST, a.err
+        assert "certificate" in a.err or "SSL" in a.err, a.err
+    finally:
+        e.stop()
+
+
+class _Junk(http.server.BaseHTTPRequestHandler):
+    """Answers that are not etcd's: garbage, JSON of the wrong shape, a body over every bound,
+    or nothing at all."""
+    mode = "garbage"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        mode = type(self).mode
+        if mode == "silent":
+            time.sleep(30)
+            return
+        if mode == "huge":
+            self.send_response(200)
+            self.send_header("Content-Length", str(80 << 20))
+            self.end_headers()
+            chunk = b"{" * (1 << 20)
+            try:
+                for _ in range(80):
+                    self.wfile.write(chunk)
+            except OSError:
+                pass
+            return
+        body = {"garbage": b"\x00\xff{{{not json",
+                "shape": b'{"header":{"revision":"x"},"kvs":[{"key":"!!"}],"ID":[]}'}[mode]
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.mark.parametrize("mode", ["garbage", "shape", "huge", "silent"])
+def test_answers_that_are_not_etcds(mode):
+    handler = type(f"Junk_{mode}", (_Junk,), {"mode": mode})
+    srv = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        agent = etcd_agent(0, 2, f"127.0.0.1:{srv.server_address[1]}", run_id("junk"), ENV_SH,
+                           extra=NOPY + ["--rdzv-conf", "read_timeout=2"])
+        t0 = time.time()
+        assert agent.wait(timeout=30) == STORE_LOST, agent.err
+        assert time.time() - t0 < 12
+        assert "etcd did not answer for 2s" in agent.err, agent.err
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_keys_of_an_abandoned_job_expire(etcd):
+    """A job whose agents are all killed leaves nothing behind for long: the agents' keys go
+    with their leases, the job's with the job lease (close_timeout, at least 10 s)."""
+    rid = run_id("gone")
+    agents, marker = sleeper_job(2, etcd.endpoints(), rid, extra=["--rdzv-conf",
+                                                                  "close_timeout=1"])
+    etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
+    assert f"podrun/{rid}/job" in etcd.keys(f"podrun/{rid}/")
+    for a in agents:
+        a.kill()
+    wait_all(agents, timeout=10)
+    deadline = time.time() + 20
+    while etcd.keys(f"podrun/{rid}/") and time.time() < deadline:
+        time.sleep(0.5)
+    assert etcd.keys(f"podrun/{rid}/") == []
