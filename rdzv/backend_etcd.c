@@ -927,9 +927,10 @@ static void reput_assignments(etcd_agent_t *a)
         const etcd_member_t *m = &a->st.members[i];
         uint64_t idn = strtoull(m->id, NULL, 16);
         int ix = u64map_get(&a->by_id, idn);
-        const lnode_t *n = ix >= 0 ? a->nodes[ix] : NULL;
+        lnode_t *n = ix >= 0 ? a->nodes[ix] : NULL;
         if (!n || !n->alive || n->join_k != m->join_k)
             continue;
+        n->answered_k = m->join_k; /* answered now: not a join for the coordinator */
         rdzv_assignment_t as = {a->st.round,     m->node_rank,     a->st.nnodes,
                                 m->rank_base,    a->st.world_size, a->st.restarts,
                                 a->st.store_host, (uint16_t)a->st.store_port};

@@ -162,6 +162,29 @@ def test_coordinator_kill9_without_restarts_is_a_lost_peer(etcd):
     assert clean, left
 
 
+def test_coordinator_kill9_while_round_open(etcd):
+    """The coordinator dies before the round has filled: another agent takes over the open round
+    with the joins already in etcd, and the round closes with those who come later."""
+    rid = run_id("open")
+    first = etcd_agent(0, 3, etcd.endpoints(), rid, ENV_SH, extra=NOPY)
+    etcd.wait_for(f"podrun/{rid}/leader", timeout=30)
+    second = etcd_agent(1, 3, etcd.endpoints(), rid, ENV_SH, extra=NOPY)
+    deadline = time.time() + 30
+    while len([k for k in etcd.keys(f"podrun/{rid}/n/") if "/join/" in k]) < 2:
+        assert time.time() < deadline, etcd.keys(f"podrun/{rid}/")
+        time.sleep(0.1)
+    first.kill()
+    late = [etcd_agent(i, 3, etcd.endpoints(), rid, ENV_SH, extra=NOPY) for i in (2, 3)]
+    codes = wait_all([second] + late, timeout=60)
+    assert codes == [0, 0, 0], [a.err for a in [second] + late]
+    res = [parse_kv(line) for line in result_lines([second] + late, "env ")]
+    assert sorted(int(r["rank"]) for r in res) == [0, 1, 2]
+    assert all(r["world"] == "3" and r["restart"] == "0" for r in res)
+    errs = "".join(a.err for a in [second] + late)
+    assert "coordinates the job from round 0 (open" in errs, errs
+    wait_all([first], timeout=10)
+
+
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP])
 def test_etcd_gone_every_agent_exits_store_lost(etcd, how):
     """etcd stopped (killed, or frozen so that requests hang): the workers run on while the
