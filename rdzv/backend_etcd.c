@@ -20,6 +20,8 @@
  *   P n/<id>/fail/<R>      the agent's lease   its first worker failure in round R
  *   P n/<id>/done/<R>      the agent's lease   every worker of round R exited 0
  *   P n/<id>/leave         the agent's lease   it is going away (SIGTERM)
+ *   P n/<id>/peer/<R>      the agent's lease   another node of round R is gone, as its
+ *                                              discovery saw it (a Kubernetes pod deleted)
  *   P n/<id>/assign/<k>    the agent's lease   the coordinator's answer to join k
  *   P leader               the leader's lease  the agent that coordinates (its id)
  *   P state                the job lease       the job's state (rdzv/etcd_state.h)
@@ -1038,7 +1040,7 @@ static void lead_resume(etcd_agent_t *a)
             if (pass == 0 && is_join && n && num == n->join_k && n->answered_k < num)
                 feed_write(a, idn, s->key, s->klen, s->val, s->vlen);
             else if (pass == 1 && (strcmp(what, "fail") == 0 || strcmp(what, "done") == 0 ||
-                                   strcmp(what, "leave") == 0))
+                                   strcmp(what, "leave") == 0 || strcmp(what, "peer") == 0))
                 feed_write(a, idn, s->key, s->klen, s->val, s->vlen);
         }
     }
@@ -1793,6 +1795,24 @@ static int etcd_report_done(rdzv_agent_t *base)
     return put_record(a, key, "1", 1, NULL);
 }
 
+/* Another node of the running round is gone as this node's discovery saw it: a record with this
+ * node's lease, which the coordinator matches against the round's members (as with c10d). */
+static int etcd_report_peer_lost(rdzv_agent_t *base, const char *name, const char *addr,
+                                 const char *reason)
+{
+    etcd_agent_t *a = (etcd_agent_t *)base;
+    if (a->state != AS_RUNNING)
+        return -EINVAL;
+    char key[KEY_MAX], val[1024];
+    kvbuf_t b;
+    kv_init(&b, val, sizeof val);
+    kv_add(&b, "name", name, RDZV_NAME_MAX - 1);
+    kv_add(&b, "addr", addr, RDZV_NAME_MAX - 1);
+    kv_add(&b, "reason", reason, RDZV_REASON_MAX - 1);
+    rdzv_node_key(key, sizeof key, a->prefix, a->id, "peer", a->round);
+    return put_record(a, key, val, b.len, NULL);
+}
+
 static void leave_done(etcd_agent_t *a)
 {
     void (*sent)(void *) = a->leave_sent;
@@ -1954,6 +1974,7 @@ const rdzv_backend_t rdzv_backend_etcd = {
     .start = etcd_start,
     .report_failure = etcd_report_failure,
     .report_done = etcd_report_done,
+    .report_peer_lost = etcd_report_peer_lost,
     .leave = etcd_leave,
     .rejoin = etcd_rejoin,
     .close = etcd_close,

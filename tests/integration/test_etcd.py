@@ -14,11 +14,12 @@ import time
 
 import pytest
 
-from cluster import WORKERS, no_leftovers, parse_kv, result_lines, wait_all
+from cluster import WORKERS, Agent, no_leftovers, parse_kv, result_lines, wait_all
 from conftest import free_port
 from etcd_util import Etcd, etcd_agent
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fakes"))
+import k8s_api  # noqa: E402
 import tlsca  # noqa: E402
 
 ALLREDUCE = os.path.join(WORKERS, "allreduce.py")
@@ -320,3 +321,35 @@ def test_keys_of_an_abandoned_job_expire(etcd):
     while etcd.keys(f"podrun/{rid}/") and time.time() < deadline:
         time.sleep(0.5)
     assert etcd.keys(f"podrun/{rid}/") == []
+
+
+def test_k8s_pod_deleted_is_a_lost_peer(etcd, tmp_path):
+    """--discovery k8s over the test API server with the etcd backend: a pod deleted under the
+    running job (its agent still alive) stops every agent at once with the peer-lost code."""
+    api = k8s_api.FakeAPI(tmp_path / "api", bookmark_interval=0.5).start()
+    marker = f"300.{os.getpid()}{free_port()}"
+    rid = run_id("k8s")
+    try:
+        kc = api.kubeconfig(tmp_path / "kc")
+        for i in range(3):
+            api.put_pod({"name": f"job-worker-{i}", "phase": "Running", "ip": f"127.0.0.{2 + i}",
+                         "labels": {"training.kubeflow.org/job-name": "job",
+                                    "training.kubeflow.org/replica-type": "worker",
+                                    "training.kubeflow.org/replica-index": str(i)}})
+        agents = [Agent(["--discovery", "k8s", "--nnodes", "3", "--rdzv-backend", "etcd",
+                         "--rdzv-endpoint", etcd.endpoints(), "--rdzv-id", rid, *NOPY, FAIL_SH],
+                        env={"KUBECONFIG": str(kc), "POD_NAME": f"job-worker-{i}",
+                             "SLEEP": marker, "PODRUN_MASTER_PORT": ""}, name=f"job-worker-{i}")
+                  for i in range(3)]
+        etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
+        time.sleep(0.5)
+        api.delete_pod("job-worker-1")
+        codes = wait_all(agents, timeout=30)
+    finally:
+        api.stop()
+    assert codes == [PEER_LOST] * 3, [a.err for a in agents]
+    for a in agents:
+        assert "job-worker-1: agent lost: pod deleted (seen by job-worker-" in a.err, a.err
+    time.sleep(0.3)
+    clean, left = no_leftovers(marker)
+    assert clean, left
