@@ -448,11 +448,13 @@ void cfg_print(const struct cfg *c, FILE *f)
         snprintf(name, sizeof name, "%s%s", s->flags & CFG_F_CONF_KEY ? "rdzv-conf " : "",
                  s->name);
         const char *note = "";
-        if (i == CFG_READ_TIMEOUT ||
+        if ((i == CFG_READ_TIMEOUT && c->rdzv_backend != CFG_BACKEND_ETCD) ||
             (i == CFG_STORE_TIMEOUT && c->src[CFG_JOIN_TIMEOUT].kind != CFG_SRC_DERIVED))
             note = "; accepted for torchrun compatibility, unused";
         else if (i == CFG_STORE_TIMEOUT)
             note = "; used as join_timeout";
+        else if (i == CFG_READ_TIMEOUT)
+            note = "; how long etcd may fail";
         fprintf(f, "%-32s %-24s (%s%s)\n", name, val, src, note);
     }
     fprintf(f, "%-32s", "program");

@@ -345,6 +345,22 @@ static void test_print_config(void)
                       "(default; accepted for torchrun compatibility, unused)\n") != NULL);
     CHECK(strstr(buf, "program                          prog\n") != NULL);
     CHECK(strstr(buf, "print-config") == NULL); /* actions are not values */
+    CHECK(strstr(buf, "rdzv-conf read_timeout           60s                      "
+                      "(default; accepted for torchrun compatibility, unused)\n") != NULL);
+    free(buf);
+    cfg_free(&c);
+
+    cfg_init(&c); /* with etcd, read_timeout is how long etcd may fail */
+    CHECK_EQ_INT(set(&c, CFG_RDZV_BACKEND, "etcd", CFG_SRC_FLAG, "--rdzv-backend"), 0);
+    CHECK_EQ_INT(set(&c, CFG_RDZV_ENDPOINT, "e0,e1", CFG_SRC_FLAG, "--rdzv-endpoint"), 0);
+    CHECK_EQ_INT(finalize(&c), 0);
+    f = open_memstream(&buf, &len);
+    cfg_print(&c, f);
+    fclose(f);
+    CHECK(strstr(buf, "rdzv-endpoint                    e0,e1                    "
+                      "(flag --rdzv-endpoint)\n") != NULL);
+    CHECK(strstr(buf, "rdzv-conf read_timeout           60s                      "
+                      "(default; how long etcd may fail)\n") != NULL);
     free(buf);
     cfg_free(&c);
 }
