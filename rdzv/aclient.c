@@ -18,11 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/random.h>
+
+#include "rdzv/auth.h"
 #include "rdzv/list.h"
 #include "rdzv/wire.h"
 
 enum state { S_RESOLVING, S_CONNECTING, S_VALIDATING, S_READY, S_LOST, S_CLOSED };
-enum kind { K_NORMAL, K_WAIT, K_CANCEL, K_HELLO, K_SET };
+enum kind { K_NORMAL, K_WAIT, K_CANCEL, K_HELLO, K_SET, K_AUTH };
 
 typedef struct areq {
     fifo_node_t node;           /* in wire or held */
@@ -52,6 +55,9 @@ struct store_aclient {
     uv_connect_t creq;
     char *host;
     uint16_t port;
+    int auth;                   /* store_aclient_auth: 0 none, 1 check only, 2 with key */
+    auth_key_t key;
+    uint8_t nc[AUTH_NONCE_LEN]; /* this attempt's nonce */
     int state;
     int tcp_open;               /* tcp handle initialised and not closed */
     int handles;                /* open handles; freed at 0 once closing */
@@ -116,7 +122,7 @@ static void fail_all(store_aclient_t *c, int err)
         if (!n)
             break;
         areq_t *q = REQ(n);
-        if (q->cb && q->kind != K_CANCEL && q->kind != K_HELLO)
+        if (q->cb && q->kind != K_CANCEL && q->kind != K_HELLO && q->kind != K_AUTH)
             q->cb(c, err, NULL, 0, 0, q->arg);
         free_req(q);
     }
@@ -270,6 +276,7 @@ static void pop_head(store_aclient_t *c)
 }
 
 static void on_ready_hello(store_aclient_t *c);
+static int auth_reply(store_aclient_t *c, const wire_reply_t *rep);
 
 /* Delivers one reply to the request at the FIFO head. Returns 0, or an error to drop the link. */
 static int deliver(store_aclient_t *c, const wire_reply_t *rep)
@@ -284,6 +291,8 @@ static int deliver(store_aclient_t *c, const wire_reply_t *rep)
         on_ready_hello(c);
         return 0;
     }
+    case K_AUTH:
+        return auth_reply(c, rep);
     case K_CANCEL:
         pop_head(c);
         return rep->u8 == WIRE_WAIT_CANCELED ? 0 : PODRUN_EPROTO;
@@ -436,12 +445,83 @@ static void retry(store_aclient_t *c, int err)
     retry_later(c);
 }
 
+static void become_ready(store_aclient_t *c);
+static int auth_send(store_aclient_t *c, int proof, const char *key);
+
+/* The store is there and speaks 2.x: ready, or first the token handshake. */
 static void on_ready_hello(store_aclient_t *c)
+{
+    char key[AUTH_KEY_MAX];
+    if (!c->auth) {
+        become_ready(c);
+        return;
+    }
+    if (getrandom(c->nc, sizeof c->nc, 0) != (ssize_t)sizeof c->nc) {
+        connect_failed(c, -EIO);
+        return;
+    }
+    auth_client_hello(c->nc, key, sizeof key);
+    if (auth_send(c, 0, key) < 0)
+        retry(c, PODRUN_ECONNRESET);
+}
+
+static void become_ready(store_aclient_t *c)
 {
     uv_timer_stop(&c->timer);
     c->state = S_READY;
     if (c->connected)
         c->connected(c, 0, c->carg);
+}
+
+/* One GET of the handshake (rdzv/auth.h): the hello (proof 0) or the proof (1). */
+static int auth_send(store_aclient_t *c, int proof, const char *key)
+{
+    areq_t *q = new_req(K_AUTH, WIRE_R_VEC, NULL, NULL);
+    wire_buf_t b = {0};
+    if (!q || wire_put_op(&b, WIRE_V2, WIRE_GET) || wire_put_str(&b, key, strlen(key))) {
+        free(q);
+        wire_buf_free(&b);
+        return -ENOMEM;
+    }
+    q->nonce = (uint32_t)proof;
+    take_buf(q, &b);
+    int r = send_req(c, q);
+    if (r < 0)
+        free_req(q);
+    return r;
+}
+
+/* The store's answer to a handshake GET. A store that holds another token, or asks for one
+ * this client lacks, or asks for none while this client has one, is not retried: the
+ * configuration, not the network, is wrong. */
+static int auth_reply(store_aclient_t *c, const wire_reply_t *rep)
+{
+    areq_t *q = REQ(c->wire.first);
+    int proof = q->nonce != 0;
+    char key[AUTH_KEY_MAX];
+    pop_head(c);
+    if (proof) {
+        if (auth_client_accepted(rep->val.p, rep->val.len))
+            become_ready(c);
+        else
+            connect_failed(c, PODRUN_EAUTH);
+        return 0;
+    }
+    if (c->auth == 1) {
+        if (rep->val.len == 0)
+            become_ready(c);
+        else
+            connect_failed(c, PODRUN_EAUTHNEEDED);
+        return 0;
+    }
+    int r = auth_client_prove(&c->key, c->nc, rep->val.p, rep->val.len, key, sizeof key);
+    if (r == AUTH_OPEN)
+        connect_failed(c, PODRUN_EAUTHOPEN);
+    else if (r < 0)
+        connect_failed(c, PODRUN_EAUTH);
+    else if (auth_send(c, 1, key) < 0)
+        return PODRUN_ECONNRESET;
+    return 0;
 }
 
 static void on_connected(uv_connect_t *req, int status)
@@ -563,6 +643,13 @@ int store_aclient_connect(uv_loop_t *loop, const char *host, uint16_t port, int 
     if (out)
         *out = c;
     return 0;
+}
+
+void store_aclient_auth(store_aclient_t *c, const auth_key_t *key)
+{
+    c->auth = key ? 2 : 1;
+    if (key)
+        c->key = *key;
 }
 
 void store_aclient_on_lost(store_aclient_t *c, store_aclient_cb on_lost, void *arg)

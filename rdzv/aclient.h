@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "podrun/store.h"
+#include "rdzv/auth.h"
 
 typedef struct store_aclient store_aclient_t;
 
@@ -30,6 +31,12 @@ typedef void (*store_reply_cb)(store_aclient_t *c, int status, const char *val, 
  * client is freed after the callback returns. */
 int store_aclient_connect(uv_loop_t *loop, const char *host, uint16_t port, int timeout_ms,
                           store_aclient_cb connected, void *arg, store_aclient_t **out);
+/* Makes every connection attempt pass the token handshake (rdzv/auth.h) before `connected`
+ * runs: with `key`, the store must prove it holds the same token and accept this client's
+ * proof; with NULL, the store must not ask for a token. Otherwise `connected` gets
+ * PODRUN_EAUTH (another token), PODRUN_EAUTHOPEN (the store asks for none) or PODRUN_EAUTHNEEDED
+ * (it asks for one), without further attempts. Call it right after store_aclient_connect. */
+void store_aclient_auth(store_aclient_t *c, const auth_key_t *key);
 /* Called once when an established connection is lost (reset, EOF, protocol error). */
 void store_aclient_on_lost(store_aclient_t *c, store_aclient_cb on_lost, void *arg);
 

@@ -43,6 +43,7 @@ typedef struct store_agent {
     char prefix[256];
     char connect_host[RDZV_NAME_MAX];
     uint16_t port;
+    auth_key_t token;           /* p.token points here when the job has one */
 
     /* host side */
     store_server_t *server;
@@ -268,6 +269,16 @@ static void on_store_log(void *arg, const char *line)
         a->cb.store_log(a->arg, line);
 }
 
+/* Over the wire, the only keys under "podrun/" a client writes are agents' records; the rest
+ * (assignments, ends of rounds, the status line) are the coordinator's, written in-process. */
+static int may_write(void *arg, const char *key, size_t klen)
+{
+    store_agent_t *a = arg;
+    char prefix[300];
+    sfmt(prefix, sizeof prefix, "podrun/%s/", a->run_id);
+    return rdzv_agent_record_key(key, klen, prefix);
+}
+
 /* The host's part of starting: bind the store, start the coordinator with its timers and let it
  * see every record write; this agent then joins over loopback like any other. */
 static int host_start(store_agent_t *a)
@@ -303,6 +314,8 @@ static int host_start(store_agent_t *a)
         timer_init(a, &a->ctimer[i]);
     store_server_observe(a->server, coord_observe_prefix(a->coord), on_observed_write,
                          on_observed_close, a);
+    store_server_guard(a->server, a->p.token, may_write, a);
+    store_server_allow(a->server, a->p.allow);
     run_actions(a);
     /* the host's own agent reaches the store over loopback */
     sfmt(a->connect_host, sizeof a->connect_host, "%s",
@@ -603,6 +616,14 @@ static void on_connected(store_aclient_t *c, int status, void *arg)
         else
             a->watch = NULL;
         char why[RDZV_LINE_MAX], took[32];
+        if (status == PODRUN_EAUTH || status == PODRUN_EAUTHOPEN || status == PODRUN_EAUTHNEEDED) {
+            sfmt(why, sizeof why,
+                 "rendezvous '%s': the job store at %s:%u refused this node: %s; give every node "
+                 "the same --rdzv-token-file or PODRUN_RDZV_TOKEN",
+                 a->run_id, a->connect_host, a->port, podrun_strerror(status));
+            agent_fail(a, PODRUN_EREJECTED, why);
+            return;
+        }
         podrun_format_duration(a->p.join_timeout, took, sizeof took);
         sfmt(why, sizeof why,
              "rendezvous '%s': could not reach the job store at %s:%u within %s: %s", a->run_id,
@@ -648,6 +669,10 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
     a->base.backend = &rdzv_backend_store;
     a->loop = loop;
     a->p = *p;
+    if (p->token) {
+        a->token = *p->token;
+        a->p.token = &a->token;
+    }
     a->cb = *cb;
     a->arg = arg;
     a->nproc = self->nproc;
@@ -685,8 +710,12 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
     int ms = (int)(a->p.join_timeout * 1000);
     int rc = store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected, a, &a->ops);
     if (rc == 0)
+        store_aclient_auth(a->ops, a->p.token);
+    if (rc == 0)
         rc = store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected, a,
                                    &a->watch);
+    if (rc == 0)
+        store_aclient_auth(a->watch, a->p.token);
     if (rc < 0) {
         store_close(&a->base, NULL, NULL);
         return rc;

@@ -146,6 +146,48 @@ void rdzv_node_key(char *out, size_t cap, const char *prefix, const char *ids, c
         sfmt(out, cap, "%sn/%s/%s", prefix, ids, what);
 }
 
+/* Decimal digits only, no sign, no leading zero, at most 2^30. */
+static int record_num(const char *p, size_t n)
+{
+    long v = 0;
+    if (n == 0 || n > 10 || (p[0] == '0' && n > 1))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v <= (1L << 30);
+}
+
+int rdzv_agent_record_key(const char *key, size_t klen, const char *prefix)
+{
+    static const struct {
+        const char *what;
+        int num;
+    } kinds[] = {{"join", 1}, {"hb", 0}, {"fail", 1}, {"done", 1}, {"leave", 0}, {"peer", 1}};
+    size_t pl = strlen(prefix);
+    if (klen < pl + 2 + 17 || memcmp(key, prefix, pl) != 0 || memcmp(key + pl, "n/", 2) != 0)
+        return 0;
+    const char *id = key + pl + 2;
+    for (int i = 0; i < 16; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+            return 0;
+    if (id[16] != '/')
+        return 0;
+    const char *w = id + 17, *end = key + klen;
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        size_t wl = strlen(kinds[i].what);
+        if ((size_t)(end - w) < wl || memcmp(w, kinds[i].what, wl) != 0)
+            continue;
+        const char *rest = w + wl;
+        if (!kinds[i].num)
+            return rest == end;
+        return rest < end && *rest == '/' && record_num(rest + 1, (size_t)(end - rest - 1));
+    }
+    return 0;
+}
+
 int rdzv_desc_encode(const rdzv_desc_rec_t *d, char *buf, size_t cap)
 {
     kvbuf_t b;

@@ -153,6 +153,14 @@ typedef struct rdzv_params {
     uint16_t store_port;       /* this node's job store, which serves the workers while the node
                                   has node rank 0; 0: a free port */
     double read_timeout;       /* 60: how long etcd may fail before this agent gives up */
+    /* Who may use the job's store (README "Security"): with a token, every agent connection
+     * passes the token handshake (rdzv/auth.h) and the store keeps podrun's keys from any
+     * other; NULL: the store is open (backend "store"; etcd's own TLS guards the etcd
+     * backend's records). The node that hosts a store refuses sources outside `allow` at
+     * accept (rdzv/acl.h; it stays the caller's and may change while the agent runs; NULL:
+     * any). */
+    const struct auth_key *token;
+    const struct acl *allow;
 } rdzv_params_t;
 
 /* Fills the defaults above (strings NULL, want_rank -1, min = max = 1). Fields left at 0 when

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "rdzv/acl.h"
+#include "rdzv/auth.h"
 #include "rdzv/common.h"
 
 typedef struct store_limits {
@@ -64,6 +66,21 @@ int store_server_get(store_server_t *s, const char *key, size_t klen, const char
 /* Deletes every key that does not start with keep_prefix: a fresh namespace for the workers of
  * the next attempt. Returns the number of keys deleted. */
 size_t store_server_delete_except(store_server_t *s, const char *keep_prefix);
+
+/* Whether a client may write `key` (which lies under "podrun/"). */
+typedef int (*store_may_write_cb)(void *arg, const char *key, size_t klen);
+/* Guards podrun's keys, those under "podrun/" (rdzv/auth.h). With `key` (the job's token,
+ * copied) only a connection that passed the token handshake may read or write them; LIST and
+ * GETNUMKEYS answer the others as if they did not exist, and every other key (the workers')
+ * stays open to every torch client. With may_write, a write under "podrun/" that it refuses is
+ * refused to every connection, authenticated or not. A refused request closes its connection,
+ * with one line naming the peer, and changes nothing. Both NULL: no guard (the default). */
+void store_server_guard(store_server_t *s, const auth_key_t *key, store_may_write_cb may_write,
+                        void *arg);
+/* Refuses at accept, with one line, every connection whose source address is neither in `acl`
+ * nor the address it arrived at (this machine reaching its own store). The list stays the
+ * caller's, who may change it between connections; NULL: every source is accepted. */
+void store_server_allow(store_server_t *s, const acl_t *acl);
 
 /* Stops listening, closes every connection, frees everything once the handles are closed
  * (on_closed, if given, runs then). */
