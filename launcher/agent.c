@@ -41,6 +41,7 @@
 #include "discover/k8s_discover.h"
 #include "env/argv.h"
 #include "env/torch.h"
+#include "guards.h"
 #include "init.h"
 #include "logs.h"
 #include "rdzv/common.h"
@@ -113,6 +114,8 @@ struct agent {
     int k8s_rank;                          /* this pod's place, -1 for an elastic job */
     char k8s_ip[RDZV_NAME_MAX];            /* this pod's IP */
     char k8s_host_ip[RDZV_NAME_MAX];       /* the rank-0 pod's: the job store */
+
+    struct guards guards;                  /* the job store's token and allow-list */
 };
 
 static const char *state_name(enum agent_state s)
@@ -1059,6 +1062,16 @@ static int start_rendezvous(struct agent *a)
         p.read_timeout = (double)c->read_timeout_ms / 1000.0;
         p.is_host = 0;
     }
+    char gerr[600];
+    int g = guards_load(c, &a->guards, gerr, sizeof gerr);
+    if (g) {
+        logs_message(&a->logs, "%s", gerr);
+        if (g == -EINVAL)
+            a->exit_code = 2;
+        return g;
+    }
+    p.token = a->guards.has_token ? &a->guards.token : NULL;
+    p.allow = a->guards.has_allow ? &a->guards.allow : NULL;
     rdzv_node_desc_t self = {a->id.name, local, a->n};
     rdzv_callbacks_t cb = {on_assigned,      on_rdzv_stopped, on_rdzv_finished, on_rdzv_lost,
                            on_rdzv_progress, on_rdzv_ending,  on_store_log};
@@ -1168,6 +1181,7 @@ int agent_run(struct cfg *cfg, char **envp)
     free(a->argv);
     free(a->streams);
     watchdog_free(&a->wd);
+    guards_free(&a->guards);
     free(a);
     return code;
 }

@@ -10,6 +10,8 @@
 #include "config/settings.h"
 #include "config/values.h"
 #include "env/environ.h"
+#include "rdzv/acl.h"
+#include "rdzv/auth.h"
 #include "rdzv/common.h"
 #include "rdzv/etcd_json.h"
 
@@ -408,6 +410,31 @@ static int expand_streams(struct cfg *c, char *err, size_t errlen)
  * (the endpoint, derived with its source saying from what), expands the per-rank stream specs,
  * and rejects combinations that cannot work, each with one line naming the inputs and the fix.
  * --help and --version skip all of it: they must work whatever else is given. */
+/* The store's guards, checked here so that a bad value is a usage error before anything runs:
+ * a token the handshake would refuse, an allow-list entry that is no address. The token file is
+ * read by the agent. */
+static int check_security(const struct cfg *c, char *err, size_t errlen)
+{
+    if (c->rdzv_token && c->rdzv_token_file)
+        return fail(err, errlen, "%s and %s both give the rendezvous token; keep one",
+                    c->src[CFG_RDZV_TOKEN].name, c->src[CFG_RDZV_TOKEN_FILE].name);
+    if (c->rdzv_token) {
+        auth_key_t k;
+        int r = auth_key_from_token(c->rdzv_token, strlen(c->rdzv_token),
+                                    c->src[CFG_RDZV_TOKEN].name, &k, err, errlen);
+        if (r)
+            return r;
+    }
+    if (c->store_allow) {
+        acl_t acl = {0};
+        int r = acl_add_list(&acl, c->store_allow, c->src[CFG_STORE_ALLOW].name, err, errlen);
+        acl_free(&acl);
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
 int cfg_finalize(struct cfg *c, int ncpus, int ngpus, char *err, size_t errlen)
 {
     if (c->help || c->version)
@@ -422,7 +449,8 @@ int cfg_finalize(struct cfg *c, int ncpus, int ngpus, char *err, size_t errlen)
         return fail(err, errlen, "--run-path and --no-python exclude each other; keep one");
     if (c->run_path && c->module)
         return fail(err, errlen, "--run-path and --module exclude each other; keep one");
-    if ((r = resolve_endpoint(c, err, errlen)) || (r = expand_streams(c, err, errlen)))
+    if ((r = resolve_endpoint(c, err, errlen)) || (r = expand_streams(c, err, errlen)) ||
+        (r = check_security(c, err, errlen)))
         return r;
     if (!c->program && !c->print_config)
         return fail(err, errlen, "no program to run; usage: podrun [options] [--] PROGRAM "
@@ -455,6 +483,10 @@ void cfg_print(const struct cfg *c, FILE *f)
             note = "; used as join_timeout";
         else if (i == CFG_READ_TIMEOUT)
             note = "; how long etcd may fail";
+        else if (i == CFG_RDZV_TOKEN_FILE && !c->rdzv_token_file && !c->rdzv_token)
+            note = "; no token: the job store is open to anyone who reaches its port";
+        if ((s->flags & CFG_F_SECRET) && c->src[i].kind != CFG_SRC_DEFAULT)
+            snprintf(val, sizeof val, "(set, not shown)");
         fprintf(f, "%-32s %-24s (%s%s)\n", name, val, src, note);
     }
     fprintf(f, "%-32s", "program");

@@ -52,6 +52,9 @@ enum cfg_id {
     CFG_K8S_SELECTOR,
     CFG_K8S_NAMESPACE,
     CFG_K8S_ORDER,
+    CFG_RDZV_TOKEN_FILE,
+    CFG_RDZV_TOKEN,
+    CFG_STORE_ALLOW,
     CFG_MAX_RESTARTS,
     CFG_MONITOR_INTERVAL,
     CFG_START_METHOD,
@@ -148,6 +151,10 @@ struct cfg {
     char *k8s_selector;             /* NULL: derived from this pod's own labels */
     char *k8s_namespace;            /* NULL: the service account's (or kubeconfig context's) */
     enum cfg_k8s_order k8s_order;
+    /* who may use the job store (README "Security") */
+    char *rdzv_token_file;          /* the job's token, read by the agent; NULL: none */
+    char *rdzv_token;               /* PODRUN_RDZV_TOKEN: the token itself; never printed */
+    char *store_allow;              /* CIDR,...: sources the store accepts; NULL: any */
     int max_restarts;
     uint64_t monitor_interval_ms;
     enum cfg_start_method start_method;

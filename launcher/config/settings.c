@@ -76,6 +76,17 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "index|name|ip", NULL, 0,
         "--discovery k8s: node ranks by the operator's index, else pod name; name; or pod IP "
         "as strings (k8s_tools.py)", "use 'index', 'name' or 'ip'"},
+    [CFG_RDZV_TOKEN_FILE] = {"rdzv-token-file", 0, CFG_T_OPTSTR, OFF(rdzv_token_file), 0, 0,
+        NULL, NULL, "FILE", NULL, 0,
+        "the job's secret (e.g. a mounted Kubernetes Secret): only agents holding it use "
+        "podrun's keys in the job store; without it (or PODRUN_RDZV_TOKEN) the store is open",
+        NULL},
+    [CFG_RDZV_TOKEN] = {"rdzv-token", 0, CFG_T_OPTSTR, OFF(rdzv_token), 0, 0, NULL, NULL, NULL,
+        NULL, CFG_F_NO_FLAG | CFG_F_SECRET, NULL, NULL},
+    [CFG_STORE_ALLOW] = {"store-allow", 0, CFG_T_OPTSTR, OFF(store_allow), 0, 0, NULL, NULL,
+        "CIDR,...", NULL, 0,
+        "sources the hosted job store accepts (with --discovery k8s or a hostfile also the "
+        "job's own pods or hosts); others are refused at accept", NULL},
     [CFG_MAX_RESTARTS] = {"max-restarts", 0, CFG_T_INT, OFF(max_restarts), 0, 1000000, NULL, "0",
         "N", NULL, 0, "in-place restarts of the job before it fails", NULL},
     [CFG_MONITOR_INTERVAL] = {"monitor-interval", 0, CFG_T_DUR, OFF(monitor_interval_ms), 0, 0,

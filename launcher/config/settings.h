@@ -33,6 +33,7 @@ enum {
     CFG_F_NO_FLAG = 2,  /* no --<name> */
     CFG_F_ACTION = 4,   /* something to do, not a value: not printed by --print-config */
     CFG_F_CONF_KEY = 8, /* a key of --rdzv-conf */
+    CFG_F_SECRET = 16,  /* --print-config says whether it is set, never what it is */
 };
 
 struct cfg_setting {
