@@ -106,9 +106,37 @@ static void test_records_roundtrip(void)
     CHECK_EQ_INT(rdzv_desc_decode("name=x\nnproc=-3\n", 16, &dd), -EINVAL);
 }
 
+/* The only keys under "podrun/" a client may write (the store refuses every other). */
+static void test_agent_record_key(void)
+{
+    const char *p = "podrun/job/";
+    const char *good[] = {
+        "podrun/job/n/0123456789abcdef/join/0", "podrun/job/n/0123456789abcdef/join/17",
+        "podrun/job/n/0123456789abcdef/hb",     "podrun/job/n/0123456789abcdef/fail/3",
+        "podrun/job/n/0123456789abcdef/done/0", "podrun/job/n/0123456789abcdef/leave",
+        "podrun/job/n/0123456789abcdef/peer/2", "podrun/job/n/0123456789abcdef/join/1073741824",
+    };
+    const char *bad[] = {
+        "podrun/job/r/0/end", "podrun/job/status", "podrun/job/n/0123456789abcdef/assign/0",
+        "podrun/job/n/0123456789abcdef/join", "podrun/job/n/0123456789abcdef/join/",
+        "podrun/job/n/0123456789abcdef/join/01", "podrun/job/n/0123456789abcdef/join/-1",
+        "podrun/job/n/0123456789abcdef/join/1073741825", "podrun/job/n/0123456789abcdef/hb/1",
+        "podrun/job/n/0123456789abcdef/leavex", "podrun/job/n/0123456789ABCDEF/hb",
+        "podrun/job/n/0123456789abcde/hb", "podrun/job/n/0123456789abcdef0/hb",
+        "podrun/other/n/0123456789abcdef/hb", "podrun/job/n/0123456789abcdef/fail/1/x",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        CHECK(rdzv_agent_record_key(good[i], strlen(good[i]), p));
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK(!rdzv_agent_record_key(bad[i], strlen(bad[i]), p));
+    /* the length is the key's, not the string's */
+    CHECK(!rdzv_agent_record_key("podrun/job/n/0123456789abcdef/hb", 30, p));
+}
+
 int main(void)
 {
     RUN(test_kv_codec);
+    RUN(test_agent_record_key);
     RUN(test_records_roundtrip);
     return check_result();
 }
