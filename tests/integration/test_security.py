@@ -166,3 +166,47 @@ def test_agent_with_another_token_is_refused(tmp_path):
     assert "asks for a rendezvous token, and this node has none" in none.err, none.err
     host.kill()
     host.wait(10)
+
+
+def test_manifests_wire_the_token_and_the_network_policy(tmp_path):
+    """docker/security.yaml's Secret and NetworkPolicy fit docker/indexed-job.yaml's pods, and
+    the Secret's placeholder stops podrun until a real token replaces it."""
+    import subprocess
+
+    import yaml
+
+    from conftest import PODRUN, ROOT
+    docker = ROOT / "docker"
+    sec = [d for d in yaml.safe_load_all((docker / "security.yaml").read_text()) if d]
+    job = [d for d in yaml.safe_load_all((docker / "indexed-job.yaml").read_text()) if d]
+    (secret,) = [d for d in sec if d["kind"] == "Secret"]
+    (policy,) = [d for d in sec if d["kind"] == "NetworkPolicy"]
+    (j,) = [d for d in job if d["kind"] == "Job"]
+    pod = j["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    # the policy selects the Job's pods and admits only them, to the store's port among others
+    labels = {"batch.kubernetes.io/job-name": j["metadata"]["name"]}
+    assert policy["spec"]["podSelector"]["matchLabels"] == labels
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    for rule in policy["spec"]["ingress"]:
+        assert [f["podSelector"]["matchLabels"] for f in rule["from"]] == [labels]
+    endpoint = next(e["value"] for e in c["env"] if e["name"] == "PODRUN_RDZV_ENDPOINT")
+    assert any(p["port"] == int(endpoint.rsplit(":", 1)[1])
+               for r in policy["spec"]["ingress"] for p in r.get("ports", []))
+    # every pod mounts the Secret where --rdzv-token-file reads it
+    path = c["args"][c["args"].index("--rdzv-token-file") + 1]
+    (vol,) = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") ==
+              secret["metadata"]["name"]]
+    (mount,) = [m for m in c["volumeMounts"] if m["name"] == vol["name"]]
+    assert path == f"{mount['mountPath']}/{next(iter(secret['stringData']))}"
+    # the placeholder as shipped is refused with the fix; a generated token runs
+    tok = tmp_path / "token"
+    tok.write_text(secret["stringData"]["token"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PODRUN_", "PET_"))}
+    r = subprocess.run([PODRUN, "--no-python", "--rdzv-token-file", str(tok), "true"], env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "openssl rand -hex 32" in r.stderr, r.stderr
+    tok.write_text(os.urandom(32).hex() + "\n")
+    r = subprocess.run([PODRUN, "--no-python", "--rdzv-token-file", str(tok), "true"], env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
