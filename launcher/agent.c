@@ -954,6 +954,15 @@ static void on_k8s_progress(void *arg, const char *line)
 
 /* INIT -> (waiting for the pods) -> RENDEZVOUS: this pod's name is POD_NAME (the downward API),
  * else HOSTNAME, else the host name, which a pod has by default. */
+/* The job's pods as they come and go: with --store-allow job, the sources the store accepts. */
+static void on_k8s_addrs(void *arg, const char *const *ips, size_t n)
+{
+    struct agent *a = arg;
+    if (guards_set_job_addrs(&a->guards, ips, n) < 0)
+        logs_message(&a->logs, "out of memory for the job store's allow-list; it keeps the "
+                               "pods it had");
+}
+
 static int start_k8s(struct agent *a)
 {
     struct cfg *c = a->cfg;
@@ -970,6 +979,7 @@ static int start_k8s(struct agent *a)
         .order = (enum k8s_order)c->k8s_order, .min_nodes = c->nnodes_min,
         .max_nodes = c->nnodes_max, .timeout_ms = c->join_timeout_ms,
         .on_ready = on_k8s_ready, .on_lost = on_k8s_lost, .on_fatal = on_k8s_fatal,
+        .on_addrs = on_k8s_addrs,
         .on_progress = on_k8s_progress, .arg = a,
     };
     char err[1024];
@@ -1062,14 +1072,6 @@ static int start_rendezvous(struct agent *a)
         p.read_timeout = (double)c->read_timeout_ms / 1000.0;
         p.is_host = 0;
     }
-    char gerr[600];
-    int g = guards_load(c, &a->guards, gerr, sizeof gerr);
-    if (g) {
-        logs_message(&a->logs, "%s", gerr);
-        if (g == -EINVAL)
-            a->exit_code = 2;
-        return g;
-    }
     p.token = a->guards.has_token ? &a->guards.token : NULL;
     p.allow = a->guards.has_allow ? &a->guards.allow : NULL;
     rdzv_node_desc_t self = {a->id.name, local, a->n};
@@ -1132,6 +1134,14 @@ static int start(struct agent *a)
     a->wd.watching = hang_watching;
     a->wd.hung = hang_fired;
     a->wd.arg = a;
+    char gerr[600];
+    r = guards_load(c, &a->guards, gerr, sizeof gerr);
+    if (r) {
+        logs_message(&a->logs, "%s", gerr);
+        if (r == -EINVAL)
+            a->exit_code = 2;
+        return r;
+    }
     if (c->discovery == CFG_DISCOVERY_K8S)
         return start_k8s(a);
     return start_rendezvous(a);

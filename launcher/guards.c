@@ -55,10 +55,36 @@ int guards_load(const struct cfg *c, struct guards *g, char *err, size_t elen)
     unsetenv("PODRUN_RDZV_TOKEN");
     unsetenv("PET_RDZV_TOKEN");
     if (c->store_allow) {
-        r = acl_add_list(&g->allow, c->store_allow, c->src[CFG_STORE_ALLOW].name, err, elen);
+        int job = 0;
+        r = acl_add_list(&g->allow, c->store_allow, c->src[CFG_STORE_ALLOW].name, &job, err,
+                         elen);
         if (r)
             return r == -ENOMEM ? r : -EINVAL;
+        if (job && c->discovery != CFG_DISCOVERY_K8S) {
+            sfmt(err, elen, "%s: 'job' (the job's own pods) needs --discovery k8s; name the "
+                            "hosts' addresses or CIDR blocks instead",
+                 c->src[CFG_STORE_ALLOW].name);
+            return -EINVAL;
+        }
         g->has_allow = true;
+        g->job = job;
+        g->nblocks = g->allow.n;
+    }
+    return 0;
+}
+
+int guards_set_job_addrs(struct guards *g, const char *const *ips, size_t n)
+{
+    if (!g->job)
+        return 0;
+    size_t keep = g->allow.n;
+    g->allow.n = g->nblocks;
+    for (size_t i = 0; i < n; i++) {
+        int r = acl_add(&g->allow, ips[i]);
+        if (r == -ENOMEM) {
+            g->allow.n = keep; /* the entries past nblocks may be half new: keep them all */
+            return r;
+        }
     }
     return 0;
 }

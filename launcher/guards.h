@@ -14,13 +14,19 @@ struct guards {
     bool has_token;
     auth_key_t token;
     bool has_allow;
-    acl_t allow;
+    bool job;                 /* --store-allow names "job": the job's own pods are allowed */
+    acl_t allow;              /* the blocks of --store-allow, then the job's addresses */
+    size_t nblocks;           /* ... how many of the entries are --store-allow's */
 };
 
 /* Fills g from c: reads the token file (bounded) and parses the allow-list. The token's
  * variables are removed from this process's environment, so the workers started from it never
  * see the secret. 0, or -EINVAL with one line in err naming the input and the fix. */
 int guards_load(const struct cfg *c, struct guards *g, char *err, size_t elen);
+/* The job's own addresses now (discovery saw its pods change): they replace the previous ones
+ * in the allow-list when --store-allow names "job". 0, or -ENOMEM (the list keeps what it had);
+ * an address that is not one is skipped. */
+int guards_set_job_addrs(struct guards *g, const char *const *ips, size_t n);
 void guards_free(struct guards *g);
 
 #endif

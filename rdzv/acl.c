@@ -92,7 +92,8 @@ static int blank(char ch)
     return ch == ' ' || ch == '\t';
 }
 
-int acl_add_list(acl_t *acl, const char *list, const char *what, char *err, size_t elen)
+int acl_add_list(acl_t *acl, const char *list, const char *what, int *job, char *err,
+                 size_t elen)
 {
     size_t n0 = acl->n;
     const char *p = list;
@@ -105,12 +106,19 @@ int acl_add_list(acl_t *acl, const char *list, const char *what, char *err, size
         while (len && blank(s[len - 1]))
             len--;
         acl_entry_t e;
+        if (job && len == 3 && memcmp(s, "job", 3) == 0) {
+            *job = 1;
+            if (!comma)
+                return 0;
+            p = comma + 1;
+            continue;
+        }
         if (parse_entry(s, len, &e) < 0) {
             acl->n = n0;
             sfmt(err, elen,
                  "%s: '%.*s' is not an address or a CIDR block; use e.g. 10.0.0.0/8,fd00::/8,"
-                 "192.168.1.7",
-                 what, (int)(len > 64 ? 64 : len), s);
+                 "192.168.1.7%s",
+                 what, (int)(len > 64 ? 64 : len), s, job ? " (job: the job's own pods)" : "");
             return -EINVAL;
         }
         if (push(acl, &e) < 0) {

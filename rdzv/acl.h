@@ -23,9 +23,12 @@ typedef struct acl {
 } acl_t;
 
 /* Adds every entry of "CIDR,ADDR,..." (blanks around entries ignored; an address alone is a
- * /32 or /128). 0, or -EINVAL with one line in err naming the bad entry and what it should look
- * like (nothing is added then), or -ENOMEM. `what` names the input (a flag, a variable). */
-int acl_add_list(acl_t *acl, const char *list, const char *what, char *err, size_t elen);
+ * /32 or /128). With `job` non-NULL the word "job" may be one of the entries: it adds nothing and
+ * sets *job to 1 (the caller adds the job's own addresses). 0, or -EINVAL with one line in err
+ * naming the bad entry and what it should look like (nothing is added then), or -ENOMEM. `what`
+ * names the input (a flag, a variable). */
+int acl_add_list(acl_t *acl, const char *list, const char *what, int *job, char *err,
+                 size_t elen);
 /* Adds one address or CIDR: 0, -EINVAL or -ENOMEM. */
 int acl_add(acl_t *acl, const char *entry);
 /* Drops every entry (the memory is kept). */

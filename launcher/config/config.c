@@ -427,7 +427,9 @@ static int check_security(const struct cfg *c, char *err, size_t errlen)
     }
     if (c->store_allow) {
         acl_t acl = {0};
-        int r = acl_add_list(&acl, c->store_allow, c->src[CFG_STORE_ALLOW].name, err, errlen);
+        int job = 0;
+        int r = acl_add_list(&acl, c->store_allow, c->src[CFG_STORE_ALLOW].name, &job, err,
+                             errlen);
         acl_free(&acl);
         if (r)
             return r;

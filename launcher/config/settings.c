@@ -84,9 +84,9 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_RDZV_TOKEN] = {"rdzv-token", 0, CFG_T_OPTSTR, OFF(rdzv_token), 0, 0, NULL, NULL, NULL,
         NULL, CFG_F_NO_FLAG | CFG_F_SECRET, NULL, NULL},
     [CFG_STORE_ALLOW] = {"store-allow", 0, CFG_T_OPTSTR, OFF(store_allow), 0, 0, NULL, NULL,
-        "CIDR,...", NULL, 0,
-        "sources the hosted job store accepts (with --discovery k8s or a hostfile also the "
-        "job's own pods or hosts); others are refused at accept", NULL},
+        "CIDR|job,...", NULL, 0,
+        "sources the hosted job store accepts, others are refused at accept; job: the job's "
+        "own pods as --discovery k8s sees them come and go", NULL},
     [CFG_MAX_RESTARTS] = {"max-restarts", 0, CFG_T_INT, OFF(max_restarts), 0, 1000000, NULL, "0",
         "N", NULL, 0, "in-place restarts of the job before it fails", NULL},
     [CFG_MONITOR_INTERVAL] = {"monitor-interval", 0, CFG_T_DUR, OFF(monitor_interval_ms), 0, 0,

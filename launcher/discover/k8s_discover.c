@@ -179,11 +179,32 @@ static void report_losses(k8s_discover_t *d, const struct k8s_pods *pods)
     }
 }
 
+/* The job's pod addresses as they are now, for on_addrs. */
+static void report_addrs(k8s_discover_t *d, const struct k8s_pods *pods)
+{
+    if (!d->p.on_addrs)
+        return;
+    const char **ips = malloc((pods->n ? pods->n : 1) * sizeof *ips);
+    size_t n = 0;
+    if (!ips)
+        return;
+    for (size_t i = 0; i < pods->n; i++) {
+        const struct k8s_pod *p = pods->pods[i];
+        if (p->ip[0] && !p->deleting && (!d->ns || strcmp(p->ns, d->ns) == 0))
+            ips[n++] = p->ip;
+    }
+    d->p.on_addrs(d->p.arg, ips, n);
+    free(ips);
+}
+
 static void on_pods(k8s_watch_t *w, const struct k8s_pods *pods, void *arg)
 {
     (void)w;
     k8s_discover_t *d = arg;
     if (d->dead)
+        return;
+    report_addrs(d, pods);
+    if (d->dead || d->closed)
         return;
     if (d->ready) {
         report_losses(d, pods);

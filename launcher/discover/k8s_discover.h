@@ -45,6 +45,9 @@ struct k8s_discover_params {
      * negative code. `ready` says whether on_ready had run: after it, only the watch of lost
      * pods is gone. Nothing of this discovery runs after it but k8s_discover_close. */
     void (*on_fatal)(void *arg, int err, const char *line, int ready);
+    /* Optional: the IP of every pod of the job that has one and is not being deleted, each
+     * time the pod list changes (before on_ready, and after it as pods come and go). */
+    void (*on_addrs)(void *arg, const char *const *ips, size_t n);
     /* A line for the log: the waiting line, retries. */
     void (*on_progress)(void *arg, const char *line);
     void *arg;

@@ -210,3 +210,53 @@ def test_manifests_wire_the_token_and_the_network_policy(tmp_path):
     r = subprocess.run([PODRUN, "--no-python", "--rdzv-token-file", str(tok), "true"], env=env,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
+
+
+def test_allow_list_follows_the_job_pods(tmp_path):
+    """--store-allow job with --discovery k8s: the store accepts the job's pods as the API shows
+    them come and go, and refuses every other source at accept."""
+    from test_k8s_discovery import k8s_agent, running  # also puts tests/fakes on the path
+    import k8s_api
+    api = k8s_api.FakeAPI(tmp_path / "api", bookmark_interval=0.5).start()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    agents = []
+    try:
+        kc = api.kubeconfig(tmp_path / "kc")
+        for i in range(2):
+            api.put_pod(running(i))
+        # on one machine every unbound client (the workers' torch clients) comes from 127.0.0.1
+        agents = [k8s_agent(i, 2, kc, HOLD, extra=["--store-allow", "job,127.0.0.1"],
+                            env={"MARK_DIR": str(marks)}) for i in range(2)]
+        deadline = time.time() + 90
+        while len(list(marks.glob("up.*"))) < 2:
+            assert time.time() < deadline and all(a.proc.poll() is None for a in agents)
+            time.sleep(0.1)
+        port = int(os.environ["PODRUN_MASTER_PORT"])   # static: the master port
+
+        def admitted():
+            r = Rogue(port, "127.0.0.9")
+            try:
+                return r.ping() == 0x1234
+            except (ConnectionError, OSError):
+                return False
+            finally:
+                r.close()
+
+        def becomes(want):
+            end = time.time() + 10
+            while admitted() != want:
+                assert time.time() < end, f"127.0.0.9 still {'refused' if want else 'admitted'}"
+                time.sleep(0.1)
+
+        assert not admitted()
+        api.put_pod(running(2, ip="127.0.0.9"))      # a pod of the job gets this address
+        becomes(True)
+        api.delete_pod("job-worker-2")               # ... and goes away
+        becomes(False)
+    finally:
+        (marks / "release").write_text("")
+        codes = [a.wait(60) for a in agents]
+        api.stop()
+    assert codes == [0, 0], [a.err for a in agents]
+    assert "refused a connection from 127.0.0.9" in agents[0].err

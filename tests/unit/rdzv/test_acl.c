@@ -35,8 +35,8 @@ static void test_blocks(void)
 {
     acl_t acl = {0};
     char err[256];
-    CHECK_EQ_INT(acl_add_list(&acl, "127.0.0.1, 127.0.0.2/31,10.1.0.0/16,fd00::/8", "--store-allow",
-                              err, sizeof err), 0);
+    CHECK_EQ_INT(acl_add_list(&acl, "127.0.0.1, 127.0.0.2/31,10.1.0.0/16,fd00::/8",
+                              "--store-allow", NULL, err, sizeof err), 0);
     CHECK_EQ_INT(acl.n, 4);
     CHECK(allows(&acl, "127.0.0.1"));
     CHECK(allows(&acl, "127.0.0.2"));
@@ -77,14 +77,21 @@ static void test_bad(void)
     const char *bad[] = {"10.0.0.0/33", "10.0.0.0/", "10.0.0/8", "fd00::/129", "host.example",
                          "10.0.0.1/-1", "", "10.0.0.1,,10.0.0.2", "1.2.3.4/8x"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        CHECK_EQ_INT(acl_add_list(&acl, bad[i], "--store-allow", err, sizeof err), -EINVAL);
+        CHECK_EQ_INT(acl_add_list(&acl, bad[i], "--store-allow", NULL, err, sizeof err), -EINVAL);
         CHECK(strstr(err, "--store-allow") && strstr(err, "CIDR"));
     }
     /* a bad entry adds nothing, also of the good ones before it */
-    CHECK_EQ_INT(acl_add_list(&acl, "10.0.0.1,bogus", "PODRUN_STORE_ALLOW", err, sizeof err),
+    CHECK_EQ_INT(acl_add_list(&acl, "10.0.0.1,bogus", "PODRUN_STORE_ALLOW", NULL, err, sizeof err),
                  -EINVAL);
     CHECK(strstr(err, "'bogus'") && strstr(err, "PODRUN_STORE_ALLOW"));
     CHECK_EQ_INT(acl.n, 0);
+    /* "job" is a word only where the caller knows the job's addresses */
+    int job = 0;
+    CHECK_EQ_INT(acl_add_list(&acl, "job", "--store-allow", NULL, err, sizeof err), -EINVAL);
+    CHECK_EQ_INT(acl_add_list(&acl, " job , 10.0.0.0/8", "--store-allow", &job, err, sizeof err),
+                 0);
+    CHECK_EQ_INT(job, 1);
+    CHECK_EQ_INT(acl.n, 1);
     acl_free(&acl);
 }
 

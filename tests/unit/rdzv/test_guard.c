@@ -168,7 +168,7 @@ static void test_allow(void)
 {
     acl_t acl = {0};
     char err[200];
-    CHECK_EQ_INT(acl_add_list(&acl, "10.0.0.0/8", "test", err, sizeof err), 0);
+    CHECK_EQ_INT(acl_add_list(&acl, "10.0.0.0/8", "test", NULL, err, sizeof err), 0);
     /* 127.0.0.1 -> 127.0.0.1 is this machine reaching its own store: always in */
     store_server_allow(srv, &acl);
     store_aclient_t *c;
