@@ -130,6 +130,18 @@ static int kv_result(const kvbuf_t *b)
     return b->overflow ? -ENOSPC : (int)b->len;
 }
 
+/* Text from another node ends up in every agent's log and report: control bytes (a terminal's
+ * escape sequences, a carriage return that hides a line) become '?'; line ends stay where
+ * `lines` allows them (a worker's error message), tabs always. */
+static void clean_text(char *s, int lines)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch < 0x20 && ch != '\t' && !(lines && ch == '\n')) || ch == 0x7f)
+            *s = '?';
+    }
+}
+
 static int clamp_int(long long v, long long lo, long long hi, int def)
 {
     return (v < lo || v > hi) ? def : (int)v;
@@ -208,6 +220,7 @@ int rdzv_desc_decode(const char *text, size_t len, rdzv_desc_rec_t *d)
         return -EINVAL;
     kv_get(text, len, "addr", d->addr, sizeof d->addr);
     kv_get(text, len, "host", d->host, sizeof d->host);
+    clean_text(d->name, 0), clean_text(d->addr, 0), clean_text(d->host, 0);
     d->nproc = clamp_int(kv_get_int(text, len, "nproc", -1), 0, 1 << 20, -1);
     d->want_rank = clamp_int(kv_get_int(text, len, "want_rank", -1), -1, 1 << 24, -2);
     d->pid = clamp_int(kv_get_int(text, len, "pid", 0), 0, 1 << 30, 0);
@@ -262,6 +275,8 @@ void rdzv_failure_take(const char *text, size_t len, const char *pfx, rdzv_failu
     pkey(k, sizeof k, pfx, "time"), f->time = kv_get_double(text, len, k, 0);
     pkey(k, sizeof k, pfx, "reason"), kv_get(text, len, k, f->reason, sizeof f->reason);
     pkey(k, sizeof k, pfx, "message"), kv_get(text, len, k, f->message, sizeof f->message);
+    clean_text(f->host, 0), clean_text(f->node_name, 0), clean_text(f->reason, 0);
+    clean_text(f->message, 1);
 }
 
 int rdzv_failure_encode(const rdzv_failure_t *f, char *buf, size_t cap)
@@ -309,6 +324,8 @@ int rdzv_assign_decode(const char *text, size_t len, rdzv_assignment_t *a, char 
     memset(a, 0, sizeof *a);
     if (kv_get(text, len, "error", error_out, ecap) >= 0) {
         kv_get(text, len, "text", text_out, tcap);
+        if (tcap)
+            clean_text(text_out, 0);
         return error_out[0] ? 0 : -EINVAL;
     }
     if (ecap)
@@ -379,6 +396,7 @@ int rdzv_end_decode(const char *text, size_t len, rdzv_decision_t *d, rdzv_failu
     d->restart_counted = kv_get_int(text, len, "counted", 0) ? 1 : 0;
     d->restart_count = clamp_int(kv_get_int(text, len, "restart_count", 0), 0, 1 << 30, 0);
     kv_get(text, len, "reason", d->reason, sizeof d->reason);
+    clean_text(d->reason, 0);
     d->n = clamp_int(kv_get_int(text, len, "n", 0), 0, RDZV_MAX_FAILURES, 0);
     for (int i = 0; i < d->n; i++) {
         char pfx[16];

@@ -106,6 +106,22 @@ static void test_records_roundtrip(void)
     CHECK_EQ_INT(rdzv_desc_decode("name=x\nnproc=-3\n", 16, &dd), -EINVAL);
 }
 
+/* Another node's text never brings control bytes into a log: escapes and carriage returns become
+ * '?', a worker message keeps its lines. */
+static void test_untrusted_text(void)
+{
+    /* as an agent would send it: the escape bytes raw, a newline in a value escaped */
+    static const char desc[] = "name=node\x1b" "[2J\r1\nnproc=1\n";
+    rdzv_desc_rec_t d;
+    CHECK_EQ_INT(rdzv_desc_decode(desc, sizeof desc - 1, &d), 0);
+    CHECK_EQ_STR(d.name, "node?[2J?1");
+    static const char fail[] = "reason=exit\x07" "ed\nmessage=Traceback:\\n  line 1\x1b\n";
+    rdzv_failure_t f;
+    CHECK_EQ_INT(rdzv_failure_decode(fail, sizeof fail - 1, &f), 0);
+    CHECK_EQ_STR(f.reason, "exit?ed");
+    CHECK_EQ_STR(f.message, "Traceback:\n  line 1?");
+}
+
 /* The only keys under "podrun/" a client may write (the store refuses every other). */
 static void test_agent_record_key(void)
 {
@@ -137,6 +153,7 @@ int main(void)
 {
     RUN(test_kv_codec);
     RUN(test_agent_record_key);
+    RUN(test_untrusted_text);
     RUN(test_records_roundtrip);
     return check_result();
 }
