@@ -1725,6 +1725,7 @@ static int etcd_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_d
         return rc;
     }
     a->sport = store_server_port(a->server);
+    store_server_allow(a->server, p->allow); /* the workers' store: the same sources */
     double tmo = a->ttl < a->p.read_timeout ? a->ttl : a->p.read_timeout;
     etcd_client_conf_t conf = {
         .endpoints = a->ep,
