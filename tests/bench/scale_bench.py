@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""Rendezvous at scale: one real hosting podrun agent, K-1 simulated agents (tests/bench/rdzv_loadgen.c)
+over real TCP from 127.0.0.2-251, the host on CPU 1 and the load generator on CPU 0.
+
+Per K: the round (last join -> every agent holding its assignment), the host's CPU share while K
+agents heartbeat at 1 s and its RSS, the failure push (one agent's failure report -> each agent's
+WAIT on the round's end woken, p50/p99/max; and -> the decision read, p99), the restart (failure ->
+every agent holding its next assignment), messages per agent per round; with --spares M the
+host's CPU and RSS with M more agents waiting, and whether the running round noticed them.
+Every figure is the median of --repeat runs, with the spread (min-max).
+
+    /usr/bin/python3 tests/bench/scale_bench.py [--k 1024,4096,16384] [--repeat 3] [--rounds 5]
+        [--spares 0] [--build build-bench]
+    /usr/bin/python3 tests/bench/scale_bench.py --soak --k 64 --rounds 2000 --sample 100
+"""
+import argparse
+import json
+import os
+import random
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def wait_listening(port, proc, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
+def one(build, k, rounds, spares, steady, sample=0, extra=()):
+    """One host + one load generator run; the load generator's JSON plus the host's exit."""
+    podrun = os.path.join(build, "launcher", "podrun")
+    loadgen = os.path.join(build, "tests", "bench", "rdzv_loadgen")
+    d = tempfile.mkdtemp(prefix="podrun-scale-")
+    port = random.randint(20000, 60000)
+    run_id = f"scale{port}"
+    done = os.path.join(d, "done")
+    host_cmd = ["taskset", "-c", "1", podrun, "--nnodes", str(k), "--nproc-per-node", "1",
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                "--rdzv-id", run_id, "--local-addr", "127.0.0.1", "--no-python",
+                "--max-restarts", str(rounds + 1), "--term-timeout", "5", *extra,
+                loadgen, "--worker", done]
+    log = open(os.path.join(d, "host.log"), "wb")
+    host = subprocess.Popen(host_cmd, stdout=log, stderr=log)
+    try:
+        if not wait_listening(port, host):
+            return {"error": f"host did not listen (log {d}/host.log)"}
+        lg = subprocess.run(["taskset", "-c", "0", loadgen, "--port", str(port), "--run-id",
+                             run_id, "--host-pid", str(host.pid), "--k", str(k), "--rounds",
+                             str(rounds), "--spares", str(spares), "--steady", str(steady),
+                             "--sample", str(sample), "--done-file", done],
+                            stdout=subprocess.PIPE, stderr=sys.stderr, timeout=1800)
+        try:
+            r = json.loads(lg.stdout)
+        except ValueError:
+            return {"error": f"load generator said: {lg.stdout[-500:]!r}"}
+        try:
+            r["host_exit"] = host.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            r["host_exit"] = None
+        r["log"] = d
+        return r
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+        log.close()
+
+
+def med(xs):
+    xs = sorted(x for x in xs if x is not None and x >= 0)
+    if not xs:
+        return None
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def fmt(runs, key, scale=1.0, digits=1):
+    vals = [r[key] * scale for r in runs if r.get(key) is not None and r[key] >= 0]
+    if not vals:
+        return "-"
+    m = med(vals)
+    if len(vals) == 1:
+        return f"{m:.{digits}f}"
+    return f"{m:.{digits}f} ({min(vals):.{digits}f}-{max(vals):.{digits}f})"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--k", default="1024,4096,16384")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--spares", type=int, default=0)
+    ap.add_argument("--steady", type=float, default=5)
+    ap.add_argument("--soak", action="store_true")
+    ap.add_argument("--sample", type=int, default=100)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build-bench"))
+    a = ap.parse_args()
+    hard = raise_nofile()
+    print(f"# scale benchmark: {os.cpu_count()} CPUs, host on CPU 1, load generator on CPU 0, "
+          f"descriptors per process {hard}, load average at start "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    if a.soak:
+        for k in [int(x) for x in a.k.split(",") if x]:
+            r = one(a.build, k, a.rounds, 0, 1, sample=a.sample)
+            print(json.dumps(r), flush=True)
+            print(f"\nK={k}, {r.get('rounds')} restarts: host key count, RSS and descriptors")
+            print(f"{'round':>7} {'keys':>6} {'RSS KiB':>8} {'fds':>5}")
+            for s in r.get("soak", []):
+                print(f"{s['round']:>7} {s['keys']:>6} {s['rss_kib']:>8} {s['fds']:>5}")
+        return 0
+    rows = []
+    for k in [int(x) for x in a.k.split(",") if x]:
+        runs = []
+        for i in range(a.repeat):
+            r = one(a.build, k, a.rounds, a.spares, a.steady)
+            print(json.dumps(r), flush=True)
+            if "error" not in r:
+                runs.append(r)
+        rows.append((k, runs))
+    print(f"\n# load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+          f"medians of {a.repeat} runs (min-max)")
+    print("| K | round s | push p50 / p99 / max ms | decision p99 ms | restart ms | host CPU % | "
+          "host RSS MiB | msgs/agent/round | errors |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for k, runs in rows:
+        print(f"| {k} | {fmt(runs, 'round_s', digits=3)} | {fmt(runs, 'push_p50_ms')} / "
+              f"{fmt(runs, 'push_p99_ms')} / {fmt(runs, 'push_max_ms')} | "
+              f"{fmt(runs, 'decision_p99_ms')} | {fmt(runs, 'restart_ms')} | "
+              f"{fmt(runs, 'host_cpu', 100)} | {fmt(runs, 'host_rss_kib', 1 / 1024)} | "
+              f"{fmt(runs, 'msgs_per_agent_round')} | {sum(r['errors'] for r in runs)} |")
+    if a.spares:
+        print(f"\nwith {a.spares} spares waiting: host CPU % and RSS MiB, members disturbed")
+        for k, runs in rows:
+            print(f"| {k} | {fmt(runs, 'spare_cpu', 100)} | {fmt(runs, 'spare_rss_kib', 1 / 1024)}"
+                  f" | {max((r['disturbed'] for r in runs), default='-')} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
