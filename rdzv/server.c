@@ -33,6 +33,20 @@
  *    them, CHECK/WAIT count a key with a non-empty queue as existing.
  *  - An unknown opcode, a bad VALIDATE magic, or a length or count over the limits closes the
  *    connection (2.x behaviour since the nmap fix); the server logs it once for that connection.
+ *
+ * Pipelining behind a WAIT (2.x dialect; an extension no torch client can notice, since torch's
+ * clients send nothing but CANCEL_WAIT while a WAIT of theirs is unanswered): the requests that
+ * arrive behind a WAIT that could not be answered at once and that have an answer themselves
+ * (GET, ADD, another WAIT, ...) are *parked*: they run, in order, right after the WAIT is answered,
+ * and their answers go out in the same write as its STOP_WAITING. A client can so send WAIT + GET
+ * in one write and have the value in one reply: one write of the server per waiter when a key
+ * many wait for appears, instead of a STOP_WAITING, a read and a write. Requests without an answer
+ * (SET, APPEND, MULTI_SET, QUEUE_PUSH, VALIDATE), PING and CANCEL_WAIT are handled when they arrive,
+ * also behind an unanswered WAIT: a client's records and heartbeats are never held up by its own
+ * wait, and a PING's echo may come before the STOP_WAITING (podrun's client picks nonces whose
+ * first byte cannot be a WAIT's answer). CANCEL_WAIT ends the wait, and the parked requests run
+ * right after its WAIT_CANCELED. (So a parked GET sees a SET sent after it: a pipelining client
+ * orders its reads after its WAIT, not after its writes.)
  */
 #include "rdzv/server.h"
 
@@ -64,9 +78,18 @@ typedef struct conn {
     size_t rlen, rcap;
     size_t need;                /* bytes rbuf must hold before parsing can progress */
     size_t queued;              /* reply bytes handed to uv_write and not yet written */
+    struct parked *park;        /* whole requests behind an unanswered WAIT (see the top) */
+    struct conn *next_woken;    /* in srv->woken: its WAIT was answered, its parked work is due */
     unsigned char dialect;
     unsigned char closing, paused, wrote_observed;
+    unsigned char blocked;      /* a 2.x WAIT of this connection is unanswered */
 } conn_t;
+
+/* Requests parked behind a WAIT, as they came (allocated only while there are any). */
+typedef struct parked {
+    size_t len, cap;
+    char data[];
+} parked_t;
 
 typedef struct wreq {
     uv_write_t req;
@@ -97,6 +120,9 @@ struct store_server {
     char *shared;               /* READ_CHUNK bytes lent to whichever connection is reading */
     wire_buf_t out;             /* replies of the read callback that is running */
     conn_t *cur;                /* ... and its connection */
+    conn_t *woken, *woken_tail; /* connections whose WAIT was answered while they had parked
+                                   requests: served by drain_woken, first woken first */
+    int draining;
     wire_str_t *keys;           /* scratch for CHECK/WAIT/MULTI_GET */
     size_t keys_cap;
     char *prefix;
@@ -228,15 +254,31 @@ static conn_t *owner_conn(ks_owner_t *o)
     return container_of(o, conn_t, owner);
 }
 
+/* A wait of c completed. Its STOP_WAITING goes out now, or, when requests are parked behind the
+ * WAIT, together with their answers once the call that woke it is over (drain_woken): the key
+ * space must not be entered from inside its own callback. */
 static void on_ready(void *arg, ks_owner_t *owner)
 {
     (void)arg;
     conn_t *c = owner_conn(owner);
+    store_server_t *s = c->srv;
     static const char stop = WIRE_STOP_WAITING;
-    if (c != c->srv->cur)
+    c->blocked = 0;
+    if (c == s->cur) {
+        /* its own request woke it: the batch gets the STOP_WAITING, and process() runs the
+         * parked requests right behind the request that woke it */
+        if (wire_put_u8(&s->out, (uint8_t)stop) < 0)
+            conn_fail(c, "out of memory"); /* a lost STOP_WAITING would hang the client */
+    } else if (c->park && c->park->len) {
+        c->next_woken = NULL;
+        if (s->woken_tail)
+            s->woken_tail->next_woken = c;
+        else
+            s->woken = c;
+        s->woken_tail = c;
+    } else {
         conn_send(c, &stop, 1);
-    else if (wire_put_u8(&c->srv->out, (uint8_t)stop) < 0)
-        conn_fail(c, "out of memory"); /* a lost STOP_WAITING would hang the client */
+    }
 }
 
 static void on_watch(void *arg, ks_owner_t *owner, int type, const char *key, size_t klen,
@@ -258,12 +300,14 @@ static void on_watch(void *arg, ks_owner_t *owner, int type, const char *key, si
 
 static void server_maybe_done(store_server_t *s);
 static void rbuf_free(conn_t *c);
+static void park_free(conn_t *c);
 
 static void on_conn_closed(uv_handle_t *h)
 {
     conn_t *c = (conn_t *)h;
     store_server_t *s = c->srv;
     keyspace_release(s->ks, &c->owner);
+    park_free(c);
     list_unlink(&c->node);
     s->nconns--;
     if (s->nconns < s->lim.max_connections)
@@ -459,6 +503,8 @@ static int op_wait(conn_t *c, const wire_req_t *q)
     if (c->dialect == WIRE_V1)
         keyspace_cancel_waits(s->ks, &c->owner); /* see the top of this file */
     r = keyspace_wait(s->ks, &c->owner, s->keys, (size_t)q->n);
+    if (r == 0 && c->dialect == WIRE_V2)
+        c->blocked = 1; /* what has an answer waits behind it (see the top) */
     return r == 1 ? wire_put_u8(&s->out, WIRE_STOP_WAITING) : r;
 }
 
@@ -515,6 +561,7 @@ static int op_cancel_wait(conn_t *c, const wire_req_t *q)
 {
     (void)q;
     keyspace_cancel_waits(c->srv->ks, &c->owner);
+    c->blocked = 0; /* process() runs what was parked right behind the answer */
     return wire_put_u8(&c->srv->out, WIRE_WAIT_CANCELED);
 }
 
@@ -752,8 +799,69 @@ static void parse_error(conn_t *c, ssize_t r, const char *p)
     conn_fail(c, why);
 }
 
+/* Whether a request that arrives behind an unanswered WAIT waits for it (see the top). */
+static int parks(const wire_req_t *q)
+{
+    return wire_reply_shape(q->op) != WIRE_R_NONE && q->op != WIRE_PING &&
+           q->op != WIRE_CANCEL_WAIT;
+}
+
+/* Keeps one whole request behind c's WAIT; its bytes count as held by the connection. */
+static int park(conn_t *c, const char *p, size_t len)
+{
+    parked_t *k = c->park;
+    size_t have = k ? k->len : 0, cap = k ? k->cap : 0;
+    if (have + len > cap) {
+        size_t nc = cap ? 2 * cap : 256;
+        while (nc < have + len)
+            nc *= 2;
+        if (!conn_room(c, nc - cap))
+            return -ENOBUFS;
+        parked_t *g = realloc(k, sizeof *g + nc);
+        if (!g)
+            return -ENOMEM;
+        if (!k)
+            g->len = 0;
+        g->cap = nc;
+        c->srv->pending += nc - cap;
+        c->park = k = g;
+    }
+    memcpy(k->data + k->len, p, len);
+    k->len += len;
+    return 0;
+}
+
+static void park_free(conn_t *c)
+{
+    if (c->park) {
+        c->srv->pending -= c->park->cap;
+        free(c->park);
+        c->park = NULL;
+    }
+}
+
+static ssize_t process(conn_t *c, const char *p, size_t len);
+static void rbuf_fail(conn_t *c, int r);
+
+/* c's WAIT was answered (or cancelled): its parked requests run now, into the batch of the
+ * running callback, in order; a parked WAIT that cannot be answered parks the rest again.
+ * 0, or -1 when the connection was failed. */
+static int run_parked(conn_t *c)
+{
+    parked_t *k = c->park;
+    if (!k)
+        return 0;
+    c->park = NULL;
+    ssize_t used = process(c, k->data, k->len);
+    c->srv->pending -= k->cap;
+    free(k);
+    return used < 0 ? -1 : 0;
+}
+
 /* Decodes and applies every complete request in p[0..len); returns the bytes used, or -1 when
- * the connection was failed. */
+ * the connection was failed. Behind an unanswered WAIT, requests that have an answer are parked;
+ * once the WAIT is answered by a request of this same batch, the parked ones run before the
+ * requests that follow it. */
 static ssize_t process(conn_t *c, const char *p, size_t len)
 {
     store_server_t *s = c->srv;
@@ -779,7 +887,18 @@ static ssize_t process(conn_t *c, const char *p, size_t len)
             c->need = need;
             break;
         }
+        if (c->blocked && parks(&req)) {
+            int pr = park(c, p + off, (size_t)r);
+            if (pr < 0) {
+                rbuf_fail(c, pr);
+                return -1;
+            }
+            off += (size_t)r;
+            continue;
+        }
         if (handle(c, &req) < 0)
+            return -1;
+        if (!c->blocked && c->park && run_parked(c) < 0)
             return -1;
         /* replies to a batch of pipelined requests are bounded like everything else */
         if (!conn_room(c, s->out.len)) {
@@ -835,9 +954,50 @@ static void rbuf_fail(conn_t *c, int r)
         conn_fail(c, "out of memory");
 }
 
+/* The connections whose WAIT was answered while requests were parked behind it: each gets its
+ * STOP_WAITING and the answers of its parked requests in one write. Runs at the end of every
+ * call that can answer a wait (a read, an in-process write), never inside one; what the parked
+ * requests wake in turn is served in the same pass. */
+static void drain_woken(store_server_t *s)
+{
+    if (s->draining || s->cur)
+        return;
+    s->draining = 1;
+    conn_t *c;
+    while ((c = s->woken)) {
+        s->woken = c->next_woken;
+        if (!s->woken)
+            s->woken_tail = NULL;
+        c->next_woken = NULL;
+        if (c->closing)
+            continue;
+        s->cur = c;
+        s->out.len = 0;
+        if (wire_put_u8(&s->out, WIRE_STOP_WAITING) < 0)
+            conn_fail(c, "out of memory");
+        else if (run_parked(c) == 0)
+            conn_send(c, s->out.p, s->out.len);
+        s->cur = NULL;
+    }
+    if (s->out.cap > (1u << 20))
+        wire_buf_free(&s->out);
+    s->draining = 0;
+}
+
+static void read_conn(conn_t *c, ssize_t nread, const uv_buf_t *buf);
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     conn_t *c = (conn_t *)st;
+    store_server_t *s = c->srv;
+    read_conn(c, nread, buf);
+    drain_woken(s);
+}
+
+/* Bytes from c: whole requests are applied (replies gathered into one write), an incomplete
+ * tail is kept for the next read. */
+static void read_conn(conn_t *c, ssize_t nread, const uv_buf_t *buf)
+{
     store_server_t *s = c->srv;
     if (nread < 0) {
         conn_close(c); /* EOF or reset: the peer went away, nothing to log */
@@ -1085,7 +1245,9 @@ void store_server_observe(store_server_t *s, const char *prefix, store_write_cb 
 int store_server_set(store_server_t *s, const char *key, size_t klen, const void *val,
                      size_t vlen)
 {
-    return keyspace_set_unbounded(s->ks, key, klen, val, vlen);
+    int r = keyspace_set_unbounded(s->ks, key, klen, val, vlen);
+    drain_woken(s);
+    return r;
 }
 
 int store_server_get(store_server_t *s, const char *key, size_t klen, const char **val,

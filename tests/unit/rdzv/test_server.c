@@ -228,6 +228,73 @@ static void test_wait_and_cancel(void)
     close(b);
 }
 
+/* Pipelining behind a WAIT (2.x): a GET sent behind an unanswered WAIT is answered after it,
+ * in the same write as the STOP_WAITING; a SET and a PING behind it are handled at once. */
+static void test_parked_behind_wait(void)
+{
+    int a = v2_connect(), b = v2_connect();
+    msg_t m = {.n = 0};
+    str(u64(op(&m, V2_WAIT), 1), "/pk");
+    str(op(&m, V2_GET), "/pk");
+    str(str(op(&m, V2_SET), "/pk-side"), "early");
+    u32(op(&m, V2_PING), 0x0A0B0C0D);
+    flush(a, &m);
+    unsigned char p[4];
+    CHECK_EQ_INT(raw_recv(a, p, 4, 2000), 4); /* the PING's echo, ahead of the WAIT */
+    CHECK(p[0] == 0x0D && p[3] == 0x0A);
+    str(op(&m, V2_GET), "/pk-side"); /* the SET behind the WAIT was applied at once */
+    flush(b, &m);
+    expect_vec(b, "early");
+    unsigned char c;
+    CHECK_EQ_INT(raw_recv(a, &c, 1, 100), 0); /* the GET waits for the WAIT */
+    str(str(op(&m, V2_SET), "/pk"), "value");
+    flush(b, &m);
+    char both[32];
+    CHECK_EQ_INT(raw_recv(a, both, 14, 2000), 14); /* STOP_WAITING, then the GET's vector */
+    CHECK_EQ_INT(both[0], 0);
+    CHECK_EQ_INT(both[1], 5);
+    CHECK(memcmp(both + 9, "value", 5) == 0);
+
+    /* a parked WAIT parks what follows it again; each STOP_WAITING comes in order */
+    str(u64(op(&m, V2_WAIT), 1), "/pa");
+    str(u64(op(&m, V2_WAIT), 1), "/pb");
+    str(op(&m, V2_GET), "/pb");
+    u64(str(op(&m, V2_ADD), "/pcount"), 2);
+    flush(a, &m);
+    str(str(op(&m, V2_SET), "/pa"), "1");
+    flush(b, &m);
+    CHECK_EQ_INT(recv_u8(a), 0);
+    CHECK_EQ_INT(raw_recv(a, &c, 1, 100), 0);
+    str(str(op(&m, V2_SET), "/pb"), "bee");
+    flush(b, &m);
+    CHECK_EQ_INT(recv_u8(a), 0);
+    expect_vec(a, "bee");
+    CHECK_EQ_INT(recv_i64(a), 2);
+
+    /* CANCEL_WAIT: WAIT_CANCELED, then the parked GET (of a key still missing) */
+    str(u64(op(&m, V2_WAIT), 1), "/never");
+    str(op(&m, V2_GET), "/pk");
+    flush(a, &m);
+    CHECK_EQ_INT(raw_recv(a, &c, 1, 100), 0);
+    op(&m, V2_CANCEL_WAIT);
+    flush(a, &m);
+    CHECK_EQ_INT(recv_u8(a), 1);
+    expect_vec(a, "value");
+
+    /* the connection's own SET answers its WAIT: the parked GET runs right behind it */
+    str(u64(op(&m, V2_WAIT), 1), "/self");
+    str(op(&m, V2_GET), "/self");
+    str(str(op(&m, V2_SET), "/self"), "me");
+    u32(op(&m, V2_PING), 0x11111111);
+    flush(a, &m);
+    CHECK_EQ_INT(recv_u8(a), 0);
+    expect_vec(a, "me");
+    CHECK_EQ_INT(raw_recv(a, p, 4, 2000), 4);
+    CHECK_EQ_INT(p[0], 0x11);
+    close(a);
+    close(b);
+}
+
 static void test_queues(void)
 {
     int fd = v2_connect();
@@ -448,6 +515,7 @@ int main(void)
     RUN(test_v2_ops);
     RUN(test_multi);
     RUN(test_wait_and_cancel);
+    RUN(test_parked_behind_wait);
     RUN(test_queues);
     RUN(test_list);
     RUN(test_v1_dialect);
