@@ -1,13 +1,18 @@
 /* rdzv/aclient.c — the asynchronous job-store client (rdzv/aclient.h), 2.x dialect, libuv.
  *
- * Requests are written as they are made and their replies matched first-in first-out. A WAIT is
- * the one exception to free pipelining: the server answers requests behind a pending WAIT before
- * the WAIT itself, which would break the FIFO, so once a WAIT is on the wire later requests are
- * held back (not written) until it is answered or cancelled.
+ * Requests are written as they are made and their replies matched first-in first-out. Behind a
+ * WAIT that is not answered yet, podrun's store parks every request that has an answer and
+ * answers it right after the WAIT (rdzv/server.c), so the FIFO holds, and a WAIT and the GET of
+ * its key go out in one write and come back in one reply. PING is the exception: the store echoes
+ * it at once, also ahead of a STOP_WAITING, so while a WAIT is unanswered a reply that cannot
+ * start a WAIT's answer (0 or 1) is the echo of the oldest PING out; nonces never start with 0 or
+ * 1 (store_aclient_ping).
  *
- * A WAIT with a timeout gets the client's one wait timer (only one WAIT is ever on the wire).
- * When it fires, CANCEL_WAIT is written; the server then answers WAIT_CANCELED, possibly after a
- * STOP_WAITING that raced it. A STOP_WAITING that arrives first still counts as success.
+ * A WAIT with a timeout gets the client's one wait timer and is the only WAIT on the wire: it goes
+ * out once no other WAIT is, and requests made after it are held back (not written) until it is
+ * answered or cancelled. When the timer fires, CANCEL_WAIT is written; the server then answers
+ * WAIT_CANCELED, possibly after a STOP_WAITING that raced it. A STOP_WAITING that arrives first
+ * still counts as success.
  *
  * After the connection is lost the client stays allocated (requests fail at once with
  * PODRUN_ECONNRESET) until store_aclient_close. */
@@ -25,7 +30,7 @@
 #include "rdzv/wire.h"
 
 enum state { S_RESOLVING, S_CONNECTING, S_VALIDATING, S_READY, S_LOST, S_CLOSED };
-enum kind { K_NORMAL, K_WAIT, K_CANCEL, K_HELLO, K_SET, K_AUTH };
+enum kind { K_NORMAL, K_WAIT, K_CANCEL, K_HELLO, K_SET, K_AUTH, K_PING };
 
 typedef struct areq {
     fifo_node_t node;           /* in wire or held */
@@ -67,8 +72,12 @@ struct store_aclient {
     unsigned seed;
     int last_err;
     fifo_t wire;                /* areq_t on the wire, awaiting replies in order */
-    fifo_t held;                /* areq_t held back behind a WAIT */
-    int wait_out;               /* a WAIT is on the wire */
+    fifo_t held;                /* areq_t held back behind a timed WAIT */
+    int waits_out;              /* WAITs on the wire */
+    int timed_wait;             /* ... one of them with a timeout (then the only one) */
+    int pings_out;              /* PINGs on the wire */
+    uint64_t last_heard;        /* loop time (ms) of the last byte from the server */
+    unsigned user_timeout_ms;   /* TCP_USER_TIMEOUT and keep-alive for the socket, 0: none */
     char *rbuf;
     size_t rlen, rcap;
     store_aclient_cb connected, on_lost;
@@ -126,7 +135,7 @@ static void fail_all(store_aclient_t *c, int err)
             q->cb(c, err, NULL, 0, 0, q->arg);
         free_req(q);
     }
-    c->wait_out = 0;
+    c->waits_out = c->timed_wait = c->pings_out = 0;
 }
 
 static void start_free(store_aclient_t *c)
@@ -184,9 +193,11 @@ static int send_req(store_aclient_t *c, areq_t *q)
     if (q->kind == K_SET)
         return 0;
     fifo_push(&c->wire, &q->node);
+    c->pings_out += q->kind == K_PING;
     if (q->kind == K_WAIT) {
-        c->wait_out = 1;
+        c->waits_out++;
         if (q->deadline >= 0) {
+            c->timed_wait = 1;
             int64_t left = q->deadline - (int64_t)uv_now(c->loop);
             uv_timer_start(&c->wait_timer, on_wait_timeout, left > 0 ? (uint64_t)left : 0, 0);
         }
@@ -194,10 +205,17 @@ static int send_req(store_aclient_t *c, areq_t *q)
     return 0;
 }
 
-/* Writes held requests until the next WAIT goes out. */
+/* Whether q must wait in `held`: everything behind a timed WAIT (its CANCEL_WAIT may race what
+ * follows), and a timed WAIT itself while another WAIT is out. */
+static int must_hold(const store_aclient_t *c, const areq_t *q)
+{
+    return c->timed_wait || (q->kind == K_WAIT && q->deadline >= 0 && c->waits_out > 0);
+}
+
+/* Writes held requests until one must wait again. */
 static void release_held(store_aclient_t *c)
 {
-    while (!fifo_empty(&c->held) && !c->wait_out && c->state == S_READY) {
+    while (!fifo_empty(&c->held) && !must_hold(c, REQ(c->held.first)) && c->state == S_READY) {
         areq_t *q = REQ(fifo_pop(&c->held));
         if (send_req(c, q) < 0) {
             if (q->cb)
@@ -215,7 +233,7 @@ static int submit(store_aclient_t *c, areq_t *q)
         free_req(q);
         return c->state == S_LOST ? PODRUN_ECONNRESET : -ENOTCONN;
     }
-    if (c->wait_out || !fifo_empty(&c->held)) {
+    if (!fifo_empty(&c->held) || must_hold(c, q)) {
         fifo_push(&c->held, &q->node);
         return 0;
     }
@@ -278,10 +296,11 @@ static void pop_head(store_aclient_t *c)
 static void on_ready_hello(store_aclient_t *c);
 static int auth_reply(store_aclient_t *c, const wire_reply_t *rep);
 
-/* Delivers one reply to the request at the FIFO head. Returns 0, or an error to drop the link. */
-static int deliver(store_aclient_t *c, const wire_reply_t *rep)
+/* Delivers one reply to the request behind `prev` (NULL: the FIFO head; a PING's echo can
+ * overtake a WAIT, see the top). Returns 0, or an error to drop the link. */
+static int deliver(store_aclient_t *c, fifo_node_t *prev, const wire_reply_t *rep)
 {
-    areq_t *q = REQ(c->wire.first);
+    areq_t *q = REQ(prev ? prev->next : c->wire.first);
     switch (q->kind) {
     case K_HELLO: {
         int ok = rep->u32 == q->nonce;
@@ -296,17 +315,32 @@ static int deliver(store_aclient_t *c, const wire_reply_t *rep)
     case K_CANCEL:
         pop_head(c);
         return rep->u8 == WIRE_WAIT_CANCELED ? 0 : PODRUN_EPROTO;
+    case K_PING: {
+        if (rep->u32 != q->nonce)
+            return PODRUN_EPROTO;
+        store_reply_cb cb = q->cb;
+        void *arg = q->arg;
+        free_req(REQ(fifo_remove_after(&c->wire, prev)));
+        c->pings_out--;
+        if (cb)
+            cb(c, 0, NULL, 0, 0, arg);
+        return 0;
+    }
     case K_WAIT: {
         if (rep->u8 != WIRE_STOP_WAITING && !(rep->u8 == WIRE_WAIT_CANCELED && q->timed_out))
             return PODRUN_EPROTO;
         int status = rep->u8 == WIRE_STOP_WAITING ? 0 : PODRUN_ETIMEDOUT;
         store_reply_cb cb = q->cb;
         void *arg = q->arg;
+        int timed = q->deadline >= 0;
         pop_head(c);
         if (status == PODRUN_ETIMEDOUT) /* the CANCEL_WAIT behind it got its answer too */
             pop_head(c);
-        uv_timer_stop(&c->wait_timer);
-        c->wait_out = 0;
+        c->waits_out--;
+        if (timed) {
+            uv_timer_stop(&c->wait_timer);
+            c->timed_wait = 0;
+        }
         if (cb)
             cb(c, status, NULL, 0, 0, arg);
         release_held(c);
@@ -351,20 +385,34 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->rlen += (size_t)nread;
+    if (nread > 0)
+        c->last_heard = uv_now(c->loop);
     size_t off = 0;
-    while (!fifo_empty(&c->wire) && c->state != S_LOST && c->state != S_CLOSED) {
+    while (!fifo_empty(&c->wire) && c->state != S_LOST && c->state != S_CLOSED && off < c->rlen) {
         wire_reply_t rep;
         size_t need = 0;
-        areq_t *head = REQ(c->wire.first);
-        ssize_t r = wire_reply_parse((wire_reply_shape_t)head->shape, head->n,
-                                     c->rbuf + off, c->rlen - off, &wire_reply_limits, &rep, &need);
+        fifo_node_t *prev = NULL;
+        areq_t *to = REQ(c->wire.first);
+        /* an unanswered WAIT ahead: a byte that cannot answer it starts the oldest PING's echo */
+        if (to->kind == K_WAIT && c->pings_out > 0 &&
+            (unsigned char)c->rbuf[off] > WIRE_WAIT_CANCELED) {
+            for (prev = c->wire.first; prev->next && REQ(prev->next)->kind != K_PING;)
+                prev = prev->next;
+            if (!prev->next) {
+                lose(c, PODRUN_EPROTO);
+                return;
+            }
+            to = REQ(prev->next);
+        }
+        ssize_t r = wire_reply_parse((wire_reply_shape_t)to->shape, to->n, c->rbuf + off,
+                                     c->rlen - off, &wire_reply_limits, &rep, &need);
         if (r < 0) {
             lose(c, PODRUN_EPROTO);
             return;
         }
         if (r == 0)
             break;
-        int err = deliver(c, &rep);
+        int err = deliver(c, prev, &rep);
         off += (size_t)r;
         if (err) {
             lose(c, err);
@@ -524,6 +572,14 @@ static int auth_reply(store_aclient_t *c, const wire_reply_t *rep)
     return 0;
 }
 
+/* The kernel's part of noticing a lost server (store_aclient_liveness). */
+static void apply_liveness(store_aclient_t *c)
+{
+    uv_os_fd_t fd;
+    if (c->user_timeout_ms && c->tcp_open && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+        podrun_tcp_liveness(fd, c->user_timeout_ms);
+}
+
 static void on_connected(uv_connect_t *req, int status)
 {
     store_aclient_t *c = req->data;
@@ -536,6 +592,7 @@ static void on_connected(uv_connect_t *req, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    apply_liveness(c);
     c->state = S_VALIDATING;
     wire_buf_t b = {0};
     uint32_t nonce = (uint32_t)uv_hrtime() ^ (uint32_t)(uintptr_t)c;
@@ -652,6 +709,13 @@ void store_aclient_auth(store_aclient_t *c, const auth_key_t *key)
         c->key = *key;
 }
 
+void store_aclient_liveness(store_aclient_t *c, unsigned timeout_ms)
+{
+    c->user_timeout_ms = timeout_ms;
+    if (c->state == S_READY || c->state == S_VALIDATING)
+        apply_liveness(c);
+}
+
 void store_aclient_on_lost(store_aclient_t *c, store_aclient_cb on_lost, void *arg)
 {
     c->on_lost = on_lost;
@@ -712,6 +776,28 @@ int store_aclient_add(store_aclient_t *c, const char *key, int64_t delta, store_
 int store_aclient_delete(store_aclient_t *c, const char *key, store_reply_cb cb, void *arg)
 {
     return key_req(c, K_NORMAL, WIRE_DELETE_KEY, WIRE_R_I64, key, NULL, 0, 0, 0, 0, cb, arg);
+}
+
+int store_aclient_ping(store_aclient_t *c, store_reply_cb cb, void *arg)
+{
+    areq_t *q = new_req(K_PING, WIRE_R_U32, cb, arg);
+    wire_buf_t b = {0};
+    /* the echo's first byte must not be one a WAIT's answer starts with (see the top) */
+    uint32_t nonce = (uint32_t)rand_r(&c->seed);
+    nonce = (nonce & ~0xFFu) | (2 + nonce % 254);
+    if (!q || wire_put_op(&b, WIRE_V2, WIRE_PING) || wire_put_u32(&b, nonce)) {
+        free(q);
+        wire_buf_free(&b);
+        return -ENOMEM;
+    }
+    q->nonce = nonce;
+    take_buf(q, &b);
+    return submit(c, q);
+}
+
+uint64_t store_aclient_last_heard(const store_aclient_t *c)
+{
+    return c->last_heard;
 }
 
 int store_aclient_wait(store_aclient_t *c, const char *const *keys, size_t n, int timeout_ms,

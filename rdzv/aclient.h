@@ -37,6 +37,10 @@ int store_aclient_connect(uv_loop_t *loop, const char *host, uint16_t port, int 
  * PODRUN_EAUTH (another token), PODRUN_EAUTHOPEN (the store asks for none) or PODRUN_EAUTHNEEDED
  * (it asks for one), without further attempts. Call it right after store_aclient_connect. */
 void store_aclient_auth(store_aclient_t *c, const auth_key_t *key);
+/* The kernel notices a lost server machine or a cut network: the connection is lost when what
+ * was sent stays unacknowledged for timeout_ms (podrun_tcp_liveness); 0: the kernel's defaults.
+ * Applies now if connected, else once connected. */
+void store_aclient_liveness(store_aclient_t *c, unsigned timeout_ms);
 /* Called once when an established connection is lost (reset, EOF, protocol error). */
 void store_aclient_on_lost(store_aclient_t *c, store_aclient_cb on_lost, void *arg);
 
@@ -48,9 +52,16 @@ int store_aclient_add(store_aclient_t *c, const char *key, int64_t delta, store_
                       void *arg);
 int store_aclient_delete(store_aclient_t *c, const char *key, store_reply_cb cb, void *arg);
 /* cb(status 0) when every key exists; PODRUN_ETIMEDOUT after timeout_ms (< 0: none), in which
- * case the wait is cancelled on the server and the connection stays usable. */
+ * case the wait is cancelled on the server and the connection stays usable. A timed WAIT goes out
+ * only once no other WAIT is out, and what is made after it is held back until it is answered. */
 int store_aclient_wait(store_aclient_t *c, const char *const *keys, size_t n, int timeout_ms,
                        store_reply_cb cb, void *arg);
+
+/* PING: cb(status 0) when the server echoed the nonce, which proves it alive and serving. The
+ * echo is not held up by an unanswered WAIT on the connection. */
+int store_aclient_ping(store_aclient_t *c, store_reply_cb cb, void *arg);
+/* The loop time (uv_now, ms) when the last byte from the server arrived; 0 before any. */
+uint64_t store_aclient_last_heard(const store_aclient_t *c);
 
 /* Closes the connection; pending callbacks run with UV_ECANCELED, then the client is freed.
  * on_lost does not run. A SET whose bytes were still being written gets its callback later,

@@ -3,6 +3,9 @@
 #include "rdzv/common.h"
 
 #include <ctype.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +55,22 @@ void podrun_random_id(char *out, size_t digits)
         if (!zero)
             return;
     }
+}
+
+int podrun_tcp_liveness(int fd, unsigned timeout_ms)
+{
+    int on = 1, idle = (int)(timeout_ms / 2000), intvl = 1, cnt = (int)(timeout_ms / 1000);
+    if (idle < 1)
+        idle = 1;
+    if (cnt < 1)
+        cnt = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout_ms, sizeof timeout_ms) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) < 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) < 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl) < 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt) < 0)
+        return -errno;
+    return 0;
 }
 
 int podrun_hostname(char *out, size_t cap)

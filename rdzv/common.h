@@ -85,6 +85,15 @@ int64_t podrun_time_mono_ms(void);
  * kernel has none to give, the clock and the pid stand in (ids must differ, not be secret). */
 void podrun_random_id(char *out, size_t digits);
 
+/* ---- sockets ---- */
+
+/* Lets the kernel tell whether the peer of TCP socket `fd` is reachable: a connection whose data
+ * or keep-alive probes go unacknowledged for timeout_ms fails with ETIMEDOUT (TCP_USER_TIMEOUT,
+ * and keep-alive probes once it has been quiet for half of that). The peer's kernel acknowledges
+ * even while the peer process is stopped or busy, so this notices a lost machine or a cut
+ * network, not a slow process. 0 or -errno. */
+int podrun_tcp_liveness(int fd, unsigned timeout_ms);
+
 /* ---- this machine ---- */
 
 /* gethostname(2), always NUL-terminated; "" and -errno when it fails. */

@@ -118,4 +118,18 @@ static inline void fifo_insert_after(fifo_t *q, fifo_node_t *at, fifo_node_t *n)
         q->last = n;
 }
 
+/* Unlinks the node behind `prev` (NULL: the first), which must exist. */
+static inline fifo_node_t *fifo_remove_after(fifo_t *q, fifo_node_t *prev)
+{
+    fifo_node_t *n = prev ? prev->next : q->first;
+    if (prev)
+        prev->next = n->next;
+    else
+        q->first = n->next;
+    if (q->last == n)
+        q->last = prev;
+    n->next = NULL;
+    return n;
+}
+
 #endif

@@ -119,6 +119,40 @@ static void test_wait(void)
     uv_run(loop, UV_RUN_NOWAIT);
 }
 
+/* One connection carries a long WAIT, the GET of its key, records and heartbeats: the GET sent
+ * with the WAIT comes back with it, a SET behind it is applied at once and a PING's echo is not
+ * held up by it. */
+static void test_pipelined_behind_wait(void)
+{
+    store_aclient_t *c = connect_ok(store_server_port(srv));
+    const char *k[] = {"/pw"};
+    res_t w = {0}, g = {0}, s = {0}, p = {0}, g2 = {0};
+    seq = 0;
+    CHECK_EQ_INT(store_aclient_wait(c, k, 1, -1, on_reply, &w), 0);
+    CHECK_EQ_INT(store_aclient_get(c, "/pw", on_reply, &g), 0);
+    CHECK_EQ_INT(store_aclient_set(c, "/pw-side", "x", 1, on_reply, &s), 0);
+    CHECK_EQ_INT(store_aclient_ping(c, on_reply, &p), 0);
+    spin(&p.done, 3000);
+    CHECK(p.done && p.status == 0);
+    CHECK_EQ_INT(w.done + g.done, 0);
+    uint64_t heard = store_aclient_last_heard(c);
+    CHECK(heard > 0);
+    const char *v;
+    size_t vl;
+    CHECK_EQ_INT(store_server_get(srv, "/pw-side", 8, &v, &vl), 1); /* applied already */
+    CHECK_EQ_INT(store_server_set(srv, "/pw", 3, "now", 3), 0);
+    spin(&g.done, 3000);
+    CHECK(w.done && w.status == 0);
+    CHECK_EQ_STR(g.val, "now");
+    CHECK(p.order < w.order && w.order < g.order);
+    /* and the connection stays in step: a later GET gets its own answer */
+    CHECK_EQ_INT(store_aclient_get(c, "/pw-side", on_reply, &g2), 0);
+    spin(&g2.done, 3000);
+    CHECK_EQ_STR(g2.val, "x");
+    store_aclient_close(c);
+    uv_run(loop, UV_RUN_NOWAIT);
+}
+
 static int writes, closes;
 static uint64_t last_conn;
 static char last_key[64], last_val[64];
@@ -299,6 +333,7 @@ int main(void)
         return 1;
     RUN(test_ops);
     RUN(test_wait);
+    RUN(test_pipelined_behind_wait);
     RUN(test_observer);
     RUN(test_lost);
     RUN(test_backoff);
