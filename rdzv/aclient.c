@@ -162,7 +162,7 @@ static void on_written(uv_write_t *w, int status)
         free_req(set);
     }
     if (status < 0 && c->state == S_READY)
-        lose(c, PODRUN_ECONNRESET);
+        lose(c, status);
 }
 
 static int write_bytes(store_aclient_t *c, const char *p, size_t len, areq_t *set)
@@ -312,9 +312,16 @@ static int deliver(store_aclient_t *c, fifo_node_t *prev, const wire_reply_t *re
     }
     case K_AUTH:
         return auth_reply(c, rep);
-    case K_CANCEL:
+    case K_CANCEL: {
+        store_reply_cb cb = q->cb;
+        void *arg = q->arg;
         pop_head(c);
-        return rep->u8 == WIRE_WAIT_CANCELED ? 0 : PODRUN_EPROTO;
+        if (rep->u8 != WIRE_WAIT_CANCELED)
+            return PODRUN_EPROTO;
+        if (cb)
+            cb(c, 0, NULL, 0, 0, arg);
+        return 0;
+    }
     case K_PING: {
         if (rep->u32 != q->nonce)
             return PODRUN_EPROTO;
@@ -327,15 +334,26 @@ static int deliver(store_aclient_t *c, fifo_node_t *prev, const wire_reply_t *re
         return 0;
     }
     case K_WAIT: {
-        if (rep->u8 != WIRE_STOP_WAITING && !(rep->u8 == WIRE_WAIT_CANCELED && q->timed_out))
+        if (rep->u8 != WIRE_STOP_WAITING && rep->u8 != WIRE_WAIT_CANCELED)
             return PODRUN_EPROTO;
-        int status = rep->u8 == WIRE_STOP_WAITING ? 0 : PODRUN_ETIMEDOUT;
+        int timed = q->deadline >= 0;
+        int status = rep->u8 == WIRE_STOP_WAITING ? 0 : timed ? PODRUN_ETIMEDOUT : UV_ECANCELED;
         store_reply_cb cb = q->cb;
         void *arg = q->arg;
-        int timed = q->deadline >= 0;
         pop_head(c);
-        if (status == PODRUN_ETIMEDOUT) /* the CANCEL_WAIT behind it got its answer too */
-            pop_head(c);
+        if (status < 0) {
+            /* one WAIT_CANCELED answers the WAIT and the oldest CANCEL_WAIT behind it */
+            fifo_node_t *pc = NULL;
+            while ((pc ? pc->next : c->wire.first) &&
+                   REQ(pc ? pc->next : c->wire.first)->kind != K_CANCEL)
+                pc = pc ? pc->next : c->wire.first;
+            if (!(pc ? pc->next : c->wire.first))
+                return PODRUN_EPROTO;
+            areq_t *cq = REQ(fifo_remove_after(&c->wire, pc));
+            if (cq->cb)
+                cq->cb(c, 0, NULL, 0, 0, cq->arg);
+            free_req(cq);
+        }
         c->waits_out--;
         if (timed) {
             uv_timer_stop(&c->wait_timer);
@@ -381,7 +399,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     store_aclient_t *c = s->data;
     (void)buf;
     if (nread < 0) {
-        lose(c, nread == UV_ENOBUFS ? -ENOMEM : PODRUN_ECONNRESET);
+        /* the socket's own error says how (UV_ETIMEDOUT: nothing acknowledged, see
+         * store_aclient_liveness); an orderly close is a lost connection */
+        lose(c, nread == UV_ENOBUFS ? -ENOMEM : nread == UV_EOF ? PODRUN_ECONNRESET : (int)nread);
         return;
     }
     c->rlen += (size_t)nread;
@@ -776,6 +796,21 @@ int store_aclient_add(store_aclient_t *c, const char *key, int64_t delta, store_
 int store_aclient_delete(store_aclient_t *c, const char *key, store_reply_cb cb, void *arg)
 {
     return key_req(c, K_NORMAL, WIRE_DELETE_KEY, WIRE_R_I64, key, NULL, 0, 0, 0, 0, cb, arg);
+}
+
+int store_aclient_cancel_wait(store_aclient_t *c, store_reply_cb cb, void *arg)
+{
+    if (c->timed_wait)
+        return -EINVAL;
+    areq_t *q = new_req(K_CANCEL, WIRE_R_U8, cb, arg);
+    wire_buf_t b = {0};
+    if (!q || wire_put_op(&b, WIRE_V2, WIRE_CANCEL_WAIT)) {
+        free(q);
+        wire_buf_free(&b);
+        return -ENOMEM;
+    }
+    take_buf(q, &b);
+    return submit(c, q);
 }
 
 int store_aclient_ping(store_aclient_t *c, store_reply_cb cb, void *arg)

@@ -41,7 +41,8 @@ void store_aclient_auth(store_aclient_t *c, const auth_key_t *key);
  * was sent stays unacknowledged for timeout_ms (podrun_tcp_liveness); 0: the kernel's defaults.
  * Applies now if connected, else once connected. */
 void store_aclient_liveness(store_aclient_t *c, unsigned timeout_ms);
-/* Called once when an established connection is lost (reset, EOF, protocol error). */
+/* Called once when an established connection is lost: status PODRUN_ECONNRESET (closed),
+ * PODRUN_EPROTO, or the socket's error (UV_ETIMEDOUT: see store_aclient_liveness). */
 void store_aclient_on_lost(store_aclient_t *c, store_aclient_cb on_lost, void *arg);
 
 /* SET has no reply on the wire: cb runs when the request has been written. */
@@ -57,6 +58,11 @@ int store_aclient_delete(store_aclient_t *c, const char *key, store_reply_cb cb,
 int store_aclient_wait(store_aclient_t *c, const char *const *keys, size_t n, int timeout_ms,
                        store_reply_cb cb, void *arg);
 
+/* Cancels the untimed WAITs out on this connection: each gets UV_ECANCELED unless its key came
+ * first, and what was sent behind them is answered as if they had been answered (a GET of a
+ * missing key answers empty). cb(status 0) once the server confirmed. -EINVAL while a timed WAIT
+ * is out (it cancels itself). */
+int store_aclient_cancel_wait(store_aclient_t *c, store_reply_cb cb, void *arg);
 /* PING: cb(status 0) when the server echoed the nonce, which proves it alive and serving. The
  * echo is not held up by an unanswered WAIT on the connection. */
 int store_aclient_ping(store_aclient_t *c, store_reply_cb cb, void *arg);

@@ -1,7 +1,8 @@
 /* rdzv/backend_store.c — the rendezvous over the job store (c10d and static): one agent hosts the
  * store server with the coordinator beside it, fed by the server's observer; every agent, the
- * host's own over loopback, talks to it as an ordinary store client (the async client: one
- * connection for records and heartbeats, one for the single WAIT it has out at a time).
+ * host's own over loopback, talks to it as an ordinary store client (the async client), on one
+ * connection: a WAIT goes out together with the GET of its key (the store answers both in one
+ * write), while records and heartbeats are SETs that the store applies at once behind it.
  * Protocol: rdzv/rendezvous.h.
  *
  * The agent side is a small state machine: CONNECTING -> JOINING (join sent, WAIT on the
@@ -51,14 +52,15 @@ typedef struct store_agent {
     uv_timer_t ctimer[COORD_T_COUNT];
 
     /* agent side */
-    store_aclient_t *ops, *watch;
-    int ops_ready, watch_ready;
+    store_aclient_t *conn;
+    int ready;
     int state, join_k, round, node_rank;
     int stop_action; /* of the last decision */
     int leaving, closing;
     uv_timer_t hb_timer, prog_timer, defer_timer;
-    int hb_out;
-    double hb_sent, hb_tick, started;
+    int ping_out;               /* a PING asks the host for a sign of life */
+    uint64_t ping_sent, hb_tick; /* loop times (ms) */
+    double started;
     void (*leave_sent)(void *);
     void *leave_arg;
 
@@ -253,12 +255,15 @@ static int on_observed_write(void *arg, uint64_t conn, const char *key, size_t k
 }
 
 /* A connection that wrote records closed: the coordinator decides whether its node is lost. */
-static void on_observed_close(void *arg, uint64_t conn)
+static void on_observed_close(void *arg, uint64_t conn, int err)
 {
     store_agent_t *a = arg;
     if (a->closing == 2)
         return;
-    coord_on_close(a->coord, conn, podrun_time_epoch());
+    char why[96];
+    sfmt(why, sizeof why, "unreachable, nothing acknowledged for %g s",
+         a->p.keep_alive_interval * a->p.keep_alive_max_attempt);
+    coord_on_close(a->coord, conn, err == UV_ETIMEDOUT ? why : NULL, podrun_time_epoch());
     run_actions(a);
 }
 
@@ -316,6 +321,8 @@ static int host_start(store_agent_t *a)
                          on_observed_close, a);
     store_server_guard(a->server, a->p.token, may_write, a);
     store_server_allow(a->server, a->p.allow);
+    store_server_liveness(a->server, (unsigned)(a->p.keep_alive_interval *
+                                                a->p.keep_alive_max_attempt * 1000));
     run_actions(a);
     /* the host's own agent reaches the store over loopback */
     sfmt(a->connect_host, sizeof a->connect_host, "%s",
@@ -324,6 +331,18 @@ static int host_start(store_agent_t *a)
 }
 
 /* ---- agent side ---- */
+
+/* The heartbeat window W (keep_alive_interval x keep_alive_max_attempt) and the hang bound H
+ * (RDZV_HANG_FACTOR x W), in ms: see "Liveness" in rdzv/rendezvous.h. */
+static uint64_t window_ms(const store_agent_t *a)
+{
+    return (uint64_t)(a->p.keep_alive_interval * a->p.keep_alive_max_attempt * 1000);
+}
+
+static uint64_t hang_ms(const store_agent_t *a)
+{
+    return RDZV_HANG_FACTOR * window_ms(a);
+}
 
 static void key_of(store_agent_t *a, char *out, size_t cap, const char *what, int num)
 {
@@ -339,16 +358,27 @@ static void on_written(store_aclient_t *c, int status, const char *val, size_t l
 
 static int send_set(store_agent_t *a, const char *key, const char *val, size_t len)
 {
-    if (!a->ops || !a->ops_ready)
+    if (!a->conn || !a->ready)
         return -ENOTCONN;
-    return req_begin(a, store_aclient_set(a->ops, key, val, len, on_written, a));
+    return req_begin(a, store_aclient_set(a->conn, key, val, len, on_written, a));
 }
 
-static void wait_end(store_agent_t *a);
+/* A WAIT on `key` and, in the same write, the GET that reads it once it exists: the store answers
+ * both together (rdzv/server.c). on_waited runs when the key exists, on_value with its value. */
+static int wait_and_get(store_agent_t *a, const char *key, store_reply_cb on_waited,
+                        store_reply_cb on_value)
+{
+    const char *keys[] = {key};
+    if (req_begin(a, store_aclient_wait(a->conn, keys, 1, -1, on_waited, a)) < 0)
+        return -1;
+    if (req_begin(a, store_aclient_get(a->conn, key, on_value, a)) < 0)
+        return -1;
+    return 0;
+}
 
-/* The end record of the running round, read after its WAIT woke: finished, or the job's stop
- * decision (this node's own first record, if any, is found for the launcher's exit code). An
- * unreadable record leaves nothing to act on: this node is out (store lost). */
+/* The end record of the running round: finished, or the job's stop decision (this node's own
+ * first record, if any, is found for the launcher's exit code). An unreadable record leaves
+ * nothing to act on: this node is out (store lost). */
 static void on_end_value(store_aclient_t *c, int status, const char *val, size_t len,
                          int64_t num, void *arg)
 {
@@ -381,56 +411,29 @@ static void on_end_value(store_aclient_t *c, int status, const char *val, size_t
         a->cb.stopped(a->arg, &d);
 }
 
-/* A WAIT of state `st` on `key` (formatted before, while the agent surely lived) was answered:
- * read the key on the same connection into on_value. 1 when the GET is on its way; 0 when the
- * answer came too late (closing, lost: on_lost says so, or the state moved on) or the GET could
- * not be sent (then this node is out: `what` says what could not be read). */
-static int get_waited(store_agent_t *a, int status, int st, const char *key,
-                      store_reply_cb on_value, const char *what)
-{
-    if (req_end(a) || status < 0 || a->state != st)
-        return 0;
-    if (req_begin(a, store_aclient_get(a->watch, key, on_value, a)) < 0) {
-        agent_fail(a, PODRUN_ESTORELOST, what);
-        return 0;
-    }
-    return 1;
-}
-
-/* The round's end record exists: read it, and tell the launcher now (ending) so it can stop the
- * workers one round trip earlier, whatever the record says. */
+/* The round's end record exists; its value follows in the same reply. Tell the launcher now
+ * (ending) so it can stop the workers before the record is parsed, whatever it says. */
 static void on_end_waited(store_aclient_t *c, int status, const char *val, size_t len,
                           int64_t num, void *arg)
 {
     (void)c, (void)val, (void)len, (void)num;
     store_agent_t *a = arg;
-    char key[320];
-    sfmt(key, sizeof key, "%sr/%d/end", a->prefix, a->round);
-    if (get_waited(a, status, AS_RUNNING, key, on_end_value,
-                   "could not read the end of the round from the job store") &&
-        a->cb.ending)
+    if (req_end(a) || status < 0 || a->state != AS_RUNNING)
+        return;
+    if (a->cb.ending)
         a->cb.ending(a->arg, a->round);
-}
-
-/* RUNNING: the watch connection's one WAIT is on P r/<R>/end, the push that stops the round. */
-static void wait_end(store_agent_t *a)
-{
-    char key[320];
-    sfmt(key, sizeof key, "%sr/%d/end", a->prefix, a->round);
-    const char *keys[] = {key};
-    if (req_begin(a, store_aclient_wait(a->watch, keys, 1, -1, on_end_waited, a)) < 0)
-        agent_fail(a, PODRUN_ESTORELOST, "could not wait on the job store");
 }
 
 /* The answer to this node's join: an assignment (RUNNING: wait for the round's end, then start
  * the workers through assigned()) or an error that ends this node's part in the job ("finished"
- * is not one: the job is done and this node exits 0 with it). */
+ * is not one: the job is done and this node exits 0 with it). An empty value is the answer to a
+ * GET whose WAIT was cancelled for a progress line: the real one follows. */
 static void on_assign_value(store_aclient_t *c, int status, const char *val, size_t len,
                             int64_t num, void *arg)
 {
     (void)c, (void)num;
     store_agent_t *a = arg;
-    if (req_end(a) || status < 0 || a->state != AS_JOINING)
+    if (req_end(a) || status < 0 || a->state != AS_JOINING || len == 0)
         return;
     rdzv_assignment_t as;
     char host[RDZV_NAME_MAX], err[32], text[RDZV_LINE_MAX];
@@ -459,29 +462,39 @@ static void on_assign_value(store_aclient_t *c, int status, const char *val, siz
     a->round = as.round;
     a->node_rank = as.node_rank;
     uv_timer_stop(&a->prog_timer);
-    wait_end(a);
-    if (a->state == AS_RUNNING && a->cb.assigned)
+    char key[320];
+    sfmt(key, sizeof key, "%sr/%d/end", a->prefix, a->round);
+    if (wait_and_get(a, key, on_end_waited, on_end_value) < 0) {
+        agent_fail(a, PODRUN_ESTORELOST, "could not wait on the job store");
+        return;
+    }
+    if (a->cb.assigned)
         a->cb.assigned(a->arg, &as);
 }
 
-/* The assign key of this join exists: read it on the same connection. */
+/* The WAIT on the assign key was answered (the value follows) or cancelled for a progress line:
+ * nothing to do either way. */
 static void on_assign_waited(store_aclient_t *c, int status, const char *val, size_t len,
                              int64_t num, void *arg)
 {
-    (void)c, (void)val, (void)len, (void)num;
-    store_agent_t *a = arg;
-    char key[320];
-    key_of(a, key, sizeof key, "assign", a->join_k);
-    get_waited(a, status, AS_JOINING, key, on_assign_value,
-               "could not read the assignment from the job store");
+    (void)c, (void)status, (void)val, (void)len, (void)num;
+    req_end(arg);
 }
 
-/* JOINING: the k-th join record on the ops connection and, on the watch connection, a WAIT on
- * the k-th assign key. An agent never names a round: the coordinator puts it where it fits. */
+/* The k-th assign key: a WAIT on it and its GET. An agent never names a round: the coordinator
+ * puts it where it fits. */
+static int wait_assign(store_agent_t *a)
+{
+    char key[320];
+    key_of(a, key, sizeof key, "assign", a->join_k);
+    return wait_and_get(a, key, on_assign_waited, on_assign_value);
+}
+
+/* JOINING: the k-th join record, and the WAIT + GET of the k-th assign key, in one write. */
 static void send_join(store_agent_t *a)
 {
     rdzv_desc_rec_t d;
-    char key[320], wkey[320], val[1024];
+    char key[320], val[1024];
     memset(&d, 0, sizeof d);
     sfmt(d.name, sizeof d.name, "%s", a->name);
     sfmt(d.addr, sizeof d.addr, "%s", a->addr);
@@ -492,55 +505,54 @@ static void send_join(store_agent_t *a)
     int len = rdzv_desc_encode(&d, val, sizeof val);
     a->state = AS_JOINING;
     key_of(a, key, sizeof key, "join", a->join_k);
-    key_of(a, wkey, sizeof wkey, "assign", a->join_k);
-    const char *keys[] = {wkey};
-    if (len < 0 || send_set(a, key, val, (size_t)len) < 0 ||
-        req_begin(a, store_aclient_wait(a->watch, keys, 1, -1, on_assign_waited, a)) < 0) {
+    if (len < 0 || send_set(a, key, val, (size_t)len) < 0 || wait_assign(a) < 0)
         agent_fail(a, PODRUN_ESTORELOST, "could not send the join to the job store");
-        return;
-    }
 }
 
-/* The store answered a heartbeat: the host is alive, the next one may go. */
-static void on_hb_reply(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
-                        void *arg)
+/* The echo of the PING that asked the host for a sign of life. */
+static void on_pong(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
+                    void *arg)
 {
     (void)c, (void)val, (void)len, (void)num;
     store_agent_t *a = arg;
     if (req_end(a))
         return;
     if (status == 0)
-        a->hb_out = 0;
+        a->ping_out = 0;
 }
 
-/* Every keep_alive_interval: one heartbeat (an ADD, whose reply proves the host alive) unless
- * one is still out; one out for keep_alive_interval x keep_alive_max_attempt means the host is
- * silent and this node is out of the job. */
+/* Every keep_alive_interval: this node's heartbeat (a SET of its hb key; no answer, so the host
+ * pays one read for it), and the check on the host (rendezvous.h, "Liveness"): any byte from it
+ * is a sign of life; after a window W of quiet a PING asks for one; a PING unanswered for the
+ * hang bound H, with nothing else heard either, means the host is hung. A dead host or a cut
+ * network is the kernel's to notice (the connection fails after W without acknowledgements). */
 static void on_hb_timer(uv_timer_t *t)
 {
     store_agent_t *a = t->data;
-    double now = podrun_time_epoch(), limit = a->p.keep_alive_interval * a->p.keep_alive_max_attempt;
+    uint64_t now = uv_now(a->loop), heard = store_aclient_last_heard(a->conn);
     /* A tick this late means this loop itself stalled: timers run before I/O, so the answer may
-     * be waiting unread. The outstanding heartbeat gets a fresh window instead of a verdict. */
-    int late = a->hb_tick > 0 && now - a->hb_tick > 2 * a->p.keep_alive_interval;
+     * be waiting unread. The question out gets a fresh window instead of a verdict. */
+    int late = a->hb_tick > 0 && now - a->hb_tick > (uint64_t)(2000 * a->p.keep_alive_interval);
     a->hb_tick = now;
-    if (a->hb_out) {
-        if (late)
-            a->hb_sent = now;
-        else if (now - a->hb_sent >= limit - 1e-3) {
-            char why[RDZV_LINE_MAX];
-            sfmt(why, sizeof why,
-                     "the job store at %s:%u did not answer heartbeats for %g s",
-                     a->connect_host, a->port, limit);
-            agent_fail(a, PODRUN_ESTORESILENT, why);
-        }
-        return;
-    }
+    if (late)
+        a->ping_sent = now;
     char key[320];
     key_of(a, key, sizeof key, "hb", -1);
-    if (req_begin(a, store_aclient_add(a->ops, key, 1, on_hb_reply, a)) == 0) {
-        a->hb_out = 1;
-        a->hb_sent = now;
+    send_set(a, key, "", 0);
+    uint64_t since = heard > a->ping_sent ? heard : a->ping_sent;
+    if (a->ping_out && now - since >= hang_ms(a)) {
+        char why[RDZV_LINE_MAX];
+        sfmt(why, sizeof why,
+             "the job store at %s:%u did not answer for %g s though its connection stayed open "
+             "(the store host is hung or stopped)",
+             a->connect_host, a->port, (double)hang_ms(a) / 1000);
+        agent_fail(a, PODRUN_ESTORESILENT, why);
+        return;
+    }
+    if (!a->ping_out && now - (heard > a->ping_sent ? heard : a->ping_sent) >= window_ms(a) &&
+        req_begin(a, store_aclient_ping(a->conn, on_pong, a)) == 0) {
+        a->ping_out = 1;
+        a->ping_sent = now;
     }
 }
 
@@ -559,8 +571,17 @@ static void on_status(store_aclient_t *c, int status, const char *val, size_t le
     progress(a, line);
 }
 
+static void on_cancelled(store_aclient_t *c, int status, const char *val, size_t len,
+                         int64_t num, void *arg)
+{
+    (void)c, (void)status, (void)val, (void)len, (void)num;
+    req_end(arg);
+}
+
 /* A progress line while waiting: for the store itself while connecting, the coordinator's
- * status while joining (the host sees the coordinator's own lines). */
+ * status while joining (the host sees the coordinator's own lines). The status is read behind a
+ * CANCEL_WAIT, since a GET behind the WAIT would only be answered with the assignment; the
+ * WAIT and GET of the assign key go out again right after it. */
 static void on_prog_timer(uv_timer_t *t)
 {
     store_agent_t *a = t->data;
@@ -571,10 +592,12 @@ static void on_prog_timer(uv_timer_t *t)
                  "rendezvous '%s': waiting for the job store at %s:%u (%s left)", a->run_id,
                  a->connect_host, a->port, left);
         progress(a, line);
-    } else if (a->state == AS_JOINING && !a->server && a->ops_ready) {
+    } else if (a->state == AS_JOINING && !a->server && a->ready) {
         char key[320];
         sfmt(key, sizeof key, "%sstatus", a->prefix);
-        req_begin(a, store_aclient_get(a->ops, key, on_status, a));
+        if (req_begin(a, store_aclient_cancel_wait(a->conn, on_cancelled, a)) < 0 ||
+            req_begin(a, store_aclient_get(a->conn, key, on_status, a)) < 0 || wait_assign(a) < 0)
+            agent_fail(a, PODRUN_ESTORELOST, "could not wait on the job store");
     }
 }
 
@@ -586,35 +609,37 @@ static void start_progress(store_agent_t *a)
     uv_timer_start(&a->prog_timer, on_prog_timer, pi < 1000 ? pi : 1000, pi);
 }
 
-/* A connection to the store dropped. Unless this node is on its way out anyway (closing, leaving,
- * finished, or told to exit), it has lost the job. */
+/* The connection to the store dropped. Unless this node is on its way out anyway (closing,
+ * leaving, finished, or told to exit), it has lost the job: the host went away, or (ETIMEDOUT)
+ * nothing this node sent was acknowledged for a window W. */
 static void on_conn_lost(store_aclient_t *c, int status, void *arg)
 {
-    (void)status;
+    (void)c;
     store_agent_t *a = arg;
-    if (c == a->ops)
-        a->ops_ready = 0;
+    a->ready = 0;
     if (a->closing || a->leaving || a->state == AS_FINISHED ||
         (a->state == AS_STOPPED && a->stop_action == RDZV_EXIT))
         return;
     char why[RDZV_LINE_MAX];
-    sfmt(why, sizeof why, "lost the connection to the job store at %s:%u", a->connect_host,
+    if (status == UV_ETIMEDOUT)
+        sfmt(why, sizeof why,
+             "the job store at %s:%u is unreachable: nothing this node sent was acknowledged for "
+             "%g s",
+             a->connect_host, a->port, (double)window_ms(a) / 1000);
+    else
+        sfmt(why, sizeof why, "lost the connection to the job store at %s:%u", a->connect_host,
              a->port);
     agent_fail(a, PODRUN_ESTORELOST, why);
 }
 
-/* One of the two connections is up (or gave up at join_timeout: this node could not reach the
- * store). Once both are up the join goes out and the heartbeats start. */
+/* The connection is up (or gave up at join_timeout: this node could not reach the store): the
+ * kernel watches it from now on, the join goes out and the heartbeats start. */
 static void on_connected(store_aclient_t *c, int status, void *arg)
 {
     /* not counted in `pending`: a client closed while connecting never calls back */
     store_agent_t *a = arg;
-    int is_ops = c == a->ops;
     if (status < 0) {
-        if (is_ops)
-            a->ops = NULL;
-        else
-            a->watch = NULL;
+        a->conn = NULL;
         char why[RDZV_LINE_MAX], took[32];
         if (status == PODRUN_EAUTH || status == PODRUN_EAUTHOPEN || status == PODRUN_EAUTHNEEDED) {
             sfmt(why, sizeof why,
@@ -632,12 +657,11 @@ static void on_connected(store_aclient_t *c, int status, void *arg)
         return;
     }
     store_aclient_on_lost(c, on_conn_lost, a);
-    if (is_ops)
-        a->ops_ready = 1;
-    else
-        a->watch_ready = 1;
-    if (a->ops_ready && a->watch_ready && a->state == AS_CONNECTING) {
+    store_aclient_liveness(c, (unsigned)window_ms(a));
+    a->ready = 1;
+    if (a->state == AS_CONNECTING) {
         send_join(a);
+        a->ping_sent = uv_now(a->loop);
         uv_timer_start(&a->hb_timer, on_hb_timer, 0,
                        (uint64_t)(a->p.keep_alive_interval * 1000));
     }
@@ -708,14 +732,9 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
     timer_init(a, &a->prog_timer);
     timer_init(a, &a->defer_timer);
     int ms = (int)(a->p.join_timeout * 1000);
-    int rc = store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected, a, &a->ops);
+    int rc = store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected, a, &a->conn);
     if (rc == 0)
-        store_aclient_auth(a->ops, a->p.token);
-    if (rc == 0)
-        rc = store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected, a,
-                                   &a->watch);
-    if (rc == 0)
-        store_aclient_auth(a->watch, a->p.token);
+        store_aclient_auth(a->conn, a->p.token);
     if (rc < 0) {
         store_close(&a->base, NULL, NULL);
         return rc;
@@ -725,7 +744,7 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
     return 0;
 }
 
-/* The record goes out on the ops connection; the node's own name, address and the time fill
+/* The record goes out on the connection; the node's own name, address and the time fill
  * what the caller left out. Only while a round runs or has just stopped. */
 static int store_report_failure(rdzv_agent_t *base, const rdzv_failure_t *f)
 {
@@ -814,8 +833,8 @@ static int store_leave(rdzv_agent_t *base, const char *reason, void (*sent)(void
     char key[320], val[RDZV_REASON_MAX];
     sfmt(val, sizeof val, "%s", reason ? reason : "shutting down");
     key_of(a, key, sizeof key, "leave", -1);
-    if (a->ops && a->ops_ready &&
-        req_begin(a, store_aclient_set(a->ops, key, val, strlen(val), on_leave_written, a)) == 0)
+    if (a->conn && a->ready &&
+        req_begin(a, store_aclient_set(a->conn, key, val, strlen(val), on_leave_written, a)) == 0)
         return 0;
     uv_timer_start(&a->defer_timer, on_defer, 0, 0);
     return 0;
@@ -835,9 +854,9 @@ static int store_rejoin(rdzv_agent_t *base)
     return a->state == AS_JOINING ? 0 : -ENOTCONN;
 }
 
-/* Closes the connections (watch first: its WAIT is what the server answers last). The host then
- * keeps the store up until every other agent is gone or close_timeout passed (COORD_CLOSED), so
- * nobody sees a reset at the end; `closed` runs once everything is freed. */
+/* Closes the connection. The host then keeps the store up until every other agent is gone or
+ * close_timeout passed (COORD_CLOSED), so nobody sees a reset at the end; `closed` runs once
+ * everything is freed. */
 static void store_close(rdzv_agent_t *base, void (*closed)(void *), void *arg)
 {
     store_agent_t *a = (store_agent_t *)base;
@@ -848,12 +867,11 @@ static void store_close(rdzv_agent_t *base, void (*closed)(void *), void *arg)
     a->closed_arg = arg;
     stop_timers(a);
     uv_timer_stop(&a->defer_timer);
-    store_aclient_t *w = a->watch, *o = a->ops;
-    a->watch = a->ops = NULL;
-    if (w)
-        store_aclient_close(w);
-    if (o)
-        store_aclient_close(o);
+    store_aclient_t *c = a->conn;
+    a->conn = NULL;
+    a->ready = 0;
+    if (c)
+        store_aclient_close(c);
     if (a->coord) {
         coord_shutdown(a->coord, podrun_time_epoch());
         run_actions(a); /* closes the handles on COORD_CLOSED */

@@ -1002,11 +1002,13 @@ static void maybe_closed(coord_t *c)
     }
 }
 
-/* A node's connection closed. A node still part of the job is lost; a member of a finished or
- * ended job just went home. */
-void coord_on_close(coord_t *c, uint64_t conn, double now)
+/* A node's connection closed (`why` says how, NULL: closed). A node still part of the job is
+ * lost; a member of a finished or ended job just went home. */
+void coord_on_close(coord_t *c, uint64_t conn, const char *why, double now)
 {
-    coord_on_lost(c, conn, "agent lost: connection closed", now);
+    char reason[RDZV_REASON_MAX];
+    sfmt(reason, sizeof reason, "agent lost: %s", why ? why : "connection closed");
+    coord_on_lost(c, conn, reason, now);
 }
 
 void coord_on_lost(coord_t *c, uint64_t conn, const char *why, double now)
@@ -1025,11 +1027,15 @@ void coord_on_lost(coord_t *c, uint64_t conn, const char *why, double now)
     maybe_closed(c);
 }
 
-/* Every keep_alive_interval: a node silent for keep_alive_interval x keep_alive_max_attempt (three
- * times that without running workers) is gone. A late sweep restarts everyone's clock instead. */
+/* Every keep_alive_interval: a node that has sent nothing for the hang bound H (RDZV_HANG_FACTOR
+ * x keep_alive_interval x keep_alive_max_attempt) is gone. Its connection is still open and its
+ * machine still acknowledges (else the kernel would have closed it after one window: a cut
+ * network or a dead machine is a closed connection, see rendezvous.h "Liveness"), so it is hung
+ * or stopped; a node that is only slow has H to say something. A late sweep restarts everyone's
+ * clock instead: this loop was stalled, not every node. */
 static void sweep(coord_t *c, double now)
 {
-    double limit = c->p.keep_alive_interval * c->p.keep_alive_max_attempt;
+    double limit = RDZV_HANG_FACTOR * c->p.keep_alive_interval * c->p.keep_alive_max_attempt;
     /* a late sweep means this loop was stalled, not that every node went silent */
     if (now - c->last_sweep > 2 * c->p.keep_alive_interval) {
         for (size_t i = 0; i < c->n_nodes; i++)
@@ -1042,13 +1048,9 @@ static void sweep(coord_t *c, double now)
             continue;
         if (n->state == NS_MEMBER && (n->done || c->phase == COORD_OVER))
             continue;
-        /* A node without running workers costs nobody anything while it is quiet, and one
-         * wrongly dropped from a forming round costs the whole job: give it three times as
-         * long. A dead agent is noticed by its closed connection anyway. */
-        double lim = n->state == NS_MEMBER ? limit : 3 * limit;
-        if (now - n->last_seen > lim) {
+        if (now - n->last_seen > limit) {
             char why[64];
-            sfmt(why, sizeof why, "node silent for %g s", lim);
+            sfmt(why, sizeof why, "node silent for %g s", limit);
             node_gone(c, n, (int)i, FK_SILENT, why, now);
         }
     }

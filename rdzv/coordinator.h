@@ -71,7 +71,8 @@ const char *coord_observe_prefix(const coord_t *c);
 
 void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, const char *val,
                     size_t vlen, double now);
-void coord_on_close(coord_t *c, uint64_t conn, double now);
+/* `why`: how the connection ended ("connection closed" when NULL), for the failure record. */
+void coord_on_close(coord_t *c, uint64_t conn, const char *why, double now);
 /* The same, for a backend whose agents are not connections: `why` is the failure's reason
  * ("agent lost: ..."). */
 void coord_on_lost(coord_t *c, uint64_t conn, const char *why, double now);

@@ -17,15 +17,16 @@
  *
  * ## Protocol (P = "podrun/<run_id>/"; every other key belongs to the workers)
  *
- * Each agent has a random 64-bit id (16 hex digits, <id> below) and two connections: *ops*
- * (join, heartbeats, reports; never blocks) and *watch* (one WAIT at a time, then a GET).
+ * Each agent has a random 64-bit id (16 hex digits, <id> below) and one connection. It waits
+ * for a key with a WAIT and the GET of that key in one write; the store parks the GET behind the
+ * WAIT and answers both in one write once the key exists (rdzv/server.c), while the agent's SETs
+ * (join, heartbeats, reports) are applied the moment they arrive, also behind its WAIT.
  *
  *   key                      written by    value
  *   P n/<id>/join/<k>        agent (SET)   node descriptor: name, addr, host, nproc, want_rank, pid
  *   P n/<id>/assign/<k>      coordinator   assignment for the agent's k-th join, or an error
  *                                          ("timeout", "rejected", "ended", "finished" + text)
- *   P n/<id>/hb              agent (ADD)   heartbeat every keep_alive_interval; the reply is the
- *                                          agent's proof that the store host is alive
+ *   P n/<id>/hb              agent (SET)   heartbeat every keep_alive_interval (no answer)
  *   P n/<id>/fail/<R>        agent (SET)   failure record (first failure of its workers in round R)
  *   P n/<id>/done/<R>        agent (SET)   all of its workers of round R exited 0
  *   P n/<id>/leave           agent (SET)   the agent is going away (SIGTERM); value = reason
@@ -40,10 +41,12 @@
  * The keys agents write (join, hb, fail, done, leave) are records for the coordinator alone: the
  * host drops each one from the key space as soon as the coordinator has read it.
  *
- * Messages per round are O(N): one join SET, one assign SET + WAIT + GET, one end SET that wakes
- * N WAITs and N GETs. Nobody compare-and-swaps a shared blob; each node's state lives in its own
- * keys and only the coordinator reads them (for free, in-process). An agent never names a round
- * when it joins: the coordinator puts the join into the round that is open, or keeps it waiting.
+ * Messages per round are O(N): per agent one write of join SET + WAIT + GET and one answer with
+ * the assignment; one WAIT + GET and one answer with the end record. On the host that is one
+ * read and two writes per agent per round (plus one read per heartbeat). Nobody
+ * compare-and-swaps a shared blob; each node's state lives in its own keys and only the
+ * coordinator reads them (for free, in-process). An agent never names a round when it joins:
+ * the coordinator puts the join into the round that is open, or keeps it waiting.
  *
  * Round life (all decisions made by the coordinator, all results pushed):
  *  - Open: joins are counted. The round closes when MAX nodes have joined; or, once at least MIN
@@ -75,12 +78,20 @@
  * id): deterministic and stable across restarts for the same set of nodes. Global ranks are
  * contiguous per node in node-rank order: rank_base = sum of nproc of the lower node ranks.
  *
- * Liveness: the coordinator notices a dead agent from its closed connection immediately, and a
- * silent node by heartbeats (a node with no running workers — joined, waiting, or between rounds —
- * gets three times as long, and a sweep that runs late because the host's loop was stalled
- * restarts everyone's clock); an agent notices a lost store host from its connection, or from a
- * heartbeat reply missing for keep_alive_interval x keep_alive_max_attempt. A silent node still
- * waiting for its assignment is answered "rejected", so it exits if it is alive after all.
+ * Liveness (W = keep_alive_interval x keep_alive_max_attempt, 3 s by default; H, the hang
+ * bound, = RDZV_HANG_FACTOR x W, 30 s). A slow peer is not a dead one, on either side:
+ *  - A closed connection is a lost peer at once (a crash, a kill, an exit).
+ *  - The kernel decides whether the peer's machine is reachable: both ends set TCP_USER_TIMEOUT
+ *    and keep-alive to W (podrun_tcp_liveness), so a cut network or a dead machine fails the
+ *    connection after W without acknowledgements ("unreachable"), and that is a lost peer. A
+ *    peer's kernel acknowledges while its process is stopped, swapped out or starved of CPU.
+ *  - A peer whose connection is open but that sends nothing is hung only after H: the host drops
+ *    a node that sent nothing (no heartbeat, no record) for H; an agent gives up on the host when
+ *    nothing at all came from it for H while it asked (any byte is a sign of life; after W of
+ *    quiet the agent sends a PING, whose echo the store sends at once, ahead of any parked
+ *    answer). A sweep or a heartbeat tick that runs late because this side's own loop was stalled
+ *    restarts the clocks instead of judging. A silent node still waiting for its assignment is
+ *    answered "rejected", so it exits if it is alive after all.
  *
  * Who hosts: static — node rank 0, at master_addr:master_port; c10d — the agent whose local
  * address is the endpoint host (rdzv_endpoint_is_local), or the one given is_host=1. The host
@@ -124,6 +135,7 @@
 #define RDZV_MESSAGE_MAX 512
 #define RDZV_MAX_FAILURES 16 /* failure records carried by one decision */
 #define RDZV_LINE_MAX 1024   /* progress lines */
+#define RDZV_HANG_FACTOR 10  /* the hang bound H is this many heartbeat windows (Liveness) */
 
 /* The lost() callback gets PODRUN_EJOINTIMEOUT, PODRUN_ESTORELOST, PODRUN_ESTORESILENT,
  * PODRUN_EREJECTED or PODRUN_EENDED (rdzv/common.h). */

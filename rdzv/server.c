@@ -83,6 +83,7 @@ typedef struct conn {
     unsigned char dialect;
     unsigned char closing, paused, wrote_observed;
     unsigned char blocked;      /* a 2.x WAIT of this connection is unanswered */
+    int close_err;              /* the socket error that closed it, 0: a plain close */
 } conn_t;
 
 /* Requests parked behind a WAIT, as they came (allocated only while there are any). */
@@ -129,6 +130,7 @@ struct store_server {
     size_t prefixlen;
     store_write_cb on_write;
     store_close_cb on_close;
+    unsigned liveness_ms;
     void *obs_arg;
     int closing, handles;
     int limit_logged;
@@ -183,6 +185,8 @@ static void on_written(uv_write_t *req, int status)
     c->srv->pending -= w->len;
     free(w);
     if (status < 0) {
+        if (!c->close_err)
+            c->close_err = status;
         conn_close(c);
         return;
     }
@@ -313,7 +317,7 @@ static void on_conn_closed(uv_handle_t *h)
     if (s->nconns < s->lim.max_connections)
         s->limit_logged = 0;
     if (c->wrote_observed && s->on_close)
-        s->on_close(s->obs_arg, c->id);
+        s->on_close(s->obs_arg, c->id, c->close_err);
     rbuf_free(c);
     free(c);
     s->handles--;
@@ -374,6 +378,11 @@ static void report_write(conn_t *c, const char *key, size_t klen)
     size_t vlen = 0;
     if (!keyspace_get(s->ks, key, klen, &v, &vlen))
         v = NULL;
+    if (!c->wrote_observed && s->liveness_ms) {
+        uv_os_fd_t fd;
+        if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+            podrun_tcp_liveness(fd, s->liveness_ms);
+    }
     c->wrote_observed = 1;
     if (s->on_write(s->obs_arg, c->id, key, klen, v, vlen) && v)
         keyspace_delete(s->ks, key, klen);
@@ -1000,6 +1009,7 @@ static void read_conn(conn_t *c, ssize_t nread, const uv_buf_t *buf)
 {
     store_server_t *s = c->srv;
     if (nread < 0) {
+        c->close_err = nread == UV_EOF ? 0 : (int)nread;
         conn_close(c); /* EOF or reset: the peer went away, nothing to log */
         return;
     }
@@ -1240,6 +1250,11 @@ void store_server_observe(store_server_t *s, const char *prefix, store_write_cb 
     s->on_write = on_write;
     s->on_close = on_close;
     s->obs_arg = arg;
+}
+
+void store_server_liveness(store_server_t *s, unsigned timeout_ms)
+{
+    s->liveness_ms = timeout_ms;
 }
 
 int store_server_set(store_server_t *s, const char *key, size_t klen, const void *val,

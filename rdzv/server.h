@@ -41,8 +41,10 @@ typedef struct store_server store_server_t;
  * records only the hosting process reads cost no memory while the job runs. */
 typedef int (*store_write_cb)(void *arg, uint64_t conn_id, const char *key, size_t klen,
                               const char *val, size_t vlen);
-/* Called when a connection that wrote at least one observed key is closed, for any reason. */
-typedef void (*store_close_cb)(void *arg, uint64_t conn_id);
+/* Called when a connection that wrote at least one observed key is closed, for any reason; err
+ * is 0 when the peer closed it or the server did, else the socket's error (UV_ETIMEDOUT: the
+ * peer's machine stopped acknowledging, see store_server_liveness). */
+typedef void (*store_close_cb)(void *arg, uint64_t conn_id, int err);
 
 /* Binds host:port (port 0: ephemeral; host NULL or "": all addresses, IPv6 dual-stack first),
  * listens with a large backlog and starts serving on `loop`. lim NULL: the defaults. The server's
@@ -55,6 +57,10 @@ uint16_t store_server_port(const store_server_t *s);
 /* One observer per server; a second call replaces the first. */
 void store_server_observe(store_server_t *s, const char *prefix, store_write_cb on_write,
                           store_close_cb on_close, void *arg);
+/* From now on, each connection that writes an observed key is watched by the kernel too: it
+ * fails with UV_ETIMEDOUT when what the server sent or its keep-alive probes stay unacknowledged
+ * for timeout_ms (podrun_tcp_liveness). Other connections (the workers') are left alone. */
+void store_server_liveness(store_server_t *s, unsigned timeout_ms);
 /* In-process writes: same semantics as the wire ops, waiters woken, observer not called. They
  * are not bounded by max_total_bytes: the hosting process's own small records must not fail
  * because clients filled the store. */

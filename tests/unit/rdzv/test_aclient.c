@@ -170,9 +170,9 @@ static int obs_write(void *arg, uint64_t conn, const char *key, size_t klen, con
     return obs_consume;
 }
 
-static void obs_close(void *arg, uint64_t conn)
+static void obs_close(void *arg, uint64_t conn, int err)
 {
-    (void)arg;
+    (void)arg, (void)err;
     if (conn == last_conn)
         closes++;
 }
