@@ -2,8 +2,8 @@
  *
  * Plays K-1 agents (the hosting podrun agent is the K-th) over real TCP connections from one
  * epoll loop, each from a source address of its own among 127.0.0.2-251, speaking exactly what
- * rdzv/backend_store.c sends: the same connections, requests and keys, with the records encoded
- * by rdzv/records.c and the requests by rdzv/wire.c. Each agent joins, heartbeats every
+ * rdzv/backend_store.c sends: one connection per agent, the same requests in the same writes and
+ * the same keys, with the records encoded by rdzv/records.c and the requests by rdzv/wire.c. Each agent joins, heartbeats every
  * keep-alive interval, waits for its assignment and for the end of its round, reports done or a
  * failure, and rejoins after a restart decision, as the real agent does once its workers are gone
  * (a simulated agent has none, so it rejoins at once).
@@ -80,9 +80,9 @@ static void die(const char *what)
 /* ---- connections ---- */
 
 /* What the reply at the head of a connection's queue answers. */
-enum exp_kind { E_HELLO, E_HB, E_STATUS, E_WAIT, E_GET_ASSIGN, E_GET_END, E_NUMKEYS };
-enum { OPS, WATCH, PROBE };
-#define EXP_MAX 16
+enum exp_kind { E_HELLO, E_PING, E_STATUS, E_WAIT, E_GET_ASSIGN, E_GET_END, E_NUMKEYS, E_CANCEL };
+enum { AGENT, PROBE };
+#define EXP_MAX 32
 
 struct agent;
 
@@ -104,11 +104,12 @@ enum agent_state { A_NEW, A_CONNECTING, A_JOINING, A_RUNNING, A_STOPPED, A_FINIS
 typedef struct agent {
     int idx;
     char ids[17], name[32], addr[32];
-    conn_t c[2];
+    conn_t c;
     int state, spare;
     int join_k, round, node_rank, rank_base;
-    int hb_out;
-    uint64_t hb_sent;
+    int ping_out;
+    uint32_t ping_nonce;
+    uint64_t ping_sent, last_heard;
     uint64_t t_join, t_assigned, t_woken, t_decided;
     int assigned_round;  /* round of the latest assignment read, -1 none */
     int woken_round;     /* round whose end woke this agent, -1 none */
@@ -217,17 +218,23 @@ static void send_set(agent_t *a, const char *key, const char *val, size_t len)
     req_key(WIRE_SET, key);
     if (wire_put_str(&wb, val, len))
         die("encode");
-    send_req(&a->c[OPS], &wb, -1);
+    send_req(&a->c, &wb, -1);
 }
 
-static void send_wait(agent_t *a, const char *key, int what)
+/* A WAIT on key and the GET that reads it, in one write (the store answers both together). */
+static void send_wait_get(agent_t *a, const char *key, int get)
 {
     const char *keys[] = {key};
     wb.len = 0;
     if (wire_put_op(&wb, WIRE_V2, WIRE_WAIT) || wire_put_keys(&wb, keys, 1))
         die("encode");
-    send_req(&a->c[WATCH], &wb, E_WAIT);
-    (void)what;
+    if (wire_put_op(&wb, WIRE_V2, WIRE_GET) || wire_put_str(&wb, key, strlen(key)))
+        die("encode");
+    conn_write(&a->c, wb.p, wb.len);
+    expect(&a->c, E_WAIT);
+    expect(&a->c, get);
+    a->sent += 2;
+    wb.len = 0;
 }
 
 static void node_key(const agent_t *a, char *out, size_t cap, const char *what, int num)
@@ -237,7 +244,14 @@ static void node_key(const agent_t *a, char *out, size_t cap, const char *what, 
 
 /* ---- the agent's protocol (rdzv/backend_store.c) ---- */
 
-/* JOINING: the k-th join record on ops, a WAIT on the k-th assign key on watch. */
+static void wait_assign(agent_t *a)
+{
+    char key[256];
+    node_key(a, key, sizeof key, "assign", a->join_k);
+    send_wait_get(a, key, E_GET_ASSIGN);
+}
+
+/* JOINING: the k-th join record and the WAIT + GET of the k-th assign key. */
 static void send_join(agent_t *a)
 {
     rdzv_desc_rec_t d;
@@ -252,30 +266,44 @@ static void send_join(agent_t *a)
     int len = rdzv_desc_encode(&d, val, sizeof val);
     node_key(a, key, sizeof key, "join", a->join_k);
     send_set(a, key, val, (size_t)len);
-    node_key(a, key, sizeof key, "assign", a->join_k);
-    send_wait(a, key, E_GET_ASSIGN);
+    wait_assign(a);
     a->state = A_JOINING;
     a->t_join = now_ns();
 }
 
+/* The heartbeat: a SET of the hb key, no answer. */
 static void send_hb(agent_t *a)
 {
     char key[256];
     node_key(a, key, sizeof key, "hb", -1);
-    req_key(WIRE_ADD, key);
-    if (wire_put_i64(&wb, 1))
-        die("encode");
-    send_req(&a->c[OPS], &wb, E_HB);
-    a->hb_out = 1;
-    a->hb_sent = now_ns();
+    send_set(a, key, "", 0);
 }
 
+/* A PING whose echo cannot be taken for a WAIT's answer (its first byte is >= 2). */
+static void send_ping(agent_t *a)
+{
+    uint32_t nonce = (uint32_t)lrand48();
+    a->ping_nonce = (nonce & ~0xFFu) | (2 + nonce % 254);
+    wb.len = 0;
+    if (wire_put_op(&wb, WIRE_V2, WIRE_PING) || wire_put_u32(&wb, a->ping_nonce))
+        die("encode");
+    send_req(&a->c, &wb, E_PING);
+    a->ping_out = 1;
+    a->ping_sent = now_ns();
+}
+
+/* The progress line while joining: CANCEL_WAIT, GET status, then WAIT + GET assign again. */
 static void send_status(agent_t *a)
 {
     char key[256];
+    wb.len = 0;
+    if (wire_put_op(&wb, WIRE_V2, WIRE_CANCEL_WAIT))
+        die("encode");
+    send_req(&a->c, &wb, E_CANCEL);
     sfmt(key, sizeof key, "%sstatus", prefix);
     req_key(WIRE_GET, key);
-    send_req(&a->c[OPS], &wb, E_STATUS);
+    send_req(&a->c, &wb, E_STATUS);
+    wait_assign(a);
 }
 
 static void send_fail(agent_t *a)
@@ -303,6 +331,20 @@ static void send_done(agent_t *a)
     char key[256];
     node_key(a, key, sizeof key, "done", a->round);
     send_set(a, key, "1", 1);
+}
+
+/* The expected replies: a FIFO, but the echo of a PING may overtake a WAIT (rdzv/aclient.c),
+ * and one WAIT_CANCELED answers a WAIT and the CANCEL_WAIT behind it. */
+static int exp_at(const conn_t *c, unsigned i)
+{
+    return c->exp[(c->ehead + i) % EXP_MAX];
+}
+
+static void exp_remove(conn_t *c, unsigned i)
+{
+    for (unsigned j = i; j + 1 < c->en; j++)
+        c->exp[(c->ehead + j) % EXP_MAX] = c->exp[(c->ehead + j + 1) % EXP_MAX];
+    c->en--;
 }
 
 /* ---- timers: heartbeats and progress lines, in a binary heap ---- */
@@ -373,12 +415,15 @@ static void on_tick(const tmr_t *t)
     if (a->state == A_OUT || a->state == A_FINISHED)
         return;
     if (t->kind == T_HB) {
-        /* one heartbeat out at a time; the real agent gives up on the host after
-         * interval x 3 without an answer: counted as an error here */
-        if (!a->hb_out)
-            send_hb(a);
-        else if (now_ns() - a->hb_sent >= ns(3 * O.interval) - 1000000)
-            error_once(a, "the host did not answer a heartbeat within 3 intervals");
+        /* the heartbeat; after a window of quiet from the host, a PING; a PING unanswered for
+         * the hang bound (10 windows) is what makes the real agent give up: an error here */
+        uint64_t now = now_ns(), w = ns(3 * O.interval);
+        uint64_t since = a->last_heard > a->ping_sent ? a->last_heard : a->ping_sent;
+        send_hb(a);
+        if (a->ping_out && now - since >= 10 * w)
+            error_once(a, "the host did not answer for the hang bound");
+        else if (!a->ping_out && now - since >= w)
+            send_ping(a);
         heap_push(t->at + ns(O.interval), a->idx, T_HB, 0);
     } else if (a->state == A_JOINING && t->gen == a->join_k) {
         send_status(a);
@@ -390,6 +435,8 @@ static void on_tick(const tmr_t *t)
 
 static void on_assign(agent_t *a, const char *val, size_t len)
 {
+    if (len == 0 || a->state != A_JOINING)
+        return; /* the GET behind a WAIT cancelled for a progress line, or already assigned */
     rdzv_assignment_t as;
     char host[RDZV_NAME_MAX], err[32], text[RDZV_LINE_MAX];
     if (rdzv_assign_decode(val, len, &as, host, sizeof host, err, sizeof err, text,
@@ -417,7 +464,7 @@ static void on_assign(agent_t *a, const char *val, size_t len)
     a->t_assigned = now_ns();
     char key[256];
     sfmt(key, sizeof key, "%sr/%d/end", prefix, a->round);
-    send_wait(a, key, E_GET_END);
+    send_wait_get(a, key, E_GET_END);
 }
 
 static void on_end(agent_t *a, const char *val, size_t len)
@@ -440,20 +487,13 @@ static void on_end(agent_t *a, const char *val, size_t len)
     }
 }
 
-/* The WAIT on the watch connection woke: read what it waited for, on the same connection. */
+/* A WAIT woke: its value follows in the same reply. The end of a round is where the real agent
+ * stops its workers (ending), so that is the push's arrival. */
 static void on_woken(agent_t *a)
 {
-    char key[256];
-    if (a->state == A_JOINING) {
-        node_key(a, key, sizeof key, "assign", a->join_k);
-        req_key(WIRE_GET, key);
-        send_req(&a->c[WATCH], &wb, E_GET_ASSIGN);
-    } else if (a->state == A_RUNNING) {
+    if (a->state == A_RUNNING && a->woken_round != a->round) {
         a->t_woken = now_ns();
         a->woken_round = a->round;
-        sfmt(key, sizeof key, "%sr/%d/end", prefix, a->round);
-        req_key(WIRE_GET, key);
-        send_req(&a->c[WATCH], &wb, E_GET_END);
     }
 }
 
@@ -461,24 +501,23 @@ static void on_hello(conn_t *c)
 {
     c->up = 1;
     agent_t *a = c->a;
-    if (!a)
+    if (!a || a->state != A_CONNECTING)
         return;
-    if (a->c[OPS].up && a->c[WATCH].up && a->state == A_CONNECTING) {
-        connecting--;
-        send_join(a);
-        start_progress(a);
-        /* heartbeats from now on, at a random phase as agents started at different times */
-        send_hb(a);
-        heap_push(now_ns() + (uint64_t)(drand48() * ns(O.interval)), a->idx, T_HB, 0);
-    }
+    connecting--;
+    send_join(a);
+    start_progress(a);
+    /* heartbeats from now on, at a random phase as agents started at different times */
+    a->ping_sent = now_ns();
+    send_hb(a);
+    heap_push(now_ns() + (uint64_t)(drand48() * ns(O.interval)), a->idx, T_HB, 0);
 }
 
 static wire_reply_shape_t shape_of(int kind)
 {
     switch (kind) {
-    case E_HELLO: return WIRE_R_U32;
-    case E_HB: case E_NUMKEYS: return WIRE_R_I64;
-    case E_WAIT: return WIRE_R_U8;
+    case E_HELLO: case E_PING: return WIRE_R_U32;
+    case E_NUMKEYS: return WIRE_R_I64;
+    case E_WAIT: case E_CANCEL: return WIRE_R_U8;
     default: return WIRE_R_VEC;
     }
 }
@@ -494,15 +533,17 @@ static void on_reply(conn_t *c, int kind, const wire_reply_t *r)
             error_once(a, "bad hello");
         on_hello(c);
         break;
-    case E_HB:
-        a->hb_out = 0;
+    case E_PING:
+        if (r->u32 != a->ping_nonce)
+            error_once(a, "bad PING echo");
+        a->ping_out = 0;
         break;
     case E_STATUS:
+    case E_CANCEL:
         break;
     case E_WAIT:
-        if (r->u8 != WIRE_STOP_WAITING)
-            error_once(a, "WAIT answered with something else");
-        on_woken(a);
+        if (r->u8 == WIRE_STOP_WAITING)
+            on_woken(a);
         break;
     case E_GET_ASSIGN:
         on_assign(a, r->val.p, r->val.len);
@@ -542,9 +583,21 @@ static void on_readable(conn_t *c)
         if ((size_t)n < c->rcap - c->rlen + (size_t)n)
             break;
     }
+    if (c->a)
+        c->a->last_heard = now_ns();
     size_t off = 0;
-    while (c->en > 0) {
-        int kind = c->exp[c->ehead];
+    while (c->en > 0 && off < c->rlen) {
+        unsigned at = 0;
+        int kind = exp_at(c, 0);
+        if (kind == E_WAIT && (unsigned char)c->rbuf[off] > WIRE_WAIT_CANCELED) {
+            while (at < c->en && exp_at(c, at) != E_PING) /* a PING's echo overtakes it */
+                at++;
+            if (at == c->en) {
+                error_once(c->a, "unexpected bytes ahead of a WAIT's answer");
+                break;
+            }
+            kind = E_PING;
+        }
         wire_reply_t r;
         size_t need = 0;
         ssize_t used = wire_reply_parse(shape_of(kind), 0, c->rbuf + off, c->rlen - off,
@@ -556,8 +609,19 @@ static void on_readable(conn_t *c)
         if (used == 0)
             break;
         off += (size_t)used;
-        c->ehead = (c->ehead + 1) % EXP_MAX;
-        c->en--;
+        if (at == 0) {
+            c->ehead = (c->ehead + 1) % EXP_MAX;
+            c->en--;
+        } else {
+            exp_remove(c, at);
+        }
+        if (kind == E_WAIT && r.u8 == WIRE_WAIT_CANCELED) {
+            unsigned k = 0; /* the CANCEL_WAIT behind it is answered by the same byte */
+            while (k < c->en && exp_at(c, k) != E_CANCEL)
+                k++;
+            if (k < c->en)
+                exp_remove(c, k);
+        }
         on_reply(c, kind, &r);
     }
     memmove(c->rbuf, c->rbuf + off, c->rlen - off);
@@ -623,8 +687,7 @@ static void connect_more(void)
     while (next_connect < connect_limit && connecting < O.burst) {
         agent_t *a = &agents[next_connect++];
         a->state = A_CONNECTING;
-        conn_open(&a->c[OPS], a, OPS, a->addr);
-        conn_open(&a->c[WATCH], a, WATCH, a->addr);
+        conn_open(&a->c, a, AGENT, a->addr);
         connecting++;
     }
 }
@@ -730,6 +793,16 @@ static long host_fds(void)
     return n;
 }
 
+/* This process's own CPU seconds: on one machine the load generator's time is part of every
+ * latency, so the JSON says how much of it there was. */
+static double self_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
 static int probe_answered(void)
 {
     return probe_keys >= 0;
@@ -821,6 +894,7 @@ static double median_of(double *v, int n)
 /* Everything a run prints. */
 static struct {
     double join_s, round_s, round0_msgs, cpu, spare_cpu;
+    double round_host_cpu, round_self_cpu; /* CPU seconds of the failure rounds, all together */
     long rss, hwm, spare_rss;
     int disturbed, rounds, finished;
     double *push50, *push99, *pushmax, *dec99, *restart, *msgs;
@@ -964,6 +1038,7 @@ static void phase_failures(void)
              *lat2 = malloc((size_t)n_agents * sizeof *lat2);
     if (O.sample)
         sample(0);
+    double h0 = host_cpu_s(), s0 = self_cpu_s();
     for (int r = 0; r < O.rounds; r++) {
         if (one_failure(r, lat, lat2) < 0)
             break;
@@ -971,6 +1046,8 @@ static void phase_failures(void)
         if (O.sample && (r + 1) % O.sample == 0)
             sample(r + 1);
     }
+    res.round_host_cpu = host_cpu_s() - h0;
+    res.round_self_cpu = self_cpu_s() - s0;
     if (O.sample)
         printf("], ");
     free(lat);
@@ -1000,13 +1077,14 @@ static void report(void)
            "\"spare_rss_kib\": %ld, \"disturbed\": %d, \"rounds\": %d, \"push_p50_ms\": %.2f, "
            "\"push_p99_ms\": %.2f, \"push_max_ms\": %.2f, \"decision_p99_ms\": %.2f, "
            "\"restart_ms\": %.2f, \"msgs_per_agent_round\": %.2f, \"finished\": %d, "
+           "\"rounds_host_cpu_s\": %.3f, \"rounds_loadgen_cpu_s\": %.3f, "
            "\"errors\": %ld, \"first_error\": \"%s\"}\n",
            O.k, O.spares, res.join_s, res.round_s, res.round0_msgs, O.steady, res.cpu, res.rss,
            res.hwm, res.spare_cpu, res.spare_rss, res.disturbed, n,
            n ? median_of(res.push50, n) : -1, n ? median_of(res.push99, n) : -1,
            n ? median_of(res.pushmax, n) : -1, n ? median_of(res.dec99, n) : -1,
            n ? median_of(res.restart, n) : -1, n ? median_of(res.msgs, n) : -1, res.finished,
-           errors, first_error);
+           res.round_host_cpu, res.round_self_cpu, errors, first_error);
 }
 
 static void usage(void)
@@ -1078,7 +1156,7 @@ int main(int argc, char **argv)
         podrun_random_id(a->ids, 16);
         snprintf(a->name, sizeof a->name, "sim-%d", i);
         snprintf(a->addr, sizeof a->addr, "127.0.0.%d", 2 + i % 250);
-        a->c[0].fd = a->c[1].fd = -1;
+        a->c.fd = -1;
     }
     printf("{");
     if (phase_join() == 0) {
