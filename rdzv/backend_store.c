@@ -218,6 +218,9 @@ static void run_actions(store_agent_t *a)
         case COORD_LOG:
             progress(a, act.val);
             break;
+        case COORD_DELETE:
+            store_server_delete(a->server, act.key, strlen(act.key));
+            break;
         case COORD_DELETE_WORKERS:
             store_server_delete_except(a->server, act.key);
             break;

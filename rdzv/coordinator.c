@@ -46,6 +46,7 @@ typedef struct cnode {
     cdesc_t d;
     char *strs;
     int state, connected, join_k, node_rank, done, exp_idx;
+    int assign_k; /* the join whose assign key holds an answer, -1: none */
     double last_seen;
 } cnode_t;
 
@@ -145,6 +146,20 @@ static void act_set(coord_t *c, const char *key, const char *val, size_t vlen)
     s->a.vlen = vlen;
 }
 
+/* Queues "delete key". */
+static void act_delete(coord_t *c, const char *key)
+{
+    action_store_t *s = q_push(c, COORD_DELETE);
+    if (!s)
+        return;
+    s->key = strdup(key);
+    if (!s->key) {
+        c->q_len--;
+        return;
+    }
+    s->a.key = s->key;
+}
+
 /* Queues "arm `timer` for `at`" (epoch seconds; < 0: stop it). One host timer per kind. */
 static void act_timer(coord_t *c, int timer, double at)
 {
@@ -207,6 +222,19 @@ static void answer_error(coord_t *c, cnode_t *n, const char *kind, const char *t
     int len = rdzv_assign_error_encode(kind, text, val, sizeof val);
     if (len >= 0)
         act_set(c, key, val, (size_t)len);
+    n->assign_k = n->join_k;
+}
+
+/* The answer to n's previous join is no longer needed once the agent joined again (it read that
+ * answer, or gave up on it) or its connection closed: its assign key goes. */
+static void forget_answer(coord_t *c, cnode_t *n)
+{
+    if (n->assign_k < 0)
+        return;
+    char key[256];
+    node_key(c, key, sizeof key, n, "assign", n->assign_k);
+    act_delete(c, key);
+    n->assign_k = -1;
 }
 
 static int exp_find(const coord_t *c, const char *name)
@@ -500,6 +528,7 @@ static void close_round(coord_t *c, double now)
         int len = rdzv_assign_encode(&a, val, sizeof val);
         if (len >= 0)
             act_set(c, key, val, (size_t)len);
+        m->assign_k = m->join_k;
         m->state = NS_MEMBER;
         m->node_rank = i;
         m->done = 0;
@@ -636,6 +665,12 @@ static void decide(coord_t *c, double now)
     if (len >= 0)
         act_set(c, key, val, (size_t)len);
     free(val);
+    /* the end records of the last RDZV_KEEP_ROUNDS rounds stay for debugging; an older one no
+     * agent can still read: every member of that round has since joined a later one, or is gone */
+    if (c->round >= RDZV_KEEP_ROUNDS) {
+        sfmt(key, sizeof key, "%sr/%d/end", c->prefix, c->round - RDZV_KEEP_ROUNDS);
+        act_delete(c, key);
+    }
     if (d.action == RDZV_RESTART) {
         act_log(c, "rendezvous '%s' round %d stopped: %s; restarting as round %d (restart %s, "
                    "%d of %d used)",
@@ -754,6 +789,7 @@ static cnode_t *node_for(coord_t *c, uint64_t conn, uint64_t id, const char *ids
     n->connected = 1;
     n->node_rank = -1;
     n->exp_idx = -1;
+    n->assign_k = -1;
     n->last_seen = now;
     i = (int)c->n_nodes;
     /* both maps or neither: an index in one without the node would be read out of bounds */
@@ -798,6 +834,8 @@ static void on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, siz
                     double now)
 {
     rdzv_desc_rec_t d;
+    if (k != n->assign_k)
+        forget_answer(c, n);
     n->join_k = k;
     if (rdzv_desc_decode(val, vlen, &d) < 0) {
         answer_error(c, n, "rejected", "unreadable node descriptor");
@@ -1002,6 +1040,49 @@ static void maybe_closed(coord_t *c)
     }
 }
 
+/* Forgets the nodes that are gone and whose connection closed: nothing can refer to them any
+ * more (a later write from the same id would be a new connection, hence a new node). Keeps the
+ * order of the others, which is the order waiting nodes are admitted in, and renumbers what
+ * holds an index (the two maps, rank_owner). O(N), run when at least half of the nodes are such,
+ * so O(1) per node gone. */
+static void compact_nodes(coord_t *c)
+{
+    int keep = 0;
+    u64map_t by_id = {0}, by_conn = {0};
+    int *renum = malloc(c->n_nodes * sizeof *renum);
+    int ok = renum != NULL;
+    for (size_t i = 0; ok && i < c->n_nodes; i++) {
+        const cnode_t *n = c->nodes[i];
+        renum[i] = n->state == NS_GONE && !n->connected ? -1 : keep++;
+        if (renum[i] >= 0)
+            ok = u64map_put(&by_id, n->id, renum[i]) == 0 &&
+                 u64map_put(&by_conn, n->conn, renum[i]) == 0;
+    }
+    if (!ok) { /* without memory the nodes stay, and the next close tries again */
+        u64map_free(&by_id);
+        u64map_free(&by_conn);
+        free(renum);
+        return;
+    }
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        if (renum[i] >= 0) {
+            c->nodes[renum[i]] = c->nodes[i];
+        } else {
+            free(c->nodes[i]->strs);
+            free(c->nodes[i]);
+        }
+    }
+    for (int r = 0; r < c->p.max_nodes; r++)
+        if (c->rank_owner[r] >= 0)
+            c->rank_owner[r] = renum[c->rank_owner[r]];
+    free(renum);
+    c->n_nodes = (size_t)keep;
+    u64map_free(&c->by_id);
+    u64map_free(&c->by_conn);
+    c->by_id = by_id;
+    c->by_conn = by_conn;
+}
+
 /* A node's connection closed (`why` says how, NULL: closed). A node still part of the job is
  * lost; a member of a finished or ended job just went home. */
 void coord_on_close(coord_t *c, uint64_t conn, const char *why, double now)
@@ -1024,7 +1105,11 @@ void coord_on_lost(coord_t *c, uint64_t conn, const char *why, double now)
     c->connected--;
     if (n->state != NS_GONE && !(n->state == NS_MEMBER && c->phase == COORD_OVER))
         node_gone(c, n, idx, FK_LOST, why, now);
+    forget_answer(c, n);
     maybe_closed(c);
+    /* in a job that is over nobody comes back: the nodes go with the coordinator */
+    if (c->phase != COORD_OVER && c->n_nodes - (size_t)c->connected > c->n_nodes / 2 + 16)
+        compact_nodes(c);
 }
 
 /* Every keep_alive_interval: a node that has sent nothing for the hang bound H (RDZV_HANG_FACTOR
@@ -1163,6 +1248,7 @@ void coord_info(const coord_t *c, coord_info_t *info)
     info->members = c->members;
     info->waiting = c->waiting;
     info->connected = c->connected;
+    info->nodes = (int)c->n_nodes;
     info->restarts_used = c->restarts_used;
     info->finished = c->finished;
     info->over_kind = c->over_kind;

@@ -48,6 +48,7 @@ enum coord_action_kind {
     COORD_TIMER,            /* arm timer `timer` to fire at `at` (epoch s); at < 0: cancel */
     COORD_LOG,              /* a line for the log (in val) */
     COORD_DELETE_WORKERS,   /* delete every key not starting with key ("podrun/") */
+    COORD_DELETE,           /* delete key: a record no agent can still need (rendezvous.h) */
     COORD_CLOSED,           /* shutting down and every agent has disconnected (or timed out) */
 };
 
@@ -95,6 +96,7 @@ typedef struct coord_info {
     int restarts_used;
     int finished;        /* 1 when the job finished */
     const char *over_kind, *over_text; /* COORD_OVER: what later joiners are told ("" before) */
+    int nodes;           /* nodes the coordinator keeps (it forgets those gone and closed) */
 } coord_info_t;
 enum { COORD_OPEN = 1, COORD_RUNNING, COORD_OVER };
 void coord_info(const coord_t *c, coord_info_t *info);

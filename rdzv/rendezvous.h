@@ -38,8 +38,15 @@
  *                                          by time — [0] is the root cause —, next round, counts)
  *   P status                 coordinator   the current progress line of an open round
  *
- * The keys agents write (join, hb, fail, done, leave) are records for the coordinator alone: the
- * host drops each one from the key space as soon as the coordinator has read it.
+ * Key lifetimes: the host's state does not grow with restarts, membership rounds or agents
+ * coming and going. The keys agents write (join, hb, fail, done, leave) are records for the
+ * coordinator alone: the host drops each one from the key space as soon as the coordinator has
+ * read it. An agent's assign key goes when it joins again (it has read the answer or given up on
+ * it) or its connection closes; the end record of round R goes when round R + RDZV_KEEP_ROUNDS
+ * ends (the last 4 stay for debugging: by then every member of round R has joined a later round
+ * or is gone). The coordinator forgets a node once it is gone and its connection closed. The
+ * failures a decision carries are bounded by RDZV_MAX_FAILURES. So the key count is about one
+ * per agent (its latest assign key) plus 4 end records, whatever the number of rounds.
  *
  * Messages per round are O(N): per agent one write of join SET + WAIT + GET and one answer with
  * the assignment; one WAIT + GET and one answer with the end record. On the host that is one
@@ -136,6 +143,7 @@
 #define RDZV_MAX_FAILURES 16 /* failure records carried by one decision */
 #define RDZV_LINE_MAX 1024   /* progress lines */
 #define RDZV_HANG_FACTOR 10  /* the hang bound H is this many heartbeat windows (Liveness) */
+#define RDZV_KEEP_ROUNDS 4   /* end records kept for debugging (Key lifetimes) */
 
 /* The lost() callback gets PODRUN_EJOINTIMEOUT, PODRUN_ESTORELOST, PODRUN_ESTORESILENT,
  * PODRUN_EREJECTED or PODRUN_EENDED (rdzv/common.h). */

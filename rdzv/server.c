@@ -1271,6 +1271,11 @@ int store_server_get(store_server_t *s, const char *key, size_t klen, const char
     return keyspace_get(s->ks, key, klen, val, vlen);
 }
 
+int store_server_delete(store_server_t *s, const char *key, size_t klen)
+{
+    return keyspace_delete(s->ks, key, klen);
+}
+
 size_t store_server_delete_except(store_server_t *s, const char *keep_prefix)
 {
     return keyspace_delete_except(s->ks, keep_prefix, keep_prefix ? strlen(keep_prefix) : 0);

@@ -69,6 +69,8 @@ int store_server_set(store_server_t *s, const char *key, size_t klen, const void
 /* Returns 1 and a pointer into the key space (valid until the next write) if the key exists. */
 int store_server_get(store_server_t *s, const char *key, size_t klen, const char **val,
                      size_t *vlen);
+/* Deletes one key: 1 if it existed, else 0. */
+int store_server_delete(store_server_t *s, const char *key, size_t klen);
 /* Deletes every key that does not start with keep_prefix: a fresh namespace for the workers of
  * the next attempt. Returns the number of keys deleted. */
 size_t store_server_delete_except(store_server_t *s, const char *keep_prefix);

@@ -57,6 +57,18 @@ static void w_set(const char *key, const char *val)
     }
 }
 
+static void w_del(const char *key)
+{
+    for (int i = 0; i < W.n; i++)
+        if (strcmp(W.key[i], key) == 0) {
+            free(W.key[i]);
+            free(W.val[i]);
+            W.key[i] = W.key[--W.n];
+            W.val[i] = W.val[W.n];
+            return;
+        }
+}
+
 static void drain(coord_t *c)
 {
     coord_action_t a;
@@ -71,6 +83,9 @@ static void drain(coord_t *c)
         case COORD_LOG:
             snprintf(W.logs[W.nlogs % 64], RDZV_LINE_MAX, "%s", a.val);
             W.nlogs++;
+            break;
+        case COORD_DELETE:
+            w_del(a.key);
             break;
         case COORD_DELETE_WORKERS:
             CHECK_EQ_STR(a.key, "podrun/");
@@ -190,7 +205,8 @@ static void join(coord_t *c, int i, const char *name, int nproc, int want, int k
     d.pid = 100 + i;
     CHECK(rdzv_desc_encode(&d, val, sizeof val) > 0);
     wr(c, i, "join", k, val);
-    hb_on[i] = 1;
+    if (i < 64)
+        hb_on[i] = 1;
 }
 
 static void hb(coord_t *c, int i)
@@ -215,7 +231,8 @@ static void fail(coord_t *c, int i, int round, int rank, double t, const char *r
 
 static void conn_close(coord_t *c, int i)
 {
-    hb_on[i] = 0;
+    if (i < 64)
+        hb_on[i] = 0;
     coord_on_close(c, (uint64_t)(i + 1), NULL, now);
     drain(c);
 }
@@ -1027,6 +1044,84 @@ static void test_resume(void)
     coord_free(c);
 }
 
+static int keys_with(const char *part)
+{
+    int n = 0;
+    for (int i = 0; i < W.n; i++)
+        n += strstr(W.key[i], part) != NULL;
+    return n;
+}
+
+/* Hundreds of counted restarts: the store keeps each node's latest answer and the last
+ * RDZV_KEEP_ROUNDS end records, nothing that grows with the rounds. */
+static void test_keys_bounded_across_restarts(void)
+{
+    coord_t *c = running(4, 1000);
+    int rounds = 300;
+    for (int r = 0; r < rounds; r++) {
+        fail(c, r % 4, r, r % 4, now, "exited with code 1");
+        run_timers(c);
+        CHECK_EQ_INT(end_of(r, NULL, NULL), 0);
+        rejoin_all(c, 4, r + 1);
+        CHECK_EQ_INT(node_rank_of(3, r + 1), 3);
+    }
+    CHECK_EQ_INT(keys_with("/assign/"), 4);
+    CHECK_EQ_INT(keys_with("/end"), RDZV_KEEP_ROUNDS);
+    for (int r = rounds - RDZV_KEEP_ROUNDS; r < rounds; r++)
+        CHECK_EQ_INT(end_of(r, NULL, NULL), 0);
+    CHECK_EQ_INT(end_of(rounds - RDZV_KEEP_ROUNDS - 1, NULL, NULL), -1);
+    CHECK(W.n <= 4 + RDZV_KEEP_ROUNDS + 1); /* + the status line */
+    /* a node whose connection closed has no answer left in the store */
+    conn_close(c, 2);
+    CHECK_EQ_INT(keys_with("/assign/"), 3);
+    coord_free(c);
+}
+
+/* Agents coming and going: nodes that joined an elastic job and left, and spares that waited
+ * for room in a full job and went away, are forgotten, and leave no key behind. */
+static void test_nodes_forgotten_when_gone(void)
+{
+    coord_info_t info;
+    coord_t *c = mk(2, 3, 0, NULL);
+    rejoin_all(c, 2, 0);
+    advance(c, 31);
+    CHECK_EQ_INT(node_rank_of(1, 0), 1);
+    int k = 1;
+    for (int j = 0; j < 400; j++, k++) {
+        int spot = 100 + j; /* a new agent every time, as a spot node coming back would be */
+        join(c, spot, "worker-9", 1, -1, 0);
+        run_timers(c);
+        rejoin_all(c, 2, k);
+        CHECK_EQ_INT(node_rank_of(spot, 0), 2);
+        conn_close(c, spot);
+        run_timers(c);
+        rejoin_all(c, 2, ++k);
+        CHECK_EQ_INT(node_rank_of(1, k), 1);
+    }
+    coord_info(c, &info);
+    CHECK_EQ_INT(info.phase, COORD_RUNNING);
+    CHECK(info.nodes <= 2 + 2 * 16 + 2);
+    CHECK_EQ_INT(keys_with("/assign/"), 2);
+    coord_free(c);
+
+    /* a full job: spares wait and go, the running round never notices */
+    c = running(2, 0);
+    for (int j = 0; j < 400; j++) {
+        join(c, 100 + j, "spare", 1, -1, 0);
+        conn_close(c, 100 + j);
+    }
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), -1);
+    coord_info(c, &info);
+    CHECK(info.nodes <= 2 + 2 * 16 + 2);
+    CHECK_EQ_INT(keys_with("/assign/"), 2);
+    /* the members still fail and restart as before */
+    fail(c, 0, 0, 0, now, "exited with code 1");
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), 0);
+    coord_free(c);
+}
+
 int main(void)
 {
     RUN(test_join_fixed_closes_at_max);
@@ -1052,6 +1147,8 @@ int main(void)
     RUN(test_stopped_node_expected_again);
     RUN(test_shutdown_ends_running_round);
     RUN(test_peer_reported_lost);
+    RUN(test_keys_bounded_across_restarts);
+    RUN(test_nodes_forgotten_when_gone);
     w_reset();
     return check_result();
 }
