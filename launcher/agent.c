@@ -851,6 +851,8 @@ static void enter_exiting(struct agent *a)
                              a->exit_code);
             write_termlog(a, msg, (size_t)n);
         }
+        /* the same last line on stderr as every other ending */
+        logs_message(&a->logs, "this node lost the job; exit code %d", a->exit_code);
     } else if (a->finished) {
         a->exit_code = 0;
         bool job = a->group_world_size > 1;
