@@ -69,6 +69,7 @@ struct store_aclient {
     int freeing;
     int64_t deadline;
     double delay;
+    unsigned retry_ms;          /* store_aclient_retry_every, 0: back off */
     unsigned seed;
     int last_err;
     fifo_t wire;                /* areq_t on the wire, awaiting replies in order */
@@ -490,7 +491,8 @@ static void retry_later(store_aclient_t *c)
                               ? PODRUN_ETIMEDOUT : c->last_err ? c->last_err : PODRUN_ETIMEDOUT);
         return;
     }
-    double d = wire_backoff_next(&c->delay, &c->seed);
+    double d = c->retry_ms ? c->retry_ms * (0.5 + (double)rand_r(&c->seed) / RAND_MAX)
+                           : wire_backoff_next(&c->delay, &c->seed);
     if (d > (double)left)
         d = (double)left;
     c->state = S_RESOLVING;
@@ -727,6 +729,11 @@ void store_aclient_auth(store_aclient_t *c, const auth_key_t *key)
     c->auth = key ? 2 : 1;
     if (key)
         c->key = *key;
+}
+
+void store_aclient_retry_every(store_aclient_t *c, unsigned interval_ms)
+{
+    c->retry_ms = interval_ms;
 }
 
 void store_aclient_liveness(store_aclient_t *c, unsigned timeout_ms)

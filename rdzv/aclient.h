@@ -37,6 +37,10 @@ int store_aclient_connect(uv_loop_t *loop, const char *host, uint16_t port, int 
  * PODRUN_EAUTH (another token), PODRUN_EAUTHOPEN (the store asks for none) or PODRUN_EAUTHNEEDED
  * (it asks for one), without further attempts. Call it right after store_aclient_connect. */
 void store_aclient_auth(store_aclient_t *c, const auth_key_t *key);
+/* Instead of backing off, retries every interval_ms (jittered by +-50%) until the deadline: a
+ * joining agent connects within one interval of the server's start, and the load it puts on a
+ * refused port or an unanswered name is bounded by the interval. Call right after connect. */
+void store_aclient_retry_every(store_aclient_t *c, unsigned interval_ms);
 /* The kernel notices a lost server machine or a cut network: the connection is lost when what
  * was sent stays unacknowledged for timeout_ms (podrun_tcp_liveness); 0: the kernel's defaults.
  * Applies now if connected, else once connected. */

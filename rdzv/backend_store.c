@@ -670,6 +670,15 @@ static void on_connected(store_aclient_t *c, int status, void *arg)
     }
 }
 
+/* How often a joining agent tries the store host: every RDZV_JOIN_RETRY_MS, jittered, so it
+ * is in within one interval of the host listening; in a job of more than 1024 nodes slower, so
+ * the whole job makes at most about RDZV_JOIN_RETRY_RATE attempts per second (Joining). */
+static unsigned join_retry_ms(int max_nodes)
+{
+    double ms = 1000.0 * max_nodes / RDZV_JOIN_RETRY_RATE;
+    return ms < RDZV_JOIN_RETRY_MS ? RDZV_JOIN_RETRY_MS : ms > 2000 ? 2000 : (unsigned)ms;
+}
+
 static int copy_str(char **dst, const char *src)
 {
     *dst = NULL;
@@ -742,6 +751,7 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
         store_close(&a->base, NULL, NULL);
         return rc;
     }
+    store_aclient_retry_every(a->conn, join_retry_ms(a->p.max_nodes));
     start_progress(a);
     *out = &a->base;
     return 0;

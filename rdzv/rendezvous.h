@@ -103,8 +103,12 @@
  * Who hosts: static — node rank 0, at master_addr:master_port; c10d — the agent whose local
  * address is the endpoint host (rdzv_endpoint_is_local), or the one given is_host=1. The host
  * binds local_addr (or all addresses) and its own agent connects over loopback like any other.
- * Everyone else connects with backoff until join_timeout: a name that does not resolve yet or a
- * refused connection is retried, never fatal before then.
+ * Joining: everyone else tries the store host every RDZV_JOIN_RETRY_MS (jittered by +-50%)
+ * until join_timeout, without backing off: a name that does not resolve yet or a refused
+ * connection is retried, never fatal before then, and an agent is in within one interval of the
+ * host listening. In a job of more than RDZV_JOIN_RETRY_RATE / 20 nodes the interval grows with
+ * the node count (at most 2 s), so the job as a whole makes at most about RDZV_JOIN_RETRY_RATE
+ * attempts per second against a port that is not open yet.
  *
  * Use from the launcher's state machine:
  *   RENDEZVOUS  rdzv_agent_start; progress() lines go to the log.
@@ -144,6 +148,8 @@
 #define RDZV_LINE_MAX 1024   /* progress lines */
 #define RDZV_HANG_FACTOR 10  /* the hang bound H is this many heartbeat windows (Liveness) */
 #define RDZV_KEEP_ROUNDS 4   /* end records kept for debugging (Key lifetimes) */
+#define RDZV_JOIN_RETRY_MS 50      /* a joining agent's attempt interval (Joining) */
+#define RDZV_JOIN_RETRY_RATE 10240 /* attempts per second a whole job makes at most (Joining) */
 
 /* The lost() callback gets PODRUN_EJOINTIMEOUT, PODRUN_ESTORELOST, PODRUN_ESTORESILENT,
  * PODRUN_EREJECTED or PODRUN_EENDED (rdzv/common.h). */
