@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+WRAP = []  # --host-wrap: a command the host runs under (a profiler)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -54,7 +55,7 @@ def one(build, k, rounds, spares, steady, sample=0, extra=()):
     port = random.randint(20000, 60000)
     run_id = f"scale{port}"
     done = os.path.join(d, "done")
-    host_cmd = ["taskset", "-c", "1", podrun, "--nnodes", str(k), "--nproc-per-node", "1",
+    host_cmd = ["taskset", "-c", "1", *WRAP, podrun, "--nnodes", str(k), "--nproc-per-node", "1",
                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
                 "--rdzv-id", run_id, "--local-addr", "127.0.0.1", "--no-python",
                 "--max-restarts", str(rounds + 1), "--term-timeout", "5", *extra,
@@ -113,7 +114,9 @@ def main():
     ap.add_argument("--soak", action="store_true")
     ap.add_argument("--sample", type=int, default=100)
     ap.add_argument("--build", default=os.path.join(ROOT, "build-bench"))
+    ap.add_argument("--host-wrap", default="", help="e.g. 'perf record -g -o /tmp/host.perf --'")
     a = ap.parse_args()
+    WRAP[:] = a.host_wrap.split()
     hard = raise_nofile()
     print(f"# scale benchmark: {os.cpu_count()} CPUs, host on CPU 1, load generator on CPU 0, "
           f"descriptors per process {hard}, load average at start "
