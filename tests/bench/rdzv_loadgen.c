@@ -542,7 +542,9 @@ static void on_reply(conn_t *c, int kind, const wire_reply_t *r)
     case E_CANCEL:
         break;
     case E_WAIT:
-        if (r->u8 == WIRE_STOP_WAITING)
+        /* the GET sent with it is next: only a WAIT on the round's end is the push (one on an
+         * assign key re-sent after a progress line may wake after the assignment was read) */
+        if (r->u8 == WIRE_STOP_WAITING && c->en > 0 && exp_at(c, 0) == E_GET_END)
             on_woken(a);
         break;
     case E_GET_ASSIGN:
