@@ -18,6 +18,7 @@ static struct {
     char logs[64][RDZV_LINE_MAX];
     int nlogs;
     int deletes, closed;
+    long sets; /* COORD_SET actions: the writes that wake WAITs */
     int set_before_delete; /* an assign key set before the workers' keys were deleted */
 } W;
 
@@ -76,6 +77,7 @@ static void drain(coord_t *c)
         switch (a.kind) {
         case COORD_SET:
             w_set(a.key, a.val);
+            W.sets++;
             break;
         case COORD_TIMER:
             W.timer[a.timer] = a.at;
@@ -1122,6 +1124,93 @@ static void test_nodes_forgotten_when_gone(void)
     coord_free(c);
 }
 
+/* Thousands of joins in-process, in two different orders: the same node ranks either way, and
+ * the coordinator's writes per round are O(K) (one assignment per node plus a constant), so a
+ * failure round costs one answer per node, not one per node per event. */
+static void big_round(int k, unsigned seed, int *rank_of)
+{
+    coord_t *c = mk(k, k, 5, NULL);
+    int *order = malloc((size_t)k * sizeof *order);
+    for (int i = 0; i < k; i++)
+        order[i] = i;
+    srand(seed);
+    for (int i = k - 1; i > 0; i--) {
+        int j = rand() % (i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    char name[32];
+    long sets0 = W.sets;
+    for (int i = 0; i < k; i++) {
+        snprintf(name, sizeof name, "node-%d", order[i]);
+        join(c, order[i], name, 1, -1, 0);
+    }
+    CHECK(W.sets - sets0 <= k + 4);
+    for (int i = 0; i < k; i++)
+        rank_of[i] = node_rank_of(i, 0);
+    /* a failure round: the decision, every node's next assignment, nothing per node per event */
+    sets0 = W.sets;
+    fail(c, order[0], 0, 0, now, "exited with code 1");
+    run_timers(c);
+    for (int i = 0; i < k; i++) {
+        snprintf(name, sizeof name, "node-%d", order[k - 1 - i]);
+        join(c, order[k - 1 - i], name, 1, -1, 1);
+    }
+    CHECK_EQ_INT(node_rank_of(order[0], 1), rank_of[order[0]]);
+    CHECK(W.sets - sets0 <= k + 6);
+    free(order);
+    coord_free(c);
+}
+
+static void test_thousands_of_joins(void)
+{
+    int k = 2000;
+    int *a = malloc((size_t)k * sizeof *a), *b = malloc((size_t)k * sizeof *b);
+    big_round(k, 1, a);
+    big_round(k, 2, b);
+    char seen[2000] = {0};
+    for (int i = 0; i < k; i++) {
+        CHECK_EQ_INT(a[i], b[i]);
+        CHECK(a[i] >= 0 && a[i] < k && !seen[a[i]]);
+        if (a[i] >= 0 && a[i] < k)
+            seen[a[i]] = 1;
+    }
+    CHECK_EQ_INT(a[10], 10); /* natural order: node-9 before node-10, not node-10 after node-1 */
+    CHECK_EQ_INT(a[1999], 1999);
+    free(a);
+    free(b);
+}
+
+/* A spare waits without touching the running round, takes the place of the first node lost;
+ * the second loss finds no spare and the round waits for a node until one comes. */
+static void test_two_failures_one_spare(void)
+{
+    coord_t *c = running(3, 2);
+    join(c, 5, "worker-5", 1, -1, 0);
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), -1);
+    conn_close(c, 0);
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), 0);
+    join(c, 1, "worker-1", 1, -1, 1);
+    join(c, 2, "worker-2", 1, -1, 1);
+    rdzv_assignment_t a;
+    CHECK_EQ_INT(assigned(5, 0, &a, NULL, 0, NULL, 0), 1);
+    CHECK_EQ_INT(a.round, 1);
+    CHECK_EQ_INT(a.nnodes, 3);
+    CHECK_EQ_INT(node_rank_of(5, 0), 2);
+    conn_close(c, 1);
+    run_timers(c);
+    CHECK_EQ_INT(end_of(1, NULL, NULL), 0);
+    join(c, 2, "worker-2", 1, -1, 2);
+    join(c, 5, "worker-5", 1, -1, 1);
+    CHECK_EQ_INT(node_rank_of(2, 2), -1); /* 2 of 3: no spare left, the round waits */
+    join(c, 6, "worker-6", 1, -1, 0);
+    CHECK_EQ_INT(node_rank_of(2, 2), 0);
+    CHECK_EQ_INT(node_rank_of(6, 0), 2);
+    coord_free(c);
+}
+
 int main(void)
 {
     RUN(test_join_fixed_closes_at_max);
@@ -1149,6 +1238,8 @@ int main(void)
     RUN(test_peer_reported_lost);
     RUN(test_keys_bounded_across_restarts);
     RUN(test_nodes_forgotten_when_gone);
+    RUN(test_thousands_of_joins);
+    RUN(test_two_failures_one_spare);
     w_reset();
     return check_result();
 }
