@@ -3,10 +3,10 @@
  * Plays K-1 agents (the hosting podrun agent is the K-th) over real TCP connections from one
  * epoll loop, each from a source address of its own among 127.0.0.2-251, speaking exactly what
  * rdzv/backend_store.c sends: one connection per agent, the same requests in the same writes and
- * the same keys, with the records encoded by rdzv/records.c and the requests by rdzv/wire.c. Each agent joins, heartbeats every
- * keep-alive interval, waits for its assignment and for the end of its round, reports done or a
- * failure, and rejoins after a restart decision, as the real agent does once its workers are gone
- * (a simulated agent has none, so it rejoins at once).
+ * the same keys, with the records encoded by rdzv/records.c and the requests by rdzv/wire.c.
+ * Each agent joins, heartbeats every keep-alive interval, waits for its assignment and for the
+ * end of its round, reports done or a failure, and rejoins after a restart decision, as the real
+ * agent does once its workers are gone (a simulated agent has none, so it rejoins at once).
  *
  * One run:
  *   1. every agent connects and joins: `round` is the time from the last join written until every

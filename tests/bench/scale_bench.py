@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Rendezvous at scale: one real hosting podrun agent, K-1 simulated agents (tests/bench/rdzv_loadgen.c)
-over real TCP from 127.0.0.2-251, the host on CPU 1 and the load generator on CPU 0.
+"""Rendezvous at scale: one real hosting podrun agent, K-1 simulated agents
+(tests/bench/rdzv_loadgen.c) over real TCP from 127.0.0.2-251, the host on CPU 1 and the load generator on CPU 0.
 
 Per K: the round (last join -> every agent holding its assignment), the host's CPU share while K
 agents heartbeat at 1 s and its RSS, the failure push (one agent's failure report -> each agent's
