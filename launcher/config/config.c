@@ -406,6 +406,56 @@ static int expand_streams(struct cfg *c, char *err, size_t errlen)
     return 0;
 }
 
+/* The settings that give each worker a GPU of its own need as many GPUs as workers; the core
+ * list implies the cores mode and means nothing with another. */
+static int resolve_devices(struct cfg *c, int ngpus, char *err, size_t errlen)
+{
+    char what[CFG_SRC_NAME_MAX + 32];
+    if (c->bind_core_list && c->src[CFG_NUMA_BINDING].kind == CFG_SRC_DEFAULT) {
+        union cfg_value v = {.i = CFG_NUMA_CORES};
+        derive(c, CFG_NUMA_BINDING, &v, "--bind-core-list");
+    } else if (c->bind_core_list && c->numa_binding != CFG_NUMA_CORES) {
+        cfg_src_describe(&c->src[CFG_NUMA_BINDING], what, sizeof what);
+        return fail(err, errlen, "--bind-core-list splits CPUs among the workers only with "
+                    "--numa-binding cores, but --numa-binding is %s (%s): drop one of them",
+                    cfg_settings[CFG_NUMA_BINDING].choices[c->numa_binding], what);
+    }
+    static const struct {
+        enum cfg_id id;
+        const char *as;
+    } own_gpu[] = {
+        {CFG_VIRTUAL_LOCAL_RANK, "--virtual-local-rank"},
+        {CFG_VISIBLE_DEVICES, "--visible-devices per-rank"},
+        {CFG_NUMA_BINDING, NULL},
+        {CFG_PREFLIGHT, "--preflight nccl"},
+    };
+    for (size_t i = 0; i < sizeof own_gpu / sizeof *own_gpu; i++) {
+        enum cfg_id id = own_gpu[i].id;
+        bool wants = (id == CFG_VIRTUAL_LOCAL_RANK && c->virtual_local_rank) ||
+                     (id == CFG_VISIBLE_DEVICES && c->visible_devices == CFG_VISIBLE_PER_RANK) ||
+                     (id == CFG_NUMA_BINDING && c->numa_binding != CFG_NUMA_NONE &&
+                      c->numa_binding != CFG_NUMA_CORES) ||
+                     (id == CFG_PREFLIGHT && c->preflight == CFG_PREFLIGHT_NCCL);
+        if (!wants || c->nproc_per_node <= ngpus)
+            continue;
+        char as[64];
+        if (own_gpu[i].as)
+            snprintf(as, sizeof as, "%s", own_gpu[i].as);
+        else
+            snprintf(as, sizeof as, "--numa-binding %s",
+                     cfg_settings[id].choices[c->numa_binding]);
+        cfg_src_describe(&c->src[id], what, sizeof what);
+        if (ngpus <= 0)
+            return fail(err, errlen, "%s (%s) gives each worker a GPU of its own, but no GPU was "
+                        "found on this node: drop it", as, what);
+        return fail(err, errlen, "%s (%s) gives each worker a GPU of its own, but there %s %d "
+                    "GPU%s here for %d workers: give --nproc-per-node gpu or at most %d", as,
+                    what, ngpus == 1 ? "is" : "are", ngpus, ngpus == 1 ? "" : "s",
+                    c->nproc_per_node, ngpus);
+    }
+    return 0;
+}
+
 /* Runs once every layer is in: resolves what depends on the machine (nproc) and on other values
  * (the endpoint, derived with its source saying from what), expands the per-rank stream specs,
  * and rejects combinations that cannot work, each with one line naming the inputs and the fix.
@@ -452,7 +502,7 @@ int cfg_finalize(struct cfg *c, int ncpus, int ngpus, char *err, size_t errlen)
     if (c->run_path && c->module)
         return fail(err, errlen, "--run-path and --module exclude each other; keep one");
     if ((r = resolve_endpoint(c, err, errlen)) || (r = expand_streams(c, err, errlen)) ||
-        (r = check_security(c, err, errlen)))
+        (r = check_security(c, err, errlen)) || (r = resolve_devices(c, ngpus, err, errlen)))
         return r;
     if (!c->program && !c->print_config)
         return fail(err, errlen, "no program to run; usage: podrun [options] [--] PROGRAM "
@@ -541,5 +591,6 @@ void cfg_usage(FILE *f)
                "was stopped by signal N; 2 for a usage error; 1 when podrun could not start the\n"
                "job (the store port taken, a spawn failure, a node rejected or too late); on\n"
                "every other node the --exit-code-* value for the reason it was stopped (170 peer\n"
-               "failure, 171 peer lost, 172 store lost, 173 rendezvous timeout, 174 hang).\n");
+               "failure, 171 peer lost, 172 store lost, 173 rendezvous timeout, 174 hang); 175\n"
+               "when the preflight check stopped the job or excluded this node.\n");
 }

@@ -78,6 +78,24 @@ enum cfg_id {
     CFG_EXIT_CODE_STORE_LOST,
     CFG_EXIT_CODE_RDZV_TIMEOUT,
     CFG_EXIT_CODE_HANG,
+    /* the node's devices, the CPU binding of workers and the preflight check (launcher/devices,
+     * launcher/preflight) */
+    CFG_EXIT_CODE_PREFLIGHT,
+    CFG_SYSROOT,
+    CFG_VISIBLE_DEVICES,
+    CFG_VIRTUAL_LOCAL_RANK,
+    CFG_NUMA_BINDING,
+    CFG_BIND_CORE_LIST,
+    CFG_PREFLIGHT,
+    CFG_PREFLIGHT_POLICY,
+    CFG_PREFLIGHT_TIMEOUT,
+    CFG_PREFLIGHT_TCP_BYTES,
+    CFG_PREFLIGHT_NCCL_BYTES,
+    CFG_PREFLIGHT_MAX_RTT,
+    CFG_PREFLIGHT_MIN_BANDWIDTH,
+    CFG_PREFLIGHT_SLOW_PERCENT,
+    CFG_PREFLIGHT_NCCL_LIB,
+    CFG_PREFLIGHT_CUDART_LIB,
     /* the keys of --rdzv-conf, each with its own source */
     CFG_JOIN_TIMEOUT,
     CFG_LAST_CALL_TIMEOUT,
@@ -122,6 +140,14 @@ enum cfg_discovery { CFG_DISCOVERY_AUTO, CFG_DISCOVERY_ENV, CFG_DISCOVERY_K8S,
                      CFG_DISCOVERY_HOSTFILE, CFG_DISCOVERY_NONE };
 /* How Kubernetes discovery orders the pods into node ranks (launcher/discover/k8s_pods.h). */
 enum cfg_k8s_order { CFG_K8S_ORDER_INDEX, CFG_K8S_ORDER_NAME, CFG_K8S_ORDER_IP };
+/* Which GPUs a worker's CUDA sees: all of the node's (torchrun), or its own one by UUID. */
+enum cfg_visible { CFG_VISIBLE_ALL, CFG_VISIBLE_PER_RANK };
+/* Where each worker's CPUs are: torch 2.9's --numa-binding modes, and DeepSpeed's
+ * --bind_cores_to_rank ("cores": the core list split evenly by local rank). */
+enum cfg_numa { CFG_NUMA_NONE, CFG_NUMA_NODE, CFG_NUMA_SOCKET, CFG_NUMA_EXCLUSIVE,
+                CFG_NUMA_CORE_COMPLEX, CFG_NUMA_CORES };
+enum cfg_preflight { CFG_PREFLIGHT_OFF, CFG_PREFLIGHT_TCP, CFG_PREFLIGHT_NCCL };
+enum cfg_preflight_policy { CFG_POLICY_WARN, CFG_POLICY_FAIL, CFG_POLICY_EXCLUDE };
 
 #define CFG_MAX_NPROC 1024          /* workers per node */
 #define CFG_DEFAULT_C10D_PORT 29400
@@ -177,6 +203,23 @@ struct cfg {
     int exit_code_store_lost;       /* the job store host was lost */
     int exit_code_rdzv_timeout;     /* the rendezvous did not complete within join_timeout */
     int exit_code_hang;             /* this node's worker hung (--hang-timeout) */
+    /* devices, binding, preflight */
+    int exit_code_preflight;        /* the preflight check failed (policy fail or exclude) */
+    char *sysroot;                  /* root of /proc, /sys, /dev for device discovery; NULL: / */
+    int visible_devices;            /* enum cfg_visible */
+    bool virtual_local_rank;        /* LOCAL_RANK=0 and only the worker's own GPU visible */
+    int numa_binding;               /* enum cfg_numa */
+    char *bind_core_list;           /* CFG_NUMA_CORES: the CPUs to split; NULL: one per core */
+    int preflight;                  /* enum cfg_preflight */
+    int preflight_policy;           /* enum cfg_preflight_policy */
+    uint64_t preflight_timeout_ms;  /* bound on each step of the check */
+    uint64_t preflight_tcp_bytes;   /* sent each way on each link (tcp) */
+    uint64_t preflight_nccl_bytes;  /* all_reduce buffer per GPU (nccl) */
+    uint64_t preflight_max_rtt_ms;  /* a link slower than this is slow (0: no bound) */
+    int preflight_min_bandwidth;    /* MB/s; a link or node below it is slow (0: no bound) */
+    int preflight_slow_percent;     /* below this % of the median is slow (0: no bound) */
+    char *preflight_nccl_lib;       /* NULL: libnccl.so.2 */
+    char *preflight_cudart_lib;     /* NULL: the newest libcudart.so.N found */
 
     /* --rdzv-conf */
     uint64_t join_timeout_ms, last_call_timeout_ms, close_timeout_ms, keep_alive_interval_ms;
@@ -220,8 +263,10 @@ void cfg_set_program(struct cfg *c, char **argv, int argc);
  * empty variable is unset. */
 int cfg_load_env(struct cfg *c, char *const *envp, char *err, size_t errlen);
 
-/* After every layer: resolves nproc (auto/cpu/gpu with the given counts), --standalone, the
- * rendezvous endpoint, the per-rank log masks, and checks values against each other. */
+/* After every layer: resolves nproc (auto/cpu/gpu with the given counts; ngpus is the number of
+ * CUDA devices a worker could be given), --standalone, the
+ * rendezvous endpoint, the per-rank log masks, and checks values against each other (one GPU per
+ * worker where a setting needs it). */
 int cfg_finalize(struct cfg *c, int ncpus, int ngpus, char *err, size_t errlen);
 
 /* One line per value: name, value, source. */

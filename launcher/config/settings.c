@@ -11,6 +11,11 @@ static const char *const backends[] = {"static", "c10d", "etcd", NULL}; /* enum 
 static const char *const start_methods[] = {"spawn", "fork", "forkserver", NULL};
 static const char *const discoveries[] = {"auto", "env", "k8s", "hostfile", "none", NULL};
 static const char *const k8s_orders[] = {"index", "name", "ip", NULL};   /* enum cfg_k8s_order */
+static const char *const visibles[] = {"all", "per-rank", NULL};                /* cfg_visible */
+static const char *const numas[] = {"none", "node", "socket", "exclusive", "core-complex",
+                                    "cores", NULL};                            /* cfg_numa */
+static const char *const preflights[] = {"off", "tcp", "nccl", NULL};
+static const char *const policies[] = {"warn", "fail", "exclude", NULL};
 
 const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_NPROC_PER_NODE] = {"nproc-per-node", 0, CFG_T_NPROC, 0, 0, 0, NULL, "1",
@@ -142,6 +147,62 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "exit code when the rendezvous timed out (join_timeout)", NULL},
     [CFG_EXIT_CODE_HANG] = {"exit-code-hang", 0, CFG_T_INT, OFF(exit_code_hang), 1, 255, NULL,
         "174", "CODE", NULL, 0, "exit code when this node's worker hung (--hang-timeout)", NULL},
+    [CFG_EXIT_CODE_PREFLIGHT] = {"exit-code-preflight", 0, CFG_T_INT, OFF(exit_code_preflight),
+        1, 255, NULL, "175", "CODE", NULL, 0,
+        "exit code when the preflight check stops the job or excludes this node", NULL},
+    [CFG_SYSROOT] = {"sysroot", 0, CFG_T_OPTSTR, OFF(sysroot), 0, 0, NULL, NULL, "DIR", NULL, 0,
+        "read /proc, /sys and /dev under DIR (a copy of another machine's tree, or a test's)",
+        NULL},
+    [CFG_VISIBLE_DEVICES] = {"visible-devices", 0, CFG_T_CHOICE, OFF(visible_devices), 0, 0,
+        visibles, "all", "all|per-rank", NULL, 0,
+        "GPUs each worker sees: all (LOCAL_RANK picks one, as torchrun) or per-rank "
+        "(CUDA_VISIBLE_DEVICES of its own GPU, by UUID)", "use 'all' or 'per-rank'"},
+    [CFG_VIRTUAL_LOCAL_RANK] = {"virtual-local-rank", 0, CFG_T_BOOL, OFF(virtual_local_rank), 0,
+        0, NULL, "0", NULL, NULL, 0,
+        "torch 2.x: each worker sees only its own GPU, as device 0, with LOCAL_RANK=0", NULL},
+    [CFG_NUMA_BINDING] = {"numa-binding", 0, CFG_T_CHOICE, OFF(numa_binding), 0, 0, numas,
+        "none", "MODE", NULL, 0,
+        "bind each worker to CPUs: node, socket, exclusive, core-complex (torch 2.9's: near its "
+        "GPU), cores (DeepSpeed's --bind_cores_to_rank: the core list split by local rank), none",
+        "use 'none', 'node', 'socket', 'exclusive', 'core-complex' or 'cores'"},
+    [CFG_BIND_CORE_LIST] = {"bind-core-list", 0, CFG_T_OPTSTR, OFF(bind_core_list), 0, 0, NULL,
+        NULL, "LIST", NULL, 0,
+        "the CPUs --numa-binding cores splits (DeepSpeed's --bind_core_list, e.g. 0-9,12-21); "
+        "implies cores", NULL},
+    [CFG_PREFLIGHT] = {"preflight", 0, CFG_T_CHOICE, OFF(preflight), 0, 0, preflights, "off",
+        "off|tcp|nccl", NULL, 0,
+        "check the nodes after the rendezvous, before the workers start: tcp (latency and "
+        "throughput between agents) or nccl (an all_reduce on every GPU)",
+        "use 'off', 'tcp' or 'nccl'"},
+    [CFG_PREFLIGHT_POLICY] = {"preflight-policy", 0, CFG_T_CHOICE, OFF(preflight_policy), 0, 0,
+        policies, "warn", "warn|fail|exclude", NULL, 0,
+        "on a bad node: warn and start, fail the job, or exclude the node when --nnodes MIN:MAX "
+        "allows", "use 'warn', 'fail' or 'exclude'"},
+    [CFG_PREFLIGHT_TIMEOUT] = {"preflight-timeout", 0, CFG_T_DUR, OFF(preflight_timeout_ms), 0,
+        0, NULL, "60", "SECONDS", NULL, 0,
+        "bound on each step of the preflight check (a link test, an NCCL init)", NULL},
+    [CFG_PREFLIGHT_TCP_BYTES] = {"preflight-tcp-bytes", 0, CFG_T_SIZE,
+        OFF(preflight_tcp_bytes), 1, 1L << 40, NULL, "16M", "SIZE", NULL, 0,
+        "bytes sent each way on each link by the tcp check", NULL},
+    [CFG_PREFLIGHT_NCCL_BYTES] = {"preflight-nccl-bytes", 0, CFG_T_SIZE,
+        OFF(preflight_nccl_bytes), 4, 1L << 40, NULL, "64M", "SIZE", NULL, 0,
+        "all_reduce buffer per GPU for the nccl check", NULL},
+    [CFG_PREFLIGHT_MAX_RTT] = {"preflight-max-rtt", 0, CFG_T_DUR, OFF(preflight_max_rtt_ms), 0,
+        0, NULL, "10ms", "SECONDS", NULL, 0,
+        "a link whose round trip takes longer is slow (0: no bound)", NULL},
+    [CFG_PREFLIGHT_MIN_BANDWIDTH] = {"preflight-min-bandwidth", 0, CFG_T_INT,
+        OFF(preflight_min_bandwidth), 0, 100000000, NULL, "0", "MB/S", NULL, 0,
+        "a link (tcp) or node (nccl bus bandwidth) below this many MB/s is slow (0: no bound)",
+        NULL},
+    [CFG_PREFLIGHT_SLOW_PERCENT] = {"preflight-slow-percent", 0, CFG_T_INT,
+        OFF(preflight_slow_percent), 0, 100, NULL, "25", "N", NULL, 0,
+        "a link or node below N% of the median bandwidth is slow (0: no bound)", NULL},
+    [CFG_PREFLIGHT_NCCL_LIB] = {"preflight-nccl-lib", 0, CFG_T_OPTSTR, OFF(preflight_nccl_lib),
+        0, 0, NULL, NULL, "PATH", NULL, 0,
+        "the NCCL library the nccl check loads (default libnccl.so.2 on the library path)", NULL},
+    [CFG_PREFLIGHT_CUDART_LIB] = {"preflight-cudart-lib", 0, CFG_T_OPTSTR,
+        OFF(preflight_cudart_lib), 0, 0, NULL, NULL, "PATH", NULL, 0,
+        "the CUDA runtime the nccl check loads (default the newest libcudart.so.N found)", NULL},
 #define CONF_KEY (CFG_F_NO_ENV | CFG_F_NO_FLAG | CFG_F_CONF_KEY)
     [CFG_JOIN_TIMEOUT] = {"join_timeout", 0, CFG_T_DUR, OFF(join_timeout_ms), 0, 0, NULL, "600",
         NULL, NULL, CONF_KEY, NULL, NULL},

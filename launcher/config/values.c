@@ -465,7 +465,7 @@ static int parse_dur(const struct cfg_setting *s, const char *t, const char *wha
     return 0;
 }
 
-static void store_dur(struct cfg *c, const struct cfg_setting *s, union cfg_value *v)
+static void store_u64(struct cfg *c, const struct cfg_setting *s, union cfg_value *v)
 {
     *FIELD(c, s, uint64_t) = v->ms;
 }
@@ -499,6 +499,53 @@ static int parse_ranks(const struct cfg_setting *s, const char *t, const char *w
     return dup_text(t, &v->s);
 }
 
+/* "4096", "64K", "16M", "1G" (powers of 1024; k/m/g too), within the setting's [min, max]. */
+static int parse_size(const struct cfg_setting *s, const char *t, const char *what,
+                      union cfg_value *v, char *err, size_t errlen)
+{
+    static const char units[] = "KMGT";
+    char *end;
+    if (!isdigit((unsigned char)t[0]))
+        goto bad;
+    errno = 0;
+    unsigned long long n = strtoull(t, &end, 10);
+    if (errno)
+        goto bad;
+    if (*end) {
+        const char *u = strchr(units, toupper((unsigned char)*end));
+        if (!u || !*u || end[1])
+            goto bad;
+        for (int shift = 10 * (int)(u - units + 1); shift > 0; shift -= 10) {
+            if (n > (~0ULL >> 10))
+                goto bad;
+            n <<= 10;
+        }
+    }
+    if (n < (unsigned long long)s->min || n > (unsigned long long)s->max)
+        goto bad;
+    v->ms = n;
+    return 0;
+bad:
+    return fail(err, errlen, "%s: expected a size from %ld to %ld bytes, such as 4096, 64K, 16M "
+                "or 1G (powers of 1024)", what, s->min, s->max);
+}
+
+/* The largest unit that divides the value exactly, so the text sets the same value again. */
+static void format_size(const struct cfg *c, const struct cfg_setting *s, char *buf, size_t len)
+{
+    static const char units[] = "KMGT";
+    uint64_t n = *CFIELD(c, s, uint64_t);
+    int u = -1;
+    while (n && u < 3 && n % 1024 == 0) {
+        n /= 1024;
+        u++;
+    }
+    if (u < 0)
+        snprintf(buf, len, "%llu", (unsigned long long)n);
+    else
+        snprintf(buf, len, "%llu%c", (unsigned long long)n, units[u]);
+}
+
 #define TEXT(parse) {parse, store_text, drop_text, clear_text, format_text, false}
 
 const struct cfg_type cfg_types[CFG_T__COUNT] = {
@@ -514,7 +561,8 @@ const struct cfg_type cfg_types[CFG_T__COUNT] = {
     [CFG_T_BOOL] = {parse_bool_value, store_bool, NULL, NULL, format_bool, true},
     [CFG_T_TRISTATE] = {parse_bool_value, store_int, NULL, clear_tristate, format_tristate,
                         false},
-    [CFG_T_DUR] = {parse_dur, store_dur, NULL, NULL, format_dur, false},
+    [CFG_T_DUR] = {parse_dur, store_u64, NULL, NULL, format_dur, false},
     [CFG_T_STDSPEC] = TEXT(parse_stdspec),
     [CFG_T_RANKS] = TEXT(parse_ranks),
+    [CFG_T_SIZE] = {parse_size, store_u64, NULL, NULL, format_size, false},
 };

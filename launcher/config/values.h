@@ -16,7 +16,7 @@
 /* One parsed value, before it is stored. */
 union cfg_value {
     long i;                     /* INT, CHOICE, BOOL, TRISTATE */
-    uint64_t ms;                /* DUR */
+    uint64_t ms;                /* DUR; SIZE (bytes) */
     char *s;                    /* STR, OPTSTR (NULL: unset), STDSPEC, RANKS: malloc'd */
     struct {
         int kind, n;            /* enum cfg_nproc_kind; n for CFG_NPROC_NUMBER */

@@ -5,6 +5,8 @@
  * PODRUN_<NAME>: README promises both for every option. */
 #include "frontends/frontend.h"
 
+/* --numa-binding and --virtual-local-rank are torch 2.9/2.10's; podrun's own flags of the same
+ * spelling take podrun's values, a superset (numa-binding also takes none and cores). */
 static const struct fe_word flags[] = {
     {"--nnodes", CFG_NNODES, NULL},
     {"--nproc-per-node", CFG_NPROC_PER_NODE, NULL},
@@ -47,6 +49,10 @@ static const struct fe_word flags[] = {
     {"--master_port", CFG_MASTER_PORT, NULL},
     {"--local-addr", CFG_LOCAL_ADDR, NULL},
     {"--local_addr", CFG_LOCAL_ADDR, NULL},
+    {"--numa-binding", CFG_NUMA_BINDING, NULL},
+    {"--numa_binding", CFG_NUMA_BINDING, NULL},
+    {"--virtual-local-rank", CFG_VIRTUAL_LOCAL_RANK, NULL},
+    {"--virtual_local_rank", CFG_VIRTUAL_LOCAL_RANK, NULL},
 };
 
 /* Applied before the PET_ rule, so that PET_PYTHON, say, wins over PYTHON_EXEC. */

@@ -292,6 +292,77 @@ static void test_etcd_endpoints(void)
     cfg_free(&c);
 }
 
+static int finalize_gpus(struct cfg *c, int ngpus)
+{
+    cfg_set_program(c, prog, 1);
+    return cfg_finalize(c, 4, ngpus, err, sizeof err);
+}
+
+/* --nproc-per-node gpu|auto count the GPUs finalize is given; the settings that give each worker
+ * a GPU of its own need one per worker; a core list means cores binding. */
+static void test_finalize_devices(void)
+{
+    struct cfg c;
+    cfg_init(&c);
+    CHECK_EQ_INT(set(&c, CFG_NPROC_PER_NODE, "gpu", CFG_SRC_FLAG, "--nproc-per-node"), 0);
+    CHECK_EQ_INT(finalize_gpus(&c, 8), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 8);
+    cfg_free(&c);
+    cfg_init(&c);
+    CHECK_EQ_INT(set(&c, CFG_NPROC_PER_NODE, "auto", CFG_SRC_FLAG, "--nproc-per-node"), 0);
+    CHECK_EQ_INT(finalize_gpus(&c, 3), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 3);
+    cfg_free(&c);
+
+    static const struct {
+        enum cfg_id id;
+        const char *value, *name, *needle;
+    } own[] = {
+        {CFG_VIRTUAL_LOCAL_RANK, "1", "--virtual_local_rank",
+         "--virtual-local-rank (flag --virtual_local_rank) gives each worker a GPU of its own, "
+         "but there are 2 GPUs here for 4 workers: give --nproc-per-node gpu or at most 2"},
+        {CFG_VISIBLE_DEVICES, "per-rank", "--visible-devices", "--visible-devices per-rank"},
+        {CFG_NUMA_BINDING, "exclusive", "--numa-binding", "--numa-binding exclusive"},
+        {CFG_PREFLIGHT, "nccl", "--preflight", "--preflight nccl"},
+    };
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++) {
+        cfg_init(&c);
+        CHECK_EQ_INT(set(&c, CFG_NPROC_PER_NODE, "4", CFG_SRC_FLAG, "--nproc-per-node"), 0);
+        CHECK_EQ_INT(set(&c, own[i].id, own[i].value, CFG_SRC_FLAG, own[i].name), 0);
+        CHECK_EQ_INT(finalize_gpus(&c, 2), -EINVAL);
+        CHECK(strstr(err, own[i].needle) != NULL);
+        CHECK_EQ_INT(finalize_gpus(&c, 4), 0);
+        CHECK_EQ_INT(finalize_gpus(&c, 0), -EINVAL);
+        CHECK(strstr(err, "no GPU was found on this node: drop it") != NULL);
+        cfg_free(&c);
+    }
+    /* DeepSpeed's binding is not GPU-aware: no GPU needed */
+    cfg_init(&c);
+    CHECK_EQ_INT(set(&c, CFG_NPROC_PER_NODE, "4", CFG_SRC_FLAG, "--nproc-per-node"), 0);
+    CHECK_EQ_INT(set(&c, CFG_BIND_CORE_LIST, "0-7", CFG_SRC_PODRUN, "PODRUN_BIND_CORE_LIST"), 0);
+    CHECK_EQ_INT(finalize_gpus(&c, 0), 0);
+    CHECK_EQ_INT(c.numa_binding, CFG_NUMA_CORES);
+    CHECK_EQ_STR(c.src[CFG_NUMA_BINDING].name, "--bind-core-list");
+    cfg_free(&c);
+    cfg_init(&c);
+    CHECK_EQ_INT(set(&c, CFG_BIND_CORE_LIST, "0-7", CFG_SRC_FLAG, "--bind-core-list"), 0);
+    CHECK_EQ_INT(set(&c, CFG_NUMA_BINDING, "node", CFG_SRC_PET, "PET_NUMA_BINDING"), 0);
+    CHECK_EQ_INT(finalize_gpus(&c, 1), -EINVAL);
+    CHECK(strstr(err, "only with --numa-binding cores, but --numa-binding is node "
+                      "(env PET_NUMA_BINDING)") != NULL);
+    cfg_free(&c);
+    /* the defaults: nothing bound, nothing checked, exit code 175 */
+    cfg_init(&c);
+    CHECK_EQ_INT(finalize_gpus(&c, 0), 0);
+    CHECK(c.numa_binding == CFG_NUMA_NONE && c.preflight == CFG_PREFLIGHT_OFF);
+    CHECK(c.preflight_policy == CFG_POLICY_WARN && c.visible_devices == CFG_VISIBLE_ALL);
+    CHECK_EQ_INT(c.exit_code_preflight, 175);
+    CHECK_EQ_INT(c.preflight_tcp_bytes, 16 << 20);
+    CHECK_EQ_INT(c.preflight_max_rtt_ms, 10);
+    CHECK(c.sysroot == NULL && !c.virtual_local_rank);
+    cfg_free(&c);
+}
+
 static void test_podrun_env_layer(void)
 {
     struct cfg c;
@@ -374,6 +445,7 @@ int main(void)
     RUN(test_finalize_derives);
     RUN(test_k8s_discovery);
     RUN(test_etcd_endpoints);
+    RUN(test_finalize_devices);
     RUN(test_podrun_env_layer);
     RUN(test_print_config);
     return check_result();

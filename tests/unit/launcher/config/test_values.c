@@ -59,6 +59,13 @@ static void test_print_parses_back(void)
         {CFG_LOCAL_RANKS_FILTER, "0,2", "0,2"},
         {CFG_IS_HOST, "false", "false"},
         {CFG_KEEP_ALIVE_MAX_ATTEMPT, "9", "9"},
+        {CFG_PREFLIGHT_TCP_BYTES, "16777216", "16M"},
+        {CFG_PREFLIGHT_TCP_BYTES, "1536k", "1536K"},
+        {CFG_PREFLIGHT_NCCL_BYTES, "1G", "1G"},
+        {CFG_PREFLIGHT_NCCL_BYTES, "1000", "1000"},
+        {CFG_PREFLIGHT_NCCL_BYTES, "3072M", "3G"},
+        {CFG_NUMA_BINDING, "core-complex", "core-complex"},
+        {CFG_PREFLIGHT_MAX_RTT, "500ms", "500ms"},
     };
     struct cfg_src flag = {CFG_SRC_FLAG, "--x"};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -99,6 +106,15 @@ static void test_bad_values_say_what_is_expected(void)
         {CFG_TERM_TIMEOUT, "31d", "bare numbers are seconds, at most 30 days"},
         {CFG_TEE, "0:4", "with N 0-3"},
         {CFG_LOCAL_RANKS_FILTER, "0,,1", "local ranks separated by commas"},
+        {CFG_PREFLIGHT_TCP_BYTES, "16MB", "such as 4096, 64K, 16M or 1G"},
+        {CFG_PREFLIGHT_TCP_BYTES, "0", "a size from 1 to"},
+        {CFG_PREFLIGHT_NCCL_BYTES, "99999999999999T", "a size from 4 to"},
+        {CFG_PREFLIGHT_NCCL_BYTES, "-1K", "(powers of 1024)"},
+        {CFG_NUMA_BINDING, "numa", "use 'none', 'node', 'socket', 'exclusive', 'core-complex' "
+                                   "or 'cores'"},
+        {CFG_PREFLIGHT, "ib", "use 'off', 'tcp' or 'nccl'"},
+        {CFG_PREFLIGHT_POLICY, "ignore", "use 'warn', 'fail' or 'exclude'"},
+        {CFG_VISIBLE_DEVICES, "mine", "use 'all' or 'per-rank'"},
     };
     struct cfg_src flag = {CFG_SRC_FLAG, "--it"};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

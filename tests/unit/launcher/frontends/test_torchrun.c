@@ -46,6 +46,20 @@ static void test_flags_both_spellings(void)
     CHECK(long_words >= 30);
     CHECK(word("--nproc_per_node") && word("--nproc_per_node")->id == CFG_NPROC_PER_NODE);
     CHECK(word("--logs_specs") == NULL); /* torch 2.3's plug-in hook: podrun has no such thing */
+    /* torch 2.9/2.10's */
+    CHECK(word("--numa_binding") && word("--numa-binding")->id == CFG_NUMA_BINDING);
+    CHECK(word("--virtual_local_rank") && word("--virtual-local-rank")->id ==
+          CFG_VIRTUAL_LOCAL_RANK);
+    struct cfg c;
+    cfg_init(&c);
+    char a0[] = "torchrun", a1[] = "--numa_binding", a2[] = "socket", a3[] = "--virtual-local-rank",
+         a4[] = "train.py";
+    char *argv[] = {a0, a1, a2, a3, a4, NULL};
+    CHECK_EQ_INT(frontend_parse_args(&fe_torchrun, &c, 5, argv, err, sizeof err), 0);
+    CHECK_EQ_INT(c.numa_binding, CFG_NUMA_SOCKET);
+    CHECK_EQ_STR(c.src[CFG_NUMA_BINDING].name, "--numa_binding");
+    CHECK(c.virtual_local_rank);
+    cfg_free(&c);
 }
 
 static void test_pet_and_agent_variables(void)
