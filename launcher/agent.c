@@ -4,7 +4,10 @@
  * joins, the coordinator in the agent that hosts the job store assigns ranks, and every
  * decision about the job — stop, restart, exit, finished — is pushed to every agent. The events
  * and what they do:
- *   assigned (RENDEZVOUS)                  → start the workers of this attempt (RUNNING)
+ *   assigned (RENDEZVOUS)                  → STARTING: the first time, the master's address is
+ *                                            resolved (on the loop) and the environment derived
+ *                                            from the node; then the workers of this attempt
+ *                                            start (RUNNING)
  *   a worker exits non-zero while RUNNING  → report it to the job (the first one only) and stop
  *                                            the others at once (STOPPING)
  *   the hang watchdog fires                → the same, with "hang" as the reason
@@ -36,7 +39,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "devices/nic.h"
+#include "devices/node.h"
 #include "discover/identity.h"
 #include "discover/k8s_discover.h"
 #include "env/argv.h"
@@ -55,8 +58,8 @@
 #define AGENT_STRAY_MS 1000    /* grace for descendants that left their worker's group */
 #define AGENT_LEAVE_MS 2000    /* bound on telling the job this node leaves */
 
-enum agent_state { AGENT_INIT, AGENT_RENDEZVOUS, AGENT_RUNNING, AGENT_STOPPING, AGENT_EXITING,
-                   AGENT_DONE };
+enum agent_state { AGENT_INIT, AGENT_RENDEZVOUS, AGENT_STARTING, AGENT_RUNNING, AGENT_STOPPING,
+                   AGENT_EXITING, AGENT_DONE };
 
 struct agent {
     uv_loop_t *loop;
@@ -103,7 +106,11 @@ struct agent {
     bool leave_pending;
     bool drained;
     struct identity id;            /* this node's name and the address peers know it by */
-    char ifname[IF_NAMESIZE + 1];  /* the interface that holds --local-addr, "" if none */
+    struct node_devices *nd;       /* the node's devices, probed once at start */
+    char **derived;                /* what every worker gets from them (node_worker_vars) */
+    bool env_ready;                /* ... derived with the interface towards the master */
+    bool gai_pending;              /* the master's address is being resolved for that */
+    uv_getaddrinfo_t gai;
     char rdzv_id_buf[40];
     char last_progress[RDZV_LINE_MAX];   /* the last rendezvous line printed */
     uv_timer_t exit_timer, leave_timer;
@@ -120,7 +127,8 @@ struct agent {
 
 static const char *state_name(enum agent_state s)
 {
-    static const char *names[] = {"INIT", "RENDEZVOUS", "RUNNING", "STOPPING", "EXITING", "DONE"};
+    static const char *names[] = {"INIT",     "RENDEZVOUS", "STARTING", "RUNNING",
+                                  "STOPPING", "EXITING",    "DONE"};
     return names[s];
 }
 
@@ -338,16 +346,16 @@ static void hang_fired(void *arg, int lr, const char *reason)
 /* ---------- spawning ---------- */
 
 /* Starts this attempt's workers: per worker its streams (console, log files), its torchrun
- * environment and its watchdog timer. What was replaced in the inherited environment, and
- * OMP_NUM_THREADS, is said once, on the first attempt. A worker that cannot be started is this
- * node's failure (on_assigned). */
+ * environment with what podrun derived from the node (its own GPU under per-rank visibility,
+ * LOCAL_RANK=0 under --virtual-local-rank), its CPUs (--numa-binding) and its watchdog timer.
+ * What was replaced in the inherited environment is said once, on the first attempt. A worker
+ * that cannot be started is this node's failure (on_assigned). */
 static int spawn_all(struct agent *a)
 {
     struct cfg *c = a->cfg;
     unsigned replaced = 0;
-    bool omp = false;
     for (int i = 0; i < a->n; i++) {
-        char prefix[128], errfile[PATH_MAX + 32], hbfile[PATH_MAX + 32];
+        char prefix[128], errfile[PATH_MAX + 32], hbfile[PATH_MAX + 32], visible[GPU_UUID_LEN];
         int rank = a->rank_base + i;
         if (logs_expand_prefix(c->log_line_prefix, rank, i, c->role, prefix, sizeof prefix))
             snprintf(prefix, sizeof prefix, "[rank %d]:", rank);
@@ -370,22 +378,26 @@ static int spawn_all(struct agent *a)
         rank_path(a, i, "error.json", errfile, sizeof errfile);
         rank_path(a, i, "heartbeat", hbfile, sizeof hbfile);
         struct env_worker ew = {
-            .local_rank = i, .rank = rank, .group_rank = a->group_rank, .role_rank = rank,
+            .local_rank = c->virtual_local_rank ? 0 : i, .rank = rank,
+            .group_rank = a->group_rank, .role_rank = rank,
             .local_world_size = a->n, .world_size = a->world_size,
             .group_world_size = a->group_world_size, .role_world_size = a->world_size,
             .role_name = c->role, .master_addr = a->master_addr, .master_port = a->master_port,
             .restart_count = a->restart_count, .max_restarts = c->max_restarts,
             .run_id = a->run_id, .use_agent_store = true, .error_file = errfile,
             .heartbeat_file = c->hang_timeout_ms ? hbfile : NULL,
-            .socket_ifname = a->ifname[0] ? a->ifname : NULL,
+            .derived = a->derived,
+            .cuda_visible_devices =
+                node_rank_visible(a->nd, i, visible, sizeof visible) ? visible : NULL,
         };
         char **env = NULL;
         struct env_notes notes;
         int r = env_torch_build(a->envp, &ew, &env, &notes);
         if (!r) {
             replaced |= notes.replaced;
-            omp |= notes.omp_set;
-            struct worker_spawn sp = {a->argv, env, cfd[0], cfd[1]};
+            const struct binding_rank *b = node_rank_binding(a->nd, i);
+            struct worker_spawn sp = {a->argv, env, cfd[0], cfd[1], b ? &b->cpus : NULL,
+                                      b ? b->mem_node : -1};
             r = workers_spawn(&a->wg, i, &sp);
             free(env);
         }
@@ -399,9 +411,6 @@ static int spawn_all(struct agent *a)
     }
     if (a->attempt > 0)
         return 0;   /* said once is enough */
-    if (omp)
-        logs_message(&a->logs, "OMP_NUM_THREADS is unset; each of the %d workers gets "
-                     "OMP_NUM_THREADS=1 (set it to tune)", a->n);
     if (replaced) {
         char names[512] = "";
         for (int i = 0; i < ENV_TORCH_NUM_VARS; i++)
@@ -414,31 +423,12 @@ static int spawn_all(struct agent *a)
     return 0;
 }
 
-/* ---------- the rendezvous' events ---------- */
-
-/* RENDEZVOUS -> RUNNING: the job gave this node its ranks; the attempt's directories and workers
- * start. An agent told to stop meanwhile (a signal) starts nothing. */
-static void on_assigned(void *arg, const rdzv_assignment_t *as)
+/* STARTING -> RUNNING: this attempt's directories and workers. A worker that cannot be started
+ * is this node's failure, reported to the job like any other. */
+static void start_attempt(struct agent *a)
 {
-    struct agent *a = arg;
-    if (a->state != AGENT_RENDEZVOUS || a->stop_signal)
-        return;
-    a->group_rank = as->node_rank;
-    a->group_world_size = as->nnodes;
-    a->rank_base = as->rank_base;
-    a->world_size = as->world_size;
-    a->restart_count = as->restart_count;
-    snprintf(a->master_addr, sizeof a->master_addr, "%s", as->store_host);
-    a->master_port = as->store_port;
-    a->failed = -1;
-    a->failed_hang = false;
-    a->decided = false;
     a->workers_down = false;
     a->ended_alive = 0;
-    if (a->cfg->debug)
-        logs_message(&a->logs, "round %d: node rank %d of %d, ranks %d-%d of %d, restart %d",
-                     as->round, as->node_rank, as->nnodes, as->rank_base,
-                     as->rank_base + a->n - 1, as->world_size, as->restart_count);
     int r = prepare_attempt_dir(a);
     if (r) {
         logs_message(&a->logs, "cannot create the run directory under %s: %s", a->dir.base,
@@ -458,6 +448,96 @@ static void on_assigned(void *arg, const rdzv_assignment_t *as)
         snprintf(reason, sizeof reason, "could not start: %s", podrun_strerror(r));
         local_failure(a, lr, 1, false, reason);
     }
+}
+
+/* node_summary's lines: "podrun sets ..." is said as it is, the others as podrun's own. */
+static void say_line(void *arg, const char *text)
+{
+    struct agent *a = arg;
+    if (strncmp(text, "podrun ", 7) != 0) {
+        logs_message(&a->logs, "%s", text);
+        return;
+    }
+    char buf[2048];
+    int n = snprintf(buf, sizeof buf, "%s\n", text);
+    logs_write(&a->logs, 2, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* The master's address is known (or not): the interface towards it, and with it every variable
+ * the workers get, is derived once and said once; then this attempt goes on. */
+static void on_master_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    struct agent *a = req->data;
+    char host[INET6_ADDRSTRLEN] = "", why[RDZV_NAME_MAX + 96];
+    a->gai_pending = false;
+    if (status == UV_EAI_CANCELED) {   /* the agent is exiting */
+        uv_freeaddrinfo(res);
+        return;
+    }
+    if (status == 0 && res)
+        uv_ip_name(res->ai_addr, host, sizeof host);
+    uv_freeaddrinfo(res);
+    snprintf(why, sizeof why, "the master %s does not resolve here (%s)", a->master_addr,
+             status ? uv_strerror(status) : "no address");
+    node_set_master(a->nd, host[0] ? host : NULL, why);
+    free(a->derived);
+    a->derived = NULL;
+    if (node_worker_vars(a->nd, &a->derived))
+        logs_message(&a->logs, "out of memory: the workers get no variable derived from the node");
+    a->env_ready = true;
+    node_summary(a->nd, say_line, a);
+    if (a->state == AGENT_STARTING && !a->stop_signal)
+        start_attempt(a);
+    else
+        advance(a);
+}
+
+/* The interface towards the master is derived the first time the master is known, which for a
+ * multi-node job is the first assignment. The name is resolved on the loop: a slow DNS must not
+ * stall the job store this agent may host. */
+static void derive_env(struct agent *a)
+{
+    if (a->gai_pending)
+        return;   /* its callback goes on with the attempt */
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    a->gai.data = a;
+    int r = uv_getaddrinfo(a->loop, &a->gai, on_master_resolved, a->master_addr, NULL, &hints);
+    if (r == 0) {
+        a->gai_pending = true;
+        return;
+    }
+    a->gai_pending = true;   /* on_master_resolved clears it */
+    on_master_resolved(&a->gai, r, NULL);
+}
+
+/* ---------- the rendezvous' events ---------- */
+
+/* RENDEZVOUS -> STARTING: the job gave this node its ranks. An agent told to stop meanwhile (a
+ * signal) starts nothing. */
+static void on_assigned(void *arg, const rdzv_assignment_t *as)
+{
+    struct agent *a = arg;
+    if (a->state != AGENT_RENDEZVOUS || a->stop_signal)
+        return;
+    a->group_rank = as->node_rank;
+    a->group_world_size = as->nnodes;
+    a->rank_base = as->rank_base;
+    a->world_size = as->world_size;
+    a->restart_count = as->restart_count;
+    snprintf(a->master_addr, sizeof a->master_addr, "%s", as->store_host);
+    a->master_port = as->store_port;
+    a->failed = -1;
+    a->failed_hang = false;
+    a->decided = false;
+    if (a->cfg->debug)
+        logs_message(&a->logs, "round %d: node rank %d of %d, ranks %d-%d of %d, restart %d",
+                     as->round, as->node_rank, as->nnodes, as->rank_base,
+                     as->rank_base + a->n - 1, as->world_size, as->restart_count);
+    set_state(a, AGENT_STARTING);
+    if (a->env_ready)
+        start_attempt(a);
+    else
+        derive_env(a);
 }
 
 /* Keeps the job's decision: its records are valid only during the callback. */
@@ -831,6 +911,8 @@ static void enter_exiting(struct agent *a)
     set_state(a, AGENT_EXITING);
     k8s_discover_close(a->k8s);   /* nothing to watch for any more */
     a->k8s = NULL;
+    if (a->gai_pending)
+        uv_cancel((uv_req_t *)&a->gai);
     watchdog_disarm_all(&a->wd);
     finish_streams(a);
     char msg[RDZV_LINE_MAX + 64];
@@ -893,9 +975,9 @@ static void on_k8s_ready(void *arg, const struct k8s_found *f)
     if (!c->node_name)
         snprintf(a->id.name, sizeof a->id.name, "%s", f->pod_name);
     if (!c->local_addr) {
+        /* the pod's IP is the address this node advertises: Gloo and NCCL use its interface */
         snprintf(a->id.host, sizeof a->id.host, "%s", f->pod_ip);
-        if (nic_ifname_for_addr(f->pod_ip, a->ifname, sizeof a->ifname) < 0)
-            a->ifname[0] = '\0';
+        snprintf(a->nd->local_addr, sizeof a->nd->local_addr, "%s", f->pod_ip);
     }
     if (f->node_rank >= 0)
         logs_message(&a->logs, "kubernetes: the job's %d pods are ready; %s (%s) is node rank "
@@ -1100,7 +1182,7 @@ static int start_rendezvous(struct agent *a)
 }
 
 /* PID 1's duties (signals, reaping, subreaper), the run directory, the worker group and its
- * guard, the NIC for gloo, the watchdog; then the rendezvous. An error leaves the agent to exit. */
+ * guard, the watchdog; then the rendezvous. An error leaves the agent to exit. */
 static int start(struct agent *a)
 {
     struct cfg *c = a->cfg;
@@ -1126,9 +1208,6 @@ static int start(struct agent *a)
     if (!init_is_pid1() && (r = workers_guard_start(&a->wg)))
         logs_message(&a->logs, "cannot start the guard process (%s); if podrun is killed, "
                      "processes its workers started may be left behind", podrun_strerror(r));
-    /* gloo's interface: the one peers reach this node at (devices/nic.h) */
-    if (c->local_addr && nic_ifname_for_addr(c->local_addr, a->ifname, sizeof a->ifname) < 0)
-        a->ifname[0] = '\0';
     if ((r = watchdog_init(&a->wd, a->loop, a->n, c->hang_timeout_ms)))
         return r;
     a->wd.streams = a->streams;
@@ -1149,7 +1228,7 @@ static int start(struct agent *a)
     return start_rendezvous(a);
 }
 
-int agent_run(struct cfg *cfg, char **envp)
+int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
 {
     struct agent *a = calloc(1, sizeof *a);
     if (!a) {
@@ -1158,6 +1237,7 @@ int agent_run(struct cfg *cfg, char **envp)
     }
     a->cfg = cfg;
     a->envp = envp;
+    a->nd = nd;
     a->failed = -1;
     a->n = cfg->nproc_per_node;
     a->loop = uv_default_loop();
@@ -1192,6 +1272,7 @@ int agent_run(struct cfg *cfg, char **envp)
     uv_loop_close(a->loop);
     free(a->argv);
     free(a->streams);
+    free(a->derived);
     watchdog_free(&a->wd);
     guards_free(&a->guards);
     free(a);

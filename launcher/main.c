@@ -5,12 +5,14 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agent.h"
 #include "commands/commands.h"
 #include "config/config.h"
+#include "devices/node.h"
 #include "discover/identity.h"
 #include "frontends/frontend.h"
 #include "podrun/version.h"
@@ -31,15 +33,6 @@ static void ensure_std_fds(void)
         }
 }
 
-static int cpu_count(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 /* `podrun NAME ...` for a command that is not a job. */
 static const struct command {
     const char *name;
@@ -47,6 +40,7 @@ static const struct command {
 } commands[] = {
     {"store", commands_store_main},
     {"k8s", commands_k8s_main},
+    {"env", commands_env_main},
 };
 
 int main(int argc, char **argv)
@@ -78,19 +72,27 @@ int main(int argc, char **argv)
         cfg_free(&cfg);
         return 0;
     }
+    /* the devices first: --nproc-per-node gpu|auto count the GPUs */
+    struct node_devices *nd = NULL;
     if (!r)
-        r = cfg_finalize(&cfg, cpu_count(), 0, err, sizeof err);
+        r = commands_node_prepare(&cfg, environ, &nd, err, sizeof err);
     if (r) {
         fprintf(stderr, "podrun: %s\n", err);
         cfg_free(&cfg);
         return 2;
     }
     if (cfg.print_config) {
+        node_resolve_master(nd, commands_master(&cfg));
         cfg_print(&cfg, stdout);
+        node_print(nd, stdout, true);
+        node_free(nd);
+        free(nd);
         cfg_free(&cfg);
         return 0;
     }
-    int code = agent_run(&cfg, environ);
+    int code = agent_run(&cfg, environ, nd);
+    node_free(nd);
+    free(nd);
     cfg_free(&cfg);
     return code;
 }

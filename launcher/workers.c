@@ -4,7 +4,9 @@
  * would steal uv_spawn's children from libuv. Forking here also gives exact control of what the
  * child does before exec: reset signals, setsid(), a parent-death signal so a killed agent
  * leaves no worker behind, and an exec-error pipe so "not found" and "not executable" are
- * reported as such (127 / 126) instead of as a program that exited with that code.
+ * reported as such (127 / 126) instead of as a program that exited with that code. CPU binding
+ * (--numa-binding) is applied here too, between fork and exec, so no numactl is needed: the
+ * binding is two system calls (devices/cpu.h), safe in a child of a process with threads.
  *
  * A worker is the leader of its own session, so its process group id is its pid and everything
  * it forks (data loader workers, shells, compilers) is signalled with it. Once the leader is
@@ -24,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "devices/cpu.h"
 #include "init.h"
 
 int workers_exit_code(int ws)
@@ -76,6 +79,14 @@ child_exec(const struct worker_spawn *sp, int errfd, pid_t parent)
         int e = errno;
         (void)!write(errfd, &e, sizeof e);
         _exit(126);
+    }
+    /* The CPUs were planned inside podrun's own cpuset, so this fails only when the cpuset
+     * shrank since; the worker then runs where it may, and says so on its stderr. A refused
+     * memory policy (no CAP_SYS_NICE) leaves the CPU binding, as DeepSpeed does. */
+    if (sp->cpus && cpu_bind_self(sp->cpus, sp->mem_node) < 0) {
+        static const char msg[] = "podrun: could not bind this worker to its CPUs (the "
+                                  "container's cpuset changed?); it runs unbound\n";
+        (void)!write(2, msg, sizeof msg - 1);
     }
     execvpe(sp->argv[0], sp->argv, sp->envp);
     int e = errno;

@@ -8,6 +8,7 @@
 #ifndef PODRUN_LAUNCHER_WORKERS_H
 #define PODRUN_LAUNCHER_WORKERS_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -57,6 +58,8 @@ struct worker_spawn {
     char *const *argv;         /* argv[0] is looked up in PATH */
     char *const *envp;
     int stdout_fd, stderr_fd;
+    const cpu_set_t *cpus;     /* bound to these CPUs before exec; NULL: inherited */
+    int mem_node;              /* with cpus: memory bound to this NUMA node, -1: not */
 };
 
 int workers_init(worker_group_t *g, uv_loop_t *loop, int n);

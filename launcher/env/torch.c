@@ -3,8 +3,9 @@
  * Workers inherit podrun's whole environment plus the variables below (the list torchrun's
  * LocalElasticAgent sets). The rank variables always take the worker's own value — they are
  * the point of a launcher — but when one was inherited with another value env_torch_build
- * records it so the agent says so in one line. The NCCL and OpenMP knobs are only added when
- * unset. */
+ * records it so the agent says so in one line. The NCCL error-handling knobs and the variables
+ * derived from the node are only added when unset; the one exception is a worker's own
+ * CUDA_VISIBLE_DEVICES, which is one device of the inherited list and so replaces it. */
 #include "env/torch.h"
 
 #include <errno.h>
@@ -43,7 +44,7 @@ int env_torch_build(char *const *base, const struct env_worker *w, char ***out,
     snprintf(vals[14], sizeof vals[14], "%s", w->use_agent_store ? "True" : "False");
     snprintf(vals[15], sizeof vals[15], "%s", w->error_file ? w->error_file : "");
 
-    struct env_notes nt = {0, false};
+    struct env_notes nt = {0};
     size_t nbase = 0, bytes = 0;
     for (char *const *e = base; e && *e; e++) {
         nbase++;
@@ -51,12 +52,17 @@ int env_torch_build(char *const *base, const struct env_worker *w, char ***out,
     }
     for (int i = 0; i < ENV_TORCH_NUM_VARS; i++)
         bytes += strlen(env_torch_vars[i]) + strlen(vals[i]) + 2;
-    bytes += 64 * 3;   /* the knobs */
-    if (w->socket_ifname)
-        bytes += sizeof "GLOO_SOCKET_IFNAME=" + strlen(w->socket_ifname);
+    bytes += 64 * 2;   /* the knobs */
+    size_t nderived = 0;
+    for (char *const *d = w->derived; d && *d; d++) {
+        nderived++;
+        bytes += strlen(*d) + 1;
+    }
+    if (w->cuda_visible_devices)
+        bytes += sizeof "CUDA_VISIBLE_DEVICES=" + strlen(w->cuda_visible_devices);
     if (w->heartbeat_file)
         bytes += sizeof "PODRUN_HEARTBEAT_FILE=" + strlen(w->heartbeat_file);
-    size_t slots = nbase + ENV_TORCH_NUM_VARS + 6;
+    size_t slots = nbase + ENV_TORCH_NUM_VARS + nderived + 5;
     char **arr = malloc(slots * sizeof(char *) + bytes);
     if (!arr)
         return -ENOMEM;
@@ -70,6 +76,8 @@ int env_torch_build(char *const *base, const struct env_worker *w, char ***out,
                 hit = i;
         if (env_is(*e, "PODRUN_HEARTBEAT_FILE"))
             continue;   /* podrun's own: an inherited one would name another agent's file */
+        if (w->cuda_visible_devices && env_is(*e, "CUDA_VISIBLE_DEVICES"))
+            continue;
         if (hit >= 0) {
             if (strcmp(*e + strlen(env_torch_vars[hit]) + 1, vals[hit]))
                 nt.replaced |= 1u << hit;
@@ -93,14 +101,23 @@ int env_torch_build(char *const *base, const struct env_worker *w, char ***out,
             arr[n++] = p;
             p += sprintf(p, "%s=1", knobs[i]) + 1;
         }
-    if (w->socket_ifname && !env_get(base, "GLOO_SOCKET_IFNAME")) {
+    for (char *const *d = w->derived; d && *d; d++) {
+        size_t nl = strcspn(*d, "=");
+        char name[128];
+        if (nl >= sizeof name || !(*d)[nl])
+            continue;
+        memcpy(name, *d, nl);
+        name[nl] = '\0';
+        if (env_get(base, name))
+            continue;   /* the user's or the operator's value stands */
+        size_t l = strlen(*d) + 1;
+        memcpy(p, *d, l);
         arr[n++] = p;
-        p += sprintf(p, "GLOO_SOCKET_IFNAME=%s", w->socket_ifname) + 1;
+        p += l;
     }
-    if (!env_get(base, "OMP_NUM_THREADS") && w->local_world_size > 1) {
+    if (w->cuda_visible_devices) {
         arr[n++] = p;
-        p += sprintf(p, "OMP_NUM_THREADS=1") + 1;
-        nt.omp_set = true;
+        p += sprintf(p, "CUDA_VISIBLE_DEVICES=%s", w->cuda_visible_devices) + 1;
     }
     arr[n] = NULL;
     *out = arr;

@@ -3,7 +3,9 @@
  *
  * Pure code (no I/O): the agent passes in the inherited environment and the worker's ranks and
  * gets back exactly torchrun's worker environment, plus notes on what it had to replace so the
- * agent can say so. */
+ * agent can say so. What podrun derives from the node (env/nccl.h: NCCL_SOCKET_IFNAME,
+ * GLOO_SOCKET_IFNAME, OMP_NUM_THREADS, ...) comes in as a list and is merged here, each variable
+ * only where the inherited environment does not have it. */
 #ifndef PODRUN_LAUNCHER_ENV_TORCH_H
 #define PODRUN_LAUNCHER_ENV_TORCH_H
 
@@ -20,7 +22,10 @@ struct env_worker {
     bool use_agent_store;
     const char *error_file;
     const char *heartbeat_file;  /* PODRUN_HEARTBEAT_FILE (--hang-timeout), NULL: not set */
-    const char *socket_ifname;   /* GLOO_SOCKET_IFNAME when unset: the --local-addr interface */
+    char *const *derived;        /* "NAME=value" list (NULL-terminated; NULL: none), each added
+                                    only when the inherited environment lacks NAME */
+    const char *cuda_visible_devices; /* the worker's own device (per-rank visibility), which
+                                         replaces an inherited list; NULL: inherit */
 };
 
 /* The variables env_torch_build sets; the index is the bit in env_notes.replaced. */
@@ -29,14 +34,13 @@ extern const char *const env_torch_vars[];
 
 struct env_notes {
     unsigned replaced;      /* bit i: env_torch_vars[i] was inherited with another value */
-    bool omp_set;           /* OMP_NUM_THREADS=1 was added */
 };
 
 /* Builds a NULL-terminated environment: `base` minus the worker variables, then the worker
  * variables, then PODRUN_HEARTBEAT_FILE when heartbeat_file is set, then
- * TORCH_NCCL_ASYNC_ERROR_HANDLING / NCCL_ASYNC_ERROR_HANDLING=1 when unset and
- * OMP_NUM_THREADS=1 when unset and local_world_size > 1, GLOO_SOCKET_IFNAME=socket_ifname when
- * that is given and the variable is unset. One allocation: free(*out) frees all. */
+ * TORCH_NCCL_ASYNC_ERROR_HANDLING / NCCL_ASYNC_ERROR_HANDLING=1 when unset, then each `derived`
+ * variable the base lacks, then CUDA_VISIBLE_DEVICES when the worker has its own. One
+ * allocation: free(*out) frees all. */
 int env_torch_build(char *const *base, const struct env_worker *w, char ***out,
                     struct env_notes *notes);
 

@@ -100,7 +100,9 @@ def test_second_sigterm_kills_at_once(podrun, tmp_path):
               'trap "" TERM; echo ready; exec sleep 300')
     wait_lines(p, "ready", 1)
     p.send_signal(signal.SIGTERM)
-    p.stderr.readline()        # "got SIGTERM; stopping …": the stop has begun
+    for line in iter(p.stderr.readline, ""):   # podrun's notices, then "got SIGTERM; stopping
+        if "got SIGTERM" in line:              # …": the stop has begun
+            break
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=30)
     assert p.returncode == 143

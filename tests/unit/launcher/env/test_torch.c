@@ -1,5 +1,6 @@
 /* tests/unit/launcher/env/test_torch.c — torchrun's worker environment: every variable with the
- * worker's own value, what was replaced noted, the knobs added only when unset. */
+ * worker's own value, what was replaced noted, the knobs and the variables derived from the node
+ * added only when unset, a worker's own CUDA_VISIBLE_DEVICES in place of the inherited list. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,13 +72,12 @@ static void test_torchrun_vars(void)
         {"NCCL_ASYNC_ERROR_HANDLING", "1"},
     };
     check_vars(env, want, sizeof want / sizeof *want);
-    CHECK_EQ_STR(get(env, "OMP_NUM_THREADS"), "1");
-    CHECK(notes.omp_set);
+    CHECK(get(env, "OMP_NUM_THREADS") == NULL);   /* env/nccl.c's to derive */
     CHECK_EQ_INT(notes.replaced, 0);
     int n = 0;
     while (env[n])
         n++;
-    CHECK_EQ_INT(n, 2 + 16 + 3);
+    CHECK_EQ_INT(n, 2 + 16 + 2);
     free(env);
 }
 
@@ -97,12 +97,11 @@ static void test_user_values_kept_and_replacements_noted(void)
         {"LOCAL_RANK", "0"},
     };
     check_vars(env, want, sizeof want / sizeof *want);
-    CHECK(!notes.omp_set);
     CHECK_EQ_INT(notes.replaced, 1u << 1);   /* RANK differed; LOCAL_RANK was the same */
     free(env);
 }
 
-static void test_single_worker_no_omp(void)
+static void test_single_worker_no_agent_store(void)
 {
     char *base[] = {NULL};
     struct env_worker w = worker(0, 1);
@@ -110,28 +109,51 @@ static void test_single_worker_no_omp(void)
     char **env;
     struct env_notes notes;
     CHECK_EQ_INT(env_torch_build(base, &w, &env, &notes), 0);
-    CHECK(get(env, "OMP_NUM_THREADS") == NULL);
     CHECK_EQ_STR(get(env, "TORCHELASTIC_USE_AGENT_STORE"), "False");
-    CHECK(!notes.omp_set);
     free(env);
 }
 
-static void test_heartbeat_and_gloo_ifname(void)
+static void test_heartbeat(void)
 {
-    char *base[] = {"PODRUN_HEARTBEAT_FILE=/other/agent", "GLOO_SOCKET_IFNAME=eth9", NULL};
+    char *base[] = {"PODRUN_HEARTBEAT_FILE=/other/agent", NULL};
     struct env_worker w = worker(0, 1);
     w.heartbeat_file = "/run/x/0/heartbeat";
-    w.socket_ifname = "veth0";
     char **env;
     CHECK_EQ_INT(env_torch_build(base, &w, &env, NULL), 0);
     CHECK_EQ_STR(get(env, "PODRUN_HEARTBEAT_FILE"), "/run/x/0/heartbeat");   /* ours wins */
-    CHECK_EQ_STR(get(env, "GLOO_SOCKET_IFNAME"), "eth9");                    /* the user's kept */
     free(env);
     char *none[] = {"PODRUN_HEARTBEAT_FILE=/stale", NULL};
     w.heartbeat_file = NULL;
     CHECK_EQ_INT(env_torch_build(none, &w, &env, NULL), 0);
     CHECK(get(env, "PODRUN_HEARTBEAT_FILE") == NULL);   /* without --hang-timeout: none */
-    CHECK_EQ_STR(get(env, "GLOO_SOCKET_IFNAME"), "veth0");
+    free(env);
+}
+
+/* The derived variables go in where the user set nothing; a worker's own device replaces the
+ * inherited list it was taken from. */
+static void test_derived_and_own_device(void)
+{
+    char *base[] = {"GLOO_SOCKET_IFNAME=eth9", "CUDA_VISIBLE_DEVICES=2,3", "PATH=/bin", NULL};
+    char *derived[] = {"NCCL_SOCKET_IFNAME==eth1", "GLOO_SOCKET_IFNAME=eth1", "OMP_NUM_THREADS=1",
+                       "not-a-variable", NULL};
+    struct env_worker w = worker(1, 2);
+    w.derived = derived;
+    w.cuda_visible_devices = "GPU-8932f937";
+    char **env;
+    CHECK_EQ_INT(env_torch_build(base, &w, &env, NULL), 0);
+    static const char *const want[][2] = {
+        {"NCCL_SOCKET_IFNAME", "=eth1"},
+        {"GLOO_SOCKET_IFNAME", "eth9"},          /* the user's kept */
+        {"OMP_NUM_THREADS", "1"},
+        {"CUDA_VISIBLE_DEVICES", "GPU-8932f937"},
+        {"PATH", "/bin"},
+    };
+    check_vars(env, want, sizeof want / sizeof *want);
+    CHECK(get(env, "not-a-variable") == NULL);
+    free(env);
+    w.cuda_visible_devices = NULL;               /* all visible: the inherited list stands */
+    CHECK_EQ_INT(env_torch_build(base, &w, &env, NULL), 0);
+    CHECK_EQ_STR(get(env, "CUDA_VISIBLE_DEVICES"), "2,3");
     free(env);
 }
 
@@ -139,7 +161,8 @@ int main(void)
 {
     RUN(test_torchrun_vars);
     RUN(test_user_values_kept_and_replacements_noted);
-    RUN(test_single_worker_no_omp);
-    RUN(test_heartbeat_and_gloo_ifname);
+    RUN(test_single_worker_no_agent_store);
+    RUN(test_heartbeat);
+    RUN(test_derived_and_own_device);
     return check_result();
 }

@@ -1,0 +1,98 @@
+/* launcher/commands/env.c — `podrun env [OPTIONS] [PROGRAM...]`: what podrun derives on this node
+ * for its workers, and why, without starting anything.
+ *
+ * The options are a job's (the same front-end, the same environment layers), so `podrun env` with
+ * the job's own command line shows exactly what that job's workers would get: the GPUs and HCAs
+ * found, the interface towards the master, every NCCL/Gloo/CUDA/OpenMP variable podrun sets, leaves
+ * alone because it was already set, or does not set — each with its reason — and each local rank's
+ * CPUs under --numa-binding. The master is the job's (--rdzv-endpoint, else --master-addr), resolved
+ * here as the agent would after its rendezvous. */
+#include "commands/commands.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "devices/node.h"
+#include "frontends/frontend.h"
+#include "rdzv/common.h"
+
+extern char **environ;
+
+static int env_cpu_count(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int commands_node_prepare(struct cfg *cfg, char **envp, struct node_devices **out, char *err,
+                          size_t errlen)
+{
+    struct node_devices *nd = calloc(1, sizeof *nd);
+    int r = 0;
+    if (!nd)
+        return podrun_failf(-ENOMEM, err, errlen, "out of memory");
+    if (node_probe(nd, cfg, envp) < 0)
+        r = podrun_failf(-EINVAL, err, errlen, "--sysroot '%s': path too long; give a shorter one",
+                         cfg->sysroot);
+    if (!r)
+        r = cfg_finalize(cfg, env_cpu_count(), node_gpu_count(nd), err, errlen);
+    if (!r)
+        r = node_plan(nd, cfg, err, errlen);
+    if (r) {
+        node_free(nd);
+        free(nd);
+        return r;
+    }
+    *out = nd;
+    return 0;
+}
+
+const char *commands_master(const struct cfg *cfg)
+{
+    return cfg->standalone ? "127.0.0.1" : cfg->rdzv_host;
+}
+
+int commands_env_main(int argc, char **argv)
+{
+    static char placeholder[] = "(no program)";
+    static char *none[] = {placeholder, NULL};
+    struct cfg cfg;
+    char err[512];
+    cfg_init(&cfg);
+    int r = frontend_load(&fe_podrun, &cfg, argc, argv, environ, err, sizeof err);
+    if (!r && cfg.help) {
+        printf("usage: podrun env [OPTIONS] [PROGRAM [ARGS...]]\n\n"
+               "Prints what podrun derives on this node for the workers of the job these options\n"
+               "describe (the same options and PODRUN_/PET_ variables as a job): the devices\n"
+               "found, every NCCL/Gloo/CUDA/OpenMP variable it sets, leaves alone or does not set,\n"
+               "with the reason, and each local rank's CPUs. Nothing is started.\n");
+        cfg_free(&cfg);
+        return 0;
+    }
+    if (!r && !cfg.program)
+        cfg_set_program(&cfg, none, 1);
+    struct node_devices *nd = NULL;
+    if (!r)
+        r = commands_node_prepare(&cfg, environ, &nd, err, sizeof err);
+    if (r) {
+        fprintf(stderr, "podrun env: %s\n", err);
+        cfg_free(&cfg);
+        return 2;
+    }
+    node_resolve_master(nd, commands_master(&cfg));
+    printf("podrun env: %d worker%s on this node; podrun never changes a variable that is set\n",
+           cfg.nproc_per_node, cfg.nproc_per_node == 1 ? "" : "s");
+    node_print(nd, stdout, false);
+    node_free(nd);
+    free(nd);
+    cfg_free(&cfg);
+    return 0;
+}
