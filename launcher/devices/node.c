@@ -335,8 +335,9 @@ void node_print(const struct node_devices *nd, FILE *f, bool brief)
     node_print_gpus(nd, f);
     node_print_hcas(nd, f);
     if (nd->nic_known)
-        fprintf(f, "%-11s %s%s%s: %s\n", "interface", nd->nic.ifname[0] ? nd->nic.ifname : "none",
-                nd->nic.addr[0] ? " " : "", nd->nic.addr, nd->nic.reason);
+        fprintf(f, "%-11s %s%s%s%s\n%-11s %s\n", "interface",
+                nd->nic.ifname[0] ? nd->nic.ifname : "none", nd->nic.addr[0] ? " (" : "",
+                nd->nic.addr, nd->nic.addr[0] ? ")" : "", "", nd->nic.reason);
     else
         fprintf(f, "%-11s unknown: %s\n", "interface", nd->nic_note);
     char cpus[512];
