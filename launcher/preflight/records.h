@@ -1,0 +1,79 @@
+/* launcher/preflight/records.h — the preflight check's values in the job store, as text.
+ *
+ * Pure code. A record is "key=value" lines; in a value a backslash and a newline are written as
+ * "\\" and "\n", so any text round-trips. Decoders take bytes from other agents: anything that is
+ * not a well-formed record is -EINVAL, never a crash, and every length is bounded.
+ *
+ *   node     one per node:  name, host, port (tcp listener, 0 for nccl), nproc, rank_base, passed
+ *   figure   one per test end: ok, rtt, bw, reason
+ *   plan     the judge's: skip=1, or link=A B lines (the round's links, in order)
+ *   verdict  the judge's: nodes, bad=RANK<TAB>NAME<TAB>REASON lines, line=TEXT lines (the table) */
+#ifndef PODRUN_PREFLIGHT_RECORDS_H
+#define PODRUN_PREFLIGHT_RECORDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "plan.h"
+
+#define PF_HOST_MAX 256
+#define PF_LINKS_MAX 70000     /* a plan names at most one link per node, plus one */
+#define PF_LINE_MAX 1024
+
+/* A growing text buffer: s is NUL-terminated, or NULL after an allocation failed. */
+struct pf_buf {
+    char *s;
+    size_t len, cap;
+    bool failed;
+};
+
+/* Appends "key=value\n" with the value escaped. */
+void pf_buf_kv(struct pf_buf *b, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void pf_buf_free(struct pf_buf *b);
+
+struct pf_node_rec {
+    char name[PF_NAME_MAX];
+    char host[PF_HOST_MAX];
+    int port;          /* 0: no listener */
+    int nproc;
+    int rank_base;
+    bool passed;       /* passed a check of this run before */
+};
+
+int pf_node_encode(const struct pf_node_rec *r, struct pf_buf *out);
+int pf_node_decode(const char *val, size_t len, struct pf_node_rec *r);
+
+int pf_figure_encode(const struct pf_figure *f, struct pf_buf *out);
+/* f->done is set on success. */
+int pf_figure_decode(const char *val, size_t len, struct pf_figure *f);
+
+struct pf_plan_rec {
+    bool skip;
+    int nlinks;
+    struct pf_link *links;   /* malloc'd (pf_plan_free) */
+};
+
+int pf_plan_encode(bool skip, const struct pf_link *links, int n, struct pf_buf *out);
+/* Links must name node ranks below nnodes. */
+int pf_plan_decode(const char *val, size_t len, int nnodes, struct pf_plan_rec *p);
+void pf_plan_free(struct pf_plan_rec *p);
+
+struct pf_verdict_rec {
+    int nodes;
+    bool skip;
+    int nbad;
+    int *bad;            /* node ranks */
+    char **bad_name, **bad_reason;
+    int nlines;
+    char **lines;        /* the table, one line each */
+};
+
+/* The judge's side: start with pf_verdict_begin, add bad nodes and table lines. */
+void pf_verdict_begin(struct pf_buf *b, int nodes, bool skip);
+void pf_verdict_bad(struct pf_buf *b, int rank, const char *name, const char *reason);
+void pf_verdict_line(struct pf_buf *b, const char *text);
+int pf_verdict_decode(const char *val, size_t len, struct pf_verdict_rec *v);
+void pf_verdict_free(struct pf_verdict_rec *v);
+
+#endif
