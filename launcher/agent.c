@@ -6,8 +6,10 @@
  * and what they do:
  *   assigned (RENDEZVOUS)                  → STARTING: the first time, the master's address is
  *                                            resolved (on the loop) and the environment derived
- *                                            from the node; then the workers of this attempt
- *                                            start (RUNNING)
+ *                                            from the node; with --preflight the nodes are
+ *                                            checked; then the workers of this attempt start
+ *                                            (RUNNING), or, on the check's verdict, the node
+ *                                            leaves the job (fail, exclude)
  *   a worker exits non-zero while RUNNING  → report it to the job (the first one only) and stop
  *                                            the others at once (STOPPING)
  *   the hang watchdog fires                → the same, with "hang" as the reason
@@ -47,6 +49,7 @@
 #include "guards.h"
 #include "init.h"
 #include "logs.h"
+#include "preflight/preflight.h"
 #include "rdzv/common.h"
 #include "rdzv/rendezvous.h"
 #include "report.h"
@@ -111,6 +114,15 @@ struct agent {
     bool env_ready;                /* ... derived with the interface towards the master */
     bool gai_pending;              /* the master's address is being resolved for that */
     uv_getaddrinfo_t gai;
+
+    /* the preflight check (--preflight) */
+    preflight_t *pf;               /* running; NULL otherwise */
+    bool pf_passed;                /* this node passed a check of this run */
+    bool quit;                     /* leaving the job on the check's verdict (exit_code is set) */
+    char *pf_report;               /* the check's table, kept for the termination log */
+    char exe[PATH_MAX];            /* podrun's own binary, re-executed as the nccl check */
+    int round;                     /* the rendezvous round of this attempt */
+    bool is_host;                  /* this agent hosts the job store */
     char rdzv_id_buf[40];
     char last_progress[RDZV_LINE_MAX];   /* the last rendezvous line printed */
     uv_timer_t exit_timer, leave_timer;
@@ -134,6 +146,9 @@ static const char *state_name(enum agent_state s)
 
 static void enter_exiting(struct agent *a);
 static void advance(struct agent *a);
+static void leave_done(struct agent *a);
+static void on_left(void *arg);
+static void on_leave_timeout(uv_timer_t *t);
 
 static void set_state(struct agent *a, enum agent_state s)
 {
@@ -345,6 +360,36 @@ static void hang_fired(void *arg, int lr, const char *reason)
 
 /* ---------- spawning ---------- */
 
+/* Local rank i's environment: torchrun's variables for this attempt, what podrun derived from
+ * the node (its own GPU under per-rank visibility, LOCAL_RANK=0 under --virtual-local-rank).
+ * *replaced: the inherited variables it replaces (env_notes). free(*env) frees it. */
+static int worker_env(struct agent *a, int i, char ***env, unsigned *replaced)
+{
+    struct cfg *c = a->cfg;
+    char errfile[PATH_MAX + 32], hbfile[PATH_MAX + 32], visible[GPU_UUID_LEN];
+    int rank = a->rank_base + i;
+    rank_path(a, i, "error.json", errfile, sizeof errfile);
+    rank_path(a, i, "heartbeat", hbfile, sizeof hbfile);
+    struct env_worker ew = {
+        .local_rank = c->virtual_local_rank ? 0 : i, .rank = rank,
+        .group_rank = a->group_rank, .role_rank = rank,
+        .local_world_size = a->n, .world_size = a->world_size,
+        .group_world_size = a->group_world_size, .role_world_size = a->world_size,
+        .role_name = c->role, .master_addr = a->master_addr, .master_port = a->master_port,
+        .restart_count = a->restart_count, .max_restarts = c->max_restarts,
+        .run_id = a->run_id, .use_agent_store = true, .error_file = errfile,
+        .heartbeat_file = c->hang_timeout_ms ? hbfile : NULL,
+        .derived = a->derived,
+        .cuda_visible_devices =
+            node_rank_visible(a->nd, i, visible, sizeof visible) ? visible : NULL,
+    };
+    struct env_notes notes = {0};
+    int r = env_torch_build(a->envp, &ew, env, &notes);
+    if (replaced)
+        *replaced = notes.replaced;
+    return r;
+}
+
 /* Starts this attempt's workers: per worker its streams (console, log files), its torchrun
  * environment with what podrun derived from the node (its own GPU under per-rank visibility,
  * LOCAL_RANK=0 under --virtual-local-rank), its CPUs (--numa-binding) and its watchdog timer.
@@ -355,7 +400,7 @@ static int spawn_all(struct agent *a)
     struct cfg *c = a->cfg;
     unsigned replaced = 0;
     for (int i = 0; i < a->n; i++) {
-        char prefix[128], errfile[PATH_MAX + 32], hbfile[PATH_MAX + 32], visible[GPU_UUID_LEN];
+        char prefix[128];
         int rank = a->rank_base + i;
         if (logs_expand_prefix(c->log_line_prefix, rank, i, c->role, prefix, sizeof prefix))
             snprintf(prefix, sizeof prefix, "[rank %d]:", rank);
@@ -375,26 +420,11 @@ static int spawn_all(struct agent *a)
                 return r;
             }
         }
-        rank_path(a, i, "error.json", errfile, sizeof errfile);
-        rank_path(a, i, "heartbeat", hbfile, sizeof hbfile);
-        struct env_worker ew = {
-            .local_rank = c->virtual_local_rank ? 0 : i, .rank = rank,
-            .group_rank = a->group_rank, .role_rank = rank,
-            .local_world_size = a->n, .world_size = a->world_size,
-            .group_world_size = a->group_world_size, .role_world_size = a->world_size,
-            .role_name = c->role, .master_addr = a->master_addr, .master_port = a->master_port,
-            .restart_count = a->restart_count, .max_restarts = c->max_restarts,
-            .run_id = a->run_id, .use_agent_store = true, .error_file = errfile,
-            .heartbeat_file = c->hang_timeout_ms ? hbfile : NULL,
-            .derived = a->derived,
-            .cuda_visible_devices =
-                node_rank_visible(a->nd, i, visible, sizeof visible) ? visible : NULL,
-        };
         char **env = NULL;
-        struct env_notes notes;
-        int r = env_torch_build(a->envp, &ew, &env, &notes);
+        unsigned notes = 0;
+        int r = worker_env(a, i, &env, &notes);
         if (!r) {
-            replaced |= notes.replaced;
+            replaced |= notes;
             const struct binding_rank *b = node_rank_binding(a->nd, i);
             struct worker_spawn sp = {a->argv, env, cfd[0], cfd[1], b ? &b->cpus : NULL,
                                       b ? b->mem_node : -1};
@@ -451,6 +481,173 @@ static void start_attempt(struct agent *a)
 }
 
 /* node_summary's lines: "podrun sets ..." is said as it is, the others as podrun's own. */
+/* ---------- the preflight check ---------- */
+
+/* The check's lines, podrun's own. */
+static void pf_say(void *arg, const char *line)
+{
+    struct agent *a = arg;
+    logs_message(&a->logs, "%s", line);
+}
+
+/* A helper of the nccl check gets what local rank lr's worker would: the environment, the CPUs
+ * and, as its CUDA device, lr, or 0 when the worker sees its own GPU only. */
+static int pf_helper_env(void *arg, int lr, char ***envp, const cpu_set_t **cpus, int *mem_node,
+                         int *device)
+{
+    struct agent *a = arg;
+    const struct binding_rank *b = node_rank_binding(a->nd, lr);
+    char visible[GPU_UUID_LEN];
+    *cpus = b ? &b->cpus : NULL;
+    *mem_node = b ? b->mem_node : -1;
+    *device = node_rank_visible(a->nd, lr, visible, sizeof visible) ? 0 : lr;
+    return worker_env(a, lr, envp, NULL);
+}
+
+/* Leaves the job on the check's verdict: the job is told (bounded by AGENT_LEAVE_MS, as for
+ * SIGTERM), then the agent exits with --exit-code-preflight. */
+static void pf_quit(struct agent *a, const char *reason)
+{
+    a->quit = true;
+    a->exit_code = a->cfg->exit_code_preflight;
+    if (a->rz) {
+        a->leave_pending = true;
+        uv_timer_start(&a->leave_timer, on_leave_timeout, AGENT_LEAVE_MS, 0);
+        if (rdzv_agent_leave(a->rz, reason, on_left, a))
+            leave_done(a);
+    }
+    advance(a);
+}
+
+/* The table, for every later termination log of this run (write_termlog adds it). */
+static void pf_keep_report(struct agent *a, const struct pf_outcome *o)
+{
+    size_t cap = 1, used = 0;
+    for (int i = 0; i < o->nlines; i++)
+        cap += strlen(o->lines[i]) + 1;
+    free(a->pf_report);
+    if (!(a->pf_report = malloc(cap)))
+        return;
+    for (int i = 0; i < o->nlines; i++)
+        used += (size_t)sprintf(a->pf_report + used, "%s\n", o->lines[i]);
+    a->pf_report[used] = '\0';
+}
+
+/* The verdict, the same in every agent: print the table, then act by --preflight-policy. warn
+ * starts the workers; fail makes every agent leave with --exit-code-preflight; exclude makes the
+ * bad agents leave, and the others wait for the job to restart without them, when --nnodes
+ * MIN:MAX still holds and the job store's host is not one of them (else it fails). */
+static void on_preflight_done(void *arg, const struct pf_outcome *o)
+{
+    struct agent *a = arg;
+    struct cfg *c = a->cfg;
+    a->pf = NULL;
+    if (a->state != AGENT_STARTING || a->stop_signal) {
+        advance(a);
+        return;
+    }
+    static const char *const policies[] = {"warn", "fail", "exclude"};
+    const char *policy = policies[c->preflight_policy];
+    if (o->err) {
+        logs_message(&a->logs, "preflight: the check did not finish: %s", o->why);
+        if (c->preflight_policy == CFG_POLICY_WARN) {
+            logs_message(&a->logs, "preflight: --preflight-policy warn: starting anyway");
+            start_attempt(a);
+        } else {
+            logs_message(&a->logs, "preflight: --preflight-policy %s: leaving the job", policy);
+            pf_quit(a, "the preflight check did not finish");
+        }
+        return;
+    }
+    if (o->skipped) {
+        if (c->debug)
+            logs_message(&a->logs, "preflight: every node passed a check of this run; skipped");
+        a->pf_passed = true;
+        start_attempt(a);
+        return;
+    }
+    for (int i = 0; i < o->nlines; i++)
+        logs_message(&a->logs, "%s", o->lines[i]);
+    if (o->nbad == 0) {
+        a->pf_passed = true;
+        start_attempt(a);
+        return;
+    }
+    pf_keep_report(a, o);
+    a->pf_passed = !o->self_bad;
+    int left = o->nnodes - o->nbad;
+    if (c->preflight_policy == CFG_POLICY_WARN) {
+        logs_message(&a->logs, "preflight: %d bad node%s: %s; --preflight-policy warn: starting "
+                     "anyway", o->nbad, o->nbad == 1 ? "" : "s", o->bad_summary);
+        start_attempt(a);
+    } else if (c->preflight_policy == CFG_POLICY_EXCLUDE && left >= c->nnodes_min && left > 0 &&
+               !o->host_bad) {
+        if (o->self_bad) {
+            logs_message(&a->logs, "preflight: this node is excluded from the job: %s; exit "
+                         "code %d", o->self_reason, c->exit_code_preflight);
+            pf_quit(a, "excluded by the preflight check");
+        } else {
+            logs_message(&a->logs, "preflight: excluding %d bad node%s (%s); the job restarts "
+                         "with the other %d", o->nbad, o->nbad == 1 ? "" : "s", o->bad_summary,
+                         left);
+            /* STARTING with no worker: the job's stop decision comes when they leave */
+        }
+    } else {
+        char why[160] = "";
+        if (c->preflight_policy == CFG_POLICY_EXCLUDE)
+            snprintf(why, sizeof why, " (cannot exclude: %s)",
+                     o->host_bad ? "the node that hosts the job store is bad"
+                                 : "--nnodes would drop below its minimum");
+        logs_message(&a->logs, "preflight: %d bad node%s: %s; --preflight-policy %s%s: the job "
+                     "stops; exit code %d", o->nbad, o->nbad == 1 ? "" : "s", o->bad_summary,
+                     policy, why, c->exit_code_preflight);
+        pf_quit(a, "the preflight check failed");
+    }
+}
+
+/* The address the other agents reach this one at: --local-addr, else this node's address on the
+ * interface towards the master, else its host name. */
+static const char *pf_address(struct agent *a)
+{
+    if (a->cfg->local_addr)
+        return a->cfg->local_addr;
+    if (a->nd->nic_known && a->nd->nic.addr[0])
+        return a->nd->nic.addr;
+    return a->id.host;
+}
+
+/* STARTING: the check when it is asked for and there is something to check, else the workers. */
+static void begin_attempt(struct agent *a)
+{
+    struct cfg *c = a->cfg;
+    bool tcp = c->preflight == CFG_PREFLIGHT_TCP;
+    if (c->preflight == CFG_PREFLIGHT_OFF || (tcp && a->group_world_size < 2)) {
+        start_attempt(a);
+        return;
+    }
+    struct pf_params p = {
+        .loop = a->loop, .mode = tcp ? PF_MODE_TCP : PF_MODE_NCCL, .run_id = a->run_id,
+        .round = a->round, .node_rank = a->group_rank, .nnodes = a->group_world_size,
+        .nproc = a->n, .rank_base = a->rank_base, .name = a->id.name, .addr = pf_address(a),
+        .bind_addr = c->local_addr, .store_host = a->master_addr,
+        .store_port = (uint16_t)a->master_port, .passed = a->pf_passed,
+        .hosts_store = a->is_host, .timeout_ms = c->preflight_timeout_ms,
+        .tcp_bytes = c->preflight_tcp_bytes, .nccl_bytes = c->preflight_nccl_bytes,
+        .bounds = {.max_rtt = c->preflight_max_rtt_ms / 1e3,
+                   .min_bw = c->preflight_min_bandwidth * 1e6,
+                   .slow_percent = c->preflight_slow_percent},
+        .exe = a->exe, .nccl_lib = c->preflight_nccl_lib, .cudart_lib = c->preflight_cudart_lib,
+        .helper_env = pf_helper_env, .log = pf_say, .done = on_preflight_done, .arg = a,
+    };
+    int r = pf_start(&p, &a->pf);
+    if (r) {
+        a->pf = NULL;
+        struct pf_outcome o = {.err = r};
+        snprintf(o.why, sizeof o.why, "cannot start it: %s", podrun_strerror(r));
+        on_preflight_done(a, &o);
+    }
+}
+
 static void say_line(void *arg, const char *text)
 {
     struct agent *a = arg;
@@ -487,7 +684,7 @@ static void on_master_resolved(uv_getaddrinfo_t *req, int status, struct addrinf
     a->env_ready = true;
     node_summary(a->nd, say_line, a);
     if (a->state == AGENT_STARTING && !a->stop_signal)
-        start_attempt(a);
+        begin_attempt(a);
     else
         advance(a);
 }
@@ -517,7 +714,7 @@ static void derive_env(struct agent *a)
 static void on_assigned(void *arg, const rdzv_assignment_t *as)
 {
     struct agent *a = arg;
-    if (a->state != AGENT_RENDEZVOUS || a->stop_signal)
+    if (a->state != AGENT_RENDEZVOUS || a->stop_signal || a->quit)
         return;
     a->group_rank = as->node_rank;
     a->group_world_size = as->nnodes;
@@ -533,9 +730,10 @@ static void on_assigned(void *arg, const rdzv_assignment_t *as)
         logs_message(&a->logs, "round %d: node rank %d of %d, ranks %d-%d of %d, restart %d",
                      as->round, as->node_rank, as->nnodes, as->rank_base,
                      as->rank_base + a->n - 1, as->world_size, as->restart_count);
+    a->round = as->round;
     set_state(a, AGENT_STARTING);
     if (a->env_ready)
-        start_attempt(a);
+        begin_attempt(a);
     else
         derive_env(a);
 }
@@ -559,7 +757,7 @@ static void copy_decision(struct agent *a, const rdzv_decision_t *d)
 static void on_rdzv_stopped(void *arg, const rdzv_decision_t *d)
 {
     struct agent *a = arg;
-    if (a->state >= AGENT_EXITING || a->stop_signal)
+    if (a->state >= AGENT_EXITING || a->stop_signal || a->quit)
         return;
     copy_decision(a, d);
     char why[RDZV_REASON_MAX + 32];
@@ -607,7 +805,7 @@ static int lost_code(struct agent *a, int err)
 static void on_rdzv_lost(void *arg, int err, const char *why)
 {
     struct agent *a = arg;
-    if (a->state >= AGENT_EXITING || a->stop_signal)
+    if (a->state >= AGENT_EXITING || a->stop_signal || a->quit)
         return;
     a->lost = true;
     a->exit_code = lost_code(a, err);
@@ -667,7 +865,11 @@ static void advance(struct agent *a)
 {
     if (a->state >= AGENT_EXITING || !a->workers_down)
         return;
-    if (a->stop_signal) {
+    if (a->pf && (a->stop_signal || a->quit || a->lost || a->finished || a->decided)) {
+        pf_cancel(a->pf);   /* the job moved on without the check */
+        a->pf = NULL;
+    }
+    if (a->stop_signal || a->quit) {
         if (!a->leave_pending)
             enter_exiting(a);
     } else if (a->lost || a->finished) {
@@ -694,6 +896,8 @@ static void on_child(void *arg, pid_t pid, int wstatus)
         return;
     }
     if (a->wg.w && workers_reaped(&a->wg, pid, wstatus))
+        return;
+    if (a->pf && pf_reaped(a->pf, pid, wstatus))
         return;
     if (a->strays > 0 && --a->strays == 0 && a->state == AGENT_DONE)
         uv_timer_start(&a->exit_timer, close_all, 0, 0);
@@ -817,6 +1021,13 @@ static void on_rdzv_closed(void *arg)
 static void write_termlog(struct agent *a, const char *text, size_t len)
 {
     const char *path = a->cfg->termination_log;
+    /* the preflight check's table follows what happened, as far as room allows */
+    char *with = NULL;
+    if (a->pf_report && (with = malloc(REPORT_TERMLOG_MAX + 1))) {
+        int n = snprintf(with, REPORT_TERMLOG_MAX + 1, "%.*s%s", (int)len, text, a->pf_report);
+        len = n < 0 ? 0 : (size_t)n > REPORT_TERMLOG_MAX ? REPORT_TERMLOG_MAX : (size_t)n;
+        text = with;
+    }
     /* lost console output is part of the story: the note goes last, the text yields room */
     char note[512], *both = NULL;
     size_t nl = logs_dropped_note(&a->logs, note, sizeof note);
@@ -829,6 +1040,7 @@ static void write_termlog(struct agent *a, const char *text, size_t len)
     }
     int r = report_write_termlog(path ? path : "/dev/termination-log", path != NULL, text, len);
     free(both);
+    free(with);
     if (r && path)
         logs_message(&a->logs, "cannot write the termination log %s: %s", path, podrun_strerror(r));
 }
@@ -913,6 +1125,10 @@ static void enter_exiting(struct agent *a)
     a->k8s = NULL;
     if (a->gai_pending)
         uv_cancel((uv_req_t *)&a->gai);
+    if (a->pf) {
+        pf_cancel(a->pf);
+        a->pf = NULL;
+    }
     watchdog_disarm_all(&a->wd);
     finish_streams(a);
     char msg[RDZV_LINE_MAX + 64];
@@ -920,6 +1136,10 @@ static void enter_exiting(struct agent *a)
     if (a->stop_signal) {
         int n = snprintf(msg, sizeof msg, "podrun: stopped by %s; exit code %d\n",
                          report_signame(a->stop_signal, sn, sizeof sn), a->exit_code);
+        write_termlog(a, msg, (size_t)n);
+    } else if (a->quit) {
+        int n = snprintf(msg, sizeof msg, "podrun: the preflight check stopped this node; exit "
+                         "code %d\n", a->exit_code);
         write_termlog(a, msg, (size_t)n);
     } else if (a->decided && a->action == RDZV_EXIT) {
         a->exit_code = decision_code(a);
@@ -1127,6 +1347,7 @@ static int start_rendezvous(struct agent *a)
         p.is_host = c->is_host;
     else
         p.is_host = c->standalone || rdzv_endpoint_is_local(endpoint, local);
+    a->is_host = p.is_host;
     p.min_nodes = c->nnodes_min;
     p.max_nodes = c->nnodes_max;
     p.want_rank = (c->rdzv_backend == CFG_BACKEND_STATIC && node_rank >= 0) || rank_given
@@ -1239,6 +1460,8 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     a->envp = envp;
     a->nd = nd;
     a->failed = -1;
+    ssize_t el = readlink("/proc/self/exe", a->exe, sizeof a->exe - 1);
+    a->exe[el > 0 ? el : 0] = '\0';
     a->n = cfg->nproc_per_node;
     a->loop = uv_default_loop();
     identity_resolve(&a->id, cfg);
@@ -1273,6 +1496,7 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     free(a->argv);
     free(a->streams);
     free(a->derived);
+    free(a->pf_report);
     watchdog_free(&a->wd);
     guards_free(&a->guards);
     free(a);

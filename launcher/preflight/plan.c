@@ -219,6 +219,17 @@ out:
     return k2;
 }
 
+/* What kind of bad a failed figure shows, for the one-line summary. */
+static const char *pf_kind(const char *why)
+{
+    if (!strncmp(why, "slow", 4))
+        return "slow";
+    if (strstr(why, "connect to") || strstr(why, "does not resolve") ||
+        strstr(why, "did not come") || strstr(why, "no result") || strstr(why, "no address"))
+        return "unreachable";
+    return "failed";
+}
+
 /* The other end of link x from node k. */
 static int pf_peer(const struct pf_link *x, int k)
 {
@@ -267,6 +278,7 @@ static void pf_judge_suspect(const struct pf_judge *j, const char *const *names,
         pf_figure_passes(&j->figs[0][l], &j->bounds, med1, why, sizeof why);
         pf_append(v->reason, sizeof v->reason, "%swith %s: %s", v->reason[0] ? "; " : "",
                   pf_name(names, p, nb, sizeof nb), why);
+        snprintf(v->kind, sizeof v->kind, "%s", pf_kind(why));
         if (!tested && v->link < 0)
             v->link = l, v->link_round = 0;
     }
@@ -286,8 +298,9 @@ static void pf_judge_suspect(const struct pf_judge *j, const char *const *names,
         if (x->a != k && x->b != k)
             continue;
         pf_figure_passes(&j->figs[1][l], &j->bounds, med, why, sizeof why);
-        pf_append(v->reason, sizeof v->reason, "; again with %s: %s",
+        pf_append(v->reason, sizeof v->reason, "; round 2 with %s: %s",
                   pf_name(names, pf_peer(x, k), nb, sizeof nb), why);
+        snprintf(v->kind, sizeof v->kind, "%s", pf_kind(why));
     }
 }
 
@@ -316,6 +329,8 @@ int pf_verdict(const struct pf_judge *j, const char *const *names, struct pf_nod
                 char why[PF_REASON_MAX];
                 pf_figure_passes(&j->local[k], &j->bounds, lmed, why, sizeof why);
                 snprintf(x->reason, sizeof x->reason, "its own GPUs: %s", why);
+                snprintf(x->kind, sizeof x->kind, "%s", !strncmp(why, "slow", 4)
+                         ? "slow GPUs" : "GPUs failed");
             }
         }
         bad += x->state == PF_BAD;

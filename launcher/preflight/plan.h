@@ -62,6 +62,7 @@ struct pf_node_verdict {
     enum pf_state state;            /* GOOD or BAD */
     int link;                       /* the link whose figures describe it (-1: none) */
     int link_round;                 /* 0 or 1 */
+    char kind[24];                  /* bad: "slow", "unreachable", "failed", "own GPUs" */
     char reason[PF_REASON_MAX * 2]; /* why bad ("" when good) */
 };
 

@@ -143,6 +143,7 @@ int pf_node_encode(const struct pf_node_rec *r, struct pf_buf *out)
     pf_buf_kv(out, "nproc", "%d", r->nproc);
     pf_buf_kv(out, "rank_base", "%d", r->rank_base);
     pf_buf_kv(out, "passed", "%d", r->passed ? 1 : 0);
+    pf_buf_kv(out, "hosts_store", "%d", r->hosts_store ? 1 : 0);
     return out->failed ? -ENOMEM : 0;
 }
 
@@ -151,7 +152,7 @@ int pf_node_decode(const char *val, size_t len, struct pf_node_rec *r)
     char key[32], v[PF_VALUE_MAX];
     const char *p = val, *end = val + len;
     unsigned seen = 0;
-    int rc, passed = 0;
+    int rc, passed = 0, host = 0;
     memset(r, 0, sizeof *r);
     while ((rc = pf_next(&p, end, key, sizeof key, v, sizeof v)) > 0) {
         if (!strcmp(key, "name"))
@@ -166,11 +167,14 @@ int pf_node_decode(const char *val, size_t len, struct pf_node_rec *r)
             rc = pf_int(v, 0, 1 << 30, &r->rank_base), seen |= 16;
         else if (!strcmp(key, "passed"))
             rc = pf_int(v, 0, 1, &passed), seen |= 32;
+        else if (!strcmp(key, "hosts_store"))
+            rc = pf_int(v, 0, 1, &host), seen |= 64;
         if (rc < 0)
             return -EINVAL;
     }
     r->passed = passed;
-    return rc < 0 || seen != 63 ? -EINVAL : 0;
+    r->hosts_store = host;
+    return rc < 0 || seen != 127 ? -EINVAL : 0;
 }
 
 /* ---------- figure ---------- */
@@ -273,14 +277,24 @@ void pf_verdict_begin(struct pf_buf *b, int nodes, bool skip)
         pf_buf_kv(b, "skip", "1");
 }
 
-void pf_verdict_bad(struct pf_buf *b, int rank, const char *name, const char *reason)
+void pf_verdict_host_bad(struct pf_buf *b)
 {
-    char n[PF_NAME_MAX];
+    pf_buf_kv(b, "host_bad", "1");
+}
+
+void pf_verdict_bad(struct pf_buf *b, int rank, const char *name, const char *kind,
+                    const char *reason)
+{
+    char n[PF_NAME_MAX], k[32];
     snprintf(n, sizeof n, "%s", name);
+    snprintf(k, sizeof k, "%s", kind);
     for (char *c = n; *c; c++)
         if (*c == '\t')
             *c = ' ';
-    pf_buf_kv(b, "bad", "%d\t%s\t%s", rank, n, reason);
+    for (char *c = k; *c; c++)
+        if (*c == '\t')
+            *c = ' ';
+    pf_buf_kv(b, "bad", "%d\t%s\t%s\t%s", rank, n, k, reason);
 }
 
 void pf_verdict_line(struct pf_buf *b, const char *text)
@@ -305,7 +319,7 @@ int pf_verdict_decode(const char *val, size_t len, struct pf_verdict_rec *vr)
 {
     char key[16], v[PF_VALUE_MAX];
     const char *p = val, *end = val + len;
-    int rc, nb = 0, nr = 0;
+    int rc, nb = 0, nk = 0, nr = 0;
     bool nodes = false;
     memset(vr, 0, sizeof *vr);
     while ((rc = pf_next(&p, end, key, sizeof key, v, sizeof v)) > 0) {
@@ -315,12 +329,15 @@ int pf_verdict_decode(const char *val, size_t len, struct pf_verdict_rec *vr)
             nodes = true;
         } else if (!strcmp(key, "skip")) {
             vr->skip = true;
+        } else if (!strcmp(key, "host_bad")) {
+            vr->host_bad = true;
         } else if (!strcmp(key, "bad")) {
             char *t1 = strchr(v, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+            char *t3 = t2 ? strchr(t2 + 1, '\t') : NULL;
             int rank;
-            if (!t2 || vr->nbad >= PF_LINKS_MAX)
+            if (!t3 || vr->nbad >= PF_LINKS_MAX)
                 goto bad;
-            *t1 = *t2 = '\0';
+            *t1 = *t2 = *t3 = '\0';
             if (pf_int(v, 0, 1 << 20, &rank))
                 goto bad;
             int *b2 = realloc(vr->bad, (size_t)(vr->nbad + 1) * sizeof *b2);
@@ -328,32 +345,31 @@ int pf_verdict_decode(const char *val, size_t len, struct pf_verdict_rec *vr)
                 goto bad;
             vr->bad = b2;
             vr->bad[vr->nbad++] = rank;
-            if (pf_push(&vr->bad_name, &nb, t1 + 1) || pf_push(&vr->bad_reason, &nr, t2 + 1))
+            if (pf_push(&vr->bad_name, &nb, t1 + 1) || pf_push(&vr->bad_kind, &nk, t2 + 1) ||
+                pf_push(&vr->bad_reason, &nr, t3 + 1))
                 goto bad;
         } else if (!strcmp(key, "line")) {
             if (vr->nlines >= PF_LINKS_MAX || pf_push(&vr->lines, &vr->nlines, v))
                 goto bad;
         }
     }
-    if (rc < 0 || !nodes || nb != vr->nbad || nr != vr->nbad)
+    if (rc < 0 || !nodes || nb != vr->nbad || nk != vr->nbad || nr != vr->nbad)
         goto bad;
     for (int i = 0; i < vr->nbad; i++)
         if (vr->bad[i] >= vr->nodes)
             goto bad;
     return 0;
 bad:
-    /* a failed push leaves the name/reason counts behind nbad: free what exists */
-    vr->nbad = nb > nr ? nb : nr;
-    if (vr->nbad > 0) {
-        for (int i = 0; i < vr->nbad; i++) {
-            if (i < nb)
-                free(vr->bad_name[i]);
-            if (i < nr)
-                free(vr->bad_reason[i]);
-        }
-    }
+    /* a failed push leaves the name/kind/reason counts behind nbad: free what exists */
+    for (int i = 0; i < nb; i++)
+        free(vr->bad_name[i]);
+    for (int i = 0; i < nk; i++)
+        free(vr->bad_kind[i]);
+    for (int i = 0; i < nr; i++)
+        free(vr->bad_reason[i]);
     free(vr->bad);
     free(vr->bad_name);
+    free(vr->bad_kind);
     free(vr->bad_reason);
     for (int i = 0; i < vr->nlines; i++)
         free(vr->lines[i]);
@@ -366,13 +382,42 @@ void pf_verdict_free(struct pf_verdict_rec *v)
 {
     for (int i = 0; i < v->nbad; i++) {
         free(v->bad_name[i]);
+        free(v->bad_kind[i]);
         free(v->bad_reason[i]);
     }
     free(v->bad);
     free(v->bad_name);
+    free(v->bad_kind);
     free(v->bad_reason);
     for (int i = 0; i < v->nlines; i++)
         free(v->lines[i]);
     free(v->lines);
     memset(v, 0, sizeof *v);
+}
+
+/* ---------- the nccl helper's line ---------- */
+
+int pf_helper_line_parse(const char *line, struct pf_figure *f)
+{
+    memset(f, 0, sizeof *f);
+    f->rtt = f->bw = -1;
+    double busbw, algbw, secs;
+    int version, used = 0;
+    if (sscanf(line, "ok busbw=%lf algbw=%lf seconds=%lf version=%d%n", &busbw, &algbw, &secs,
+               &version, &used) == 4 && (line[used] == '\0' || line[used] == '\n')) {
+        if (!(busbw >= 0 && busbw < 1e18))
+            return -EINVAL;
+        f->done = f->ok = true;
+        f->bw = busbw;
+        return 0;
+    }
+    char stage[32];
+    if (sscanf(line, "fail stage=%31s %n", stage, &used) == 1 && used > 0) {
+        size_t n = strcspn(line + used, "\n");
+        f->done = true;
+        snprintf(f->reason, sizeof f->reason, "%s: %.*s", stage, (int)(n < 200 ? n : 200),
+                 line + used);
+        return 0;
+    }
+    return -EINVAL;
 }

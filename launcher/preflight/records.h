@@ -4,10 +4,12 @@
  * "\\" and "\n", so any text round-trips. Decoders take bytes from other agents: anything that is
  * not a well-formed record is -EINVAL, never a crash, and every length is bounded.
  *
- *   node     one per node:  name, host, port (tcp listener, 0 for nccl), nproc, rank_base, passed
+ *   node     one per node:  name, host, port (tcp listener, 0 for nccl), nproc, rank_base, passed,
+ *            hosts_store
  *   figure   one per test end: ok, rtt, bw, reason
  *   plan     the judge's: skip=1, or link=A B lines (the round's links, in order)
- *   verdict  the judge's: nodes, bad=RANK<TAB>NAME<TAB>REASON lines, line=TEXT lines (the table) */
+ *   verdict  the judge's: nodes, host_bad (the store's host is bad), bad=RANK<TAB>NAME<TAB>KIND
+ *            <TAB>REASON lines, line=TEXT lines (the table) */
 #ifndef PODRUN_PREFLIGHT_RECORDS_H
 #define PODRUN_PREFLIGHT_RECORDS_H
 
@@ -39,6 +41,7 @@ struct pf_node_rec {
     int nproc;
     int rank_base;
     bool passed;       /* passed a check of this run before */
+    bool hosts_store;  /* this agent hosts the job store: it cannot leave the job */
 };
 
 int pf_node_encode(const struct pf_node_rec *r, struct pf_buf *out);
@@ -62,18 +65,28 @@ void pf_plan_free(struct pf_plan_rec *p);
 struct pf_verdict_rec {
     int nodes;
     bool skip;
+    bool host_bad;
     int nbad;
     int *bad;            /* node ranks */
-    char **bad_name, **bad_reason;
+    char **bad_name, **bad_kind, **bad_reason;
     int nlines;
     char **lines;        /* the table, one line each */
 };
 
 /* The judge's side: start with pf_verdict_begin, add bad nodes and table lines. */
 void pf_verdict_begin(struct pf_buf *b, int nodes, bool skip);
-void pf_verdict_bad(struct pf_buf *b, int rank, const char *name, const char *reason);
+void pf_verdict_host_bad(struct pf_buf *b);
+void pf_verdict_bad(struct pf_buf *b, int rank, const char *name, const char *kind,
+                    const char *reason);
 void pf_verdict_line(struct pf_buf *b, const char *text);
 int pf_verdict_decode(const char *val, size_t len, struct pf_verdict_rec *v);
 void pf_verdict_free(struct pf_verdict_rec *v);
+
+/* The nccl helper's one line on its stdout (nccl.h):
+ *   ok busbw=B algbw=B seconds=S version=V
+ *   fail stage=STAGE REASON
+ * parsed into f (done set; ok with bw the bus bandwidth, else the stage and reason). -EINVAL
+ * when it is not such a line. */
+int pf_helper_line_parse(const char *line, struct pf_figure *f);
 
 #endif

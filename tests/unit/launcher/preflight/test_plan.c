@@ -85,10 +85,12 @@ static void test_two_bad_nodes_named(void)
     CHECK_EQ_INT(pf_verdict(&j, names, v), 2);
     CHECK(v[0].state == PF_GOOD && v[1].state == PF_GOOD);
     CHECK(v[2].state == PF_BAD && v[3].state == PF_BAD);
-    CHECK(strstr(v[2].reason, "again with node-0: slow: 5.0 MB/s, under 25% of the median "
+    CHECK(strstr(v[2].reason, "round 2 with node-0: slow: 5.0 MB/s, under 25% of the median "
                               "2.00 GB/s") != NULL);
     CHECK(strstr(v[3].reason, "with node-2: node-2: connect to 10.251.0.4:4000") != NULL);
-    CHECK(strstr(v[3].reason, "again with node-1: node-1: connect to") != NULL);
+    CHECK(strstr(v[3].reason, "round 2 with node-1: node-1: connect to") != NULL);
+    CHECK_EQ_STR(v[2].kind, "slow");
+    CHECK_EQ_STR(v[3].kind, "unreachable");
     CHECK(v[0].link == 0 && v[0].link_round == 0);
     CHECK(v[2].link == 0 && v[2].link_round == 1);
 }
@@ -135,6 +137,7 @@ static void test_local_failure(void)
     CHECK_EQ_INT(pf_verdict(&j, names, v), 1);
     CHECK(v[1].state == PF_BAD && v[0].state == PF_GOOD);
     CHECK_EQ_STR(v[1].reason, "its own GPUs: init: timed out after 60.0s; aborted");
+    CHECK_EQ_STR(v[1].kind, "GPUs failed");
     /* a slow node's own all_reduce against the median of the nodes */
     local[1] = ok(-1, 1e10);
     j.nlinks[1] = 0;

@@ -8,7 +8,8 @@
 
 static void test_node(void)
 {
-    struct pf_node_rec r = {.port = 41234, .nproc = 8, .rank_base = 16, .passed = true}, d;
+    struct pf_node_rec r = {.port = 41234, .nproc = 8, .rank_base = 16, .passed = true,
+                            .hosts_store = true}, d;
     snprintf(r.name, sizeof r.name, "node\\with\nnewline");
     snprintf(r.host, sizeof r.host, "10.0.0.3");
     struct pf_buf b = {0};
@@ -16,8 +17,8 @@ static void test_node(void)
     CHECK_EQ_INT(pf_node_decode(b.s, b.len, &d), 0);
     CHECK_EQ_STR(d.name, r.name);
     CHECK_EQ_STR(d.host, "10.0.0.3");
-    CHECK(d.port == 41234 && d.nproc == 8 && d.rank_base == 16 && d.passed);
-    CHECK_EQ_INT(pf_node_decode(b.s, b.len - 9, &d), -EINVAL);   /* passed= missing */
+    CHECK(d.port == 41234 && d.nproc == 8 && d.rank_base == 16 && d.passed && d.hosts_store);
+    CHECK_EQ_INT(pf_node_decode(b.s, b.len - 14, &d), -EINVAL);   /* hosts_store= missing */
     pf_buf_free(&b);
     static const char *bad[] = {"name=a\nhost=b\nport=70000\nnproc=1\nrank_base=0\npassed=0\n",
                                 "name=a\\x\n", "=x\n", "name", "port=1 \n"};
@@ -57,17 +58,20 @@ static void test_plan_and_verdict(void)
     CHECK_EQ_INT(pf_plan_decode("", 0, 4, &p), -EINVAL);
 
     pf_verdict_begin(&b, 4, false);
-    pf_verdict_bad(&b, 3, "node\t3", "unreachable: a\tb");
+    pf_verdict_host_bad(&b);
+    pf_verdict_bad(&b, 3, "node\t3", "unreachable", "connect: a\tb");
     pf_verdict_line(&b, "  node-0  0  ok");
     struct pf_verdict_rec v;
     CHECK_EQ_INT(pf_verdict_decode(b.s, b.len, &v), 0);
-    CHECK(v.nodes == 4 && !v.skip && v.nbad == 1 && v.bad[0] == 3 && v.nlines == 1);
+    CHECK(v.nodes == 4 && !v.skip && v.host_bad && v.nbad == 1 && v.bad[0] == 3 &&
+          v.nlines == 1);
     CHECK_EQ_STR(v.bad_name[0], "node 3");
-    CHECK_EQ_STR(v.bad_reason[0], "unreachable: a\tb");
+    CHECK_EQ_STR(v.bad_kind[0], "unreachable");
+    CHECK_EQ_STR(v.bad_reason[0], "connect: a\tb");
     CHECK_EQ_STR(v.lines[0], "  node-0  0  ok");
     pf_verdict_free(&v);
     pf_buf_free(&b);
-    const char *out_of_range = "nodes=2\nbad=5\tx\ty\n";
+    const char *out_of_range = "nodes=2\nbad=5\tx\tslow\ty\n";
     CHECK_EQ_INT(pf_verdict_decode(out_of_range, strlen(out_of_range), &v), -EINVAL);
 }
 
