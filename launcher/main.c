@@ -41,6 +41,7 @@ static const struct command {
     {"store", commands_store_main},
     {"k8s", commands_k8s_main},
     {"env", commands_env_main},
+    {"preflight-nccl", commands_preflight_nccl_main},
 };
 
 int main(int argc, char **argv)

@@ -10,7 +10,8 @@
  *     round 2, the verdict)
  *   read plan/2; run my links of round 2
  *   judge: wait for round 2's results, write the verdict
- *   read the verdict: done(); then add to read/, the last reader deletes the keys; close.
+ *   read the verdict; say so (read/<me>) and wait until every agent has: done(); then the last
+ *     agent through (done, a counter) deletes the keys; close.
  * Any store error ends the check with outcome.err; a wait that times out is a result ("no result
  * from node-3 within 120s"), not an error. */
 #include "preflight.h"
@@ -66,6 +67,8 @@ struct preflight {
     struct pf_figure *local;       /* judge, nccl: every node's */
     struct pf_figure *link_figs[2];/* judge: combined per link */
     uint64_t timeout_ms;
+    struct pf_verdict_rec verdict;
+    bool have_verdict;
     char key[PF_KEY_MAX];
 };
 
@@ -126,6 +129,8 @@ static void pf_free(struct preflight *pf)
     free(pf->nodes);
     free(pf->have_node);
     free(pf->local);
+    if (pf->have_verdict)
+        pf_verdict_free(&pf->verdict);
     for (int i = 0; i < 2; i++) {
         pf_plan_free(&pf->plan[i]);
         free(pf->link_figs[i]);
@@ -773,7 +778,7 @@ static void pf_delete(struct preflight *pf, const char *key)
         pf->ops--;
 }
 
-/* The last agent to read the verdict deletes the check's keys: it knows them from the plans. */
+/* The last agent through deletes the check's keys: it knows them from the plans. */
 static void pf_cleanup_added(store_aclient_t *c, int status, const char *v, size_t l, int64_t n,
                              void *arg)
 {
@@ -790,6 +795,7 @@ static void pf_cleanup_added(store_aclient_t *c, int status, const char *v, size
         pf_delete(pf, pf_keyf(pf, "node/%d", k));
         pf_delete(pf, pf_keyf(pf, "local/%d", k));
         pf_delete(pf, pf_keyf(pf, "nccl/local/%d/id", k));
+        pf_delete(pf, pf_keyf(pf, "read/%d", k));
     }
     for (int r = 0; r < pf->nplans; r++) {
         pf_delete(pf, pf_keyf(pf, "plan/%d", r + 1));
@@ -804,49 +810,68 @@ static void pf_cleanup_added(store_aclient_t *c, int status, const char *v, size
         }
     }
     pf_delete(pf, pf_keyf(pf, "verdict"));
-    pf_delete(pf, pf_keyf(pf, "read"));
+    pf_delete(pf, pf_keyf(pf, "done"));
     pf->ops--;
     if (pf->ops == 0)
         pf_close(pf);
 }
 
-static void pf_verdict_read(struct preflight *pf)
+/* Every agent has read the verdict (or the wait for the slow ones timed out): only now does
+ * any agent act on it, so none leaves the job, or shuts the job store, while another is still
+ * reading. Then the last one through deletes the keys. */
+static void pf_all_read(struct preflight *pf)
 {
-    struct pf_verdict_rec vr;
-    char nb[32];
-    if (!pf->gv[0] || pf_verdict_decode(pf->gv[0], pf->gl[0], &vr) < 0 ||
-        vr.nodes != pf->p.nnodes) {
-        pf_fail(pf, "no verdict from the judge (%s) within %.0fs", pf_node_name(pf, 0, nb,
-                sizeof nb), 8 * pf->timeout_ms / 1e3);
-        return;
-    }
     struct pf_outcome o;
     pf_outcome_init(pf, &o);
-    o.skipped = vr.skip;
-    o.host_bad = vr.host_bad;
-    o.nbad = vr.nbad;
-    o.lines = vr.lines;
-    o.nlines = vr.nlines;
-    for (int i = 0; i < vr.nbad; i++) {
-        if (vr.bad[i] == pf->p.node_rank) {
+    struct pf_verdict_rec *vr = &pf->verdict;
+    o.skipped = vr->skip;
+    o.host_bad = vr->host_bad;
+    o.nbad = vr->nbad;
+    o.lines = vr->lines;
+    o.nlines = vr->nlines;
+    for (int i = 0; i < vr->nbad; i++) {
+        if (vr->bad[i] == pf->p.node_rank) {
             o.self_bad = true;
-            snprintf(o.self_reason, sizeof o.self_reason, "%s", vr.bad_reason[i]);
+            snprintf(o.self_reason, sizeof o.self_reason, "%s", vr->bad_reason[i]);
         }
         size_t used = strlen(o.bad_summary);
         snprintf(o.bad_summary + used, sizeof o.bad_summary - used, "%s%s (%s)",
-                 i ? ", " : "", vr.bad_name[i], vr.bad_kind[i]);
+                 i ? ", " : "", vr->bad_name[i], vr->bad_kind[i]);
     }
     pf_deliver(pf, &o);
-    pf_verdict_free(&vr);
     if (pf->closing || pf->cancelled || !pf->sc) {   /* cancelled from inside done() */
         pf_close(pf);
         return;
     }
     pf->ops++;
-    if (store_aclient_add(pf->sc, pf_keyf(pf, "read"), 1, pf_cleanup_added, pf) < 0) {
+    if (store_aclient_add(pf->sc, pf_keyf(pf, "done"), 1, pf_cleanup_added, pf) < 0) {
         pf->ops--;
         pf_close(pf);
     }
+}
+
+/* The verdict is in: say so (read/<me>) and wait for every agent to have it. The SET goes out
+ * before the WAIT on the one connection, so no agent can miss another's. */
+static void pf_verdict_read(struct preflight *pf)
+{
+    char nb[32];
+    if (!pf->gv[0] || pf_verdict_decode(pf->gv[0], pf->gl[0], &pf->verdict) < 0 ||
+        pf->verdict.nodes != pf->p.nnodes) {
+        pf_fail(pf, "no verdict from the judge (%s) within %.0fs", pf_node_name(pf, 0, nb,
+                sizeof nb), 8 * pf->timeout_ms / 1e3);
+        return;
+    }
+    pf->have_verdict = true;
+    struct pf_buf b = {0};
+    pf_buf_kv(&b, "read", "1");
+    pf_set(pf, pf_keyf(pf, "read/%d", pf->p.node_rank), &b);
+    pf_buf_free(&b);
+    if (pf->closing)
+        return;
+    struct pf_keys ks = {0};
+    for (int k = 0; k < pf->p.nnodes; k++)
+        pf_keys_add(&ks, pf_keyf(pf, "read/%d", k));
+    pf_wait_get(pf, &ks, 2 * pf->timeout_ms, pf_all_read);
 }
 
 static void pf_wait_verdict(struct preflight *pf)

@@ -13,7 +13,8 @@
  *   res/<r>/<L>/<k>     both ends of link L: what they measured
  *   nccl/<r>/<L>/id     nccl: the pair's unique id (set by its rank 0 helper)
  *   verdict             the judge: the bad nodes and the table every agent prints
- *   read                the agents that have read the verdict; the last one deletes the keys
+ *   read/<k>            each agent: it has the verdict (no agent acts on it before all have)
+ *   done                a counter: the last agent through deletes the keys
  *
  * Every wait is bounded (multiples of --preflight-timeout), so a dead or stuck node shows as a
  * link without a result, never as a hung check. The judge decides once and every agent reads

@@ -180,3 +180,105 @@ def test_tcp_exclude_needs_room_in_nnodes(badnet, port):
     codes = wait_all(agents, timeout=120)
     assert codes == [175] * 4, [a.err for a in agents]
     assert "cannot exclude: --nnodes would drop below its minimum" in agents[0].err
+
+
+# ---- nccl: helper processes with the fake libnccl.so.2 and CUDA runtime (tests/fakes) ----
+
+def nccl_env(tmp_path, mode=None):
+    """A fixture machine with 8 GPUs, the fakes playing them, and a directory their ranks meet
+    in; `mode` is this agent's fault (hang_init, fail_init, wrong)."""
+    root = tmp_path / "machine"
+    if not root.exists():
+        root.mkdir()
+        subprocess.run([MKMACHINE, str(root), "--no-mig", "--no-hcas"], check=True)
+        (tmp_path / "ranks").mkdir()
+    env = {"PODRUN_SYSROOT": str(root), "PODRUN_FAKE_NVML": str(root / "nvml.conf"),
+           "LD_LIBRARY_PATH": FAKES, "PODRUN_FAKE_CUDA_DEVICES": "8",
+           "PODRUN_FAKE_NCCL_DIR": str(tmp_path / "ranks"),
+           "PODRUN_FAKE_NCCL_LOG": str(tmp_path / "nccl.log"),
+           "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"}
+    if mode:
+        env["PODRUN_FAKE_NCCL"] = mode
+    return env
+
+
+NCCL = ["--preflight", "nccl", "--preflight-nccl-lib", os.path.join(FAKES, "libnccl.so.2"),
+        "--preflight-cudart-lib", os.path.join(FAKES, "libcudart.so"),
+        "--preflight-nccl-bytes", "1M", "--preflight-timeout", "4"]
+
+
+def nccl_agents(tmp_path, port, n, nproc, modes=(), extra=()):
+    endpoint = f"127.0.0.2:{port}"
+    return [Agent(agent_args(n, nproc, endpoint, f"127.0.0.{2 + i}",
+                             extra=NOPY + named(i) + NCCL + list(extra), script=ENV_SH),
+                  env=nccl_env(tmp_path, modes[i] if i < len(modes) else None), name=f"node{i}")
+            for i in range(n)]
+
+
+def test_nccl_two_nodes_pass(port, tmp_path):
+    agents = nccl_agents(tmp_path, port, 2, 2)
+    assert wait_all(agents, timeout=120) == [0, 0], [a.err for a in agents]
+    for a in agents:
+        assert table(a.err) == {"node-0": "ok", "node-1": "ok"}, a.err
+        assert "preflight nccl: 2 nodes, 1 round of pairs" in a.err
+        assert len(re.findall(r"env rank=", a.out)) == 2
+    log = (tmp_path / "nccl.log").read_text().split("\n")
+    # each node's own GPUs (2 ranks), then the pair's four ranks; every communicator destroyed
+    assert sorted(l for l in log if l.startswith("init")) == ["init 0/2"] * 2 + ["init 0/4"] + \
+        ["init 1/2"] * 2 + ["init 1/4", "init 2/4", "init 3/4"]
+    assert sum(l.startswith("destroy") for l in log) == 8 and "abort" not in "".join(log)
+
+
+def test_nccl_rank_hanging_in_init_is_aborted_and_named(port, tmp_path):
+    """node-1's ranks never finish ncclCommInitRankConfig: each is aborted at the deadline, the
+    check names node-1, and node-0 (whose link failed with it) is cleared."""
+    agents = nccl_agents(tmp_path, port, 2, 2, modes=(None, "hang_init"))
+    assert wait_all(agents, timeout=120) == [0, 0], [a.err for a in agents]
+    t = table(agents[0].err)
+    assert t == table(agents[1].err)
+    assert t["node-0"] == "ok", t
+    assert t["node-1"].startswith("BAD: its own GPUs: local rank 0: init: timed out after 4.0s "
+                                  "waiting for the 2 ranks to connect; aborted"), t
+    log = (tmp_path / "nccl.log").read_text().split("\n")
+    assert log.count("abort 0") >= 1 and log.count("abort 1") >= 1
+    assert "1 bad node: node-1 (GPUs failed); --preflight-policy warn: starting anyway" in \
+        agents[0].err
+
+
+def test_nccl_fail_policy_and_a_wrong_sum(port, tmp_path):
+    agents = nccl_agents(tmp_path, port, 2, 1, modes=("wrong", None),
+                         extra=["--preflight-policy", "fail"])
+    assert wait_all(agents, timeout=120) == [175, 175], [a.err for a in agents]
+    t = table(agents[1].err)
+    assert "verify: element 0 is 2, not 1: the sum over 1 ranks is wrong" in t["node-0"], t
+    assert all("env rank=" not in a.out for a in agents)
+
+
+def test_nccl_one_node(podrun, tmp_path):
+    from launch_util import run
+    env = nccl_env(tmp_path)
+    r = run(podrun, "--nproc-per-node", "gpu", *NCCL, "--no-python", ENV_SH, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^podrun:   \S+\s+0\s+\d+(\.\d+)? [GMK]B/s\s+-\s+ok$", r.stderr, re.M), \
+        r.stderr
+    assert len(re.findall(r"env rank=", r.stdout)) == 8
+    log = (tmp_path / "nccl.log").read_text()
+    assert log.count("init ") == 8 and log.count("/8") == 8
+
+
+def test_nccl_with_the_real_libraries_and_no_gpu(podrun, tmp_path):
+    """Where NCCL and the CUDA runtime are installed but no GPU is: the check loads the real
+    libraries in its helper, fails at the device, and says so; the job starts (warn)."""
+    have = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    if "libnccl.so.2" not in have or "libcudart.so" not in have:
+        pytest.skip("no NCCL or CUDA runtime installed here")
+    from launch_util import run
+    env = nccl_env(tmp_path)
+    env.pop("PODRUN_FAKE_CUDA_DEVICES")
+    env["LD_LIBRARY_PATH"] = ""   # the fake NVML is still found: it is preloaded below
+    env["LD_PRELOAD"] = os.path.join(FAKES, "libnvidia-ml.so.1")
+    r = run(podrun, "--nproc-per-node", "1", "--preflight", "nccl", "--preflight-timeout", "5",
+            "--no-python", "true", env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"BAD: its own GPUs: local rank 0: device: cudaSetDevice\(0\): .+", r.stderr), \
+        r.stderr
