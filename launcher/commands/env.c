@@ -5,8 +5,9 @@
  * the job's own command line shows exactly what that job's workers would get: the GPUs and HCAs
  * found, the interface towards the master, every NCCL/Gloo/CUDA/OpenMP variable podrun sets, leaves
  * alone because it was already set, or does not set — each with its reason — and each local rank's
- * CPUs under --numa-binding. The master is the job's (--rdzv-endpoint, else --master-addr), resolved
- * here as the agent would after its rendezvous. */
+ * CPUs under --numa-binding. The master is the job's (--rdzv-endpoint, else --master-addr, else what
+ * discovery finds in a scheduler's pod or a hostfile), resolved here as the agent would after its
+ * rendezvous. */
 #include "commands/commands.h"
 
 #include <errno.h>
@@ -18,6 +19,7 @@
 
 #include "config/config.h"
 #include "devices/node.h"
+#include "discover/identity.h"
 #include "frontends/frontend.h"
 #include "rdzv/common.h"
 
@@ -66,8 +68,12 @@ int commands_env_main(int argc, char **argv)
     static char *none[] = {placeholder, NULL};
     struct cfg cfg;
     char err[512];
+    /* the machine a job's discovery reads, so that in a scheduler's pod the master is the job's */
+    struct discover_host host;
+    static struct identity_machine machine;
+    identity_host_init(&host, &machine);
     cfg_init(&cfg);
-    int r = frontend_load(&fe_podrun, &cfg, argc, argv, environ, err, sizeof err);
+    int r = frontend_load_host(&fe_podrun, &cfg, argc, argv, environ, &host, err, sizeof err);
     if (!r && cfg.help) {
         printf("usage: podrun env [OPTIONS] [PROGRAM [ARGS...]]\n\n"
                "Prints what podrun derives on this node for the workers of the job these options\n"

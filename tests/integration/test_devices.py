@@ -4,6 +4,7 @@ library path as the real ones would be. Workers print what they got (launch_work
 import os
 import re
 import shutil
+import socket
 import subprocess
 
 import pytest
@@ -168,6 +169,19 @@ def test_podrun_env(podrun, tmp_path):
     # --print-config includes the derived variables
     r = run(podrun, "--print-config", "--nproc-per-node", "gpu", env=env)
     assert re.search(r"^env NCCL_IB_DISABLE\s+1\s+\(derived", r.stdout, re.M)
+
+
+def test_podrun_env_finds_the_master_as_the_job_does(podrun, tmp_path):
+    """A hostfile names this node by its host name and the store's host first: `podrun env` reads
+    the machine as a job's discovery does, so it shows the job's master and its interface."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"127.0.0.3 slots=1\n{socket.gethostname()} slots=1\n")
+    env = {"PODRUN_SYSROOT": "", "LD_LIBRARY_PATH": FAKES, "PODRUN_DISCOVERY_ROOT": "/"}
+    r = run(podrun, "env", "--hostfile", str(hosts), env=env)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^interface   lo \(127\.0\.0\.1\)\n\s+lo: MASTER_ADDR 127\.0\.0\.3 is a "
+                     r"loopback address", r.stdout, re.M), r.stdout
+    assert re.search(r"^set         GLOO_SOCKET_IFNAME=lo$", r.stdout, re.M), r.stdout
 
 
 def test_ib_and_roce_variables(podrun, tmp_path):
