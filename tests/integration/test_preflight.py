@@ -61,6 +61,25 @@ def test_tcp_skipped_on_a_restart_of_the_same_nodes(port, tmp_path):
         assert "restarting the job in place (restart 1 of 1)" in a.err
 
 
+def test_tcp_on_the_etcd_backend():
+    """With --rdzv-backend etcd the check's records go to node rank 0's own store, the one that
+    serves that round's workers, and each agent keeps them when it empties its store."""
+    from etcd_util import Etcd, etcd_agent
+    e = Etcd(1)
+    try:
+        rid = f"pf-{os.getpid()}-{free_port()}"
+        agents = [etcd_agent(i, 3, e.endpoints(), rid, ENV_SH,
+                             extra=NOPY + ["--preflight", "tcp"] + EASY) for i in range(3)]
+        assert wait_all(agents, timeout=90) == [0] * 3, [a.err for a in agents]
+        for a in agents:
+            assert "preflight tcp: 3 nodes" in a.err and " 0 bad" in a.err, a.err
+            assert len(re.findall(r"^podrun:   node\d\s+\d+\s+127\.0\.0\.\d\s.*\sok$", a.err,
+                                  re.M)) == 3, a.err
+            assert "env rank=" in a.out
+    finally:
+        e.stop()
+
+
 def have_netns():
     if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"):
         return "needs root, ip and tc to build network namespaces"
