@@ -77,15 +77,22 @@ static const char *fake_dir(void)
     return d && *d ? d : NULL;
 }
 
+/* A rank's file appears whole or not at all (written aside, then renamed): another rank that
+ * sees it reads its value, never an empty file that fopen has just created. */
 static int fake_write(const char *name, const char *text)
 {
-    char path[PATH_MAX];
+    char path[PATH_MAX], tmp[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/%s", fake_dir(), name);
-    FILE *f = fopen(path, "w");
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
     if (!f)
         return -1;
     fputs(text, f);
-    return fclose(f);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
 }
 
 static int fake_read(const char *name, char *buf, size_t len)
