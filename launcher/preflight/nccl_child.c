@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,32 +285,19 @@ static ncclResult_t pf_enqueue(struct pf_nccl *n, ncclComm_t comm, const float *
     return r;
 }
 
-static int pf_run(const struct pf_opts *o)
+/* The communicator's part of the check, on buffers and a stream pf_run owns: the unique id, the
+ * init against the deadline, the checked all_reduce and the timed ones; the communicator is
+ * destroyed, or aborted on any failure, before it returns pf_result's code. *busy: an all_reduce
+ * timed out, so the stream may still hold work that freeing would wait for. */
+static int pf_comm_run(const struct pf_opts *o, struct pf_cuda *cu, struct pf_nccl *nc,
+                       float *send, float *recv, cudaStream_t stream, uint64_t count, int version,
+                       bool *busy)
 {
-    struct pf_cuda c = {0};
-    struct pf_nccl n = {0};
-    char err[512], why[512];
+    struct pf_cuda c = *cu;
+    struct pf_nccl n = *nc;
+    char why[512];
     double deadline;
-    if (pf_load_cuda(&c, o->cudart_lib, err, sizeof err) < 0)
-        return pf_result(1, "fail stage=load %s", err);
-    if (pf_load_nccl(&n, o->nccl_lib, err, sizeof err) < 0)
-        return pf_result(1, "fail stage=load %s", err);
-    int version = 0;
-    n.getVersion(&version);
-    cudaError_t e = c.setDevice((int)o->device);
-    if (e != cudaSuccess)
-        return pf_result(1, "fail stage=device cudaSetDevice(%ld): %s", o->device,
-                         c.errorString(e));
-    uint64_t count = o->bytes / sizeof(float);
-    float *send = NULL, *recv = NULL;
-    cudaStream_t stream = NULL;
-    if ((e = c.malloc_((void **)&send, (size_t)count * sizeof(float))) != cudaSuccess ||
-        (e = c.malloc_((void **)&recv, (size_t)count * sizeof(float))) != cudaSuccess ||
-        (e = c.streamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess)
-        return pf_result(1, "fail stage=memory %llu bytes on device %ld: %s",
-                         (unsigned long long)o->bytes, o->device, c.errorString(e));
-    if (pf_fill(&c, send, count, (float)(o->rank + 1)) < 0)
-        return pf_result(1, "fail stage=memory cannot fill the send buffer");
+    cudaError_t e;
 
     /* the id after the memory: rank 0 publishes it once it is ready itself, so the others,
      * waiting for it, start their init together with rank 0 */
@@ -345,7 +333,8 @@ static int pf_run(const struct pf_opts *o)
         if (r != ncclSuccess && r != ncclInProgress)
             pf_nccl_why(&n, comm, r, why, sizeof why);
         n.abort_(comm);
-        if (r == ncclInProgress || d == 1)
+        *busy = r == ncclInProgress || d == 1;
+        if (*busy)
             return pf_result(1, "fail stage=allreduce timed out after %.1fs; aborted",
                              o->timeout_ms / 1e3);
         return pf_result(1, "fail stage=allreduce %s", why);
@@ -371,19 +360,61 @@ static int pf_run(const struct pf_opts *o)
     double t = (pf_now() - t0) / PF_TIMED_ITERS;
     if (r != ncclSuccess || d) {
         n.abort_(comm);
+        *busy = d == 1 || r == ncclInProgress;
         return pf_result(1, "fail stage=allreduce %s", d == 1 || r == ncclInProgress
                          ? "timed out; aborted" : why);
     }
     if (n.finalize && n.finalize(comm) == ncclInProgress)
         pf_settle(&n, comm, pf_now() + o->timeout_ms / 1e3, &state);
     n.destroy(comm);
-    c.free_(send);
-    c.free_(recv);
-    c.streamDestroy(stream);
     double algbw = t > 0 ? (double)count * sizeof(float) / t : 0;
     double factor = o->nranks > 1 ? 2.0 * (o->nranks - 1) / o->nranks : 1.0;
     return pf_result(0, "ok busbw=%.0f algbw=%.0f seconds=%.6f version=%d", algbw * factor,
                      algbw, t, version);
+}
+
+/* One GPU's check: the libraries, the device, its buffers and stream, then the communicator's
+ * part. The buffers and the stream are freed on every path but one: after an all_reduce that
+ * timed out, freeing could wait on the stuck stream, and the process is about to exit, which
+ * frees them anyway. The exit code is pf_result's: 0 ok, 1 a failure the result line names. */
+static int pf_run(const struct pf_opts *o)
+{
+    struct pf_cuda c = {0};
+    struct pf_nccl n = {0};
+    char err[512];
+    if (pf_load_cuda(&c, o->cudart_lib, err, sizeof err) < 0)
+        return pf_result(1, "fail stage=load %s", err);
+    if (pf_load_nccl(&n, o->nccl_lib, err, sizeof err) < 0)
+        return pf_result(1, "fail stage=load %s", err);
+    int version = 0;
+    n.getVersion(&version);
+    cudaError_t e = c.setDevice((int)o->device);
+    if (e != cudaSuccess)
+        return pf_result(1, "fail stage=device cudaSetDevice(%ld): %s", o->device,
+                         c.errorString(e));
+    uint64_t count = o->bytes / sizeof(float);
+    float *send = NULL, *recv = NULL;
+    cudaStream_t stream = NULL;
+    int code;
+    bool busy = false;
+    if ((e = c.malloc_((void **)&send, (size_t)count * sizeof(float))) != cudaSuccess ||
+        (e = c.malloc_((void **)&recv, (size_t)count * sizeof(float))) != cudaSuccess ||
+        (e = c.streamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess)
+        code = pf_result(1, "fail stage=memory %llu bytes on device %ld: %s",
+                         (unsigned long long)o->bytes, o->device, c.errorString(e));
+    else if (pf_fill(&c, send, count, (float)(o->rank + 1)) < 0)
+        code = pf_result(1, "fail stage=memory cannot fill the send buffer");
+    else
+        code = pf_comm_run(o, &c, &n, send, recv, stream, count, version, &busy);
+    if (busy)
+        return code;
+    if (stream)
+        c.streamDestroy(stream);
+    if (recv)
+        c.free_(recv);
+    if (send)
+        c.free_(send);
+    return code;
 }
 
 static int pf_usage(const char *what)
