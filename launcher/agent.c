@@ -754,9 +754,22 @@ static void copy_decision(struct agent *a, const rdzv_decision_t *d)
 
 /* The job decided to stop the round (restart or exit): the workers stop (or were already
  * stopped by on_rdzv_ending, which is said now with the reason), then advance() acts on it. */
+/* A stop or a lost store while this agent holds the check's verdict but waits for the others to
+ * read it: a peer acted on the verdict first (it left the job, or shut the store it hosts). This
+ * agent then acts on the same verdict now, so under --preflight-policy fail it exits with
+ * --exit-code-preflight as every other agent does, not with the peer-lost code. Under warn no
+ * agent leaves on the verdict, so the stop is news of its own. */
+static void pf_act_first(struct agent *a)
+{
+    if (a->pf && a->state == AGENT_STARTING && !a->stop_signal && !a->quit &&
+        a->cfg->preflight_policy != CFG_POLICY_WARN)
+        pf_verdict_now(a->pf);
+}
+
 static void on_rdzv_stopped(void *arg, const rdzv_decision_t *d)
 {
     struct agent *a = arg;
+    pf_act_first(a);
     if (a->state >= AGENT_EXITING || a->stop_signal || a->quit)
         return;
     copy_decision(a, d);
@@ -805,6 +818,7 @@ static int lost_code(struct agent *a, int err)
 static void on_rdzv_lost(void *arg, int err, const char *why)
 {
     struct agent *a = arg;
+    pf_act_first(a);
     if (a->state >= AGENT_EXITING || a->stop_signal || a->quit)
         return;
     a->lost = true;

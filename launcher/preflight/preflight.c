@@ -816,10 +816,8 @@ static void pf_cleanup_added(store_aclient_t *c, int status, const char *v, size
         pf_close(pf);
 }
 
-/* Every agent has read the verdict (or the wait for the slow ones timed out): only now does
- * any agent act on it, so none leaves the job, or shuts the job store, while another is still
- * reading. Then the last one through deletes the keys. */
-static void pf_all_read(struct preflight *pf)
+/* done() with the verdict this agent has read (once: pf_deliver). */
+static void pf_deliver_verdict(struct preflight *pf)
 {
     struct pf_outcome o;
     pf_outcome_init(pf, &o);
@@ -839,6 +837,14 @@ static void pf_all_read(struct preflight *pf)
                  i ? ", " : "", vr->bad_name[i], vr->bad_kind[i]);
     }
     pf_deliver(pf, &o);
+}
+
+/* Every agent has read the verdict (or the wait for the slow ones timed out): only now does
+ * any agent act on it, so none leaves the job, or shuts the job store, while another is still
+ * reading. Then the last one through deletes the keys. */
+static void pf_all_read(struct preflight *pf)
+{
+    pf_deliver_verdict(pf);
     if (pf->closing || pf->cancelled || !pf->sc) {   /* cancelled from inside done() */
         pf_close(pf);
         return;
@@ -999,6 +1005,14 @@ int pf_start(const struct pf_params *p, preflight_t **out)
 int pf_reaped(preflight_t *pf, pid_t pid, int wstatus)
 {
     return pf->helpers && pf_helpers_reaped(pf->helpers, pid, wstatus);
+}
+
+int pf_verdict_now(preflight_t *pf)
+{
+    if (!pf->have_verdict || pf->done_called || pf->cancelled || pf->closing)
+        return 0;
+    pf_deliver_verdict(pf);   /* the wait for read/<k> goes on; it only adds to done */
+    return 1;
 }
 
 void pf_cancel(preflight_t *pf)

@@ -86,6 +86,13 @@ int pf_start(const struct pf_params *p, preflight_t **out);
 /* A child podrun reaped: 1 when it was one of the check's helpers. */
 int pf_reaped(preflight_t *pf, pid_t pid, int wstatus);
 
+/* The job moved on (a peer that acted on the verdict first left the job, or shut the store it
+ * hosts) while this agent waits for every agent to have read the verdict: done() runs now with
+ * the verdict this agent already has, so it acts as the others did rather than as if a peer had
+ * failed. The check then finishes its own wait and cleanup as usual. 1 when done() ran; 0 when
+ * there is no verdict here yet, or done() has run. */
+int pf_verdict_now(preflight_t *pf);
+
 /* Stops the check: helpers get SIGKILL, connections close; done() never runs. The check frees
  * itself once its handles are closed. Also fine after done() (then it only lets go). */
 void pf_cancel(preflight_t *pf);
