@@ -631,6 +631,9 @@ static void begin_attempt(struct agent *a)
         .nproc = a->n, .rank_base = a->rank_base, .name = a->id.name, .addr = pf_address(a),
         .bind_addr = c->local_addr, .store_host = a->master_addr,
         .store_port = (uint16_t)a->master_port, .passed = a->pf_passed,
+        /* the etcd backend's workers' store asks for no token */
+        .token = a->guards.has_token && c->rdzv_backend != CFG_BACKEND_ETCD ? &a->guards.token
+                                                                            : NULL,
         .hosts_store = a->is_host, .timeout_ms = c->preflight_timeout_ms,
         .tcp_bytes = c->preflight_tcp_bytes, .nccl_bytes = c->preflight_nccl_bytes,
         .bounds = {.max_rtt = c->preflight_max_rtt_ms / 1e3,

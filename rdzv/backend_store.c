@@ -277,13 +277,18 @@ static void on_store_log(void *arg, const char *line)
         a->cb.store_log(a->arg, line);
 }
 
-/* Over the wire, the only keys under "podrun/" a client writes are agents' records; the rest
- * (assignments, ends of rounds, the status line) are the coordinator's, written in-process. */
+/* Over the wire, the only keys under "podrun/" a client writes are agents' records and the
+ * keys the agents' preflight check exchanges ("podrun/<run>/pf/", launcher/preflight: the
+ * coordinator never reads them); the rest (assignments, ends of rounds, the status line) are the
+ * coordinator's, written in-process. */
 static int may_write(void *arg, const char *key, size_t klen)
 {
     store_agent_t *a = arg;
     char prefix[300];
     sfmt(prefix, sizeof prefix, "podrun/%s/", a->run_id);
+    size_t n = strlen(prefix);
+    if (klen > n + 3 && memcmp(key, prefix, n) == 0 && memcmp(key + n, "pf/", 3) == 0)
+        return 1;
     return rdzv_agent_record_key(key, klen, prefix);
 }
 

@@ -42,6 +42,9 @@ struct preflight {
     char run_id[PF_TEXT], name[PF_NAME_MAX], addr[PF_HOST_MAX], bind[PF_TEXT];
     char store_host[PF_TEXT], exe[PF_TEXT * 4], nccl_lib[PF_TEXT * 4], cudart_lib[PF_TEXT * 4];
     char prefix[PF_KEY_MAX];
+    char idprefix[PF_KEY_MAX];     /* nccl: the helpers' unique ids, outside "podrun/" */
+    bool has_token;
+    auth_key_t token;
     uint64_t t0;
     bool judge, done_called, cancelled, closing;
     int ops;                       /* store requests whose callbacks have not run */
@@ -90,6 +93,19 @@ static const char *pf_keyf(struct preflight *pf, const char *fmt, ...)
 static const char *pf_keyf(struct preflight *pf, const char *fmt, ...)
 {
     int n = snprintf(pf->key, sizeof pf->key, "%s", pf->prefix);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pf->key + n, sizeof pf->key - (size_t)n, fmt, ap);
+    va_end(ap);
+    return pf->key;
+}
+
+/* A key of the helpers' unique ids (idprefix), in the same buffer as pf_keyf's. */
+static const char *pf_idkeyf(struct preflight *pf, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static const char *pf_idkeyf(struct preflight *pf, const char *fmt, ...)
+{
+    int n = snprintf(pf->key, sizeof pf->key, "%s", pf->idprefix);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(pf->key + n, sizeof pf->key - (size_t)n, fmt, ap);
@@ -547,7 +563,7 @@ static void pf_link_go(struct preflight *pf)
     int me = pf->p.node_rank;
     int nother = n->nproc, first = me == l->a ? 0 : nother;
     char key[PF_KEY_MAX + 64], what[200];
-    snprintf(key, sizeof key, "%snccl/%d/%d/id", pf->prefix, pf->r, pf->li);
+    snprintf(key, sizeof key, "%snccl/%d/%d/id", pf->idprefix, pf->r, pf->li);
     snprintf(what, sizeof what, "the link with %s", pname);
     r = pf_start_helpers(pf, key, what, pf->p.nproc + nother, first, pf_helpers_done);
     if (r < 0)
@@ -794,14 +810,14 @@ static void pf_cleanup_added(store_aclient_t *c, int status, const char *v, size
     for (int k = 0; k < pf->p.nnodes; k++) {
         pf_delete(pf, pf_keyf(pf, "node/%d", k));
         pf_delete(pf, pf_keyf(pf, "local/%d", k));
-        pf_delete(pf, pf_keyf(pf, "nccl/local/%d/id", k));
+        pf_delete(pf, pf_idkeyf(pf, "nccl/local/%d/id", k));
         pf_delete(pf, pf_keyf(pf, "read/%d", k));
     }
     for (int r = 0; r < pf->nplans; r++) {
         pf_delete(pf, pf_keyf(pf, "plan/%d", r + 1));
         for (int li = 0; li < pf->plan[r].nlinks; li++) {
             const struct pf_link *x = &pf->plan[r].links[li];
-            pf_delete(pf, pf_keyf(pf, "nccl/%d/%d/id", r, li));
+            pf_delete(pf, pf_idkeyf(pf, "nccl/%d/%d/id", r, li));
             for (int e = 0; e < 2; e++) {
                 int k = e ? x->b : x->a;
                 pf_delete(pf, pf_keyf(pf, "go/%d/%d/%d", r, li, k));
@@ -937,7 +953,7 @@ static void pf_connected(store_aclient_t *c, int status, void *arg)
         return;
     if (pf->p.mode == PF_MODE_NCCL) {
         char key[PF_KEY_MAX + 64];
-        snprintf(key, sizeof key, "%snccl/local/%d/id", pf->prefix, pf->p.node_rank);
+        snprintf(key, sizeof key, "%snccl/local/%d/id", pf->idprefix, pf->p.node_rank);
         int r = pf_start_helpers(pf, key, "this node's GPUs", pf->p.nproc, 0, pf_local_done);
         if (r < 0) {
             struct pf_figure f = {.done = true, .rtt = -1, .bw = -1};
@@ -969,6 +985,12 @@ int pf_start(const struct pf_params *p, preflight_t **out)
     COPY(pf->nccl_lib, p->nccl_lib);
     COPY(pf->cudart_lib, p->cudart_lib);
     snprintf(pf->prefix, sizeof pf->prefix, "podrun/%s/pf/%d/", pf->run_id, p->round);
+    snprintf(pf->idprefix, sizeof pf->idprefix, "podrun-pf/%s/%d/", pf->run_id, p->round);
+    if (p->token) {
+        pf->has_token = true;
+        pf->token = *p->token;
+    }
+    pf->p.token = NULL;   /* the copy above is the one used */
     pf->t0 = uv_hrtime();
     pf->judge = p->node_rank == 0;
     pf->timeout_ms = p->timeout_ms ? p->timeout_ms : 60000;
@@ -988,6 +1010,8 @@ int pf_start(const struct pf_params *p, preflight_t **out)
                                   pf_ms(2 * pf->timeout_ms), pf_connected, pf, &pf->sc);
         if (r < 0)
             pf->ops--;
+        else   /* the check's keys lie under "podrun/": with a token, only for those who hold it */
+            store_aclient_auth(pf->sc, pf->has_token ? &pf->token : NULL);
     }
     if (r < 0) {
         if (pf->srv)

@@ -11,7 +11,9 @@
  *   plan/1, plan/2      the judge (node rank 0): the links of round 1 and round 2, or skip=1
  *   go/<r>/<L>/<k>      both ends of link L: ready (the link starts when both are)
  *   res/<r>/<L>/<k>     both ends of link L: what they measured
- *   nccl/<r>/<L>/id     nccl: the pair's unique id (set by its rank 0 helper)
+ *   nccl/<r>/<L>/id     nccl: the pair's unique id (set by its rank 0 helper), under
+ *                       "podrun-pf/<run_id>/<round>/" instead: the helpers do not hold the job's
+ *                       token, so their keys lie with the workers' (torch's own NCCL id is as open)
  *   verdict             the judge: the bad nodes and the table every agent prints
  *   read/<k>            each agent: it has the verdict (no agent acts on it before all have)
  *   done                a counter: the last agent through deletes the keys
@@ -29,6 +31,7 @@
 #include <uv.h>
 
 #include "plan.h"
+#include "rdzv/auth.h"
 
 enum pf_mode { PF_MODE_TCP = 1, PF_MODE_NCCL = 2 };
 
@@ -63,6 +66,7 @@ struct pf_params {
     const char *bind_addr;     /* the listener's address, NULL: every address */
     const char *store_host;
     uint16_t store_port;
+    const auth_key_t *token;   /* the job's token when the store asks for it (copied); NULL: none */
     bool passed;               /* this agent passed a check of this run already */
     bool hosts_store;          /* this agent hosts the job store */
     uint64_t timeout_ms;       /* one step: a link, an NCCL init */

@@ -46,6 +46,20 @@ def test_tcp_on_loopback_all_good(port):
         assert "env rank=" in a.out
 
 
+TOKEN = "preflight-test-token-0123456789abcdef"
+
+
+def test_tcp_with_the_jobs_token(port):
+    """With the job's token the store guards podrun's keys: the check's connection proves the
+    token like the agent's own, and the check's keys are ones an agent may write."""
+    agents = start_agents(3, 1, port, extra=NOPY + ["--preflight", "tcp"] + EASY, script=ENV_SH,
+                          env={"PODRUN_RDZV_TOKEN": TOKEN})
+    assert wait_all(agents) == [0] * 3, [a.err for a in agents]
+    for a in agents:
+        assert "preflight tcp: 3 nodes, 1 round of pairs" in a.err and " 0 bad" in a.err, a.err
+        assert "closing" not in a.err, a.err
+
+
 def test_tcp_skipped_on_a_restart_of_the_same_nodes(port, tmp_path):
     """Every node passed: the restart after a worker failure does not check again."""
     flag = tmp_path / "failed-once"
@@ -232,11 +246,12 @@ NCCL = ["--preflight", "nccl", "--preflight-nccl-lib", os.path.join(FAKES, "libn
         "--preflight-nccl-bytes", "1M", "--preflight-timeout", "4"]
 
 
-def nccl_agents(tmp_path, port, n, nproc, modes=(), extra=()):
+def nccl_agents(tmp_path, port, n, nproc, modes=(), extra=(), env=None):
     endpoint = f"127.0.0.2:{port}"
     return [Agent(agent_args(n, nproc, endpoint, f"127.0.0.{2 + i}",
                              extra=NOPY + named(i) + NCCL + list(extra), script=ENV_SH),
-                  env=nccl_env(tmp_path, modes[i] if i < len(modes) else None), name=f"node{i}")
+                  env=dict(nccl_env(tmp_path, modes[i] if i < len(modes) else None),
+                           **(env or {})), name=f"node{i}")
             for i in range(n)]
 
 
@@ -252,6 +267,15 @@ def test_nccl_two_nodes_pass(port, tmp_path):
     assert sorted(l for l in log if l.startswith("init")) == ["init 0/2"] * 2 + ["init 0/4"] + \
         ["init 1/2"] * 2 + ["init 1/4", "init 2/4", "init 3/4"]
     assert sum(l.startswith("destroy") for l in log) == 8 and "abort" not in "".join(log)
+
+
+def test_nccl_with_the_jobs_token(port, tmp_path):
+    """The helpers do not hold the job's token: their unique ids go where the workers' keys are,
+    and the check passes under a guarded store."""
+    agents = nccl_agents(tmp_path, port, 2, 1, env={"PODRUN_RDZV_TOKEN": TOKEN})
+    assert wait_all(agents, timeout=120) == [0, 0], [a.err for a in agents]
+    for a in agents:
+        assert table(a.err) == {"node-0": "ok", "node-1": "ok"}, a.err
 
 
 def test_nccl_rank_hanging_in_init_is_aborted_and_named(port, tmp_path):
