@@ -45,6 +45,7 @@
 #include "discover/identity.h"
 #include "discover/k8s_discover.h"
 #include "env/argv.h"
+#include "env/deepspeed.h"
 #include "env/torch.h"
 #include "guards.h"
 #include "init.h"
@@ -360,10 +361,13 @@ static void hang_fired(void *arg, int lr, const char *reason)
 
 /* ---------- spawning ---------- */
 
-/* Local rank i's environment: torchrun's variables for this attempt, what podrun derived from
- * the node (its own GPU under per-rank visibility, LOCAL_RANK=0 under --virtual-local-rank).
- * *replaced: the inherited variables it replaces (env_notes). free(*env) frees it. */
-static int worker_env(struct agent *a, int i, char ***env, unsigned *replaced)
+/* Local rank i's environment and argv: torchrun's variables for this attempt, what podrun
+ * derived from the node (its own GPU under per-rank visibility, LOCAL_RANK=0 under
+ * --virtual-local-rank), and for a DeepSpeed job DeepSpeed's variables on top and --local_rank=N
+ * after the script (*argv then is a new array, buf holding the word; argv NULL: the environment
+ * only). *replaced: the inherited variables it replaces (env_notes). free(*env) frees it. */
+static int worker_env(struct agent *a, int i, char ***env, char ***argv, char *buf, size_t cap,
+                      unsigned *replaced)
 {
     struct cfg *c = a->cfg;
     char errfile[PATH_MAX + 32], hbfile[PATH_MAX + 32], visible[GPU_UUID_LEN];
@@ -384,7 +388,23 @@ static int worker_env(struct agent *a, int i, char ***env, unsigned *replaced)
             node_rank_visible(a->nd, i, visible, sizeof visible) ? visible : NULL,
     };
     struct env_notes notes = {0};
-    int r = env_torch_build(a->envp, &ew, env, &notes);
+    int r;
+    if (argv)
+        *argv = a->argv;
+    if (c->ds_mode == CFG_DS_MODE_OFF) {
+        r = env_torch_build(a->envp, &ew, env, &notes);
+    } else {
+        struct ds_worker d = {a->group_rank, a->group_world_size, c->ds_devices};
+        r = env_deepspeed_build(a->envp, &ew, &d, env, &notes);
+        if (!r && argv && !c->ds_no_local_rank) {
+            int n = 0;
+            while (a->argv[n])
+                n++;
+            r = env_deepspeed_argv(a->argv, n - c->program_argc, ew.local_rank, buf, cap, argv);
+            if (r)
+                free(*env);
+        }
+    }
     if (replaced)
         *replaced = notes.replaced;
     return r;
@@ -420,16 +440,18 @@ static int spawn_all(struct agent *a)
                 return r;
             }
         }
-        char **env = NULL;
+        char **env = NULL, **argv = NULL, lrank[32];
         unsigned notes = 0;
-        int r = worker_env(a, i, &env, &notes);
+        int r = worker_env(a, i, &env, &argv, lrank, sizeof lrank, &notes);
         if (!r) {
             replaced |= notes;
             const struct binding_rank *b = node_rank_binding(a->nd, i);
-            struct worker_spawn sp = {a->argv, env, cfd[0], cfd[1], b ? &b->cpus : NULL,
+            struct worker_spawn sp = {argv, env, cfd[0], cfd[1], b ? &b->cpus : NULL,
                                       b ? b->mem_node : -1};
             r = workers_spawn(&a->wg, i, &sp);
             free(env);
+            if (argv != a->argv)
+                free(argv);
         }
         close(cfd[0]);
         close(cfd[1]);
@@ -501,7 +523,7 @@ static int pf_helper_env(void *arg, int lr, char ***envp, const cpu_set_t **cpus
     *cpus = b ? &b->cpus : NULL;
     *mem_node = b ? b->mem_node : -1;
     *device = node_rank_visible(a->nd, lr, visible, sizeof visible) ? 0 : lr;
-    return worker_env(a, lr, envp, NULL);
+    return worker_env(a, lr, envp, NULL, NULL, 0, NULL);
 }
 
 /* Leaves the job on the check's verdict: the job is told (bounded by AGENT_LEAVE_MS, as for

@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "devices/node.h"
 #include "discover/identity.h"
+#include "fanout.h"
 #include "frontends/frontend.h"
 #include "podrun/version.h"
 
@@ -31,6 +32,47 @@ static void ensure_std_fds(void)
                 close(n);
             }
         }
+}
+
+/* --pid-file (the head's stop finds this job's agent by it) and DeepSpeed's --save_pid
+ * (/tmp/<pid>.deepspeed): podrun's pid while it runs. */
+static void pid_file(const char *path, bool create)
+{
+    if (!create) {
+        unlink(path);
+        return;
+    }
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+    } else {
+        fprintf(stderr, "podrun: cannot write the pid file %s: %s\n", path, strerror(errno));
+    }
+}
+
+/* A deepspeed job: the head fans out (fanout.c); a node runs its workers like any job. */
+static int run_job(const struct frontend *fe, struct cfg *cfg, char **argv,
+                   struct node_devices *nd)
+{
+    char save[64] = "";
+    if (cfg->ds_mode == CFG_DS_MODE_LOCAL && fe == &fe_deepspeed)
+        fprintf(stderr, "podrun: Unable to find hostfile, will proceed with training with local "
+                "resources only.\n");
+    if (cfg->ds_save_pid)
+        snprintf(save, sizeof save, "/tmp/%d.deepspeed", (int)getpid());
+    if (save[0])
+        pid_file(save, true);
+    if (cfg->ds_pid_file)
+        pid_file(cfg->ds_pid_file, true);
+    int code = cfg->ds_mode == CFG_DS_MODE_HEAD
+                   ? fanout_run(cfg, argv + 1, (int)(cfg->program - argv) - 1, environ)
+                   : agent_run(cfg, environ, nd);
+    if (cfg->ds_pid_file)
+        pid_file(cfg->ds_pid_file, false);
+    if (save[0])
+        pid_file(save, false);
+    return code;
 }
 
 /* `podrun NAME ...` for a command that is not a job. */
@@ -52,6 +94,11 @@ int main(int argc, char **argv)
     ensure_std_fds();
 
     const struct frontend *fe = frontend_for_program(argv[0]);
+    if (fe == &fe_podrun && argc > 1 && !strcmp(argv[1], fe_deepspeed.name)) {
+        fe = &fe_deepspeed;   /* `podrun deepspeed ...` */
+        argc--;
+        argv++;
+    }
     struct cfg cfg;
     char err[512];
     /* the machine discovery reads: mounted hostfiles, this host's names and addresses */
@@ -91,7 +138,7 @@ int main(int argc, char **argv)
         cfg_free(&cfg);
         return 0;
     }
-    int code = agent_run(&cfg, environ, nd);
+    int code = run_job(fe, &cfg, argv, nd);
     node_free(nd);
     free(nd);
     cfg_free(&cfg);

@@ -55,6 +55,32 @@ enum cfg_id {
     CFG_RDZV_TOKEN_FILE,
     CFG_RDZV_TOKEN,
     CFG_STORE_ALLOW,
+    /* the deepspeed launcher's own settings (frontends/deepspeed.c, env/deepspeed.c, fanout.c) */
+    CFG_DS_MODE,
+    CFG_DS_INCLUDE,
+    CFG_DS_EXCLUDE,
+    CFG_DS_NUM_NODES,
+    CFG_DS_NUM_GPUS,
+    CFG_DS_MIN_ELASTIC_NODES,
+    CFG_DS_MAX_ELASTIC_NODES,
+    CFG_DS_ELASTIC,
+    CFG_DS_LAUNCHER,
+    CFG_DS_LAUNCHER_ARGS,
+    CFG_DS_NO_LOCAL_RANK,
+    CFG_DS_NO_SSH,
+    CFG_DS_NO_SSH_CHECK,
+    CFG_DS_FORCE_MULTI,
+    CFG_DS_SAVE_PID,
+    CFG_DS_EACH_RANK_LOG,
+    CFG_DS_BIND_CORES,
+    CFG_DS_BIND_CORE_LIST,
+    CFG_DS_SSH_PORT,
+    CFG_DS_VENV_SCRIPT,
+    CFG_DS_LOG_LEVEL,
+    CFG_DS_QUIET,
+    CFG_DS_WORLD_INFO,
+    CFG_DS_DEVICES,
+    CFG_DS_PID_FILE,
     CFG_MAX_RESTARTS,
     CFG_MONITOR_INTERVAL,
     CFG_START_METHOD,
@@ -148,6 +174,11 @@ enum cfg_numa { CFG_NUMA_NONE, CFG_NUMA_NODE, CFG_NUMA_SOCKET, CFG_NUMA_EXCLUSIV
                 CFG_NUMA_CORE_COMPLEX, CFG_NUMA_CORES };
 enum cfg_preflight { CFG_PREFLIGHT_OFF, CFG_PREFLIGHT_TCP, CFG_PREFLIGHT_NCCL };
 enum cfg_preflight_policy { CFG_POLICY_WARN, CFG_POLICY_FAIL, CFG_POLICY_EXCLUDE };
+/* What a `deepspeed` command line does here (frontends/deepspeed.h): not a DeepSpeed job; run
+ * this node's share of the hostfile's job; start every host's agent through pdsh or ssh; or run
+ * on this machine alone because there is no hostfile. */
+enum cfg_ds_mode { CFG_DS_MODE_OFF, CFG_DS_MODE_NODE, CFG_DS_MODE_HEAD, CFG_DS_MODE_LOCAL };
+enum cfg_ds_launcher { CFG_DS_LAUNCH_PDSH, CFG_DS_LAUNCH_SSH };
 
 #define CFG_MAX_NPROC 1024          /* workers per node */
 #define CFG_DEFAULT_C10D_PORT 29400
@@ -181,6 +212,25 @@ struct cfg {
     char *rdzv_token_file;          /* the job's token, read by the agent; NULL: none */
     char *rdzv_token;               /* PODRUN_RDZV_TOKEN: the token itself; never printed */
     char *store_allow;              /* CIDR,...: sources the store accepts; NULL: any */
+    /* the deepspeed launcher's (DeepSpeed's runner.py flags; see frontends/deepspeed.h) */
+    int ds_mode;                    /* enum cfg_ds_mode */
+    char *ds_include, *ds_exclude;  /* -i/-e NODE_SPEC[@NODE_SPEC...]; NULL: not given */
+    int ds_num_nodes, ds_num_gpus;  /* -1: not given */
+    int ds_min_elastic_nodes, ds_max_elastic_nodes;   /* -1: not given */
+    bool ds_elastic;
+    int ds_launcher;                /* enum cfg_ds_launcher */
+    char *ds_launcher_args;         /* words for pdsh (or ssh), shell-split */
+    bool ds_no_local_rank, ds_no_ssh, ds_no_ssh_check, ds_force_multi, ds_save_pid;
+    char *ds_each_rank_log;         /* --enable_each_rank_log DIR */
+    bool ds_bind_cores;
+    char *ds_bind_core_list;
+    int ds_ssh_port;                /* 0: ssh's own */
+    char *ds_venv_script;
+    int ds_log_level;
+    bool ds_quiet;                  /* -q: --log_level error */
+    char *ds_world_info;            /* launch.py's --world_info: every node's slot ids */
+    char *ds_devices;               /* this node's slot ids, "0,1": CUDA_VISIBLE_DEVICES */
+    char *ds_pid_file;              /* where this agent writes its pid (the head's stop) */
     int max_restarts;
     uint64_t monitor_interval_ms;
     enum cfg_start_method start_method;

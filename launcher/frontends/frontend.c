@@ -15,7 +15,7 @@
 const struct frontend fe_podrun = {"podrun", &torchrun_vocab, NULL};
 
 /* The front-ends podrun answers to by program name (a link named torchrun). */
-static const struct frontend *const by_program[] = {&fe_torchrun};
+static const struct frontend *const by_program[] = {&fe_torchrun, &fe_deepspeed};
 
 /* One line about a bad input into err, and -EINVAL. */
 #define fail(err, len, ...) podrun_failf(-EINVAL, err, len, __VA_ARGS__)

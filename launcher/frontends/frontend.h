@@ -67,6 +67,8 @@ struct frontend {
 
 extern const struct vocab torchrun_vocab;
 extern const struct frontend fe_podrun, fe_torchrun;
+extern const struct vocab deepspeed_vocab;
+extern const struct frontend fe_deepspeed;
 
 /* The front-end podrun answers to when started as `argv0` (a path: its last part counts), or
  * podrun's own. */
