@@ -50,6 +50,7 @@ struct head {
     struct child *run;           /* one pdsh, or one per host */
     int nrun;
     bool *spoke;                 /* a host printed something: it was reached */
+    int *codes;                  /* each host's exit code as pdsh reports it (0: none said) */
     bool stopping;
     int signal;                  /* what stopped the head, 0 if none */
     bool unreachable;
@@ -274,8 +275,9 @@ static int start_all(struct head *h, const char *command, struct child **out, in
 }
 
 /* The host a pdsh line is about: "pdsh@HEAD: HOST: ..." (pdsh's own) or "HOST: ..." (the
- * host's output). Returns its index, -1 if none. */
-static int line_host(struct head *h, const char *line, bool *from_pdsh)
+ * host's output), HOST as given or cut at its first dot (pdsh drops a domain all hosts share).
+ * Returns its index, -1 if none; *rest is the text after "HOST: ". */
+static int line_host(struct head *h, const char *line, bool *from_pdsh, const char **rest)
 {
     *from_pdsh = !strncmp(line, "pdsh@", 5);
     const char *p = line;
@@ -285,30 +287,41 @@ static int line_host(struct head *h, const char *line, bool *from_pdsh)
             return -1;
         p += 2;
     }
-    for (size_t i = 0; i < h->hosts.count; i++) {
-        size_t n = strlen(h->hosts.nodes[i].host);
-        if (!strncmp(p, h->hosts.nodes[i].host, n) && p[n] == ':' && p[n + 1] == ' ')
-            return (int)i;
-    }
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < h->hosts.count; i++) {
+            const char *name = h->hosts.nodes[i].host, *dot = strchr(name, '.');
+            size_t n = pass == 0 ? strlen(name) : dot && !op_is_addr(name) ? (size_t)(dot - name)
+                                                                           : 0;
+            if (n && !strncmp(p, name, n) && p[n] == ':' && p[n + 1] == ' ') {
+                *rest = p + n + 2;
+                return (int)i;
+            }
+        }
     return -1;
 }
 
 static void start_stop(struct head *h, const char *why);
 
-/* One line of pdsh's stderr: passed through; a host whose command exited 255 before it said
- * anything was not reached. */
+/* One line of pdsh's stderr: passed through; a host whose command exited 255 before its agent
+ * said anything was not reached. */
 static void on_line(struct head *h, const char *line)
 {
     fprintf(stderr, "%s\n", line);
     bool from_pdsh;
-    int i = line_host(h, line, &from_pdsh);
+    const char *rest = NULL;
+    int i = line_host(h, line, &from_pdsh, &rest);
     if (i < 0)
         return;
     if (!from_pdsh) {
-        h->spoke[i] = true;
+        /* the agent or its workers spoke: the host was reached (ssh's own errors do not count) */
+        if (!strncmp(rest, "podrun", 6) || rest[0] == '[')
+            h->spoke[i] = true;
         return;
     }
-    if (strstr(line, "exited with exit code 255") && !h->spoke[i] && !h->unreachable) {
+    const char *ec = strstr(rest, "exited with exit code ");
+    if (ec)
+        h->codes[i] = atoi(ec + strlen("exited with exit code "));
+    if (ec && h->codes[i] == 255 && !h->spoke[i] && !h->unreachable) {
         h->unreachable = true;
         char why[512];
         snprintf(why, sizeof why, "host %s (node rank %d) could not be reached by pdsh (its "
@@ -455,6 +468,15 @@ static int wait_loop(struct head *h, int sfd)
     for (int i = 0; i < h->nrun; i++)
         if (code_of(h->run[i].status) > code)
             code = code_of(h->run[i].status);
+    /* pdsh -S gives the largest code, which is a stopped node's (170-174) where a worker failed
+     * elsewhere: the node that failed first exits with its worker's code, and so does the head */
+    const struct cfg *c = h->c;
+    for (size_t i = 0; code && !h->unreachable && i < h->hosts.count; i++) {
+        int k = h->codes[i];
+        if (k && k != c->exit_code_peer_failure && k != c->exit_code_peer_lost &&
+            k != c->exit_code_store_lost && k != c->exit_code_rdzv_timeout)
+            return k;
+    }
     return code;
 }
 
@@ -519,7 +541,8 @@ static int prepare(struct head *h, char **opts, int nopts, char **envp)
         free(v);
     }
     h->spoke = calloc(h->hosts.count, sizeof *h->spoke);
-    return r ? r : h->spoke ? 0 : -ENOMEM;
+    h->codes = calloc(h->hosts.count, sizeof *h->codes);
+    return r ? r : h->spoke && h->codes ? 0 : -ENOMEM;
 }
 
 int fanout_run(const struct cfg *c, char **opts, int nopts, char **envp)
@@ -558,6 +581,7 @@ int fanout_run(const struct cfg *c, char **opts, int nopts, char **envp)
     free(h.run);
     free(stop_ch);
     free(h.spoke);
+    free(h.codes);
     free(h.command);
     free(h.stop);
     ds_words_free(h.words);

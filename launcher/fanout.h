@@ -10,7 +10,9 @@
  *    pattern that matches other jobs; the head exits 128+signal once pdsh is done;
  *  - a host pdsh cannot reach (its command exits 255 before the host printed anything): one line
  *    naming the host, then the same stop of every other host, since they would wait for it.
- * Exit: pdsh -S's (the largest code of the hosts), or 128+signal. */
+ * Exit: the code of the host whose worker failed first (its worker's code, 128+N for a signal,
+ * as on that node) rather than a stopped host's 170-174; else pdsh -S's (the largest code of
+ * the hosts, 255 for one not reached), or 128+signal for the head's own. */
 #ifndef PODRUN_LAUNCHER_FANOUT_H
 #define PODRUN_LAUNCHER_FANOUT_H
 

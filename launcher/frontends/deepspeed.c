@@ -183,8 +183,11 @@ static int local_run(struct cfg *c, char *const *envp, const struct hostfile_sel
     if (!n && c->ds_num_gpus > 0)
         n = (size_t)c->ds_num_gpus;
     int r = set_mode(c, "local", DS_DEFAULT_HOSTFILE " missing", err, errlen);
-    if (r || !n)
+    bool known = n > 0;
+    if (r || (!known && !sel->include && !sel->exclude))
         return r;   /* nothing to go by: --nproc-per-node's workers, no CUDA_VISIBLE_DEVICES */
+    if (!known)
+        ids[n++] = 0;   /* the selection is still checked against "localhost:0" */
     struct hostfile_resources pool, active;
     memset(&pool, 0, sizeof pool);
     memset(&active, 0, sizeof active);
@@ -196,7 +199,7 @@ static int local_run(struct cfg *c, char *const *envp, const struct hostfile_sel
         r = hostfile_select(&active, &pool, &one, err, errlen);
     if (!r && c->ds_num_gpus > 0 && cvd && (size_t)c->ds_num_gpus < active.nodes[0].nslots)
         active.nodes[0].nslots = (size_t)c->ds_num_gpus;
-    if (!r)
+    if (!r && known)
         r = set_devices(c, active.nodes[0].slots, active.nodes[0].nslots,
                         cvd ? "CUDA_VISIBLE_DEVICES" : "--num_gpus", err, errlen);
     hostfile_resources_free(&active);

@@ -1,0 +1,248 @@
+"""`podrun deepspeed`: DeepSpeed's command line on real hosts' worth of agents.
+
+From a head node with real pdsh (-R exec: each "host" 127.0.0.2-5 is an agent on this machine
+advertising that address): the gloo all_reduce with DeepSpeed's environment and uneven slots, a
+worker failing on host 2 stopping every host, SIGINT on the head leaving none of the recorded
+processes behind, a host pdsh cannot reach named in one line, and the fallback without pdsh.
+Without ssh: three agents on 127.0.0.2-4 reading one hostfile, each finding its own line."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from cluster import WORKERS
+from conftest import PODRUN, TORCH_PY, free_port
+
+DS_WORKER = os.path.join(WORKERS, "ds_worker.py")
+LINE = re.compile(r"ds rank=(\d+) local_rank=(\d+) world=(\d+) local_size=(\d+) "
+                  r"cross_rank=(\d+) cross_size=(\d+) cvd=(\S+) arg_local_rank=(\S+) "
+                  r"args=(.*) extra=(\S+) sum=(\d+)")
+
+
+def env_for(**extra):
+    e = dict(os.environ)
+    for k in ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "PDSH_RCMD_TYPE"):
+        e.pop(k, None)
+    e.update({k: str(v) for k, v in extra.items()})
+    return e
+
+
+def hostfile(tmp_path, lines):
+    hf = tmp_path / "hostfile"
+    hf.write_text("".join(line + "\n" for line in lines))
+    return str(hf)
+
+
+def head(args, env, cwd, prog=None):
+    """The head node: `podrun deepspeed ARGS` (or argv[0] = prog) in its own session."""
+    argv = [prog] if prog else [PODRUN, "deepspeed"]
+    return subprocess.Popen(argv + list(args), env=env, cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def finish(proc, timeout=90):
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"still running after {timeout}s\n{out}\n{err}")
+    return proc.returncode, out, err
+
+
+def results(text):
+    return {int(m.group(1)): m.groups() for m in LINE.finditer(text)}
+
+
+def recorded(piddir):
+    """Every pid the workers recorded: their own and their agent's."""
+    pids = set()
+    for name in os.listdir(piddir):
+        with open(os.path.join(piddir, name)) as f:
+            pids.update(int(p) for p in f.read().split())
+    return pids
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            st = f.read()
+    except OSError:
+        return False
+    return st[st.rindex(")") + 2] != "Z"
+
+
+def wait_gone(pids, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+def wait_files(d, n, proc, timeout=60):
+    deadline = time.monotonic() + timeout
+    while len(os.listdir(d)) < n:
+        assert proc.poll() is None, f"head exited early: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"only {os.listdir(d)} started"
+        time.sleep(0.1)
+
+
+FOUR = ["127.0.0.2 slots=1", "127.0.0.3 slots=2", "127.0.0.4 slots=1", "127.0.0.5 slots=1"]
+
+
+def test_pdsh_exec_four_hosts_allreduce(tmp_path):
+    """pdsh -R exec starts one agent per host (%n = node rank); the agents rendezvous at the
+    first host; each worker gets DeepSpeed's variables with its true LOCAL_RANK on a host of two
+    slots, --local_rank=N after the script, and .deepspeed_env's variables from the head."""
+    hf = hostfile(tmp_path, FOUR)
+    (tmp_path / ".deepspeed_env").write_text("# exported to every host\nDS_EXTRA = from-file\n")
+    port = free_port("127.0.0.2")
+    p = head(["-H", hf, "--launcher_args", "-R exec", "--master_port", str(port),
+              "--python", TORCH_PY, DS_WORKER, "two words", "x%ny"], env_for(), tmp_path)
+    rc, out, err = finish(p)
+    assert rc == 0, out + err
+    res = results(out)
+    assert sorted(res) == [0, 1, 2, 3, 4], out + err
+    expect = {0: ("0", "1", "0", "0"), 1: ("0", "2", "1", "0,1"), 2: ("1", "2", "1", "0,1"),
+              3: ("0", "1", "2", "0"), 4: ("0", "1", "3", "0")}
+    for r, (lr, lsize, cross, cvd) in expect.items():
+        g = res[r]
+        assert (g[1], g[2], g[3], g[4], g[5], g[6]) == (lr, "5", lsize, cross, "4", cvd), g
+        assert g[7] == lr                       # --local_rank=N, N the local index
+        assert g[8] == "two words|x%ny"         # arguments as given, '%' untouched by pdsh
+        assert g[9] == "from-file"              # .deepspeed_env reached the host
+        assert g[10] == "10"
+    # pdsh prefixes each host's lines with its name: rank 3 ran on the third host
+    assert re.search(r"^127\.0\.0\.4: .*ds rank=3 ", out, re.M), out
+    assert "through pdsh -R exec" in err
+
+
+def test_pdsh_exec_env_and_argv0(tmp_path):
+    """PDSH_RCMD_TYPE=exec in the environment picks the exec module too, and podrun answers to
+    argv[0] `deepspeed`; --no_local_rank leaves the script's arguments alone."""
+    link = tmp_path / "deepspeed"
+    link.symlink_to(PODRUN)
+    hf = hostfile(tmp_path, FOUR[:2])
+    port = free_port("127.0.0.2")
+    p = head(["-H", hf, "--master_port", str(port), "--no_local_rank", "--python", TORCH_PY,
+              DS_WORKER], env_for(PDSH_RCMD_TYPE="exec"), tmp_path, prog=str(link))
+    rc, out, err = finish(p)
+    assert rc == 0, out + err
+    res = results(out)
+    assert sorted(res) == [0, 1, 2] and all(g[7] == "None" for g in res.values()), out + err
+
+
+def test_worker_failure_on_host_two_stops_every_host(tmp_path):
+    """Local rank 0 on host 2 exits 3: the job store pushes the failure to every agent, every
+    host's workers stop, nothing recorded is left and the head exits non-zero."""
+    hf = hostfile(tmp_path, FOUR)
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    port = free_port("127.0.0.2")
+    p = head(["-H", hf, "--launcher_args", "-R exec", "--master_port", str(port),
+              "--python", TORCH_PY, DS_WORKER],
+             env_for(DS_PIDS=piddir, DS_FAIL_NODE=2, DS_FAIL_AFTER=2), tmp_path)
+    rc, out, err = finish(p)
+    assert rc == 3, out + err            # the failing worker's code, not a stopped host's 170
+    for h in ("127.0.0.2", "127.0.0.3", "127.0.0.5"):   # each host names the root cause
+        assert re.search(rf"^{h}: podrun: the job failed: rank 3 on 127\.0\.0\.4 exit code 3; "
+                         r"exit code 170$", err, re.M), err
+    assert not results(out)
+    assert len(os.listdir(piddir)) == 5
+    assert wait_gone(recorded(piddir)) == []
+
+
+def test_sigint_on_head_stops_exactly_this_job(tmp_path):
+    """SIGINT to the head while every worker runs: each host's agent of this job is stopped
+    through its pid file, the head exits 130 and none of the recorded processes is left; a
+    bystander agent of another job on the same hosts keeps running."""
+    port = free_port("127.0.0.2")
+    hf = hostfile(tmp_path, FOUR)
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    bystander = subprocess.Popen(
+        [PODRUN, "deepspeed", "--no_python", "--no_local_rank", "--master_port", str(free_port()),
+         "sleep", "120"],
+        env=env_for(), cwd=other_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    try:
+        p = head(["-H", hf, "--launcher_args", "-R exec", "--master_port", str(port),
+                  "--python", TORCH_PY, DS_WORKER], env_for(DS_PIDS=piddir, DS_HOLD=120),
+                 tmp_path)
+        wait_files(piddir, 5, p)
+        p.send_signal(signal.SIGINT)
+        rc, out, err = finish(p, timeout=60)
+        assert rc == 130, out + err
+        assert wait_gone(recorded(piddir)) == [], err
+        assert bystander.poll() is None, "another job's agent was stopped"
+    finally:
+        os.killpg(bystander.pid, signal.SIGKILL)
+        bystander.wait()
+
+
+def test_unreachable_host_is_named(tmp_path):
+    """A host ssh cannot reach: one line names it, and the head does not wait for it."""
+    hf = hostfile(tmp_path, ["podrun-nohost-a.invalid slots=1", "podrun-nohost-b.invalid slots=1"])
+    p = head(["-H", hf, "--master_port", "29599", "--no_python", "true"],
+             env_for(PDSH_RCMD_TYPE="ssh", PDSH_SSH_ARGS_APPEND="-o BatchMode=yes"), tmp_path)
+    rc, out, err = finish(p, timeout=60)
+    assert rc != 0
+    assert re.search(r"podrun: host podrun-nohost-[ab]\.invalid \(node rank \d\) could not be "
+                     r"reached", err), err
+
+
+def test_fallback_without_pdsh(tmp_path):
+    """pdsh missing from PATH: one line says so and each host's agent starts with sh -c
+    (PDSH_RCMD_TYPE=exec), %n and %h done by podrun."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("sh", "cat"):
+        (bindir / tool).symlink_to(f"/bin/{tool}")
+    hf = hostfile(tmp_path, FOUR[:3])
+    port = free_port("127.0.0.2")
+    p = head(["-H", hf, "--master_port", str(port), "--python", TORCH_PY, DS_WORKER],
+             env_for(PATH=bindir, PDSH_RCMD_TYPE="exec"), tmp_path)
+    rc, out, err = finish(p)
+    assert rc == 0, out + err
+    assert "pdsh is not installed" in err
+    assert sorted(results(out)) == [0, 1, 2, 3], out + err
+
+
+def test_no_ssh_three_agents_one_hostfile(tmp_path):
+    """--no_ssh: the same hostfile for three agents on 127.0.0.2-4 (as in three pods); each finds
+    its own line by its address, node rank = line order, the first line hosts the store."""
+    hf = hostfile(tmp_path, ["127.0.0.3 slots=2", "127.0.0.2 slots=1", "127.0.0.4 slots=2"])
+    port = free_port("127.0.0.3")
+    agents = []
+    for a in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
+        agents.append(head(["-H", hf, "--no_ssh", "--local_addr", a, "--master_port", str(port),
+                            "--python", TORCH_PY, DS_WORKER], env_for(), tmp_path))
+    outs = {}
+    for a, p in zip(("127.0.0.2", "127.0.0.3", "127.0.0.4"), agents):
+        rc, out, err = finish(p)
+        assert rc == 0, out + err
+        outs[a] = results(out)
+    assert sorted(outs["127.0.0.3"]) == [0, 1]
+    assert sorted(outs["127.0.0.2"]) == [2]
+    assert sorted(outs["127.0.0.4"]) == [3, 4]
+    assert outs["127.0.0.4"][4][1:7] == ("1", "5", "2", "2", "3", "0,1")
+    assert outs["127.0.0.2"][2][4] == "1"
+
+
+@pytest.mark.parametrize("args,text", [
+    (["--launcher", "slurm", "x.py"], "srun podrun deepspeed --no_ssh"),
+    (["--launcher", "OpenMPI", "x.py"], "--launcher openmpi is not supported"),
+    (["--autotuning", "tune", "x.py"], "does not run DeepSpeed's Autotuner"),
+    (["-H", "/nonexistent/hostfile", "x.py"], "cannot read hostfile /nonexistent/hostfile"),
+    (["-i", "a", "-e", "b", "x.py"], "include_str and exclude_str are mutually exclusive."),
+])
+def test_usage_errors(tmp_path, args, text):
+    r = subprocess.run([PODRUN, "deepspeed", *args], env=env_for(), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert text in r.stderr and r.stderr.count("\n") == 1, r.stderr
