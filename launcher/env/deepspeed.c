@@ -482,7 +482,7 @@ int ds_remote_command(const struct ds_remote *r, char **out)
     sb_str(&b, "cd ");
     shell_word(&b, r->cwd, false);
     b.n--;
-    sb_str(&b, "&& exec ");
+    sb_str(&b, " && exec ");
     shell_word(&b, r->podrun, false);
     sb_str(&b, "deepspeed ");
     snprintf(t, sizeof t, "--world_info=%s", r->world_info);
