@@ -141,8 +141,27 @@ static void json_quote(struct sbuf *b, const char *s)
     sb_add(b, "\"", 1);
 }
 
+/* Whether s is UTF-8 text (JSON carries nothing else; DeepSpeed reads the file as UTF-8). */
+static bool utf8_ok(const unsigned char *s)
+{
+    while (*s) {
+        int n = *s < 0x80 ? 0 : (*s & 0xe0) == 0xc0 ? 1 : (*s & 0xf0) == 0xe0 ? 2
+                : (*s & 0xf8) == 0xf0 ? 3 : -1;
+        if (n < 0 || (n == 1 && *s < 0xc2))
+            return false;
+        s++;
+        for (int i = 0; i < n; i++, s++)
+            if ((*s & 0xc0) != 0x80)
+                return false;
+    }
+    return true;
+}
+
 int ds_world_info_encode(const struct hostfile_resources *r, char **out)
 {
+    for (size_t i = 0; i < r->count; i++)
+        if (!utf8_ok((const unsigned char *)r->nodes[i].host))
+            return -EILSEQ;
     struct sbuf j = {0};
     sb_str(&j, "{");
     for (size_t i = 0; i < r->count; i++) {

@@ -23,7 +23,7 @@
 /* ---- world_info ---- */
 
 /* The encoded text of `r` ({"h0": [0, 1], "h1": [0]} in URL-safe base64 with '=' padding) into
- * a malloc'd string. 0 or -ENOMEM. */
+ * a malloc'd string. 0, -EILSEQ (a host name that is not UTF-8 text) or -ENOMEM. */
 int ds_world_info_encode(const struct hostfile_resources *r, char **out);
 
 /* Decodes world_info (URL-safe or standard base64, padded or not, of a JSON object of host ->

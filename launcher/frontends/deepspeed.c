@@ -213,6 +213,9 @@ static int head(struct cfg *c, const char *path, const struct hostfile_resources
 {
     char *wi = NULL;
     int r = ds_world_info_encode(active, &wi);
+    if (r == -EILSEQ)
+        return fail(-EINVAL, err, errlen, "%s: a host name is not UTF-8 text; write each host "
+                    "as its DNS name or address", path);
     if (r)
         return fail(r, err, errlen, "out of memory");
     char first[HOSTFILE_NAME_MAX + 1];
@@ -275,6 +278,12 @@ static int deepspeed_discover(struct cfg *c, char *const *envp, const struct dis
         r = hostfile_resources_from(&pool, &hf, -1, err, errlen);
     if (!r)
         r = hostfile_select(&active, &pool, &sel, err, errlen);
+    /* slots=0 parses (DeepSpeed's grammar) but gives the host no worker to start */
+    for (size_t i = 0; !r && i < active.count; i++)
+        if (!active.nodes[i].nslots)
+            r = fail(-EINVAL, err, errlen, "%s line %u: host %.64s has slots=0, so no worker; "
+                     "give it slots=N (N >= 1) or leave it out (-e %.64s)", path,
+                     active.nodes[i].line, active.nodes[i].host, active.nodes[i].host);
     if (!r && (active.count > 1 || c->ds_force_multi)) {
         r = head(c, path, &active, err, errlen);
     } else if (!r) {

@@ -162,6 +162,7 @@ static const struct bad bads[] = {
     {HF, "worker-0", F("-i", "worker-2:3"), "No slot '3' specified on host 'worker-2'"},
     {HF, "worker-2", F("--no_ssh", "-e", "worker-2"), "worker-2"},
     {HF, "elsewhere", F("--no_ssh"), "elsewhere"},
+    {"a slots=1\nb slots=0\n", "x", NULL, "/job/hostfile line 2: host b has slots=0"},
     {NULL, "h", F("--num_nodes", "2"), "Num nodes is >1 but no extra nodes available via hostfile"},
     {NULL, "h", F("-H", "/data/hostfile"), "cannot read hostfile /data/hostfile"},
     {NULL, "h", F("--launcher", "slurm"), "srun podrun deepspeed --no_ssh"},
