@@ -246,3 +246,53 @@ def test_usage_errors(tmp_path, args, text):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2, r.stderr
     assert text in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_seed_004_manifest_runs_without_ssh(tmp_path):
+    """docker/deepspeed/indexed-job.yaml: seed 004's job as an Indexed Job whose pods all run
+    `podrun deepspeed --no_ssh` over one ConfigMap hostfile. In a UTS namespace per pod with the
+    pod's host name, each resolves to its own line (node rank = its index), the first pod hosting
+    the store; the Job's podFailurePolicy reads podrun's exit-code table."""
+    import yaml
+    from conftest import ROOT
+    docs = [d for d in yaml.safe_load_all((ROOT / "docker/deepspeed/indexed-job.yaml").read_text())
+            if d]
+    cm = next(d for d in docs if d["kind"] == "ConfigMap")
+    job = next(d for d in docs if d["kind"] == "Job")
+    svc = next(d for d in docs if d["kind"] == "Service")
+    spec, name = job["spec"], job["metadata"]["name"]
+    tmpl = spec["template"]["spec"]
+    assert spec["completionMode"] == "Indexed" and tmpl["subdomain"] == svc["metadata"]["name"]
+    assert tmpl["restartPolicy"] == "Never" and "initContainers" not in tmpl
+    c = tmpl["containers"][0]
+    assert os.path.basename(c["command"][0]) == "podrun" and c["args"][0] == "deepspeed"
+    assert "--no_ssh" in c["args"] and not any("ssh" in (x.get("image") or "")
+                                                for x in tmpl["containers"])
+    mount = next(m["mountPath"] for m in c["volumeMounts"] if m["name"] == "hostfile")
+    hf = tmp_path / "hostfile"
+    hf.write_text(cm["data"]["hostfile"])
+    args = [str(hf) if a == f"{mount}/hostfile" else a for a in c["args"][1:]]
+    assert str(hf) in args
+    env = env_for(**{e["name"]: e["value"] for e in c.get("env", [])})
+    n = spec["completions"]
+    assert n == spec["parallelism"] == len([line for line in cm["data"]["hostfile"].splitlines()
+                                            if line and not line.startswith("#")])
+    for i in range(n):
+        cmd = f"hostname {name}-{i} && exec {PODRUN} deepspeed --print-config " + \
+              " ".join(f"'{a}'" for a in args)
+        r = subprocess.run(["unshare", "--uts", "sh", "-c", cmd], env=env, capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        cfg = {m.group(1): m.group(2) for m in
+               re.finditer(r"^(\S+)\s+(.*?)\s+\(.*\)$", r.stdout, re.M)}
+        assert cfg["node-rank"] == str(i) and cfg["nnodes"] == str(n), r.stdout
+        assert cfg["master-addr"] == f"{name}-0.{svc['metadata']['name']}"
+        assert cfg["master-port"] == str(svc["spec"]["ports"][0]["port"])
+        assert cfg["ds-mode"] == "node" and cfg["ds-devices"] == "0"
+        assert cfg["nproc-per-node"] == str(c["resources"]["limits"]["nvidia.com/gpu"])
+        assert cfg["rdzv-id"] == "ds-bert" and cfg["max-restarts"] == "3"
+    rules = spec["podFailurePolicy"]["rules"]
+    fail = {v for r in rules if r["action"] == "FailJob" for v in r["onExitCodes"]["values"]}
+    ignore = {v for r in rules if r["action"] == "Ignore" and "onExitCodes" in r
+              for v in r["onExitCodes"]["values"]}
+    assert fail == set(range(1, 128)) and ignore == {170, 171, 172}
