@@ -30,6 +30,7 @@
 
 #define FANOUT_MAX 1024          /* pdsh -f: DeepSpeed's PDSH_MAX_FAN_OUT */
 #define FANOUT_STOP_GRACE_MS 10000   /* after the agents' own --term-timeout */
+#define FANOUT_STOP_AGAIN_MS 2000    /* an agent that wrote its pid file after a stop ran */
 #define FANOUT_LINE 4096
 
 struct child {
@@ -52,6 +53,9 @@ struct head {
     bool *spoke;                 /* a host printed something: it was reached */
     int *codes;                  /* each host's exit code as pdsh reports it (0: none said) */
     bool stopping;
+    struct child *stop_ch;       /* the latest stop fan-out */
+    int nstop;
+    long long stop_deadline, stop_again;
     int signal;                  /* what stopped the head, 0 if none */
     bool unreachable;
 };
@@ -361,9 +365,21 @@ static void drain(struct head *h, struct child *ch, bool eof)
     }
 }
 
-static struct child *stop_ch;
-static int nstop;
-static long long stop_deadline;
+static bool all_done(struct child *ch, int n);
+
+/* One round of the stop fan-out, unless the previous one still runs. A stop that raced an agent
+ * still starting (no pid file yet) is repeated every FANOUT_STOP_AGAIN_MS while pdsh runs. */
+static void run_stop(struct head *h)
+{
+    h->stop_again = now_ms() + FANOUT_STOP_AGAIN_MS;
+    if (h->stop_ch && !all_done(h->stop_ch, h->nstop))
+        return;
+    free(h->stop_ch);
+    h->stop_ch = NULL;
+    h->nstop = 0;
+    if (start_all(h, h->stop, &h->stop_ch, &h->nstop))
+        say("cannot start the stop command; pdsh is stopped at the deadline");
+}
 
 /* The stop fan-out: each host's agent of this job gets SIGTERM through its pid file. */
 static void start_stop(struct head *h, const char *why)
@@ -373,9 +389,8 @@ static void start_stop(struct head *h, const char *why)
     h->stopping = true;
     if (why)
         say("%s; stopping this job's agents on every host", why);
-    if (start_all(h, h->stop, &stop_ch, &nstop))
-        say("cannot start the stop command; stopping pdsh itself");
-    stop_deadline = now_ms() + (long long)h->c->term_timeout_ms + FANOUT_STOP_GRACE_MS;
+    h->stop_deadline = now_ms() + (long long)h->c->term_timeout_ms + FANOUT_STOP_GRACE_MS;
+    run_stop(h);
 }
 
 static bool all_done(struct child *ch, int n)
@@ -415,13 +430,16 @@ static int wait_loop(struct head *h, int sfd)
                 p[n].fd = h->run[i].err_fd, p[n].events = POLLIN, who[n++] = &h->run[i];
         int timeout = -1;
         if (h->stopping && !killed) {
-            long long left = stop_deadline - now_ms();
-            timeout = left > 0 ? (int)left : 0;
+            long long t = now_ms(), next = h->stop_again < h->stop_deadline ? h->stop_again
+                                                                              : h->stop_deadline;
+            timeout = next > t ? (int)(next - t) : 0;
         }
         int r = poll(p, (nfds_t)n, timeout);
         if (r < 0 && errno != EINTR)
             return -errno;
-        if (r == 0 && h->stopping && !killed) {
+        if (r == 0 && h->stopping && !killed && now_ms() < h->stop_deadline) {
+            run_stop(h);
+        } else if (r == 0 && h->stopping && !killed) {
             /* the agents did not go in time: pdsh (and in exec mode what it runs) goes */
             say("the hosts' agents did not stop within %llu s; killing pdsh",
                 (unsigned long long)(h->c->term_timeout_ms / 1000 + FANOUT_STOP_GRACE_MS / 1000));
@@ -455,13 +473,13 @@ static int wait_loop(struct head *h, int sfd)
         pid_t pid;
         while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
             reap(h->run, h->nrun, pid, st);
-            reap(stop_ch, nstop, pid, st);
+            reap(h->stop_ch, h->nstop, pid, st);
         }
     }
     /* the stop fan-out is short; wait for it so that nothing of ours outlives the head */
-    for (int i = 0; i < nstop; i++)
-        if (!stop_ch[i].done)
-            waitpid(stop_ch[i].pid, &stop_ch[i].status, 0);
+    for (int i = 0; i < h->nstop; i++)
+        if (!h->stop_ch[i].done)
+            waitpid(h->stop_ch[i].pid, &h->stop_ch[i].status, 0);
     if (h->signal)
         return 128 + h->signal;
     int code = 0;
@@ -579,7 +597,7 @@ int fanout_run(const struct cfg *c, char **opts, int nopts, char **envp)
     if (sfd >= 0)
         close(sfd);
     free(h.run);
-    free(stop_ch);
+    free(h.stop_ch);
     free(h.spoke);
     free(h.codes);
     free(h.command);

@@ -393,8 +393,9 @@ int deepspeed_forward_options(char **argv, int nopts, char ***out, int *nout)
         const char *a = argv[i];
         if (!strcmp(a, "--"))
             break;
-        const char *eq = strchr(a, '=');
-        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
+        /* a short flag's value may be glued on: -Hfile */
+        size_t len = eq ? (size_t)(eq - a) : a[1] != '-' && a[1] ? 2 : strlen(a);
         bool drop = false;
         for (size_t j = 0; j < sizeof head_only / sizeof *head_only && !drop; j++)
             drop = strlen(head_only[j]) == len && !memcmp(head_only[j], a, len);

@@ -155,12 +155,29 @@ def test_worker_failure_on_host_two_stops_every_host(tmp_path):
     assert wait_gone(recorded(piddir)) == []
 
 
-def test_sigint_on_head_stops_exactly_this_job(tmp_path):
-    """SIGINT to the head while every worker runs: each host's agent of this job is stopped
-    through its pid file, the head exits 130 and none of the recorded processes is left; a
-    bystander agent of another job on the same hosts keeps running."""
+def in_dir(d):
+    """Processes whose working directory is d: the head's agents and workers run there."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and os.readlink(f"/proc/{pid}/cwd") == str(d) and alive(int(pid)):
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("sig,early", [(signal.SIGINT, False), (signal.SIGTERM, True)],
+                         ids=["sigint-running", "sigterm-starting"])
+def test_signal_on_head_stops_exactly_this_job(tmp_path, sig, early):
+    """SIGINT (SIGTERM) to the head while every worker runs (while the agents start): each
+    host's agent of this job is stopped through its pid file, the head exits 128+signal and none
+    of the recorded processes, nor any other running in the job's directory, is left; a
+    bystander agent of another job on the same machine keeps running."""
     port = free_port("127.0.0.2")
-    hf = hostfile(tmp_path, FOUR)
+    job = tmp_path / "job"
+    job.mkdir()
+    hf = hostfile(job, FOUR)
     piddir = tmp_path / "pids"
     piddir.mkdir()
     other_dir = tmp_path / "other"
@@ -172,17 +189,31 @@ def test_sigint_on_head_stops_exactly_this_job(tmp_path):
         start_new_session=True)
     try:
         p = head(["-H", hf, "--launcher_args", "-R exec", "--master_port", str(port),
-                  "--python", TORCH_PY, DS_WORKER], env_for(DS_PIDS=piddir, DS_HOLD=120),
-                 tmp_path)
-        wait_files(piddir, 5, p)
-        p.send_signal(signal.SIGINT)
+                  "--python", TORCH_PY, DS_WORKER], env_for(DS_PIDS=piddir, DS_HOLD=120), job)
+        if early:
+            time.sleep(0.3)
+        else:
+            wait_files(piddir, 5, p)
+        p.send_signal(sig)
         rc, out, err = finish(p, timeout=60)
-        assert rc == 130, out + err
+        assert rc == 128 + sig, out + err
         assert wait_gone(recorded(piddir)) == [], err
+        assert wait_gone(in_dir(job), timeout=10) == [], err
         assert bystander.poll() is None, "another job's agent was stopped"
     finally:
         os.killpg(bystander.pid, signal.SIGKILL)
         bystander.wait()
+
+
+def test_save_pid(tmp_path):
+    """--save_pid: /tmp/<pid>.deepspeed holds podrun's pid while the job runs, and goes after."""
+    r = subprocess.run([PODRUN, "deepspeed", "--save_pid", "--no_python", "--no_local_rank", "sh",
+                        "-c", "echo parent=$PPID; echo saved=$(cat /tmp/$PPID.deepspeed)"],
+                       env=env_for(), cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"parent=(\d+)\s*\n.*saved=(\d+)", r.stdout)
+    assert m and m.group(1) == m.group(2), r.stdout
+    assert not os.path.exists(f"/tmp/{m.group(1)}.deepspeed")
 
 
 def test_unreachable_host_is_named(tmp_path):

@@ -246,12 +246,12 @@ static void test_forward_options(void)
     char *argv[] = {"-H", "hf", "--include=a@b", "--master_port", "29501", "--no_local_rank",
                     "--launcher_args", "-R exec", "--max-restarts", "2", "-q", "--module",
                     "--enable_each_rank_log", "/l", "--python=/py", "--ssh_port", "22",
-                    "--force_multi", "-m"};
+                    "--force_multi", "-m", "-Hother", "-iw-1", "-r3"};
     char **out;
     int n;
     CHECK_EQ_INT(deepspeed_forward_options(argv, (int)(sizeof argv / sizeof *argv), &out, &n), 0);
     const char *want[] = {"--no_local_rank", "--max-restarts", "2", "-q", "--module",
-                          "--enable_each_rank_log", "/l", "--python=/py", "-m"};
+                          "--enable_each_rank_log", "/l", "--python=/py", "-m", "-r3"};
     CHECK_EQ_INT(n, (int)(sizeof want / sizeof *want));
     for (int i = 0; i < n && i < (int)(sizeof want / sizeof *want); i++)
         CHECK_EQ_STR(out[i], want[i]);
