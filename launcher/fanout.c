@@ -222,8 +222,10 @@ static int gather_exports(struct exports *x, char *const *envp, const char *cwd)
 
 /* ---- running ---- */
 
-/* Starts `command` on every host: one pdsh, or per host ssh (sh -c in exec mode). */
-static int start_all(struct head *h, const char *command, struct child **out, int *nout)
+/* Starts `command` on every host: one pdsh, or per host ssh (sh -c in exec mode). Only the job's
+ * own pdsh has its stderr read (want_err); the stop's goes straight to the head's. */
+static int start_all(struct head *h, const char *command, bool want_err, struct child **out,
+                     int *nout)
 {
     int n = h->pdsh ? 1 : (int)h->hosts.count;
     struct child *ch = calloc((size_t)n, sizeof *ch);
@@ -240,7 +242,7 @@ static int start_all(struct head *h, const char *command, struct child **out, in
         int fanout = h->hosts.count < FANOUT_MAX ? (int)h->hosts.count : FANOUT_MAX;
         r = list ? ds_pdsh_argv(list, fanout, h->words, h->exec, command, fan, &argv) : -ENOMEM;
         if (!r)
-            r = spawn(argv, true, &ch[0]);
+            r = spawn(argv, want_err, &ch[0]);
         free(argv);
         free(list);
     }
@@ -377,7 +379,7 @@ static void run_stop(struct head *h)
     free(h->stop_ch);
     h->stop_ch = NULL;
     h->nstop = 0;
-    if (start_all(h, h->stop, &h->stop_ch, &h->nstop))
+    if (start_all(h, h->stop, false, &h->stop_ch, &h->nstop))
         say("cannot start the stop command; pdsh is stopped at the deadline");
 }
 
@@ -580,7 +582,7 @@ int fanout_run(const struct cfg *c, char **opts, int nopts, char **envp)
         say("starting %zu hosts' agents through %s%s (job store at %s:%d)", h.hosts.count,
             h.pdsh ? "pdsh" : h.exec ? "sh" : "ssh", h.exec ? " -R exec" : "", c->master_addr,
             c->master_port);
-        r = start_all(&h, h.command, &h.run, &h.nrun);
+        r = start_all(&h, h.command, true, &h.run, &h.nrun);
     }
     int code;
     if (r) {

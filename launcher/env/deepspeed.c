@@ -539,7 +539,10 @@ int ds_stop_command(const struct ds_remote *r, char **out)
     sb_str(&b, "f=");
     shell_word(&b, t, false);
     b.n -= 2;
-    sb_str(&b, "'%n.pid; [ -f \"$f\" ] && kill -TERM \"$(cat \"$f\")\" 2>/dev/null; exit 0");
+    /* the file goes with the signal: a repeated stop must not make it a second SIGTERM, which
+     * an agent takes as "kill the workers now" */
+    sb_str(&b, "'%n.pid; if [ -f \"$f\" ]; then kill -TERM \"$(cat \"$f\")\"; rm -f \"$f\"; fi "
+               "2>/dev/null; exit 0");
     return sb_done(&b, out);
 }
 

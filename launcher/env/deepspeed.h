@@ -110,7 +110,8 @@ struct ds_remote {
 int ds_remote_command(const struct ds_remote *r, char **out);
 
 /* The command that stops this job's agent on a host: SIGTERM to the pid in its pid file (the
- * agent stops its own workers' process groups), nothing else on the host. */
+ * agent stops its own workers' process groups), nothing else on the host; the file is removed
+ * with it, so that running the command again signals only agents that started since. */
 int ds_stop_command(const struct ds_remote *r, char **out);
 
 /* The pdsh argv: pdsh -S -f FANOUT -w HOSTS [launcher words] [sh -c] COMMAND. `hosts` is the

@@ -190,8 +190,9 @@ def test_signal_on_head_stops_exactly_this_job(tmp_path, sig, early):
     try:
         p = head(["-H", hf, "--launcher_args", "-R exec", "--master_port", str(port),
                   "--python", TORCH_PY, DS_WORKER], env_for(DS_PIDS=piddir, DS_HOLD=120), job)
-        if early:
-            time.sleep(0.3)
+        if early:   # the head is fanning out: its agents are starting
+            line = p.stderr.readline()
+            assert "starting 4 hosts' agents" in line, line
         else:
             wait_files(piddir, 5, p)
         p.send_signal(sig)

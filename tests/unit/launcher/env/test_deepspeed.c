@@ -180,8 +180,8 @@ static void test_commands(void)
                       "--node-name=%h '--no_local_rank' '--python=/usr/bin/python3' -- "
                       "'train.py' 'it'\\''s' '50%%'");
     CHECK_EQ_INT(ds_stop_command(&r, &stop), 0);
-    CHECK_EQ_STR(stop, "f='/tmp/podrun-0123456789abcdef-'%n.pid; [ -f \"$f\" ] && kill -TERM "
-                       "\"$(cat \"$f\")\" 2>/dev/null; exit 0");
+    CHECK_EQ_STR(stop, "f='/tmp/podrun-0123456789abcdef-'%n.pid; if [ -f \"$f\" ]; then kill "
+                       "-TERM \"$(cat \"$f\")\"; rm -f \"$f\"; fi 2>/dev/null; exit 0");
     /* pdsh's substitutions done by hand for the fallback */
     char *one = NULL;
     CHECK_EQ_INT(ds_expand_host(cmd, "10.0.0.3", 2, &one), 0);
