@@ -215,9 +215,17 @@ int cfg_load_env(struct cfg *c, char *const *envp, char *err, size_t errlen)
 
 /* ---- finalize ------------------------------------------------------------------------------ */
 
-/* auto/cpu/gpu become a number, within 1..CFG_MAX_NPROC. */
+/* auto/cpu/gpu become a number, within 1..CFG_MAX_NPROC. A deepspeed job without a hostfile
+ * and without a count of its own runs a worker per GPU of this node, as DeepSpeed's local
+ * resources are the accelerator's device count (and one worker where there is no GPU). */
 static int resolve_nproc(struct cfg *c, int ncpus, int ngpus, char *err, size_t errlen)
 {
+    if (c->ds_mode == CFG_DS_MODE_LOCAL && c->src[CFG_NPROC_PER_NODE].kind == CFG_SRC_DEFAULT &&
+        ngpus > 0) {
+        c->nproc_per_node = ngpus;
+        cfg_src_init(&c->src[CFG_NPROC_PER_NODE], CFG_SRC_DERIVED, "%s",
+                     "this node's GPUs (deepspeed without a hostfile)");
+    }
     switch (c->nproc_kind) {
     case CFG_NPROC_NUMBER:
         break;

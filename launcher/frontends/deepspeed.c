@@ -298,12 +298,37 @@ static int deepspeed_discover(struct cfg *c, char *const *envp, const struct dis
     return r ? -EINVAL : 1;
 }
 
+/* --bind_cores_to_rank is podrun's --numa-binding cores (each worker an even share of the core
+ * list, OMP_NUM_THREADS its size) over --bind_core_list as --bind-core-list; DeepSpeed reads the
+ * list only with --bind_cores_to_rank, and so does podrun. On a node that runs workers only: the
+ * head passes both flags on to every host's agent, whose CPUs they name. podrun's own
+ * --numa-binding of another mode contradicts the flag. */
+static int bind_cores(struct cfg *c, char *err, size_t errlen)
+{
+    if (!c->ds_bind_cores || c->ds_mode == CFG_DS_MODE_HEAD)
+        return 0;
+    if (c->src[CFG_NUMA_BINDING].kind >= CFG_SRC_FLAG && c->numa_binding != CFG_NUMA_CORES)
+        return op_conflict(err, errlen, "--bind_cores_to_rank binds each worker to a share of "
+                           "the cores, but --numa-binding is %s (%s): drop one of them",
+                           cfg_settings[CFG_NUMA_BINDING].choices[c->numa_binding],
+                           c->src[CFG_NUMA_BINDING].name);
+    int r = op_set(c, CFG_NUMA_BINDING, "cores", CFG_SRC_FLAG, err, errlen,
+                   "--bind_cores_to_rank");
+    if (!r && c->ds_bind_core_list)
+        r = op_set(c, CFG_BIND_CORE_LIST, c->ds_bind_core_list, CFG_SRC_FLAG, err, errlen,
+                   "--bind_core_list");
+    return r;
+}
+
 /* What the tables cannot say: --enable_each_rank_log DIR is per-rank log files and nothing on
  * the console (podrun's --log-dir layout), --elastic_training a c10d job of
- * --min_elastic_nodes..--max_elastic_nodes nodes around --master_addr. */
+ * --min_elastic_nodes..--max_elastic_nodes nodes around --master_addr, --bind_cores_to_rank
+ * (bind_cores). */
 static int deepspeed_finalize(struct cfg *c, char *err, size_t errlen)
 {
-    int r = 0;
+    int r = bind_cores(c, err, errlen);
+    if (r)
+        return r;
     if (c->ds_each_rank_log && strcmp(c->ds_each_rank_log, "None") &&
         c->ds_mode != CFG_DS_MODE_HEAD) {
         if ((r = op_set(c, CFG_LOG_DIR, c->ds_each_rank_log, CFG_SRC_FLAG, err, errlen,

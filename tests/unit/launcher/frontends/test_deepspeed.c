@@ -10,8 +10,9 @@
 #include "env/deepspeed.h"
 #include "frontends/deepspeed.h"
 
-/* `podrun deepspeed FLAGS train.py` on machine m with env. */
-static int load_ds(struct cfg *c, char **env, struct fake_machine *m, const char *const *flags)
+/* `podrun deepspeed FLAGS train.py` on machine m with env and ngpus GPUs found. */
+static int load_ds_gpus(struct cfg *c, char **env, struct fake_machine *m,
+                        const char *const *flags, int ngpus)
 {
     static char *argv[40];
     argv[0] = "deepspeed";
@@ -25,8 +26,13 @@ static int load_ds(struct cfg *c, char **env, struct fake_machine *m, const char
     err[0] = '\0';
     int r = frontend_load_host(&fe_deepspeed, c, argc, argv, env, &h, err, sizeof err);
     if (!r)
-        r = cfg_finalize(c, 8, 0, err, sizeof err);
+        r = cfg_finalize(c, 8, ngpus, err, sizeof err);
     return r;
+}
+
+static int load_ds(struct cfg *c, char **env, struct fake_machine *m, const char *const *flags)
+{
+    return load_ds_gpus(c, env, m, flags, 0);
 }
 
 /* world_info as "host:0,1 host:2" for comparison. */
@@ -222,6 +228,8 @@ static void test_sources(void)
     CHECK_EQ_STR(c.ds_venv_script, "/v/activate");
     CHECK_EQ_STR(c.ds_bind_core_list, "1,3-5");
     CHECK_EQ_INT(c.master_port, 1234);
+    CHECK_SETTING(&c, "numa-binding", "cores", "flag --bind_cores_to_rank");
+    CHECK_SETTING(&c, "bind-core-list", "1,3-5", "flag --bind_core_list");
     cfg_free(&c);
     /* --enable_each_rank_log DIR: per-rank files, nothing on the console */
     CHECK_EQ_INT(load_ds(&c, NULL, &m, F("--no_ssh", "--enable_each_rank_log", "/logs")), 0);
@@ -236,6 +244,87 @@ static void test_sources(void)
     CHECK_EQ_INT(c.rdzv_backend, CFG_BACKEND_C10D);
     CHECK_EQ_STR(c.rdzv_host, "worker-0");
     CHECK_EQ_INT(c.rdzv_port, 29500);
+    cfg_free(&c);
+}
+
+/* DeepSpeed's core binding is podrun's --numa-binding cores over --bind-core-list, on the nodes
+ * that run workers; the list alone means nothing (DeepSpeed reads it only with the flag). */
+static void test_bind_cores(void)
+{
+    struct fake_file files[] = {{"/job/hostfile", HF}, {NULL, NULL}};
+    struct fake_machine m = {.files = files, .hostname = "worker-1"};
+    struct fake_machine none = {.hostname = "box"};
+    struct cfg c;
+    /* no hostfile: this machine's workers, the whole core list split among them */
+    CHECK_EQ_INT(load_ds(&c, NULL, &none, F("--bind_cores_to_rank")), 0);
+    CHECK_SETTING(&c, "numa-binding", "cores", "flag --bind_cores_to_rank");
+    CHECK(c.bind_core_list == NULL);
+    cfg_free(&c);
+    /* an agent the head started: the flags it passed on */
+    CHECK_EQ_INT(load_ds(&c, NULL, &m, F("--world_info", "eyJ3b3JrZXItMCI6IFswLCAxXX0=",
+                                        "--node_rank", "0", "--bind_cores_to_rank",
+                                        "--bind_core_list", "0-3")), 0);
+    CHECK_EQ_INT(c.numa_binding, CFG_NUMA_CORES);
+    CHECK_EQ_STR(c.bind_core_list, "0-3");
+    cfg_free(&c);
+    /* the head runs no worker: nothing to bind there, its agents bind */
+    CHECK_EQ_INT(load_ds(&c, NULL, &m, F("--bind_cores_to_rank", "--bind_core_list", "0-3")), 0);
+    CHECK_EQ_INT(c.ds_mode, CFG_DS_MODE_HEAD);
+    CHECK_EQ_INT(c.numa_binding, CFG_NUMA_NONE);
+    CHECK(c.bind_core_list == NULL);
+    cfg_free(&c);
+    /* --bind_core_list alone: ignored, as DeepSpeed does */
+    CHECK_EQ_INT(load_ds(&c, NULL, &m, F("--no_ssh", "--bind_core_list", "0-3")), 0);
+    CHECK_EQ_INT(c.numa_binding, CFG_NUMA_NONE);
+    CHECK(c.bind_core_list == NULL);
+    cfg_free(&c);
+    /* podrun's own --numa-binding of another mode contradicts it, in one line */
+    CHECK_ERR(load_ds(&c, NULL, &m, F("--no_ssh", "--numa-binding", "socket",
+                                     "--bind_cores_to_rank")),
+              "--bind_cores_to_rank", "--numa-binding is socket (--numa-binding)");
+    cfg_free(&c);
+    CHECK_EQ_INT(load_ds(&c, NULL, &m, F("--no_ssh", "--numa-binding", "cores",
+                                        "--bind_cores_to_rank")), 0);
+    CHECK_EQ_INT(c.numa_binding, CFG_NUMA_CORES);
+    cfg_free(&c);
+}
+
+/* Without a hostfile, count or CUDA_VISIBLE_DEVICES, the local run has a worker per GPU found,
+ * as DeepSpeed's local resources are the device count; one where there is none. */
+static void test_local_gpus(void)
+{
+    struct fake_machine none = {.hostname = "box"};
+    struct cfg c;
+    CHECK_EQ_INT(load_ds_gpus(&c, NULL, &none, NULL, 4), 0);
+    CHECK_EQ_INT(c.ds_mode, CFG_DS_MODE_LOCAL);
+    CHECK_EQ_INT(c.nproc_per_node, 4);
+    CHECK_EQ_STR(c.src[CFG_NPROC_PER_NODE].name,
+                 "this node's GPUs (deepspeed without a hostfile)");
+    CHECK(c.ds_devices == NULL);
+    cfg_free(&c);
+    CHECK_EQ_INT(load_ds_gpus(&c, NULL, &none, NULL, 0), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 1);
+    cfg_free(&c);
+    /* a count of the user's own wins */
+    CHECK_EQ_INT(load_ds_gpus(&c, NULL, &none, F("--num_gpus", "2"), 4), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 2);
+    CHECK_EQ_STR(c.ds_devices, "0,1");
+    cfg_free(&c);
+    CHECK_EQ_INT(load_ds_gpus(&c, NULL, &none, F("--nproc-per-node", "3"), 4), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 3);
+    cfg_free(&c);
+    char *cvd[] = {"CUDA_VISIBLE_DEVICES=1,3", NULL};
+    CHECK_EQ_INT(load_ds_gpus(&c, cvd, &none, NULL, 4), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 2);
+    cfg_free(&c);
+    /* a hostfile's slots are the count, not this machine's GPUs; torchrun's words neither */
+    struct fake_file files[] = {{"/job/hostfile", HF}, {NULL, NULL}};
+    struct fake_machine m = {.files = files, .hostname = "worker-2"};
+    CHECK_EQ_INT(load_ds_gpus(&c, NULL, &m, F("--no_ssh"), 4), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 1);
+    cfg_free(&c);
+    CHECK_EQ_INT(load_pod(&c, NULL, &none, NULL), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 1);
     cfg_free(&c);
 }
 
@@ -278,6 +367,8 @@ int main(void)
     RUN(test_golden);
     RUN(test_errors);
     RUN(test_sources);
+    RUN(test_bind_cores);
+    RUN(test_local_gpus);
     RUN(test_forward_options);
     return check_result();
 }
