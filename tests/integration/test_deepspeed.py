@@ -120,6 +120,27 @@ def test_pdsh_exec_four_hosts_allreduce(tmp_path):
     assert "through pdsh -R exec" in err
 
 
+def test_pdsh_exec_token_and_bind_cores(tmp_path):
+    """Under the job's token (PODRUN_RDZV_TOKEN, which pdsh -R exec's commands inherit) the
+    guarded store takes every key the agents the head starts write: the job runs and nothing is
+    refused. --bind_cores_to_rank with --bind_core_list reaches every host's agent: each worker
+    runs on its share of the list, with OMP_NUM_THREADS its size."""
+    if len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0):
+        pytest.skip("needs CPUs 0 and 1")
+    hf = hostfile(tmp_path, ["127.0.0.2 slots=2", "127.0.0.3 slots=1"])
+    port = free_port("127.0.0.2")
+    p = head(["-H", hf, "--launcher_args", "-R exec", "--master_port", str(port),
+              "--bind_cores_to_rank", "--bind_core_list", "0-1", "--python", TORCH_PY,
+              DS_WORKER], env_for(PODRUN_RDZV_TOKEN="c0ffee" * 8), tmp_path)
+    rc, out, err = finish(p)
+    assert rc == 0, out + err
+    assert "refused" not in out + err, out + err
+    assert sorted(results(out)) == [0, 1, 2], out + err
+    cpus = {int(m.group(1)): (m.group(2), m.group(3))
+            for m in re.finditer(r"ds-cpus rank=(\d+) cpus=(\S+) omp=(\S+)", out)}
+    assert cpus == {0: ("0", "1"), 1: ("1", "1"), 2: ("0,1", "2")}, out + err
+
+
 def test_pdsh_exec_env_and_argv0(tmp_path):
     """PDSH_RCMD_TYPE=exec in the environment picks the exec module too, and podrun answers to
     argv[0] `deepspeed`; --no_local_rank leaves the script's arguments alone."""

@@ -2,7 +2,8 @@
 gave it, then all_reduces over gloo.
 
 Prints "ds rank=R local_rank=L world=W local_size=S cross_rank=C cross_size=N cvd=D
-arg_local_rank=A args=... extra=X sum=S". With $DS_PIDS it writes "<pid> <ppid>" to
+arg_local_rank=A args=... extra=X sum=S", then "ds-cpus rank=R cpus=0,1 omp=N" (the CPUs it may
+run on and OMP_NUM_THREADS). With $DS_PIDS it writes "<pid> <ppid>" to
 $DS_PIDS/<rank>. $DS_FAIL_NODE: local rank 0 of that node exits $DS_FAIL_EXIT (default 3)
 before joining the collective; $DS_HOLD: seconds to sleep before it (so tests can stop a
 running job)."""
@@ -35,4 +36,6 @@ print(f"ds rank={rank} local_rank={os.environ['LOCAL_RANK']} world={os.environ['
       f"cross_size={os.environ['CROSS_SIZE']} cvd={os.environ.get('CUDA_VISIBLE_DEVICES')} "
       f"arg_local_rank={lr_arg[0] if lr_arg else None} args={'|'.join(rest)} "
       f"extra={os.environ.get('DS_EXTRA')} sum={int(t.item())}", flush=True)
+print(f"ds-cpus rank={rank} cpus={','.join(map(str, sorted(os.sched_getaffinity(0))))} "
+      f"omp={os.environ.get('OMP_NUM_THREADS')}", flush=True)
 dist.destroy_process_group()
