@@ -16,8 +16,12 @@
  * last handle (timer, polls, request timers) has closed. */
 #include "rdzv/http.h"
 
+/* CURLOPT_PROTOCOLS is the way to name the protocols before libcurl 7.85 (below) */
+#define CURL_DISABLE_DEPRECATION
 #include <curl/curl.h>
 #include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,9 +74,31 @@ struct http_request {
     size_t len, cap;
     char errtext[160];
     char curl_err[CURL_ERROR_SIZE];
+    int pem_fd[3];              /* memfds holding PEM text for a libcurl without blobs, or -1 */
 };
 
 static unsigned http_global_users;
+
+/* The one-file build runs with whatever libcurl the image has (rdzv/curl_dl.c), and is built
+ * against older headers (Debian 11's 7.74), so the options newer than 7.71 are named by their
+ * numbers, which are libcurl's ABI; a libcurl that does not know one answers
+ * CURLE_UNKNOWN_OPTION and the older way is taken (request_set_pem, request_set_protocols). */
+#ifndef CURLOPT_PROTOCOLS_STR /* 7.85 */
+#define CURLOPT_PROTOCOLS_STR ((CURLoption)(CURLOPTTYPE_STRINGPOINT + 318))
+#endif
+#ifndef CURLOPT_CAINFO_BLOB /* 7.77 */
+#define CURLOPT_CAINFO_BLOB ((CURLoption)(CURLOPTTYPE_BLOB + 309))
+#endif
+#if LIBCURL_VERSION_NUM < 0x074d00 /* 7.77 */
+#define CURLE_SSL_CLIENTCERT ((CURLcode)98)
+#endif
+
+#ifndef PODRUN_CURL_DLOPEN
+const char *http_library_error(void)
+{
+    return NULL;
+}
+#endif
 
 /* ---- error values ---- */
 
@@ -197,6 +223,15 @@ static void request_unlink(http_request_t *r)
     c->active--;
 }
 
+static void request_close_pems(http_request_t *r)
+{
+    for (int i = 0; i < 3; i++) {
+        if (r->pem_fd[i] >= 0)
+            close(r->pem_fd[i]);
+        r->pem_fd[i] = -1;
+    }
+}
+
 /* Releases everything r holds; its memory goes when its timer has closed. r is already unlinked
  * and out of the multi handle. */
 static void request_release(http_request_t *r)
@@ -206,6 +241,7 @@ static void request_release(http_request_t *r)
     r->easy = NULL;
     curl_slist_free_all(r->hdrs);
     r->hdrs = NULL;
+    request_close_pems(r);
     free(r->buf);
     r->buf = NULL;
     uv_close((uv_handle_t *)&r->idle, request_closed);
@@ -546,7 +582,7 @@ static void on_idle(uv_timer_t *t)
 int http_client_new(uv_loop_t *loop, http_client_t **out)
 {
     if (http_global_users == 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return -EIO;
+        return http_library_error() ? -ELIBACC : -EIO;
     http_global_users++;
     http_client_t *c = calloc(1, sizeof *c);
     if (!c)
@@ -609,8 +645,34 @@ static int request_add_header(http_request_t *r, const char *fmt, ...)
     return 0;
 }
 
-static int request_set_tls(CURL *e, const struct http_tls *t)
+/* Hands PEM text to libcurl: as a blob, or, where libcurl has no blob options (before 7.71, or
+ * 7.77 for the CAs), as a memory file named /proc/self/fd/N that lives as long as the request.
+ * The text never touches a disk either way. 0 or a CURLcode. */
+static CURLcode request_set_pem(http_request_t *r, int slot, CURLoption blob_opt,
+                                CURLoption file_opt, const char *pem, size_t len)
 {
+    struct curl_blob b = {(void *)pem, len, CURL_BLOB_COPY};
+    CURLcode rc = curl_easy_setopt(r->easy, blob_opt, &b);
+    if (rc != CURLE_UNKNOWN_OPTION && rc != CURLE_NOT_BUILT_IN)
+        return rc;
+    int fd = memfd_create("podrun-pem", MFD_CLOEXEC);
+    if (fd < 0)
+        return CURLE_OUT_OF_MEMORY;
+    r->pem_fd[slot] = fd;
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, pem + off, len - off);
+        if (n <= 0)
+            return CURLE_WRITE_ERROR;
+        off += (size_t)n;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    return curl_easy_setopt(r->easy, file_opt, path);
+}
+
+static int request_set_tls(http_request_t *r, const struct http_tls *t)
+{
+    CURL *e = r->easy;
     int rc = 0;
     if (t->insecure) {
         rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
@@ -622,28 +684,35 @@ static int request_set_tls(CURL *e, const struct http_tls *t)
         if (t->ca_file)
             rc |= curl_easy_setopt(e, CURLOPT_CAINFO, t->ca_file);
         if (t->ca_pem) {
-            struct curl_blob b = {(void *)t->ca_pem, t->ca_pem_len, CURL_BLOB_COPY};
             rc |= curl_easy_setopt(e, CURLOPT_CAINFO, NULL);
-            rc |= curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &b);
+            rc |= request_set_pem(r, 0, CURLOPT_CAINFO_BLOB, CURLOPT_CAINFO, t->ca_pem,
+                                  t->ca_pem_len);
         }
     }
     if (t->cert_file || t->cert_pem)
         rc |= curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
     if (t->cert_file)
         rc |= curl_easy_setopt(e, CURLOPT_SSLCERT, t->cert_file);
-    if (t->cert_pem) {
-        struct curl_blob b = {(void *)t->cert_pem, t->cert_pem_len, CURL_BLOB_COPY};
-        rc |= curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &b);
-    }
+    if (t->cert_pem)
+        rc |= request_set_pem(r, 1, CURLOPT_SSLCERT_BLOB, CURLOPT_SSLCERT, t->cert_pem,
+                              t->cert_pem_len);
     if (t->key_file || t->key_pem)
         rc |= curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
     if (t->key_file)
         rc |= curl_easy_setopt(e, CURLOPT_SSLKEY, t->key_file);
-    if (t->key_pem) {
-        struct curl_blob b = {(void *)t->key_pem, t->key_pem_len, CURL_BLOB_COPY};
-        rc |= curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &b);
-    }
+    if (t->key_pem)
+        rc |= request_set_pem(r, 2, CURLOPT_SSLKEY_BLOB, CURLOPT_SSLKEY, t->key_pem,
+                              t->key_pem_len);
     return rc ? -EINVAL : 0;
+}
+
+/* http and https only: by name since 7.85, by bit mask before. */
+static CURLcode request_set_protocols(CURL *e)
+{
+    CURLcode rc = curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (rc == CURLE_UNKNOWN_OPTION)
+        rc = curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    return rc;
 }
 
 static int request_set_method(http_request_t *r, const struct http_request_opts *o)
@@ -683,7 +752,7 @@ static int request_set_options(http_request_t *r, const struct http_request_opts
     rc |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_curl_header);
     rc |= curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
     rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    rc |= request_set_protocols(e);
     rc |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     rc |= curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
     rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cto);
@@ -694,7 +763,7 @@ static int request_set_options(http_request_t *r, const struct http_request_opts
     rc |= curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 10L);
     if (rc)
         return -EINVAL;
-    if (o->tls && (rc = request_set_tls(e, o->tls)) != 0)
+    if (o->tls && (rc = request_set_tls(r, o->tls)) != 0)
         return rc;
     if ((rc = request_set_method(r, o)) != 0)
         return rc;
@@ -745,6 +814,7 @@ int http_request_start(http_client_t *c, const struct http_request_opts *o, http
     r->on_done = o->on_done;
     r->arg = o->arg;
     r->streaming = -1;
+    r->pem_fd[0] = r->pem_fd[1] = r->pem_fd[2] = -1;
     r->easy = curl_easy_init();
     if (!r->easy) {
         free(r);
@@ -754,6 +824,7 @@ int http_request_start(http_client_t *c, const struct http_request_opts *o, http
     if (rc) {
         curl_slist_free_all(r->hdrs);
         curl_easy_cleanup(r->easy);
+        request_close_pems(r);
         free(r);
         return rc;
     }

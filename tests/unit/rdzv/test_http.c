@@ -99,6 +99,41 @@ static const char *pki_path(const char *name)
     return p;
 }
 
+/* ---- libcurl loaded at run time (the one-file build, rdzv/curl_dl.c) ---- */
+
+/* Whether a libcurl is mapped into this process, read from /proc/self/maps line by line. */
+static int libcurl_mapped(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4096];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = strstr(line, "/libcurl") != NULL;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+/* Linked: libcurl is there from the start. Loaded at run time: not before the first client, and
+ * then it is, with every call going through to it (the tests below). */
+static void test_library_loading(void)
+{
+#ifdef PODRUN_CURL_DLOPEN
+    CHECK(!libcurl_mapped());
+#else
+    CHECK(libcurl_mapped());
+#endif
+    uv_loop_t l;
+    http_client_t *c;
+    uv_loop_init(&l);
+    CHECK_EQ_INT(http_client_new(&l, &c), 0);
+    CHECK(http_library_error() == NULL);
+    CHECK(libcurl_mapped());
+    http_client_close(c);
+    uv_run(&l, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&l), 0);
+}
+
 /* ---- per-test loop and client ---- */
 
 static void setup(void)
@@ -725,6 +760,7 @@ int main(int argc, char **argv)
         servers_stop();
         return 1;
     }
+    RUN(test_library_loading);
     RUN(test_get_https);
     RUN(test_post_with_token_and_headers);
     RUN(test_plain_http);
