@@ -22,11 +22,23 @@
 #define RULE "============================================================\n"
 #define THIN "------------------------------------------------------------\n"
 
+/* Linux's signal names; a table rather than glibc's sigabbrev_np, which needs glibc 2.32 and
+ * podrun's one-file build runs on 2.31. */
+static const char *const signames[] = {
+    [SIGHUP] = "HUP",       [SIGINT] = "INT",       [SIGQUIT] = "QUIT",   [SIGILL] = "ILL",
+    [SIGTRAP] = "TRAP",     [SIGABRT] = "ABRT",     [SIGBUS] = "BUS",     [SIGFPE] = "FPE",
+    [SIGKILL] = "KILL",     [SIGUSR1] = "USR1",     [SIGSEGV] = "SEGV",   [SIGUSR2] = "USR2",
+    [SIGPIPE] = "PIPE",     [SIGALRM] = "ALRM",     [SIGTERM] = "TERM",   [SIGSTKFLT] = "STKFLT",
+    [SIGCHLD] = "CHLD",     [SIGCONT] = "CONT",     [SIGSTOP] = "STOP",   [SIGTSTP] = "TSTP",
+    [SIGTTIN] = "TTIN",     [SIGTTOU] = "TTOU",     [SIGURG] = "URG",     [SIGXCPU] = "XCPU",
+    [SIGXFSZ] = "XFSZ",     [SIGVTALRM] = "VTALRM", [SIGPROF] = "PROF",   [SIGWINCH] = "WINCH",
+    [SIGIO] = "IO",         [SIGPWR] = "PWR",       [SIGSYS] = "SYS",
+};
+
 const char *report_signame(int sig, char *buf, size_t len)
 {
-    const char *ab = sigabbrev_np(sig);
-    if (ab)
-        snprintf(buf, len, "SIG%s", ab);
+    if (sig > 0 && (size_t)sig < sizeof signames / sizeof *signames && signames[sig])
+        snprintf(buf, len, "SIG%s", signames[sig]);
     else
         snprintf(buf, len, "SIG%d", sig);
     return buf;

@@ -98,6 +98,20 @@ child_exec(const struct worker_spawn *sp, int errfd, pid_t parent)
 
 #define GUARD_MAX_GROUPS 4096
 
+/* Closes every descriptor from `lo` up, in a child between fork and exec. close_range(2) by its
+ * system call number: glibc has a wrapper only from 2.34 on, newer than the glibc podrun's one-file
+ * build runs on; before Linux 5.9, one close per possible descriptor. */
+static void close_from(int lo)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned)lo, ~0U, 0) == 0)
+        return;
+#endif
+    long max = sysconf(_SC_OPEN_MAX);
+    for (long fd = lo; fd < (max > 0 ? max : 1024); fd++)
+        close((int)fd);
+}
+
 /* In the guard: collect groups (+pgid) and forget them (-pgid) until the pipe ends. */
 static void __attribute__((noreturn)) guard_main(void)
 {
@@ -144,7 +158,7 @@ int workers_guard_start(worker_group_t *g)
             dup2(nul, 1);
             dup2(nul, 2);
         }
-        close_range(3, ~0U, 0);   /* no listening socket or worker pipe may outlive the agent */
+        close_from(3);   /* no listening socket or worker pipe may outlive the agent */
         guard_main();
     }
     int e = errno;
