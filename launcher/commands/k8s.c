@@ -384,7 +384,8 @@ int commands_k8s_main(int argc, char **argv)
     };
     if ((rc = http_client_new(r.loop, &r.http)) ||
         (rc = k8s_watch_start(r.loop, r.http, &creds, &wp, &r.watch))) {
-        fprintf(stderr, "podrun k8s: cannot start: %s\n", podrun_strerror(rc));
+        fprintf(stderr, "podrun k8s: cannot start: %s\n",
+                rc == -ELIBACC ? http_library_error() : podrun_strerror(rc));
         finish(&r, K8S_EXIT_API);
     } else if (r.timeout_s > 0) {
         uv_timer_start(&r.timer, on_timeout, (uint64_t)(r.timeout_s * 1000.0), 0);

@@ -444,7 +444,8 @@ int k8s_discover_start(uv_loop_t *loop, const struct k8s_discover_params *p,
     if (!rc)
         rc = http_client_new(loop, &d->http);
     if (rc) {
-        snprintf(err, err_cap, "kubernetes discovery: cannot start: %s", strerror(-rc));
+        snprintf(err, err_cap, "kubernetes discovery: cannot start: %s",
+                 rc == -ELIBACC ? http_library_error() : strerror(-rc));
         d_free(d);
         return rc;
     }
