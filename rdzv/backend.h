@@ -29,6 +29,8 @@ typedef struct rdzv_backend {
     int (*rejoin)(rdzv_agent_t *a);
     void (*close)(rdzv_agent_t *a, void (*closed)(void *), void *arg);
     uint16_t (*store_port)(const rdzv_agent_t *a);
+    /* optional (NULL: zeroes) */
+    void (*stats)(const rdzv_agent_t *a, rdzv_stats_t *out);
 } rdzv_backend_t;
 
 /* The first member of every backend's agent. */

@@ -21,6 +21,7 @@
 #include "rdzv/aclient.h"
 #include "rdzv/coordinator.h"
 #include "rdzv/server.h"
+#include "rdzv/state.h"
 
 enum agent_state {
     AS_CONNECTING,
@@ -63,6 +64,11 @@ typedef struct store_agent {
     double started;
     void (*leave_sent)(void *);
     void *leave_arg;
+
+    /* what /metrics and `podrun status` see */
+    unsigned long heartbeats, heartbeat_misses;
+    uv_timer_t state_timer;     /* host: the job's state record, every keep_alive_interval */
+    int pub_round, pub_phase;   /* ... and at once when the round or its phase changed */
 
     /* lifetime: open handles and requests still owed a callback */
     int handles, pending;
@@ -155,6 +161,7 @@ static void progress(store_agent_t *a, const char *line)
 /* ---- host side: the coordinator next to the store ---- */
 
 static void run_actions(store_agent_t *a);
+static void publish_state(store_agent_t *a);
 
 static void on_server_closed(void *arg)
 {
@@ -169,9 +176,11 @@ static void close_handles(store_agent_t *a)
     uv_timer_t *ts[] = {&a->hb_timer, &a->prog_timer, &a->defer_timer};
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
         uv_close((uv_handle_t *)ts[i], on_handle_closed);
-    if (a->coord)
+    if (a->coord) {
         for (int i = 0; i < COORD_T_COUNT; i++)
             uv_close((uv_handle_t *)&a->ctimer[i], on_handle_closed);
+        uv_close((uv_handle_t *)&a->state_timer, on_handle_closed);
+    }
     a->closing = 2;
     if (a->server)
         store_server_close(a->server, on_server_closed, a);
@@ -232,6 +241,10 @@ static void run_actions(store_agent_t *a)
             break;
         }
     }
+    coord_info_t info;
+    coord_info(a->coord, &info);
+    if (info.round != a->pub_round || info.phase != a->pub_phase)
+        publish_state(a);
     if (lost) {
         /* an answer or a decision the agents wait for is missing: rather than leave them
          * waiting, this agent goes, and with it the store, which every agent notices */
@@ -292,6 +305,40 @@ static int may_write(void *arg, const char *key, size_t klen)
     return rdzv_agent_record_key(key, klen, prefix);
 }
 
+/* The job's state record (rdzv/state.h) for `podrun status`: written in-process, like the
+ * coordinator's own keys, so readers anywhere see the round, the nodes and their last heartbeat
+ * at most keep_alive_interval old. O(nodes) per write; the value is bounded by the store's
+ * value limit (nodes beyond it are counted, not listed). */
+static void publish_state(store_agent_t *a)
+{
+    if (!a->coord || !a->server || a->closing == 2)
+        return;
+    coord_info_t info;
+    coord_info(a->coord, &info);
+    size_t cap = (size_t)info.members + (size_t)info.joined + (size_t)info.waiting + 64;
+    rdzv_state_node_t *nodes = malloc(cap * sizeof *nodes);
+    if (!nodes)
+        return;
+    rdzv_state_t st;
+    coord_state(a->coord, podrun_time_epoch(), &st, nodes, cap);
+    a->pub_round = info.round;
+    a->pub_phase = info.phase;
+    char *text = NULL;
+    long len = rdzv_state_encode(&st, 4u << 20, &text);
+    if (len >= 0) {
+        char key[320];
+        sfmt(key, sizeof key, "%s%s", a->prefix, RDZV_STATE_KEY);
+        store_server_set(a->server, key, strlen(key), text, (size_t)len);
+    }
+    free(text);
+    free(nodes);
+}
+
+static void on_state_timer(uv_timer_t *t)
+{
+    publish_state(t->data);
+}
+
 /* The host's part of starting: bind the store, start the coordinator with its timers and let it
  * see every record write; this agent then joins over loopback like any other. */
 static int host_start(store_agent_t *a)
@@ -332,6 +379,13 @@ static int host_start(store_agent_t *a)
     store_server_liveness(a->server, (unsigned)(a->p.keep_alive_interval *
                                                 a->p.keep_alive_max_attempt * 1000));
     run_actions(a);
+    /* who can be asked about: `podrun status HOST:PORT` starts from this list */
+    char runs[RDZV_NAME_MAX + 2];
+    sfmt(runs, sizeof runs, "%s\n", a->run_id);
+    store_server_set(a->server, RDZV_RUNS_KEY, strlen(RDZV_RUNS_KEY), runs, strlen(runs));
+    timer_init(a, &a->state_timer);
+    uint64_t every = (uint64_t)(a->p.keep_alive_interval * 1000);
+    uv_timer_start(&a->state_timer, on_state_timer, 0, every ? every : 1000);
     /* the host's own agent reaches the store over loopback */
     sfmt(a->connect_host, sizeof a->connect_host, "%s",
              a->local_addr && *a->local_addr ? a->local_addr : "127.0.0.1");
@@ -547,7 +601,10 @@ static void on_hb_timer(uv_timer_t *t)
     char key[320];
     key_of(a, key, sizeof key, "hb", -1);
     send_set(a, key, "", 0);
+    a->heartbeats++;
     uint64_t since = heard > a->ping_sent ? heard : a->ping_sent;
+    if (a->ping_out && !late)
+        a->heartbeat_misses++;   /* /metrics: a tick with the store silent and asked */
     if (a->ping_out && now - since >= hang_ms(a)) {
         char why[RDZV_LINE_MAX];
         sfmt(why, sizeof why,
@@ -903,6 +960,24 @@ static uint16_t store_port(const rdzv_agent_t *base)
     return ((const store_agent_t *)base)->port;
 }
 
+static void store_stats(const rdzv_agent_t *base, rdzv_stats_t *out)
+{
+    const store_agent_t *a = (const store_agent_t *)base;
+    out->heartbeats = a->heartbeats;
+    out->heartbeat_misses = a->heartbeat_misses;
+    if (!a->server || !a->coord)
+        return;
+    out->hosting = 1;
+    out->silent_nodes = coord_silent_nodes(a->coord);
+    store_server_stats_t st;
+    store_server_stats(a->server, &st);
+    out->store_connections = st.connections;
+    out->store_accepted = st.accepted;
+    memcpy(out->store_ops, st.ops, sizeof out->store_ops);
+    out->store_keys = st.keys;
+    out->store_bytes = st.bytes;
+}
+
 int rdzv_endpoint_is_local(const char *endpoint_host, const char *local_addr)
 {
     if (!endpoint_host || !*endpoint_host)
@@ -936,4 +1011,5 @@ const rdzv_backend_t rdzv_backend_store = {
     .rejoin = store_rejoin,
     .close = store_close,
     .store_port = store_port,
+    .stats = store_stats,
 };

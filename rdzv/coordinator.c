@@ -10,6 +10,7 @@
 #include "rdzv/coordinator.h"
 
 #include "rdzv/ranks.h"
+#include "rdzv/state.h"
 #include "rdzv/u64map.h"
 
 #include <ctype.h>
@@ -87,6 +88,13 @@ struct coord {
 
     action_store_t *q;
     size_t q_len, q_cap, q_pos;
+
+    /* what `podrun status` is shown (coord_state) and metrics count */
+    double started, round_since;
+    long long world;
+    int last_fail_round, last_fail_action; /* the last stop that had a failure; round -1: none */
+    rdzv_failure_t last_fail;
+    unsigned long silent_nodes;
 };
 
 /* ---- action queue ---- */
@@ -436,7 +444,7 @@ static void open_round(coord_t *c, int round, double now)
     c->expect_known = round > 0 || c->n_exp > 0;
     if (round == 0)
         c->expected_missing = c->n_exp;
-    c->round_opened = now;
+    c->round_opened = c->round_since = now;
     c->join_deadline = now + c->p.join_timeout;
     c->last_call_armed = 0;
     c->stopped = c->decided = c->stop_counted = 0;
@@ -541,6 +549,8 @@ static void close_round(coord_t *c, double now)
     c->members = n;
     c->done = 0;
     c->joined = 0;
+    c->world = world;
+    c->round_since = now;
     stop_open_timers(c);
     char line[256];
     sfmt(line, sizeof line,
@@ -652,6 +662,11 @@ static void decide(coord_t *c, double now)
             c->restarts_used++;
     }
     d.restart_count = c->restarts_used;
+    if (d.n > 0) {
+        c->last_fail = c->failures[0];
+        c->last_fail_round = c->round;
+        c->last_fail_action = d.action;
+    }
     if (d.n > 0)
         fail_summary(&c->failures[0], d.reason, sizeof d.reason);
     else
@@ -1136,6 +1151,7 @@ static void sweep(coord_t *c, double now)
         if (now - n->last_seen > limit) {
             char why[64];
             sfmt(why, sizeof why, "node silent for %g s", limit);
+            c->silent_nodes++;
             node_gone(c, n, (int)i, FK_SILENT, why, now);
         }
     }
@@ -1358,7 +1374,8 @@ coord_t *coord_new(const coord_params_t *p, double now)
     c->p.store_host = c->store_host;
     c->p.expected = NULL;
     c->elastic = p->min_nodes < p->max_nodes;
-    c->last_sweep = now;
+    c->last_sweep = c->started = now;
+    c->last_fail_round = -1;
     act_timer(c, COORD_T_SWEEP, now + p->keep_alive_interval);
     open_round(c, 0, now);
     return c;
@@ -1387,4 +1404,76 @@ void coord_free(coord_t *c)
     free(c->prefix);
     free(c->observe_prefix);
     free(c);
+}
+
+/* ---- the job's state for `podrun status` ---- */
+
+static int cmp_node_rank(const void *pa, const void *pb)
+{
+    const rdzv_state_node_t *a = pa, *b = pb;
+    if ((a->node_rank < 0) != (b->node_rank < 0))
+        return a->node_rank < 0 ? 1 : -1;
+    return a->node_rank < b->node_rank ? -1 : a->node_rank > b->node_rank;
+}
+
+/* Members first in node-rank order with their global rank ranges (contiguous per node, as
+ * close_round gave them), then the nodes joined, waiting or expected back. Nodes that are gone
+ * or never joined are not the job's. */
+int coord_state(const coord_t *c, double now, rdzv_state_t *st, rdzv_state_node_t *nodes,
+                size_t cap)
+{
+    memset(st, 0, sizeof *st);
+    sfmt(st->run_id, sizeof st->run_id, "%s", c->run_id);
+    st->time = now;
+    st->started = c->started;
+    st->round = c->round;
+    st->phase = c->phase;
+    st->round_since = c->round_since;
+    if (c->phase == COORD_OVER)
+        sfmt(st->over, sizeof st->over, "%s", c->finished ? "finished" : c->over_kind);
+    sfmt(st->line, sizeof st->line, "%s", c->phase == COORD_OVER ? c->over_text : "");
+    st->min_nodes = c->p.min_nodes;
+    st->max_nodes = c->p.max_nodes;
+    st->world_size = c->phase == COORD_RUNNING ? (int)c->world : 0;
+    st->restarts_used = c->restarts_used;
+    st->max_restarts = c->p.max_restarts;
+    st->failure_round = c->last_fail_round;
+    st->failure_action = c->last_fail_action;
+    st->failure = c->last_fail;
+    st->nodes = nodes;
+    size_t k = 0;
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        const cnode_t *n = c->nodes[i];
+        int phase = n->state == NS_JOINED    ? RDZV_NODE_JOINED
+                    : n->state == NS_WAITING ? RDZV_NODE_WAITING
+                    : n->state == NS_MEMBER  ? (n->done ? RDZV_NODE_DONE : RDZV_NODE_MEMBER)
+                    : n->state == NS_STOPPED ? RDZV_NODE_STOPPED
+                                             : -1;
+        if (phase < 0)
+            continue;
+        st->n_total++;
+        if (k >= cap)
+            continue;
+        rdzv_state_node_t *o = &nodes[k++];
+        sfmt(o->name, sizeof o->name, "%s", node_label(n));
+        sfmt(o->addr, sizeof o->addr, "%s", n->d.addr);
+        o->phase = phase;
+        o->node_rank = n->state == NS_MEMBER ? n->node_rank : -1;
+        o->nproc = n->d.nproc;
+        o->last_seen = n->last_seen;
+    }
+    qsort(nodes, k, sizeof *nodes, cmp_node_rank);
+    int base = 0;
+    for (size_t i = 0; i < k; i++) {
+        nodes[i].rank_base = nodes[i].node_rank >= 0 ? base : -1;
+        if (nodes[i].node_rank >= 0)
+            base += nodes[i].nproc;
+    }
+    st->n_nodes = (int)k;
+    return 0;
+}
+
+unsigned long coord_silent_nodes(const coord_t *c)
+{
+    return c->silent_nodes;
 }

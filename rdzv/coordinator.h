@@ -128,4 +128,13 @@ typedef struct coord_resume {
  * phase or id, or a coordinator that had input), or -ENOMEM. */
 int coord_resume(coord_t *c, const coord_resume_t *r, double now);
 
+/* The job's state for `podrun status` (rdzv/state.h) as of `now`: at most cap nodes, members
+ * first in node-rank order; st->nodes points at `nodes`. */
+struct rdzv_state;
+struct rdzv_state_node;
+int coord_state(const coord_t *c, double now, struct rdzv_state *st,
+                struct rdzv_state_node *nodes, size_t cap);
+/* Nodes dropped for silence (no record or heartbeat for the keep-alive window) so far. */
+unsigned long coord_silent_nodes(const coord_t *c);
+
 #endif

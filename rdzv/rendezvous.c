@@ -109,6 +109,13 @@ void rdzv_agent_close(rdzv_agent_t *a, void (*closed)(void *), void *arg)
         a->backend->close(a, closed, arg);
 }
 
+void rdzv_agent_stats(const rdzv_agent_t *a, rdzv_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (a && a->backend->stats)
+        a->backend->stats(a, out);
+}
+
 uint16_t rdzv_agent_store_port(const rdzv_agent_t *a)
 {
     return a->backend->store_port(a);

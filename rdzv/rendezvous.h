@@ -285,6 +285,21 @@ void rdzv_agent_close(rdzv_agent_t *a, void (*closed)(void *), void *arg);
 /* The port the store listens on (host), or the endpoint port. */
 uint16_t rdzv_agent_store_port(const rdzv_agent_t *a);
 
+/* What the rendezvous has done so far, for the agent's /metrics. */
+typedef struct rdzv_stats {
+    unsigned long heartbeats;        /* heartbeats this agent sent */
+    unsigned long heartbeat_misses;  /* keep_alive_intervals that passed with one unanswered */
+    int hosting;                     /* this agent hosts the job store and the coordinator */
+    /* hosting only */
+    unsigned long silent_nodes;      /* nodes dropped for silence */
+    size_t store_connections;        /* open now */
+    uint64_t store_accepted;         /* connections accepted in all */
+    uint64_t store_ops[32];          /* requests handled, by opcode (rdzv/wire.h) */
+    size_t store_keys, store_bytes;  /* held now */
+} rdzv_stats_t;
+/* Zeroes for a backend that keeps none. */
+void rdzv_agent_stats(const rdzv_agent_t *a, rdzv_stats_t *out);
+
 /* c10d host rule without any lookup: 1 when `endpoint_host` is `local_addr`, or (no local_addr)
  * when it is this machine's hostname (short or full), "localhost" or a loopback address. */
 int rdzv_endpoint_is_local(const char *endpoint_host, const char *local_addr);

@@ -136,6 +136,7 @@ struct store_server {
     int limit_logged;
     void (*on_closed)(void *);
     void *closed_arg;
+    uint64_t ops[WIRE_OP_COUNT];  /* requests handled, by opcode (store_server_stats) */
 };
 
 void store_limits_default(store_limits_t *lim)
@@ -776,6 +777,8 @@ static int handle(conn_t *c, const wire_req_t *q)
     if (g != GUARD_PASS)
         return g == GUARD_DONE ? 0 : -1;
     op_handler fn = (unsigned)q->op < WIRE_OP_COUNT ? ops[q->op] : NULL;
+    if (fn)
+        c->srv->ops[q->op]++;
     int r = fn ? fn(c, q) : -EINVAL;
     if (r == 0)
         return 0;
@@ -1335,4 +1338,15 @@ void store_server_guard(store_server_t *s, const auth_key_t *key, store_may_writ
 void store_server_allow(store_server_t *s, const acl_t *acl)
 {
     s->acl = acl;
+}
+
+void store_server_stats(const store_server_t *s, store_server_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->connections = s->nconns;
+    out->accepted = s->next_id;
+    for (int i = 0; i < WIRE_OP_COUNT && i < (int)(sizeof out->ops / sizeof *out->ops); i++)
+        out->ops[i] = s->ops[i];
+    out->keys = keyspace_num_keys(s->ks);
+    out->bytes = keyspace_bytes(s->ks);
 }

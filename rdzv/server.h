@@ -90,6 +90,15 @@ void store_server_guard(store_server_t *s, const auth_key_t *key, store_may_writ
  * caller's, who may change it between connections; NULL: every source is accepted. */
 void store_server_allow(store_server_t *s, const acl_t *acl);
 
+/* What the server has done since it started (podrun's /metrics on the host). */
+typedef struct store_server_stats {
+    size_t connections;         /* open now */
+    uint64_t accepted;          /* connections accepted in all */
+    uint64_t ops[32];           /* requests handled, by opcode (rdzv/wire.h, wire_op_name) */
+    size_t keys, bytes;         /* held now */
+} store_server_stats_t;
+void store_server_stats(const store_server_t *s, store_server_stats_t *out);
+
 /* Stops listening, closes every connection, frees everything once the handles are closed
  * (on_closed, if given, runs then). */
 void store_server_close(store_server_t *s, void (*on_closed)(void *arg), void *arg);

@@ -7,6 +7,7 @@
 
 #include "../check.h"
 #include "rdzv/coordinator.h"
+#include "rdzv/state.h"
 
 /* ---- a tiny model of the store and the loop around the coordinator ---- */
 
@@ -1211,6 +1212,58 @@ static void test_two_failures_one_spare(void)
     coord_free(c);
 }
 
+/* The state `podrun status` shows: members in node-rank order with contiguous rank ranges, the
+ * restarts used, and the last stop's root cause once there was one. */
+static void test_state_for_status(void)
+{
+    coord_t *c = mk(3, 3, 2, NULL);
+    join(c, 0, "worker-c", 2, -1, 0);
+    rdzv_state_t st;
+    rdzv_state_node_t nodes[8];
+    CHECK_EQ_INT(coord_state(c, now, &st, nodes, 8), 0);
+    CHECK_EQ_INT(st.phase, RDZV_JOB_OPEN);
+    CHECK_EQ_INT(st.n_nodes, 1);
+    CHECK_EQ_INT(st.nodes[0].phase, RDZV_NODE_JOINED);
+    CHECK_EQ_INT(st.nodes[0].node_rank, -1);
+    CHECK_EQ_INT(st.failure_round, -1);
+    join(c, 1, "worker-a", 1, -1, 0);
+    join(c, 2, "worker-b", 3, -1, 0);
+    CHECK_EQ_INT(coord_state(c, now, &st, nodes, 8), 0);
+    CHECK_EQ_STR(st.run_id, "job1");
+    CHECK_EQ_INT(st.phase, RDZV_JOB_RUNNING);
+    CHECK_EQ_INT(st.world_size, 6);
+    CHECK_EQ_INT(st.n_nodes, 3);
+    CHECK_EQ_INT(st.n_total, 3);
+    CHECK_EQ_INT(st.max_restarts, 2);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(st.nodes[i].node_rank, i);
+        CHECK_EQ_INT(st.nodes[i].phase, RDZV_NODE_MEMBER);
+    }
+    /* natural name order: a, b, c, with the ranks each node's workers hold */
+    CHECK_EQ_STR(st.nodes[0].name, "worker-a");
+    CHECK_EQ_STR(st.nodes[0].addr, "10.0.0.2");
+    CHECK_EQ_INT(st.nodes[0].rank_base, 0);
+    CHECK_EQ_INT(st.nodes[1].rank_base, 1);
+    CHECK_EQ_INT(st.nodes[1].nproc, 3);
+    CHECK_EQ_INT(st.nodes[2].rank_base, 4);
+    /* only 2 asked for: the third is counted, not listed */
+    CHECK_EQ_INT(coord_state(c, now, &st, nodes, 2), 0);
+    CHECK_EQ_INT(st.n_nodes, 2);
+    CHECK_EQ_INT(st.n_total, 3);
+    /* a failure: the job restarts, the state names the root cause and the restart used */
+    fail(c, 2, 0, 4, now, "exited with code 3");
+    run_timers(c);
+    CHECK_EQ_INT(coord_state(c, now, &st, nodes, 8), 0);
+    CHECK_EQ_INT(st.restarts_used, 1);
+    CHECK_EQ_INT(st.failure_round, 0);
+    CHECK_EQ_INT(st.failure_action, RDZV_RESTART);
+    CHECK_EQ_INT(st.failure.rank, 4);
+    CHECK_EQ_STR(st.failure.node_name, "worker-b");
+    CHECK_EQ_STR(st.failure.reason, "exited with code 3");
+    CHECK(st.phase != RDZV_JOB_RUNNING);
+    coord_free(c);
+}
+
 int main(void)
 {
     RUN(test_join_fixed_closes_at_max);
@@ -1240,6 +1293,7 @@ int main(void)
     RUN(test_nodes_forgotten_when_gone);
     RUN(test_thousands_of_joins);
     RUN(test_two_failures_one_spare);
+    RUN(test_state_for_status);
     w_reset();
     return check_result();
 }
