@@ -48,9 +48,11 @@
 #include "env/deepspeed.h"
 #include "env/torch.h"
 #include "guards.h"
+#include "health/health.h"
 #include "init.h"
 #include "logs.h"
 #include "preflight/preflight.h"
+#include "podrun/version.h"
 #include "rdzv/common.h"
 #include "rdzv/rendezvous.h"
 #include "report.h"
@@ -136,6 +138,10 @@ struct agent {
     char k8s_host_ip[RDZV_NAME_MAX];       /* the rank-0 pod's: the job store */
 
     struct guards guards;                  /* the job store's token and allow-list */
+    /* --health-port: /healthz and /metrics (health/health.h); NULL when not asked for */
+    struct health *health;
+    int round;                             /* of the last assignment, -1 before the first */
+    char stop_why[RDZV_REASON_MAX + 96];   /* why the workers are being stopped, for /healthz */
 };
 
 static const char *state_name(enum agent_state s)
@@ -204,8 +210,10 @@ static void say_stopping(struct agent *a, const char *why, int alive, int sig)
  * when the workers are already down: then only the line is said. */
 static void stop_job(struct agent *a, int sig, const char *why)
 {
-    if (why)
+    if (why) {
         say_stopping(a, why, workers_alive(&a->wg), sig);
+        snprintf(a->stop_why, sizeof a->stop_why, "%s", why);
+    }
     if (a->state == AGENT_RUNNING)
         set_state(a, AGENT_STOPPING);
     watchdog_disarm_all(&a->wd);
@@ -323,6 +331,13 @@ static void on_worker_exit(worker_group_t *g, worker_t *w)
 {
     struct agent *a = g->data;
     int code = workers_exit_code(w->wstatus);
+    health_worker_exit(a->health, a->state != AGENT_RUNNING
+                                      ? (a->failed == w->index && a->failed_hang
+                                             ? HEALTH_EXIT_HANG
+                                             : HEALTH_EXIT_STOPPED)
+                                  : code == 0               ? HEALTH_EXIT_SUCCESS
+                                  : WIFSIGNALED(w->wstatus) ? HEALTH_EXIT_SIGNAL
+                                                            : HEALTH_EXIT_CODE);
     if (a->state != AGENT_RUNNING)
         return;   /* stopping: these exits are our own signals at work */
     watchdog_disarm(&a->wd, w->index);
@@ -481,6 +496,8 @@ static void start_attempt(struct agent *a)
 {
     a->workers_down = false;
     a->ended_alive = 0;
+    a->round = as->round;
+    health_rdzv_assigned(a->health);
     int r = prepare_attempt_dir(a);
     if (r) {
         logs_message(&a->logs, "cannot create the run directory under %s: %s", a->dir.base,
@@ -498,6 +515,7 @@ static void start_attempt(struct agent *a)
             lr = 0;
         char reason[RDZV_REASON_MAX];
         snprintf(reason, sizeof reason, "could not start: %s", podrun_strerror(r));
+        health_worker_exit(a->health, HEALTH_EXIT_SPAWN);
         local_failure(a, lr, 1, false, reason);
     }
 }
@@ -798,6 +816,7 @@ static void on_rdzv_stopped(void *arg, const rdzv_decision_t *d)
     if (a->state >= AGENT_EXITING || a->stop_signal || a->quit)
         return;
     copy_decision(a, d);
+    health_job_stopped(a->health, d, podrun_time_epoch());
     char why[RDZV_REASON_MAX + 32];
     snprintf(why, sizeof why, "the job stopped: %s", d->reason);
     if (a->state == AGENT_RUNNING)
@@ -848,6 +867,7 @@ static void on_rdzv_lost(void *arg, int err, const char *why)
         return;
     a->lost = true;
     a->exit_code = lost_code(a, err);
+    snprintf(a->stop_why, sizeof a->stop_why, "%s", why);
     if (a->state == AGENT_RUNNING)
         stop_job(a, SIGTERM, why);
     else if (strcmp(why, a->last_progress) != 0)
@@ -869,6 +889,10 @@ static void on_rdzv_progress(void *arg, const char *line)
 static void on_store_log(void *arg, const char *line)
 {
     struct agent *a = arg;
+    if (a->logs.json) {
+        logs_text(&a->logs, 2, "store", line, strlen(line));
+        return;
+    }
     char buf[RDZV_LINE_MAX + 32];
     int n = snprintf(buf, sizeof buf, "podrun store: %s\n", line);
     logs_write(&a->logs, 2, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
@@ -890,6 +914,7 @@ static void restart(struct agent *a)
     a->decided = false;
     a->failed = -1;
     set_state(a, AGENT_RENDEZVOUS);
+    health_rdzv_joining(a->health);
     int r = rdzv_agent_rejoin(a->rz);
     if (r) {
         logs_message(&a->logs, "cannot rejoin the job: %s", podrun_strerror(r));
@@ -1011,6 +1036,8 @@ static void on_signal(void *arg, int sig)
 static void close_all(uv_timer_t *t)
 {
     struct agent *a = t->data;
+    health_close(a->health);
+    a->health = NULL;
     logs_close(&a->logs);
     /* whatever of the strays is still there after its grace */
     init_signal_children(SIGKILL, a->wg.guard_pid);
@@ -1107,7 +1134,7 @@ static void local_report(struct agent *a, bool details)
     if (buf) {
         size_t n = details ? report_details(&f, er ? NULL : &e, buf, cap)
                            : report_format(&f, er ? NULL : &e, buf, cap);
-        logs_write(&a->logs, 2, buf, n);
+        logs_text(&a->logs, 2, "report", buf, n);
         if (!a->failed_hang) {
             n = report_short(&f, er ? NULL : &e, buf, REPORT_TERMLOG_MAX + 1);
             write_termlog(a, buf, n);
@@ -1142,7 +1169,7 @@ static void job_report(struct agent *a)
     if (!buf)
         return;
     size_t n = report_job_format(a->dfail, a->dn, a->argv[0], buf, cap);
-    logs_write(&a->logs, 2, buf, n);
+    logs_text(&a->logs, 2, "report", buf, n);
     bool mine = a->own == 0 && a->failed >= 0 && a->dfail[0].rank >= 0 && !a->failed_hang;
     if (mine) {
         local_report(a, true);   /* details; the termination log gets the local short form */
@@ -1336,6 +1363,87 @@ static int start_k8s(struct agent *a)
     return r;
 }
 
+/* ---------- --health-port ---------- */
+
+/* What /healthz and /metrics say about this agent now. Healthy while it starts, waits for the
+ * rendezvous (a restart's included: the job is mending itself) and runs its workers; not once a
+ * worker failed, while stopping, or when exiting, each with its reason. */
+static void health_snapshot(void *arg, struct health_snapshot *s)
+{
+    struct agent *a = arg;
+    static const char *const names[] = {"init", "rendezvous", "running", "stopping", "exiting",
+                                        "done"};
+    s->state = names[a->state];
+    s->workers = a->n;
+    s->workers_running = a->wg_ready ? a->wg.running : 0;
+    if (a->round >= 0) {
+        s->round = a->round;
+        s->node_rank = a->group_rank;
+        s->nnodes = a->group_world_size;
+        s->world_size = a->world_size;
+        s->restart_count = a->restart_count;
+    }
+    if (a->rz)
+        rdzv_agent_stats(a->rz, &s->rdzv);
+    size_t cap = sizeof s->reason;
+    s->healthy = 1;
+    switch (a->state) {
+    case AGENT_INIT:
+        snprintf(s->reason, cap, "starting");
+        break;
+    case AGENT_RENDEZVOUS:
+        if (a->cfg->discovery == CFG_DISCOVERY_K8S && !a->k8s_found)
+            snprintf(s->reason, cap, "waiting for the job's pods (kubernetes)");
+        else if (a->attempt > 0)
+            snprintf(s->reason, cap, "restarting in place: waiting for the rendezvous");
+        else
+            snprintf(s->reason, cap, "waiting for the rendezvous");
+        break;
+    case AGENT_RUNNING:
+        if (a->failed >= 0) {
+            s->healthy = 0;
+            snprintf(s->reason, cap, "%s", a->stop_why);
+        } else {
+            snprintf(s->reason, cap, "running %d worker%s (ranks %d-%d of %d), round %d, "
+                     "restart %d", a->n, a->n == 1 ? "" : "s", a->rank_base,
+                     a->rank_base + a->n - 1, a->world_size, a->round, a->restart_count);
+        }
+        break;
+    case AGENT_STOPPING:
+        s->healthy = 0;
+        snprintf(s->reason, cap, "%s: %s",
+                 a->decided && a->action == RDZV_RESTART ? "restarting" : "stopping",
+                 a->stop_why[0] ? a->stop_why : "the job stopped");
+        break;
+    default:
+        s->healthy = 0;
+        snprintf(s->reason, cap, "exiting with code %d%s%s", a->exit_code,
+                 a->stop_why[0] ? ": " : a->finished ? ": the job finished" : "", a->stop_why);
+        break;
+    }
+}
+
+/* The health port opens before discovery and the rendezvous, so a probe is answered from the
+ * start; a port that cannot be bound is this agent's start failing, said with the flag. */
+static int start_health(struct agent *a)
+{
+    struct cfg *c = a->cfg;
+    struct health_params hp = {
+        .host = NULL, .port = c->health_port,
+        .labels = {PODRUN_VERSION_STRING, a->id.name, c->rdzv_id, c->role},
+        .snapshot = health_snapshot, .arg = a,
+    };
+    int r = health_start(a->loop, &hp, &a->health);
+    if (r) {
+        logs_message(&a->logs, "cannot serve --health-port %d: %s; pick another port",
+                     c->health_port, podrun_strerror(r));
+        a->health = NULL;
+        return r;
+    }
+    logs_message(&a->logs, "serving /healthz and /metrics on port %d", health_port(a->health));
+    return 0;
+}
+
 /* ---------- start ---------- */
 
 /* INIT -> RENDEZVOUS: the rendezvous parameters from the config (--standalone: a random id and a
@@ -1354,6 +1462,8 @@ static int start_rendezvous(struct agent *a)
         if (c->src[CFG_RDZV_ID].kind == CFG_SRC_DEFAULT) {
             podrun_random_id(a->rdzv_id_buf, 32);
             a->run_id = a->rdzv_id_buf;
+            if (a->logs.json)
+                logs_set_json(&a->logs, a->id.name, a->run_id);
         }
         endpoint = "127.0.0.1";   /* a free port on loopback, nobody else to reach it */
         port = 0;
@@ -1422,6 +1532,7 @@ static int start_rendezvous(struct agent *a)
     rdzv_callbacks_t cb = {on_assigned,      on_rdzv_stopped, on_rdzv_finished, on_rdzv_lost,
                            on_rdzv_progress, on_rdzv_ending,  on_store_log};
     set_state(a, AGENT_RENDEZVOUS);
+    health_rdzv_joining(a->health);
     int r = rdzv_agent_start(a->loop, &p, &self, &cb, a, &a->rz);
     if (r) {
         a->rz = NULL;
@@ -1470,6 +1581,8 @@ static int start(struct agent *a)
                      "processes its workers started may be left behind", podrun_strerror(r));
     if ((r = watchdog_init(&a->wd, a->loop, a->n, c->hang_timeout_ms)))
         return r;
+    if (c->health_port >= 0 && (r = start_health(a)))
+        return r;
     a->wd.streams = a->streams;
     a->wd.dir = &a->dir;
     a->wd.watching = hang_watching;
@@ -1501,6 +1614,7 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     a->failed = -1;
     ssize_t el = readlink("/proc/self/exe", a->exe, sizeof a->exe - 1);
     a->exe[el > 0 ? el : 0] = '\0';
+    a->round = -1;
     a->n = cfg->nproc_per_node;
     a->loop = uv_default_loop();
     identity_resolve(&a->id, cfg);
@@ -1517,6 +1631,8 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
         return 1;
     }
     a->logs.data = a;
+    if (cfg->log_format == CFG_LOG_JSON)
+        logs_set_json(&a->logs, a->id.name, cfg->rdzv_id);
     uv_timer_init(a->loop, &a->exit_timer);
     a->exit_timer.data = a;
     uv_timer_init(a->loop, &a->leave_timer);

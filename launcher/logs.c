@@ -22,6 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "jsonline.h"
+#include "rdzv/common.h"
+
 static void sink_kick(struct log_sink *k);
 
 static void on_writable(uv_poll_t *p, int status, int events)
@@ -432,6 +435,29 @@ const char *logs_stream_tail(const struct log_stream *s, size_t *len)
     return s->tail;
 }
 
+void logs_set_json(struct logs *L, const char *node, const char *run_id)
+{
+    L->json = true;
+    L->json_node = node;
+    L->json_run_id = run_id;
+}
+
+/* One JSON object for podrun's own text on sink k; without memory the text goes out as it is
+ * rather than not at all. */
+static void json_out(struct logs *L, struct log_sink *k, const char *source, const char *text,
+                     size_t len)
+{
+    struct jsonbuf b;
+    jsonbuf_init(&b);
+    jsonline_log(&b, podrun_time_epoch(), source, L->json_node, L->json_run_id, text, len);
+    if (b.oom)
+        sink_append(k, text, len, "", 0, false);
+    else
+        sink_append(k, b.buf, b.len, "", 0, false);
+    jsonbuf_free(&b);
+    sink_kick(k);
+}
+
 void logs_message(struct logs *L, const char *fmt, ...)
 {
     char buf[1024];
@@ -443,15 +469,28 @@ void logs_message(struct logs *L, const char *fmt, ...)
         return;
     if ((size_t)n >= sizeof buf)
         n = sizeof buf - 1;
+    if (L->json) {
+        json_out(L, L->err, "podrun", buf, (size_t)n);
+        return;
+    }
     sink_append(L->err, "podrun: ", 8, buf, (size_t)n, true);
     sink_kick(L->err);
 }
 
-void logs_write(struct logs *L, int which, const char *data, size_t len)
+void logs_text(struct logs *L, int which, const char *source, const char *data, size_t len)
 {
     struct log_sink *k = which == 2 ? L->err : L->out;
+    if (L->json) {
+        json_out(L, k, source, data, len);
+        return;
+    }
     sink_append(k, data, len, "", 0, false);
     sink_kick(k);
+}
+
+void logs_write(struct logs *L, int which, const char *data, size_t len)
+{
+    logs_text(L, which, "podrun", data, len);
 }
 
 bool logs_stream_paused(const struct log_stream *s)

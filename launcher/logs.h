@@ -64,6 +64,10 @@ struct logs {
     uv_timer_t drain_timer;
     void (*on_drained)(struct logs *L, bool complete);
     void *data;
+    /* --log-format json: podrun's own lines as JSON objects naming this node and job; the
+     * strings are the caller's and may change (a pod's name once discovery found it) */
+    bool json;
+    const char *json_node, *json_run_id;
 };
 
 int logs_init(struct logs *L, uv_loop_t *loop);
@@ -83,9 +87,17 @@ void logs_stream_forget(struct log_stream *s);
 /* The last lines of the stream (keep_tail streams), not NUL-terminated. */
 const char *logs_stream_tail(const struct log_stream *s, size_t *len);
 
-/* podrun's own messages: "podrun: <text>\n" on stderr, in order with the workers' lines. */
+/* podrun's own messages: "podrun: <text>\n" on stderr, in order with the workers' lines; under
+ * --log-format json one object {"time","source":"podrun","node","run_id","msg"} per message. */
 void logs_message(struct logs *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* podrun's own text as it is (a report of many lines); under --log-format json one object whose
+ * source is "podrun" and whose msg is the whole text. */
 void logs_write(struct logs *L, int which, const char *data, size_t len);
+/* The same with the source named: "report" (the failure report), "store" (the job store this
+ * agent hosts), ... Under the human format the text is written as it is. */
+void logs_text(struct logs *L, int which, const char *source, const char *data, size_t len);
+/* Switches podrun's own lines to JSON; node and run_id are read at each line (NULL: left out). */
+void logs_set_json(struct logs *L, const char *node, const char *run_id);
 
 /* A stream of this worker's is paused because podrun's own output is behind: the worker
  * is blocked in write() by podrun, not hung. */

@@ -99,6 +99,8 @@ enum cfg_id {
     CFG_TERMINATION_LOG,
     CFG_HANG_TIMEOUT,
     CFG_DEBUG,
+    CFG_HEALTH_PORT,
+    CFG_LOG_FORMAT,
     CFG_EXIT_CODE_PEER_FAILURE,
     CFG_EXIT_CODE_PEER_LOST,
     CFG_EXIT_CODE_STORE_LOST,
@@ -164,6 +166,8 @@ enum cfg_start_method { CFG_START_SPAWN, CFG_START_FORK, CFG_START_FORKSERVER };
 /* Where this node learns who it is and who its peers are (launcher/operators, launcher/discover). */
 enum cfg_discovery { CFG_DISCOVERY_AUTO, CFG_DISCOVERY_ENV, CFG_DISCOVERY_K8S,
                      CFG_DISCOVERY_HOSTFILE, CFG_DISCOVERY_NONE };
+/* How podrun writes its own lines (not the workers'): for people, or one JSON object each. */
+enum cfg_log_format { CFG_LOG_HUMAN, CFG_LOG_JSON };
 /* How Kubernetes discovery orders the pods into node ranks (launcher/discover/k8s_pods.h). */
 enum cfg_k8s_order { CFG_K8S_ORDER_INDEX, CFG_K8S_ORDER_NAME, CFG_K8S_ORDER_IP };
 /* Which GPUs a worker's CUDA sees: all of the node's (torchrun), or its own one by UUID. */
@@ -246,6 +250,8 @@ struct cfg {
     char *termination_log;          /* NULL: /dev/termination-log when writable */
     uint64_t hang_timeout_ms;       /* 0: off */
     bool debug;                     /* state changes and every rendezvous line in the log */
+    int health_port;                /* /healthz and /metrics: -1 off, 0 a free port */
+    enum cfg_log_format log_format;
     /* exit codes for the ways a node can be stopped by something other than its own worker's
      * exit status (README "Exit codes") */
     int exit_code_peer_failure;     /* a worker on another node failed */

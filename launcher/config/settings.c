@@ -20,6 +20,7 @@ static const char *const ds_modes[] = {"off", "node", "head", "local", NULL}; /*
 static const char *const ds_launchers[] = {"pdsh", "ssh", NULL};   /* enum cfg_ds_launcher */
 static const char *const ds_log_levels[] = {"debug", "info", "warning", "error", "critical",
                                             NULL};
+static const char *const log_formats[] = {"human", "json", NULL};       /* enum cfg_log_format */
 
 const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_NPROC_PER_NODE] = {"nproc-per-node", 0, CFG_T_NPROC, 0, 0, 0, NULL, "1",
@@ -190,6 +191,14 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "SECONDS", NULL, 0, "a worker silent this long has failed (0: off)", NULL},
     [CFG_DEBUG] = {"debug", 0, CFG_T_BOOL, OFF(debug), 0, 0, NULL, "0", NULL, NULL, 0,
         "log the agent's state changes and every rendezvous line", NULL},
+    [CFG_HEALTH_PORT] = {"health-port", 0, CFG_T_OPTPORT, OFF(health_port), 0, 0, NULL, "off",
+        "PORT", NULL, 0,
+        "serve GET /healthz (200, or 503 and why) and /metrics (Prometheus) on this port "
+        "(0: a free one)", NULL},
+    [CFG_LOG_FORMAT] = {"log-format", 0, CFG_T_CHOICE, OFF(log_format), 0, 0, log_formats,
+        "human", "human|json", NULL, 0,
+        "podrun's own lines (not the workers'): for people, or one JSON object per line",
+        "use 'human' or 'json'"},
     [CFG_EXIT_CODE_PEER_FAILURE] = {"exit-code-peer-failure", 0, CFG_T_INT,
         OFF(exit_code_peer_failure), 1, 255, NULL, "170", "CODE", NULL, 0,
         "exit code when a worker on another node failed", NULL},

@@ -26,6 +26,7 @@ enum cfg_type_id {
     CFG_T_STDSPEC,  /* N | LOCAL_RANK:N,... with N a stream mask 0-3 */
     CFG_T_RANKS,    /* LOCAL_RANK,... */
     CFG_T_SIZE,     /* bytes: N with an optional K, M or G (powers of 1024), in [min, max] */
+    CFG_T_OPTPORT,  /* a port 0-65535, or off: -1 */
     CFG_T__COUNT
 };
 

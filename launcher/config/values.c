@@ -546,6 +546,35 @@ static void format_size(const struct cfg *c, const struct cfg_setting *s, char *
         snprintf(buf, len, "%llu%c", (unsigned long long)n, units[u]);
 }
 
+static int parse_optport(const struct cfg_setting *s, const char *t, const char *what,
+                         union cfg_value *v, char *err, size_t errlen)
+{
+    (void)s;
+    if (!*t || !strcmp(t, "off")) {
+        v->i = -1;
+        return 0;
+    }
+    if (podrun_parse_int(t, 0, 65535, &v->i))
+        return fail(err, errlen, "%s: expected a port from 0 to 65535 (0: a free one) or 'off'",
+                    what);
+    return 0;
+}
+
+static void clear_optport(struct cfg *c, const struct cfg_setting *s)
+{
+    *FIELD(c, s, int) = -1;
+}
+
+static void format_optport(const struct cfg *c, const struct cfg_setting *s, char *buf,
+                           size_t len)
+{
+    int v = *CFIELD(c, s, int);
+    if (v < 0)
+        snprintf(buf, len, "off");
+    else
+        snprintf(buf, len, "%d", v);
+}
+
 #define TEXT(parse) {parse, store_text, drop_text, clear_text, format_text, false}
 
 const struct cfg_type cfg_types[CFG_T__COUNT] = {
@@ -565,4 +594,7 @@ const struct cfg_type cfg_types[CFG_T__COUNT] = {
     [CFG_T_STDSPEC] = TEXT(parse_stdspec),
     [CFG_T_RANKS] = TEXT(parse_ranks),
     [CFG_T_SIZE] = {parse_size, store_u64, NULL, NULL, format_size, false},
+}
+
+    [CFG_T_OPTPORT] = {parse_optport, store_int, NULL, clear_optport, format_optport, false},
 };
