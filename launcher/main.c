@@ -84,6 +84,7 @@ static const struct command {
     {"k8s", commands_k8s_main},
     {"env", commands_env_main},
     {"preflight-nccl", commands_preflight_nccl_main},
+    {"status", commands_status_main},
 };
 
 int main(int argc, char **argv)

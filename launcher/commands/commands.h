@@ -32,4 +32,8 @@ int commands_node_prepare(struct cfg *cfg, char **envp, struct node_devices **ou
 /* The address the workers' MASTER_ADDR will be: the job store's host. */
 const char *commands_master(const struct cfg *cfg);
 
+/* `podrun status HOST[:PORT]`: a running job's round, nodes, restarts and last failure, read
+ * from its job store; its exit codes are its own (see its usage). */
+int commands_status_main(int argc, char **argv);
+
 #endif

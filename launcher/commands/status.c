@@ -1,0 +1,407 @@
+/* launcher/commands/status.c — `podrun status HOST[:PORT]`: how a running job is doing, read from
+ * its job store by anyone who can reach it. Read-only: it connects, checks and gets the keys the
+ * coordinator publishes (rdzv/state.h) and writes nothing.
+ *
+ * Exit status: 0 the job is running, forming or finished; 1 it ended without finishing (a
+ * failure with no restarts left, a rendezvous timeout); 2 usage; 3 no job store answers there, or
+ * it hosts no podrun job (the job has ended, or not started). */
+#include "commands/commands.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jsonline.h"
+#include "podrun/store.h"
+#include "rdzv/common.h"
+#include "rdzv/state.h"
+
+#define STATUS_NODES_MAX 65536   /* nodes listed; a bigger job is counted, not listed */
+#define STATUS_DEFAULT_PORT 29400
+
+static const char usage[] =
+    "usage: podrun status [--rdzv-id ID] [--json] [--watch [SECONDS]] [--timeout S] HOST[:PORT]\n"
+    "\n"
+    "How a running job is doing, read from its job store (any agent's --rdzv-endpoint; port\n"
+    "29400 when left out): the round, each node with its node rank, global ranks, address and\n"
+    "last heartbeat, the restarts used, and the last failure's root cause. It only reads.\n"
+    "\n"
+    "  --rdzv-id ID        the job, when the store hosts several (default: every one)\n"
+    "  --json              one JSON object per job instead of text\n"
+    "  --watch [SECONDS]   show it again every SECONDS (default 2) until the store is gone\n"
+    "  --timeout S         seconds to wait for the store and its answers (default 5)\n"
+    "\n"
+    "exit status: 0 the job runs, is forming or finished; 1 it ended without finishing; 2 usage;\n"
+    "3 no job store answers at HOST:PORT, or it hosts no podrun job.\n";
+
+enum { ST_OK = 0, ST_ENDED = 1, ST_USAGE = 2, ST_GONE = 3 };
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "podrun status: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see podrun status --help)\n");
+    return ST_USAGE;
+}
+
+struct opts {
+    const char *run_id;
+    int json;
+    double watch;            /* 0: once */
+    int timeout_ms;
+    char host[256];
+    int port;
+    char addr[300];          /* HOST:PORT as shown */
+};
+
+/* "1.5s", "800ms", "3m" or "2" (seconds) for the watch interval. */
+static int parse_seconds(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    double scale = !strcmp(end, "ms") ? 0.001 : !strcmp(end, "m") ? 60 : 1;
+    if (errno || end == s || (*end && strcmp(end, "s") && strcmp(end, "ms") && strcmp(end, "m")) ||
+        !(v * scale >= 0.1 && v * scale <= 3600))
+        return -1;
+    *out = v * scale;
+    return 0;
+}
+
+/* ---- the text a person reads ------------------------------------------------------------- */
+
+/* Seconds with a tenth under a minute (heartbeats are a second apart), else podrun's usual. */
+static void fmt_age(double seconds, char *buf, size_t cap)
+{
+    if (seconds < 0)
+        seconds = 0;
+    if (seconds < 60)
+        snprintf(buf, cap, "%.1fs", seconds);
+    else
+        podrun_format_duration(seconds, buf, cap);
+}
+
+static const char *phase_word(const rdzv_state_t *s)
+{
+    if (s->phase == RDZV_JOB_RUNNING)
+        return "running";
+    if (s->phase == RDZV_JOB_OPEN)
+        return s->round > 0 ? "restarting (rendezvous)" : "forming (rendezvous)";
+    if (!strcmp(s->over, "finished"))
+        return "finished";
+    return "ended";
+}
+
+/* How long ago `t` (host clock) was, seen from the record's own time, plus how old the record
+ * is by this machine's clock (0 when the clocks disagree the other way). */
+static double age_of(const rdzv_state_t *s, double t, double now)
+{
+    double rec_age = now - s->time;
+    return (s->time - t) + (rec_age > 0 ? rec_age : 0);
+}
+
+static void print_failure(const rdzv_state_t *s, double now)
+{
+    if (s->failure_round < 0) {
+        printf("last failure: none\n");
+        return;
+    }
+    const rdzv_failure_t *f = &s->failure;
+    char ago[32];
+    fmt_age(age_of(s, f->time, now), ago, sizeof ago);
+    printf("last failure: round %d, %s ago: ", s->failure_round, ago);
+    if (f->rank >= 0)
+        printf("rank %d (local rank %d) on %s (%s, node rank %d): %s", f->rank, f->local_rank,
+               f->node_name, f->host, f->node_rank, f->reason);
+    else
+        printf("%s (%s): %s", f->node_name, f->host, f->reason);
+    printf("; the job %s\n", s->failure_action == RDZV_RESTART ? "restarted in place" : "ended");
+    if (f->message[0]) {
+        /* the worker's own words, indented, one line of them at a time */
+        const char *p = f->message;
+        while (*p) {
+            const char *nl = strchr(p, '\n');
+            int n = nl ? (int)(nl - p) : (int)strlen(p);
+            printf("  | %.*s\n", n, p);
+            p += n + (nl != NULL);
+        }
+    }
+}
+
+static void print_text(const struct opts *o, const rdzv_state_t *s, double now)
+{
+    char since[32], rec[32];
+    fmt_age(age_of(s, s->round_since, now), since, sizeof since);
+    fmt_age(now - s->time, rec, sizeof rec);
+    printf("job '%s' at %s: %s, round %d for %s; restarts used %d of %d", s->run_id, o->addr,
+           phase_word(s), s->round, since, s->restarts_used, s->max_restarts);
+    if (s->phase == RDZV_JOB_RUNNING)
+        printf("; %d node%s, world size %d", s->n_total, s->n_total == 1 ? "" : "s",
+               s->world_size);
+    printf(" (as of %s ago)\n", rec);
+    if (s->line[0])
+        printf("  %s\n", s->line);
+    if (s->n_nodes) {
+        printf("  %-9s %-11s %-7s %-20s %-24s %-9s %s\n", "node rank", "ranks", "workers",
+               "node", "address", "state", "last heartbeat");
+        for (int i = 0; i < s->n_nodes; i++) {
+            const rdzv_state_node_t *n = &s->nodes[i];
+            char rank[16] = "-", ranks[32] = "-", hb[32];
+            if (n->node_rank >= 0) {
+                snprintf(rank, sizeof rank, "%d", n->node_rank);
+                snprintf(ranks, sizeof ranks, "%d-%d", n->rank_base, n->rank_base + n->nproc - 1);
+            }
+            fmt_age(age_of(s, n->last_seen, now), hb, sizeof hb);
+            printf("  %-9s %-11s %-7d %-20s %-24s %-9s %s ago\n", rank, ranks, n->nproc, n->name,
+                   n->addr, rdzv_node_phase_names[n->phase], hb);
+        }
+        if (s->n_total > s->n_nodes)
+            printf("  ... and %d more nodes\n", s->n_total - s->n_nodes);
+    }
+    print_failure(s, now);
+}
+
+/* ---- the same as JSON ------------------------------------------------------------------- */
+
+static void print_json(const struct opts *o, const rdzv_state_t *s)
+{
+    struct jsonbuf b;
+    jsonbuf_init(&b);
+    jsonbuf_field(&b, 1, "run_id", s->run_id);
+    jsonbuf_field(&b, 0, "store", o->addr);
+    jsonbuf_field(&b, 0, "phase",
+                  s->phase == RDZV_JOB_RUNNING ? "running"
+                  : s->phase == RDZV_JOB_OPEN  ? "rendezvous"
+                                               : (!strcmp(s->over, "finished") ? "finished"
+                                                                                : "ended"));
+    jsonbuf_field_num(&b, 0, "round", s->round);
+    jsonbuf_field_num(&b, 0, "round_since", s->round_since);
+    jsonbuf_field_num(&b, 0, "time", s->time);
+    jsonbuf_field_num(&b, 0, "restarts_used", s->restarts_used);
+    jsonbuf_field_num(&b, 0, "max_restarts", s->max_restarts);
+    jsonbuf_field_num(&b, 0, "min_nodes", s->min_nodes);
+    jsonbuf_field_num(&b, 0, "max_nodes", s->max_nodes);
+    jsonbuf_field_num(&b, 0, "nodes_total", s->n_total);
+    jsonbuf_field_num(&b, 0, "world_size", s->world_size);
+    jsonbuf_field(&b, 0, "line", s->line);
+    jsonbuf_raw(&b, ",\"nodes\":[");
+    for (int i = 0; i < s->n_nodes; i++) {
+        const rdzv_state_node_t *n = &s->nodes[i];
+        if (i)
+            jsonbuf_raw(&b, ",");
+        jsonbuf_field(&b, 1, "name", n->name);
+        jsonbuf_field(&b, 0, "addr", n->addr);
+        jsonbuf_field(&b, 0, "state", rdzv_node_phase_names[n->phase]);
+        jsonbuf_field_num(&b, 0, "node_rank", n->node_rank);
+        jsonbuf_field_num(&b, 0, "rank_base", n->rank_base);
+        jsonbuf_field_num(&b, 0, "nproc", n->nproc);
+        jsonbuf_field_num(&b, 0, "last_heartbeat", n->last_seen);
+        jsonbuf_raw(&b, "}");
+    }
+    jsonbuf_raw(&b, "],\"last_failure\":");
+    if (s->failure_round < 0) {
+        jsonbuf_raw(&b, "null");
+    } else {
+        const rdzv_failure_t *f = &s->failure;
+        jsonbuf_field_num(&b, 1, "round", s->failure_round);
+        jsonbuf_field(&b, 0, "then", s->failure_action == RDZV_RESTART ? "restarted" : "ended");
+        jsonbuf_field_num(&b, 0, "time", f->time);
+        jsonbuf_field(&b, 0, "node", f->node_name);
+        jsonbuf_field(&b, 0, "host", f->host);
+        jsonbuf_field_num(&b, 0, "node_rank", f->node_rank);
+        jsonbuf_field_num(&b, 0, "rank", f->rank);
+        jsonbuf_field_num(&b, 0, "local_rank", f->local_rank);
+        jsonbuf_field_num(&b, 0, "exit_code", f->exit_code);
+        jsonbuf_field_num(&b, 0, "signal", f->signo);
+        jsonbuf_field(&b, 0, "reason", f->reason);
+        jsonbuf_field(&b, 0, "message", f->message);
+        jsonbuf_raw(&b, "}");
+    }
+    jsonbuf_raw(&b, "}\n");
+    if (!b.oom)
+        fputs(b.buf, stdout);
+    jsonbuf_free(&b);
+}
+
+/* ---- reading the store ------------------------------------------------------------------ */
+
+/* GET of a key that must exist: CHECK first, since a TCPStore GET of a missing key is not an
+ * error on every server. 1 with *val (malloc'ed), 0 when the key is not there, < 0 on errors. */
+static int get_existing(podrun_store_t *st, const char *key, char **val, size_t *len)
+{
+    const char *keys[] = {key};
+    int r = podrun_store_check(st, keys, 1);
+    if (r <= 0)
+        return r;
+    r = podrun_store_get(st, key, val, len);
+    return r < 0 ? r : 1;
+}
+
+/* One look at every job the store hosts (or the one named): printed, and the exit status of
+ * what was seen. */
+static int look(const struct opts *o, podrun_store_t *st, rdzv_state_node_t *nodes)
+{
+    char *runs = NULL;
+    size_t rlen = 0;
+    int r = get_existing(st, RDZV_RUNS_KEY, &runs, &rlen);
+    if (r <= 0) {
+        if (r == 0)
+            fprintf(stderr, "podrun status: %s is a job store without a podrun job (no %s key): "
+                    "point at an agent's --rdzv-endpoint\n", o->addr, RDZV_RUNS_KEY);
+        else
+            fprintf(stderr, "podrun status: %s: %s\n", o->addr, podrun_store_strerror(r));
+        return r == 0 ? ST_GONE : -1;
+    }
+    int worst = ST_OK, shown = 0;
+    double now = podrun_time_epoch();
+    for (char *id = runs, *nl; id < runs + rlen && *id; id = nl + 1) {
+        nl = memchr(id, '\n', (size_t)(runs + rlen - id));
+        if (!nl)
+            nl = runs + rlen;
+        *nl = '\0';
+        if (!*id || (o->run_id && strcmp(o->run_id, id) != 0))
+            continue;
+        char key[RDZV_NAME_MAX + 32], *text = NULL;
+        size_t tlen = 0;
+        snprintf(key, sizeof key, "podrun/%s/%s", id, RDZV_STATE_KEY);
+        r = get_existing(st, key, &text, &tlen);
+        rdzv_state_t s;
+        if (r < 0) {
+            free(runs);
+            fprintf(stderr, "podrun status: %s: %s\n", o->addr, podrun_store_strerror(r));
+            return -1;
+        }
+        if (r == 0 || rdzv_state_decode(text, tlen, &s, nodes, STATUS_NODES_MAX) < 0) {
+            printf("job '%s' at %s: no state published yet\n", id, o->addr);
+            free(text);
+            shown++;
+            continue;
+        }
+        free(text);
+        if (o->json)
+            print_json(o, &s);
+        else
+            print_text(o, &s, now);
+        shown++;
+        if (s.phase == RDZV_JOB_OVER && strcmp(s.over, "finished") != 0)
+            worst = ST_ENDED;
+    }
+    free(runs);
+    if (!shown) {
+        fprintf(stderr, "podrun status: %s hosts no job '%s'\n", o->addr,
+                o->run_id ? o->run_id : "");
+        return ST_GONE;
+    }
+    fflush(stdout);
+    return worst;
+}
+
+static int connect_store(const struct opts *o, podrun_store_t **st)
+{
+    int r = podrun_store_connect(o->host, (uint16_t)o->port, o->timeout_ms, st);
+    if (r < 0)
+        fprintf(stderr, "podrun status: no job store answers at %s (%s): the job has ended or "
+                "has not started\n", o->addr, podrun_store_strerror(r));
+    return r;
+}
+
+static int run(const struct opts *o)
+{
+    rdzv_state_node_t *nodes = malloc(STATUS_NODES_MAX * sizeof *nodes);
+    if (!nodes) {
+        fprintf(stderr, "podrun status: out of memory\n");
+        return 1;
+    }
+    podrun_store_t *st = NULL;
+    int rc = ST_GONE;
+    if (connect_store(o, &st) < 0)
+        goto out;
+    for (int first = 1;; first = 0) {
+        if (!first && !o->json)
+            printf("\n");
+        rc = look(o, st, nodes);
+        if (rc < 0) {   /* the store went away between two looks: the job has ended */
+            fprintf(stderr, "podrun status: the job store at %s is gone: the job has ended "
+                    "(each agent's exit code and /dev/termination-log say how)\n", o->addr);
+            rc = ST_GONE;
+            break;
+        }
+        if (!o->watch || rc == ST_GONE)
+            break;
+        struct timespec ts = {(time_t)o->watch,
+                              (long)((o->watch - (double)(time_t)o->watch) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+out:
+    if (st)
+        podrun_store_close(st);
+    free(nodes);
+    return rc;
+}
+
+int commands_status_main(int argc, char **argv)
+{
+    enum { O_ID = 256, O_JSON, O_WATCH, O_TIMEOUT, O_HELP };
+    static const struct option lopts[] = {
+        {"rdzv-id", required_argument, 0, O_ID}, {"rdzv_id", required_argument, 0, O_ID},
+        {"json", no_argument, 0, O_JSON},         {"watch", optional_argument, 0, O_WATCH},
+        {"timeout", required_argument, 0, O_TIMEOUT}, {"help", no_argument, 0, O_HELP},
+        {0, 0, 0, 0},
+    };
+    struct opts o = {.timeout_ms = 5000};
+    optind = 1;
+    opterr = 0;
+    int c;
+    double t;
+    while ((c = getopt_long(argc, argv, "+:hw", lopts, NULL)) != -1) {
+        switch (c) {
+        case O_ID:
+            if (!*optarg)
+                return usage_error("--rdzv-id needs a job id%s", "");
+            o.run_id = optarg;
+            break;
+        case O_JSON:
+            o.json = 1;
+            break;
+        case 'w':
+        case O_WATCH:
+            o.watch = 2;
+            /* "--watch 5" as well as "--watch=5": a following number is the interval */
+            if (!optarg && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9' &&
+                optind + 1 < argc)
+                optarg = argv[optind++];
+            if (optarg && parse_seconds(optarg, &o.watch) < 0)
+                return usage_error("--watch '%s': expected seconds from 0.1 to 3600", optarg);
+            break;
+        case O_TIMEOUT:
+            if (parse_seconds(optarg, &t) < 0)
+                return usage_error("--timeout '%s': expected seconds from 0.1 to 3600", optarg);
+            o.timeout_ms = (int)(t * 1000);
+            break;
+        case 'h':
+        case O_HELP:
+            fputs(usage, stdout);
+            return 0;
+        case ':':
+            return usage_error("option '%s' needs a value", argv[optind - 1]);
+        default:
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 1)
+        return usage_error("%s", optind >= argc ? "give the job store's address HOST[:PORT]"
+                                                : "give exactly one address HOST[:PORT]");
+    bool has_port;
+    if (podrun_hostport_parse(argv[optind], o.host, sizeof o.host, &o.port, &has_port) < 0)
+        return usage_error("'%s' is not an address HOST[:PORT]", argv[optind]);
+    if (!has_port)
+        o.port = STATUS_DEFAULT_PORT;
+    if (o.port == 0)
+        return usage_error("'%s': port 0 is no job store's port", argv[optind]);
+    podrun_hostport_format(o.host, o.port, o.addr, sizeof o.addr);
+    return run(&o);
+}
