@@ -1,0 +1,304 @@
+"""A job you can watch: each agent's --health-port (/healthz, /metrics in Prometheus text) and
+`podrun status` during a 3-node job with a failure and an in-place restart, after it ended, the
+health port under bad clients, and --log-format json."""
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import time
+
+from cluster import WORKERS, Agent, agent_args
+from conftest import PODRUN, free_port
+
+FAIL_SH = os.path.join(WORKERS, "fail.sh")
+NOPY = ["--no-python"]
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
+
+
+def parse_prom(text):
+    """Prometheus text format 0.0.4 into {(name, frozenset(labels)): value}; asserts the
+    grammar: HELP and TYPE once per family before its samples, every sample of the family
+    announced last (a histogram's _bucket/_sum/_count included), values that parse."""
+    out, families, fam, ftype = {}, set(), None, None
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            fam = line.split(" ", 3)[2]
+            assert fam not in families, f"family {fam} announced twice"
+            families.add(fam)
+            continue
+        if line.startswith("# TYPE "):
+            _, _, name, ftype = line.split(" ")
+            assert name == fam and ftype in ("counter", "gauge", "histogram"), line
+            continue
+        m = SAMPLE.match(line)
+        assert m, f"not a sample line: {line!r}"
+        name, labels, value = m.groups()
+        base = name
+        if ftype == "histogram":
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+        assert base == fam, f"{name} outside its family {fam}"
+        lab = {}
+        if labels:
+            pos = 0
+            while pos < len(labels):
+                lm = LABEL.match(labels, pos)
+                assert lm, f"bad labels in {line!r}"
+                lab[lm.group(1)] = re.sub(r'\\(.)', lambda x: {"n": "\n"}.get(x.group(1),
+                                                                             x.group(1)),
+                                          lm.group(2))
+                pos = lm.end()
+        out[(name, frozenset(lab.items()))] = float(value)
+    return out
+
+
+def metric(m, name, **labels):
+    return m.get((name, frozenset(labels.items())))
+
+
+def get(port, path, timeout=5):
+    """(status, body) of GET http://127.0.0.1:port/path; (0, "") when nothing listens yet."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, r.read().decode()
+    except ConnectionRefusedError:
+        return 0, ""
+    finally:
+        c.close()
+
+
+def scrape(port):
+    st, body = get(port, "/metrics")
+    assert st == 200
+    return parse_prom(body)
+
+
+def status(*args, timeout=30):
+    return subprocess.run([PODRUN, "status", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def wait_for(what, fn, timeout=30, every=0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        assert time.monotonic() < deadline, f"waited {timeout}s for {what}"
+        time.sleep(every)
+
+
+def test_three_nodes_failure_restart(port):
+    """Round 0: rank 2 fails after 4 s; the job restarts in place once (round 1) and finishes."""
+    hports = [free_port() for _ in range(3)]
+    env = {"FAIL_RANK": "2", "FAIL_UNTIL": "1", "FAIL_AFTER": "4", "DONE_AFTER": "8"}
+    endpoint = f"127.0.0.2:{port}"
+    agents = [Agent(agent_args(3, 1, endpoint, f"127.0.0.{2 + i}", extra=NOPY + [
+        "--max-restarts", "1", "--health-port", str(hports[i])], script=FAIL_SH), env=env,
+        name=f"node{i}") for i in range(3)]
+    try:
+        # round 0 running on every node: /healthz 200, the round's gauges
+        for hp in hports:
+            wait_for("/healthz ok", lambda: get(hp, "/healthz")[0] == 200 and
+                     "running" in get(hp, "/healthz")[1])
+        ms = [scrape(hp) for hp in hports]
+        for m in ms:
+            assert metric(m, "podrun_rendezvous_rounds_total") == 1
+            assert metric(m, "podrun_rendezvous_round") == 0
+            assert metric(m, "podrun_world_size") == 3
+            assert metric(m, "podrun_agent_state", state="running") == 1
+            assert metric(m, "podrun_restarts_total", counted="true") == 0
+            assert metric(m, "podrun_rendezvous_duration_seconds_count") == 1
+            assert metric(m, "podrun_rendezvous_duration_seconds_bucket", le="+Inf") == 1
+        assert [metric(m, "podrun_store_hosted") for m in ms] == [1, 0, 0]
+        assert metric(ms[0], "podrun_store_connections") >= 3
+        assert metric(ms[0], "podrun_store_requests_total", op="SET") > 0
+        node_rank = {int(metric(m, "podrun_node_rank")): i for i, m in enumerate(ms)}
+        failing = node_rank[2]
+
+        r = status(endpoint)
+        assert r.returncode == 0, r.stderr
+        assert "job 'job1' at 127.0.0.2:" in r.stdout and "running, round 0" in r.stdout
+        assert "restarts used 0 of 1" in r.stdout and "last failure: none" in r.stdout
+        rows = [l.split() for l in r.stdout.splitlines() if re.match(r"^  \d ", l)]
+        assert [row[0] for row in rows] == ["0", "1", "2"]
+        assert sorted(row[4] for row in rows) == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+        assert all(row[5] == "running" for row in rows)
+
+        # the failure, the restart: the counters move on every node
+        def restarted():
+            m = [scrape(hp) for hp in hports]
+            ok = all(metric(x, "podrun_rendezvous_round") == 1 and
+                     metric(x, "podrun_agent_state", state="running") == 1 for x in m)
+            return ok and m
+        ms = wait_for("round 1 running", restarted, timeout=40, every=0.2)
+        for i, m in enumerate(ms):
+            assert metric(m, "podrun_rendezvous_rounds_total") == 2
+            assert metric(m, "podrun_restarts_total", counted="true") == 1
+            assert metric(m, "podrun_restart_count") == 1
+            assert metric(m, "podrun_failure_push_seconds_count") == 1
+            assert 0 <= metric(m, "podrun_failure_push_seconds_sum") < 10
+            exits = {c: metric(m, "podrun_worker_exits_total", cause=c)
+                     for c in ("exit_code", "stopped", "success")}
+            if i == failing:
+                assert exits["exit_code"] == 1 and exits["stopped"] == 0, exits
+            else:
+                assert exits["exit_code"] == 0 and exits["stopped"] == 1, exits
+            assert metric(m, "podrun_heartbeats_total") > 0
+
+        r = status("--json", endpoint)
+        assert r.returncode == 0, r.stderr
+        (job,) = [json.loads(l) for l in r.stdout.splitlines()]
+        assert job["run_id"] == "job1" and job["phase"] == "running" and job["round"] == 1
+        assert job["restarts_used"] == 1 and job["max_restarts"] == 1
+        assert job["nodes_total"] == 3 and job["world_size"] == 3
+        f = job["last_failure"]
+        assert f["round"] == 0 and f["rank"] == 2 and f["then"] == "restarted"
+        assert f["host"] == f"127.0.0.{2 + failing}" and f["reason"] == "exit code 1"
+        assert "failing on purpose" in f["message"]
+        assert sorted(n["rank_base"] for n in job["nodes"]) == [0, 1, 2]
+        assert all(job["time"] - n["last_heartbeat"] < 5 for n in job["nodes"])
+        r = status(endpoint)
+        assert "last failure: round 0" in r.stdout and "rank 2" in r.stdout
+        assert "the job restarted in place" in r.stdout and "  | rank 2 failing" in r.stdout
+
+        codes = [a.wait(60) for a in agents]
+        assert codes == [0, 0, 0], [a.err for a in agents]
+    finally:
+        for a in agents:
+            a.kill()
+    # a stopped job: nobody answers there any more, said in one line, exit 3
+    r = status("--timeout", "1", endpoint)
+    assert r.returncode == 3
+    assert r.stderr.count("\n") == 1 and "no job store answers at 127.0.0.2:" in r.stderr
+
+
+def test_healthz_503_while_stopping(podrun):
+    """A worker failed and its sibling takes its time to stop: the probe says so."""
+    hp = free_port()
+    env = dict(os.environ, FAIL_RANK="0", FAIL_AFTER="1", IGNORE_TERM="1")
+    p = subprocess.Popen([podrun, "--nproc-per-node", "2", "--term-timeout", "3",
+                          "--health-port", str(hp), "--no-python", FAIL_SH], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for("running", lambda: get(hp, "/healthz") == (200, get(hp, "/healthz")[1]) and
+                 "running 2 workers" in get(hp, "/healthz")[1], timeout=20)
+        st, body = wait_for("503", lambda: (lambda r: r[0] == 503 and r)(get(hp, "/healthz")),
+                            timeout=20, every=0.05)
+        assert body.startswith("unhealthy: ") and "rank 0" in body and "exit code 1" in body, body
+        m = scrape(hp)
+        assert metric(m, "podrun_healthy") == 0
+        assert metric(m, "podrun_worker_exits_total", cause="exit_code") == 1
+        assert metric(m, "podrun_store_hosted") == 1   # a one-node job hosts its own store
+    finally:
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 1, err
+
+
+def test_health_port_bad_clients(podrun):
+    """Junk, a TLS hello, a slow client, a flood of idle connections: each answered or cut off
+    on its own, while the workers' output keeps flowing and probes are answered again."""
+    hp = free_port()
+    env = dict(os.environ, TICK="0.2")
+    p = subprocess.Popen([podrun, "--nproc-per-node", "1", "--health-port", str(hp),
+                          "--no-python", FAIL_SH], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    socks = []
+    try:
+        wait_for("running", lambda: "running" in get(hp, "/healthz")[1], timeout=20)
+
+        def exchange(data):
+            with socket.create_connection(("127.0.0.1", hp), timeout=5) as s:
+                s.sendall(data)
+                return s.recv(4096).decode(errors="replace")
+        assert exchange(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03").startswith(
+            "HTTP/1.1 400 ")
+        assert exchange(b"DELETE /healthz HTTP/1.1\r\n\r\n").startswith("HTTP/1.1 405 ")
+        assert exchange(b"GET /nope HTTP/1.1\r\n\r\n").startswith("HTTP/1.1 404 ")
+        assert exchange(b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n\r\n").split(" ")[1] in (
+            "414", "431")
+        head = exchange(b"HEAD /healthz HTTP/1.0\r\n\r\n")
+        assert head.startswith("HTTP/1.1 200 ") and head.endswith("\r\n\r\n")
+        # 40 idle connections: 16 held (then cut at the 5 s timeout), the rest closed at once
+        for _ in range(40):
+            s = socket.create_connection(("127.0.0.1", hp), timeout=10)
+            s.sendall(b"GET /hea")
+            socks.append(s)
+        t0 = time.monotonic()
+        lines = 0
+        while time.monotonic() - t0 < 2:
+            lines += "tick" in p.stdout.readline()
+        assert lines >= 5, "the workers' output stalled behind the health port"
+        closed = 0
+        for s in socks:
+            s.settimeout(10)
+            try:
+                closed += s.recv(1) == b""
+            except ConnectionResetError:
+                closed += 1
+        assert closed == 40
+        assert time.monotonic() - t0 < 9
+        st, _ = wait_for("a probe again", lambda: (lambda r: r[0] == 200 and r)(
+            get(hp, "/healthz")), timeout=10)
+        m = scrape(hp)
+        assert metric(m, "podrun_health_refused_total", reason="busy") >= 24
+        assert metric(m, "podrun_health_refused_total", reason="timeout") >= 16
+        assert metric(m, "podrun_health_refused_total", reason="bad") >= 2
+        assert metric(m, "podrun_workers_running") == 1
+        assert p.poll() is None
+    finally:
+        for s in socks:
+            s.close()
+        p.terminate()
+        p.communicate(timeout=30)
+
+
+def test_bad_health_port_and_log_format(podrun):
+    for args, word in ((["--health-port", "70000"], "--health-port"),
+                       (["--health-port", "x"], "--health-port"),
+                       (["--log-format", "xml"], "--log-format")):
+        r = subprocess.run([podrun, *args, "--no-python", "true"], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and word in r.stderr, r.stderr
+    # a port that is taken: the agent does not start, and says which flag
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        taken = s.getsockname()[1]
+        r = subprocess.run([podrun, "--health-port", str(taken), "--no-python", "true"],
+                           capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "--health-port" in r.stderr, r.stderr
+    r = status()
+    assert r.returncode == 2 and "HOST[:PORT]" in r.stderr
+    r = status("--watch", "0", "127.0.0.1:1")
+    assert r.returncode == 2 and "--watch" in r.stderr
+
+
+def test_log_format_json(podrun):
+    """podrun's own lines, the failure report included, are JSON objects; the workers' are not
+    touched."""
+    env = dict(os.environ, FAIL_RANK="1", FAIL_AFTER="0.2", DONE_AFTER="5")
+    r = subprocess.run([podrun, "--nproc-per-node", "2", "--rdzv-id", "jj", "--log-format",
+                        "json", "--no-python", FAIL_SH], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 1
+    objs, worker_lines = [], []
+    for line in r.stderr.splitlines():
+        if line.startswith("{"):
+            objs.append(json.loads(line))
+        else:
+            worker_lines.append(line)
+    assert "[rank 1]:rank 1 failing on purpose" in worker_lines, r.stderr
+    assert all(l.startswith("[rank ") for l in worker_lines), r.stderr
+    assert objs and all(set(o) >= {"time", "source", "msg"} for o in objs)
+    assert all(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", o["time"]) for o in objs)
+    assert {o["source"] for o in objs} <= {"podrun", "report", "store"}
+    assert all(o.get("run_id") == "jj" for o in objs)
+    reports = [o for o in objs if o["source"] == "report"]
+    assert reports and "exitcode  : 1" in reports[0]["msg"] and "\n" in reports[0]["msg"]
+    assert any(l.startswith("[rank 0]:start rank=0") for l in r.stdout.splitlines()), r.stdout
