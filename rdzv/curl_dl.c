@@ -1,8 +1,10 @@
-/* rdzv/curl_dl.c — libcurl loaded at run time, for the one-file build (meson -Dstatic=true).
+/* rdzv/curl_dl.c — libcurl loaded at run time, in every build.
  *
+ * Only the Kubernetes API and etcd need HTTP, and most agents never talk it: linking libcurl
+ * would map it and its TLS, GSS-API and IDN libraries into every agent and make a missing one a
+ * loader error at start. The one-file build (meson -Dstatic=true) could not link it anyway:
  * Debian ships static archives of libuv, jansson and libyaml, but not of everything its
- * libcurl.a is built against (MIT Kerberos' GSS-API libraries and p11-kit have no .a), so a
- * podrun that is one file cannot link libcurl. Only the Kubernetes API and etcd need HTTP, so
+ * libcurl.a is built against (MIT Kerberos' GSS-API libraries and p11-kit have no .a). So
  * this file defines the libcurl calls rdzv/http.c makes and forwards each to the image's own
  * libcurl.so.4 (any flavour: OpenSSL, GnuTLS, NSS), opened on first use. A job that never talks
  * HTTP never loads it, and one that does in an image without libcurl gets a line saying which

@@ -79,8 +79,8 @@ struct http_request {
 
 static unsigned http_global_users;
 
-/* The one-file build runs with whatever libcurl the image has (rdzv/curl_dl.c), and is built
- * against older headers (Debian 11's 7.74), so the options newer than 7.71 are named by their
+/* podrun runs with whatever libcurl the image has (rdzv/curl_dl.c), and the one-file build is
+ * built against older headers (Debian 11's 7.74), so the options newer than 7.71 are named by their
  * numbers, which are libcurl's ABI; a libcurl that does not know one answers
  * CURLE_UNKNOWN_OPTION and the older way is taken (request_set_pem, request_set_protocols). */
 #ifndef CURLOPT_PROTOCOLS_STR /* 7.85 */
@@ -91,13 +91,6 @@ static unsigned http_global_users;
 #endif
 #if LIBCURL_VERSION_NUM < 0x074d00 /* 7.77 */
 #define CURLE_SSL_CLIENTCERT ((CURLcode)98)
-#endif
-
-#ifndef PODRUN_CURL_DLOPEN
-const char *http_library_error(void)
-{
-    return NULL;
-}
 #endif
 
 /* ---- error values ---- */

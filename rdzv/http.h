@@ -92,13 +92,12 @@ struct http_request_opts {
     void *arg;
 };
 
-/* Makes a client on `loop`. 0 or -ENOMEM / -EIO (libcurl could not start) / -ELIBACC (the
- * one-file build found no libcurl in this image: http_library_error says so). */
+/* Makes a client on `loop`. 0 or -ENOMEM / -EIO (libcurl could not start) / -ELIBACC (no
+ * libcurl in this image: http_library_error says so). */
 int http_client_new(uv_loop_t *loop, http_client_t **out);
 
 /* NULL when libcurl can be used; else one line naming what is missing and the package that
- * brings it. Only the one-file build (rdzv/curl_dl.c) loads libcurl at run time; the others
- * link it and always answer NULL. */
+ * brings it. libcurl is loaded at run time, by the first client (rdzv/curl_dl.c). */
 const char *http_library_error(void);
 
 /* Cancels every request (no callbacks run) and closes the client. Its handles close through the

@@ -99,7 +99,7 @@ static const char *pki_path(const char *name)
     return p;
 }
 
-/* ---- libcurl loaded at run time (the one-file build, rdzv/curl_dl.c) ---- */
+/* ---- libcurl loaded at run time (rdzv/curl_dl.c) ---- */
 
 /* Whether a libcurl is mapped into this process, read from /proc/self/maps line by line. */
 static int libcurl_mapped(void)
@@ -114,15 +114,11 @@ static int libcurl_mapped(void)
     return found;
 }
 
-/* Linked: libcurl is there from the start. Loaded at run time: not before the first client, and
- * then it is, with every call going through to it (the tests below). */
+/* libcurl is not mapped before the first client, and then it is, with every call going through
+ * to it (the tests below). */
 static void test_library_loading(void)
 {
-#ifdef PODRUN_CURL_DLOPEN
     CHECK(!libcurl_mapped());
-#else
-    CHECK(libcurl_mapped());
-#endif
     uv_loop_t l;
     http_client_t *c;
     uv_loop_init(&l);
