@@ -275,3 +275,37 @@ def test_wait_follows_the_watch(api, tmp_path, podrun):
                    "current cnt: 1 sleep for 5 seconds...\n")
     watches = [q for q in api.request_log() if q["query"].get("watch")]
     assert len(watches) == 1
+
+
+def test_paddle_k8s_entrypoint(api, tmp_path, podrun):
+    """scripts/paddle_k8s, the entrypoint docker/volcano-ctr.yaml runs under podrun: each of two
+    pservers and two trainers waits for its pods, then runs its command with the endpoints and
+    its own index from the API."""
+    for p in ready_pods():
+        api.put_pod(p)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "podrun").symlink_to(podrun)
+    script = str(pathlib.Path(__file__).resolve().parents[2] / "scripts" / "paddle_k8s")
+    show = 'echo "id=$PADDLE_TRAINER_ID eps=$PADDLE_PSERVERS_IP_PORT_LIST ips=$PADDLE_TRAINER_IPS"'
+    pservers = [p for p in ready_pods() if p["labels"].get("paddle-job-pserver")]
+    trainers = [p for p in ready_pods() if p["labels"].get("paddle-job")]
+    for ips, role in ((PSERVER_IPS, "PSERVER"), (TRAINER_IPS, "TRAINER")):
+        for name, ip in ips.items():
+            env = tools_env(api, tmp_path, PATH=f"{bindir}:{os.environ['PATH']}",
+                            PADDLE_JOB_NAME=JOB, PADDLE_TRAINING_ROLE=role, PADDLE_PSERVERS="2",
+                            PADDLE_TRAINERS="2", PADDLE_PORT="30236", POD_IP=ip)
+            r = subprocess.run([script, "sh", "-c", show], env=env, capture_output=True,
+                               text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+            mine = trainers if role == "TRAINER" else pservers
+            assert r.stdout.splitlines()[-1] == (
+                f"id={tools_fetch_id(mine, ip).strip()} "
+                f"eps={tools_fetch_endpoints(pservers, '30236').strip()} "
+                f"ips={tools_fetch_ips(trainers).strip()}"), r.stdout
+    r = subprocess.run([script], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "usage" in r.stderr
+    r = subprocess.run([script, "true"], env={"PATH": os.environ["PATH"], "PADDLE_JOB_NAME": JOB,
+                                              "PADDLE_TRAINING_ROLE": "CHIEF"},
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "PSERVER or TRAINER" in r.stderr

@@ -66,7 +66,7 @@ def print_config(args, env):
     assert r.returncode == 0, f"podrun rejects {args} with {env}: {r.stderr}"
     cfg = {}
     for line in r.stdout.splitlines():
-        m = re.match(r"^(rdzv-conf \S+|\S+)\s+(.*?)\s+\(([^()]*)\)$", line)
+        m = re.match(r"^(rdzv-conf \S+|\S+)\s+(.*?)\s+\(((?:[^()]|\([^()]*\))*)\)$", line)
         if m:
             cfg[m.group(1)] = (m.group(2), m.group(3))
         elif line.startswith("program"):
@@ -84,16 +84,23 @@ def all_docs():
     return [(p.name, d) for p in MANIFESTS for d in docs(p)]
 
 
-def workload(kind_api):
-    found = [(n, d) for n, d in all_docs() if (d["apiVersion"], d["kind"]) == kind_api]
-    assert len(found) == 1, f"expected one {kind_api} under docker/, found {len(found)}"
+def workload(kind_api, file=None):
+    found = [(n, d) for n, d in all_docs() if (d["apiVersion"], d["kind"]) == kind_api
+             and (file is None or n == file)]
+    assert len(found) == 1, f"expected one {kind_api} in {file or 'docker/'}, found {len(found)}"
     return found[0]
+
+
+def workloads(kind_api, file):
+    return [d for n, d in all_docs() if (d["apiVersion"], d["kind"]) == kind_api and n == file]
 
 
 def pod_templates(doc):
     """Every pod template of a workload, with the number of pods made from it."""
-    spec = doc.get("spec", {})
+    spec = doc.get("spec")
     kind = (doc["apiVersion"], doc["kind"])
+    if spec is None:
+        return []
     if kind == ("kubeflow.org/v1", "PyTorchJob"):
         return [(r["template"], r.get("replicas", 1)) for r in spec["pytorchReplicaSpecs"].values()]
     if kind == ("batch.volcano.sh/v1alpha1", "Job"):
@@ -104,6 +111,16 @@ def pod_templates(doc):
                 for r in spec["replicatedJobs"]]
     if kind == ("batch/v1", "Job"):
         return [(spec["template"], spec.get("parallelism", 1))]
+    if kind == ("batch.paddlepaddle.org/v1", "PaddleJob"):
+        return [(spec[r]["template"], spec[r].get("replicas", 1))
+                for r in ("worker", "ps", "heter") if r in spec]
+    if kind == ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"):
+        return [(r["template"]["spec"]["template"], r.get("replicas", 1))
+                for r in spec["template"]["spec"]["replicatedJobs"]]
+    if kind == ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"):
+        lwt = spec["leaderWorkerTemplate"]
+        return [(lwt.get("leaderTemplate", lwt["workerTemplate"]), spec.get("replicas", 1)),
+                (lwt["workerTemplate"], spec.get("replicas", 1) * (lwt["size"] - 1))]
     return []
 
 
@@ -141,8 +158,40 @@ def container_env(c, sample="0"):
     return env
 
 
+def trainjob_of(runtime):
+    """The TrainJob under docker/ that uses this ClusterTrainingRuntime."""
+    (tj,) = [d for _, d in all_docs() if d["kind"] == "TrainJob"
+             and d["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"]]
+    return tj
+
+
 def operator_env(doc):
-    """What the operator itself puts into the container's env (reference/k8s.md 1.2)."""
+    """What the operator itself puts into the container's env (reference/k8s.md 1.2, 2;
+    resilience.md 4.1, 4.3), for the first pod of the job."""
+    if doc["kind"] == "PaddleJob":
+        # paddle-operator: trainer 0, and the ConfigMap it makes once every pod has an IP
+        spec = doc["spec"]
+        nw, nps = spec["worker"].get("replicas", 1), spec.get("ps", {}).get("replicas", 0)
+        port = 36123
+        trainers = [f"10.0.1.{i + 1}" for i in range(nw)]
+        return {"TRAINING_ROLE": "TRAINER", "PADDLE_TRAINING_ROLE": "TRAINER",
+                "PADDLE_TRAINER_ID": "0", "POD_IP": trainers[0], "PADDLE_PORT": str(port),
+                "TRAINER_PORTS_NUM": "20", "PADDLE_TRAINERS_NUM": str(nw),
+                "PADDLE_TRAINERS": ",".join(trainers),
+                "PADDLE_TRAINER_ENDPOINTS": ",".join(f"{t}:{port}" for t in trainers),
+                "PADDLE_PSERVERS_IP_PORT_LIST": ",".join(f"10.0.2.{i + 1}:{port}"
+                                                         for i in range(nps))}
+    if doc["kind"] == "ClusterTrainingRuntime":
+        tj = trainjob_of(doc)
+        t, name = tj["spec"]["trainer"], tj["metadata"]["name"]
+        return {"PET_NNODES": str(t["numNodes"]), "PET_NPROC_PER_NODE": str(t["numProcPerNode"]),
+                "PET_NODE_RANK": "0", "PET_MASTER_ADDR": f"{name}-node-0-0.{name}",
+                "PET_MASTER_PORT": "29500", "JOB_COMPLETION_INDEX": "0"}
+    if doc["kind"] == "LeaderWorkerSet":
+        name = doc["metadata"]["name"]
+        return {"LWS_LEADER_ADDRESS": f"{name}-0.{name}.default",
+                "LWS_GROUP_SIZE": str(doc["spec"]["leaderWorkerTemplate"]["size"]),
+                "LWS_WORKER_INDEX": "0"}
     if doc["kind"] != "PyTorchJob":
         return {}
     spec, env = doc["spec"], {}
@@ -203,11 +252,18 @@ def test_every_manifest_parses_and_each_operator_has_one():
     assert MANIFESTS, "no manifests under docker/"
     kinds = set()
     for name, d in all_docs():
-        assert {"apiVersion", "kind", "metadata"} <= set(d) and ("spec" in d or d["kind"] == "Secret"), name
+        assert {"apiVersion", "kind", "metadata"} <= set(d), name
+        if d["kind"] not in ("ServiceAccount", "Role", "RoleBinding", "Secret"):
+            assert "spec" in d, name
         assert d["metadata"].get("name"), name
         kinds.add((d["apiVersion"], d["kind"]))
     assert {("kubeflow.org/v1", "PyTorchJob"), ("batch.volcano.sh/v1alpha1", "Job"),
-            ("jobset.x-k8s.io/v1alpha2", "JobSet"), ("batch/v1", "Job")} <= kinds
+            ("jobset.x-k8s.io/v1alpha2", "JobSet"), ("batch/v1", "Job"),
+            ("batch.paddlepaddle.org/v1", "PaddleJob"),
+            ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+            ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"),
+            ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+            ("rbac.authorization.k8s.io/v1", "Role")} <= kinds
 
 
 def test_dockerfile_env_is_podrun_s():
@@ -234,9 +290,9 @@ def test_exit_code_flags_match_the_table():
 def test_podrun_flags_env_and_program_are_podrun_s(path):
     opts, keys = podrun_options(), rdzv_conf_keys()
     dockerfile = (DOCKER / "Dockerfile").read_text()
-    workloads = [d for d in docs(path) if pod_templates(d)]
-    assert workloads or path.name == "security.yaml", f"{path.name} runs no pods"
-    for d in workloads:
+    runs = [d for d in docs(path) if pod_templates(d)]
+    assert runs or path.name in ("rbac.yaml", "security.yaml"), f"{path.name} runs no pods"
+    for d in runs:
         for template, _ in pod_templates(d):
             c = podrun_container(template)
             argv = c["command"][1:] + c.get("args", [])
@@ -292,7 +348,7 @@ def test_pytorchjob_exit_code_policy_and_env_only_config():
 
 
 def test_volcano_job_policies_restart_on_pod_failed():
-    name, d = workload(("batch.volcano.sh/v1alpha1", "Job"))
+    name, d = workload(("batch.volcano.sh/v1alpha1", "Job"), "volcano-job.yaml")
     spec, job = d["spec"], d["metadata"]["name"]
     assert {"svc", "env"} <= set(spec["plugins"])
     pols = spec["policies"]
@@ -401,3 +457,152 @@ def test_indexed_job_pod_failure_policy_and_service():
     host, port = cfg["rdzv-endpoint"][0].split(":")
     assert host == f"{job}-0.{sub}"
     assert int(port) in [p["port"] for p in svcs[0]["spec"]["ports"]]
+
+
+def dshm(template, c):
+    """/dev/shm is a memory emptyDir in this pod (the runtime's 64 MiB is too small)."""
+    mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+    vols = {v["name"]: v for v in template["spec"].get("volumes", [])}
+    return any(p == "/dev/shm" and vols.get(n, {}).get("emptyDir", {}).get("medium") == "Memory"
+               for n, p in mounts.items())
+
+
+def test_paddlejobs_collective_and_ps():
+    """paddle-operator's PaddleJob: the collective job of seeds 000/001 (GPU limit, /dev/shm) and
+    parameter-server mode; podrun finds the whole job in the operator's env: every pod a node,
+    trainer 0 at node rank 0 hosting the static store."""
+    jobs = {d["metadata"]["name"]: d for d in workloads(("batch.paddlepaddle.org/v1", "PaddleJob"),
+                                                         "paddlejob.yaml")}
+    assert len(jobs) == 2
+    collective = [d for d in jobs.values() if "ps" not in d["spec"]]
+    ps = [d for d in jobs.values() if "ps" in d["spec"]]
+    assert len(collective) == 1 and len(ps) == 1
+    for d in jobs.values():
+        spec = d["spec"]
+        assert spec.get("cleanPodPolicy", "OnCompletion") in ("Always", "Never", "OnFailure",
+                                                            "OnCompletion")
+        nodes = sum(spec[r].get("replicas", 1) for r in ("worker", "ps", "heter") if r in spec)
+        for template, _ in pod_templates(d):
+            c = podrun_container(template)
+            # the operator injects its env into containers[0] only, and reads `paddle`'s status
+            assert template["spec"]["containers"][0] is c and c["name"] == "paddle"
+            # no restarts of its own: a Failed pod fails the job; Never keeps it Failed
+            assert template["spec"]["restartPolicy"] == "Never"
+        cfg, c = resolved(d, spec["worker"]["template"])
+        assert cfg["discovered"][0].startswith("PaddleJob (paddle-operator)")
+        assert int(cfg["nnodes"][0]) == nodes   # trainers, then pservers: one job
+        assert cfg["node-rank"] == ("0", "env PADDLE_TRAINER_ID (paddle-operator)")
+        assert cfg["master-addr"][0] == "10.0.1.1"
+    (d,) = collective
+    tmpl = d["spec"]["worker"]["template"]
+    c = podrun_container(tmpl)
+    assert dshm(tmpl, c)
+    gpus = int(c["resources"]["limits"]["nvidia.com/gpu"])
+    cfg, _ = resolved(d, tmpl)
+    assert int(cfg["nproc-per-node"][0]) == gpus, "one worker per GPU of the limit"
+    assert d["spec"]["worker"]["replicas"] == 2
+
+
+def test_volcano_ctr_job_finds_its_pods_with_podrun_k8s():
+    """Seed 003's CTR job: pservers and trainers under Volcano start through paddle_k8s, which
+    asks `podrun k8s` where k8s_tools.py was asked; the pods' service account has the Role."""
+    name, d = workload(("batch.volcano.sh/v1alpha1", "Job"), "volcano-ctr.yaml")
+    spec, job = d["spec"], d["metadata"]["name"]
+    flow = (ROOT / "scripts" / "paddle_k8s").read_text()
+    assert "podrun k8s" in flow and "k8s_tools" not in flow.split("\nset -eu", 1)[1]
+    roles = {}
+    for t in spec["tasks"]:
+        tmpl = t["template"]
+        assert tmpl["spec"]["restartPolicy"] == "Never"
+        c = podrun_container(tmpl)
+        assert tmpl["spec"]["containers"][0] is c
+        _, program = split_args(c["command"][1:] + c.get("args", []))
+        assert program[0] == "/usr/local/bin/paddle_k8s" and len(program) > 1
+        env = container_env(c)
+        roles[env["PADDLE_TRAINING_ROLE"]] = (t, tmpl)
+        assert env["PADDLE_JOB_NAME"] == job
+        # the counts paddle_k8s waits for are the tasks' replicas
+        reps = {tt["name"]: tt["replicas"] for tt in spec["tasks"]}
+        assert int(env["PADDLE_PSERVERS"]) == reps["pserver"]
+        assert int(env["PADDLE_TRAINERS"]) == reps["trainer"]
+        assert any(e["name"] == "POD_IP" and e["valueFrom"]["fieldRef"]["fieldPath"] ==
+                   "status.podIP" for e in c["env"])
+        cfg, _ = resolved(d, tmpl)
+        assert cfg["standalone"][0] == "true" and cfg["nnodes"][0] == "1"
+        # the service account whose Role lets podrun k8s list and watch pods
+        sa = tmpl["spec"]["serviceAccountName"]
+        rbac = {dd["kind"]: dd for n, dd in all_docs() if n == "rbac.yaml"}
+        assert rbac["ServiceAccount"]["metadata"]["name"] == sa
+        assert rbac["RoleBinding"]["subjects"][0]["name"] == sa
+    assert set(roles) == {"PSERVER", "TRAINER"}
+    # the labels paddle_k8s selects on
+    assert roles["PSERVER"][1]["metadata"]["labels"] == {"paddle-job-pserver": job}
+    assert roles["TRAINER"][1]["metadata"]["labels"] == {"paddle-job": job}
+    assert 'pserver_label="paddle-job-pserver=$job"' in flow
+    assert 'trainer_label="paddle-job=$job"' in flow
+    assert spec["minAvailable"] == sum(t["replicas"] for t in spec["tasks"])
+
+
+def test_rbac_for_kubernetes_discovery():
+    by_kind = {d["kind"]: d for n, d in all_docs() if n == "rbac.yaml"}
+    assert set(by_kind) == {"ServiceAccount", "Role", "RoleBinding"}
+    (rule,) = by_kind["Role"]["rules"]
+    assert rule["apiGroups"] == [""] and rule["resources"] == ["pods"]
+    assert sorted(rule["verbs"]) == ["get", "list", "watch"], "read-only: podrun never writes"
+    rb = by_kind["RoleBinding"]
+    assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                             "name": by_kind["Role"]["metadata"]["name"]}
+    assert rb["subjects"] == [{"kind": "ServiceAccount",
+                               "name": by_kind["ServiceAccount"]["metadata"]["name"]}]
+    # podrun's own line for a refused list names the Role these grant
+    help_k8s = run_podrun("k8s", "--help").stdout
+    assert "Role" in help_k8s
+
+
+def test_trainjob_runtime_runs_podrun():
+    """Kubeflow Trainer v2: the runtime's `node` container is podrun, configured by the torch
+    plugin's PET_* alone (reserved names the manifest must not set), with the JobSet's and the
+    Job's failure policies on podrun's exit codes."""
+    name, rt = workload(("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"))
+    _, tj = workload(("trainer.kubeflow.org/v1alpha1", "TrainJob"))
+    assert tj["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org",
+                                        "kind": "ClusterTrainingRuntime",
+                                        "name": rt["metadata"]["name"]}
+    assert "torch" in rt["spec"]["mlPolicy"]
+    js = rt["spec"]["template"]["spec"]
+    (rj,) = js["replicatedJobs"]
+    assert rj["name"] == "node", "the torch plugin names pods and PET_MASTER_ADDR after 'node'"
+    job_spec = rj["template"]["spec"]
+    tmpl = job_spec["template"]
+    c = podrun_container(tmpl)
+    assert c["name"] == "node"
+    reserved = {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR",
+                "PET_MASTER_PORT"}
+    assert not reserved & {e["name"] for e in c.get("env", [])}
+    cfg, _ = resolved(rt, tmpl)
+    check_pod_failure_policy(job_spec, tmpl, cfg)
+    assert int(cfg["nnodes"][0]) == tj["spec"]["trainer"]["numNodes"]
+    assert int(cfg["nproc-per-node"][0]) == tj["spec"]["trainer"]["numProcPerNode"]
+    assert cfg["master-addr"][0] == f"{tj['metadata']['name']}-node-0-0.{tj['metadata']['name']}"
+    assert cfg["master-port"] == ("29500", "env PET_MASTER_PORT")
+    assert dshm(tmpl, c)
+
+
+def test_leaderworkerset_group_is_one_job():
+    name, d = workload(("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"))
+    lwt = d["spec"]["leaderWorkerTemplate"]
+    assert lwt["restartPolicy"] == "RecreateGroupOnPodRestart"
+    for tmpl, _ in pod_templates(d):
+        cfg, c = resolved(d, tmpl)
+        assert cfg["discovered"][0].startswith("LeaderWorkerSet")
+        assert int(cfg["nnodes"][0]) == lwt["size"]
+        assert cfg["node-rank"] == ("0", "env LWS_WORKER_INDEX (LeaderWorkerSet)")
+        assert cfg["master-addr"][0].startswith(f"{d['metadata']['name']}-0.")
+        assert dshm(tmpl, c)
+
+
+def test_host_network_notes():
+    """Seed 002 runs its pods with hostNetwork: the PyTorchJob manifest says what changes (the
+    DNS policy that keeps the job's names resolvable, the ports that must be free on the node)."""
+    text = (DOCKER / "pytorchjob.yaml").read_text()
+    assert "hostNetwork: true" in text and "dnsPolicy: ClusterFirstWithHostNet" in text
