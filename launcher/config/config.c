@@ -563,6 +563,7 @@ void cfg_usage(FILE *f)
             "usage: podrun [options] [--] PROGRAM [ARGS...]\n"
             "       podrun store [options]\n"
             "       podrun k8s COMMAND ARGS...   (k8s_tools.py's commands; podrun k8s --help)\n"
+            "       podrun status HOST[:PORT]    (a running job's round, nodes and last failure)\n"
             "\n"
             "Starts --nproc-per-node workers running PROGRAM, each in its own process group with\n"
             "torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...), prefixes\n"

@@ -3,6 +3,7 @@ program builds against the installed files alone (found with pkg-config, nothing
 tree) and talks to a running `podrun store`."""
 import json
 import os
+import re
 import subprocess
 
 from conftest import BUILD, PODRUN, free_port
@@ -77,3 +78,77 @@ def test_installed_library_builds_a_program(tmp_path):
     assert r.returncode == 0, r.stderr
     version = subprocess.run([PODRUN, "--version"], capture_output=True, text=True).stdout.split()[1]
     assert r.stdout == f"v1 41 {version} {version} 1\n"
+
+
+def install(tmp_path):
+    """`meson install` into a fresh root; returns the installed share/ directory."""
+    opts = build_options()
+    dest = tmp_path / "root"
+    subprocess.run(["meson", "install", "-C", str(BUILD), "--destdir", str(dest), "--no-rebuild",
+                    "--quiet"], capture_output=True, text=True, check=True)
+    return dest / os.path.join(opts["prefix"], opts["datadir"]).lstrip("/")
+
+
+def help_options(*sub):
+    text = subprocess.run([PODRUN, *sub, "--help"], capture_output=True, text=True,
+                          check=True).stdout
+    return set(re.findall(r"^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)", text, re.M)), text
+
+
+def test_man_page_lists_every_option(tmp_path):
+    """podrun(1) is installed and names exactly the options --help names, each with the same
+    value word, and the subcommands and their options."""
+    man = install(tmp_path) / "man" / "man1" / "podrun.1"
+    src = man.read_text()
+    opts, text = help_options()
+    # the OPTIONS section's entries: .TP, then \fB--name\fR [\fIMETA\fR]
+    section = src.split("\n.SH OPTIONS\n", 1)[1].split("\n.SH ", 1)[0]
+    entries = re.findall(r"^\.TP\n(.*)$", section, re.M)
+    in_man = {}
+    for e in entries:
+        e = e.replace("\\-", "-")
+        names = re.findall(r"\\fB(--[a-z][a-z0-9-]*)\\fR", e)
+        meta = re.search(r"\\fI(\S+)\\fR$", e)
+        in_man[names[0]] = meta.group(1) if meta else None
+    assert set(in_man) == opts, (opts - set(in_man), set(in_man) - opts)
+    for name, meta in in_man.items():
+        m = re.search(rf"^\s+(?:-\w, )?{re.escape(name)}(?: (\S+))?", text, re.M)
+        assert (m.group(1) if m else None) == meta, name
+    # the subcommands, and podrun status's options
+    for sub in ("podrun store", "podrun k8s", "podrun status"):
+        assert f"\\fB{sub}\\fR" in src, sub
+    status_opts, _ = help_options("status")
+    assert status_opts and all(o.replace("-", "\\-") in src for o in status_opts), status_opts
+    # it renders without warnings
+    r = subprocess.run(["groff", "-man", "-ww", "-z", str(man)], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def complete(script, *words):
+    """What bash completes for words (the last one being completed), podrun on PATH."""
+    prog = ("source \"$1\"; shift; COMP_WORDS=(\"$@\"); COMP_CWORD=$(($# - 1)); _podrun; "
+            "printf '%s\\n' \"${COMPREPLY[@]}\"")
+    env = dict(os.environ, PATH=f"{os.path.dirname(PODRUN)}:{os.environ['PATH']}")
+    r = subprocess.run(["bash", "-c", prog, "bash", str(script), *words], capture_output=True,
+                       text=True, env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return sorted(w for w in r.stdout.splitlines() if w)
+
+
+def test_bash_completion(tmp_path, monkeypatch):
+    script = install(tmp_path) / "bash-completion" / "completions" / "podrun"
+    opts, _ = help_options()
+    assert set(complete(script, "podrun", "--")) == opts
+    assert complete(script, "podrun", "--health") == ["--health-port"]
+    assert complete(script, "podrun", "--log-format", "") == ["human", "json"]
+    assert complete(script, "podrun", "--discovery", "") == ["auto", "env", "hostfile", "k8s",
+                                                             "none"]
+    assert complete(script, "podrun", "st") == ["status", "store"]
+    assert complete(script, "podrun", "status", "--j") == ["--json"]
+    assert complete(script, "podrun", "k8s", "fetch_i") == ["fetch_id", "fetch_ips",
+                                                             "fetch_ips_string"]
+    # the program's own arguments are not podrun's
+    assert complete(script, "podrun", "--nnodes", "2", "train.py", "--no-") == []
+    (tmp_path / "train.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert complete(script, "podrun", "--nnodes", "2", "tra") == ["train.py"]
