@@ -170,8 +170,8 @@ int rdzv_state_decode(const char *text, size_t len, rdzv_state_t *s, rdzv_state_
     s->nodes = nodes;
     s->failure_round = -1;
     rdzv_failure_init(&s->failure);
-    if (kv_get(text, len, "run_id", s->run_id, sizeof s->run_id) <= 0)
-        return -EINVAL;
+    if (kv_get(text, len, "run_id", s->run_id, sizeof s->run_id) <= 0 || !s->run_id[0])
+        return -EINVAL;   /* a value of NUL bytes is no name either */
     s->time = kv_get_double(text, len, "time", 0);
     s->started = kv_get_double(text, len, "started", 0);
     s->round = clamp(kv_get_int(text, len, "round", 0), 0, 1 << 30, 0);

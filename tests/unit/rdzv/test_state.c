@@ -147,6 +147,8 @@ static void test_bad_bytes(void)
     CHECK_EQ_INT(rdzv_state_decode("", 0, &d, out, 4), -EINVAL);
     const char junk[] = "\xff\x00garbage\nnode=1\t2\n";
     CHECK_EQ_INT(rdzv_state_decode(junk, sizeof junk - 1, &d, out, 4), -EINVAL);
+    const char nul_id[] = "run_id=\0\0\nround=1\n";   /* a name of NUL bytes is none */
+    CHECK_EQ_INT(rdzv_state_decode(nul_id, sizeof nul_id - 1, &d, out, 4), -EINVAL);
     const char t[] = "run_id=j\nround=-5\nphase=99\nnode=9\t0\t0\t1\t1.0\ta\tb\n"
                      "node=1\t0\t0\t1\tnan\ta\tb\nnode=1\tx\t0\t1\t1.0\ta\tb\n"
                      "node=1\t0\t0\t1\t1.0\ta\n"
