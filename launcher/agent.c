@@ -54,6 +54,7 @@
 #include "preflight/preflight.h"
 #include "podrun/version.h"
 #include "rdzv/common.h"
+#include "rdzv/http.h"
 #include "rdzv/rendezvous.h"
 #include "report.h"
 #include "rundir.h"
@@ -1536,7 +1537,10 @@ static int start_rendezvous(struct agent *a)
     int r = rdzv_agent_start(a->loop, &p, &self, &cb, a, &a->rz);
     if (r) {
         a->rz = NULL;
-        if (c->rdzv_backend == CFG_BACKEND_ETCD)
+        if (c->rdzv_backend == CFG_BACKEND_ETCD && r == -ELIBACC)
+            logs_message(&a->logs, "cannot start the rendezvous on etcd at %s: %s", p.endpoints,
+                         http_library_error());   /* no libcurl in this image: which package */
+        else if (c->rdzv_backend == CFG_BACKEND_ETCD)
             logs_message(&a->logs, "cannot start the rendezvous on etcd at %s: %s%s", p.endpoints,
                          podrun_strerror(r),
                          p.store_port ? "; pick another --master-port for this node's store" : "");

@@ -369,6 +369,18 @@ def test_kubernetes_without_libcurl_names_the_package(roots, api):
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_etcd_without_libcurl_names_the_package(roots):
+    """The etcd backend opens libcurl when it starts: in an image without one, its line names
+    the package, and the agent exits 1 (it could not start the job)."""
+    _, _, bare = roots
+    r = subprocess.run(chroot_podrun(bare, ["--rdzv-backend", "etcd", "--rdzv-endpoint",
+                                            "127.0.0.1:2379", "--rdzv-id", "j", "--no-python",
+                                            "true"]), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r
+    first = r.stderr.splitlines()[0]
+    assert "etcd" in first and "apt-get install libcurl4" in first, r.stderr
+
+
 def test_kubernetes_with_debian_11_libcurl(roots, api):
     """libcurl 7.74 knows neither CURLOPT_PROTOCOLS_STR nor CURLOPT_CAINFO_BLOB: the CA of the
     kubeconfig (inline) and the client certificate still reach it."""
