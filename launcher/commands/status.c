@@ -15,8 +15,13 @@
 #include <string.h>
 #include <time.h>
 
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
 #include "jsonline.h"
 #include "podrun/store.h"
+#include "rdzv/auth.h"
 #include "rdzv/common.h"
 #include "rdzv/state.h"
 
@@ -24,7 +29,8 @@
 #define STATUS_DEFAULT_PORT 29400
 
 static const char usage[] =
-    "usage: podrun status [--rdzv-id ID] [--json] [--watch [SECONDS]] [--timeout S] HOST[:PORT]\n"
+    "usage: podrun status [--rdzv-id ID] [--json] [--watch [SECONDS]] [--timeout S]\n"
+    "                     [--rdzv-token-file FILE] HOST[:PORT]\n"
     "\n"
     "How a running job is doing, read from its job store (any agent's --rdzv-endpoint; port\n"
     "29400 when left out): the round, each node with its node rank, global ranks, address and\n"
@@ -34,6 +40,8 @@ static const char usage[] =
     "  --json              one JSON object per job instead of text\n"
     "  --watch [SECONDS]   show it again every SECONDS (default 2) until the store is gone\n"
     "  --timeout S         seconds to wait for the store and its answers (default 5)\n"
+    "  --rdzv-token-file FILE  the job's token, when its agents have one (also\n"
+    "                      PODRUN_RDZV_TOKEN_FILE, or the token in PODRUN_RDZV_TOKEN)\n"
     "\n"
     "exit status: 0 the job runs, is forming or finished; 1 it ended without finishing; 2 usage;\n"
     "3 no job store answers at HOST:PORT, or it hosts no podrun job.\n";
@@ -56,6 +64,7 @@ struct opts {
     char host[256];
     int port;
     char addr[300];          /* HOST:PORT as shown */
+    const char *token_file, *token;  /* the job's token, when it has one */
 };
 
 /* "1.5s", "800ms", "3m" or "2" (seconds) for the watch interval. */
@@ -243,7 +252,7 @@ static int get_existing(podrun_store_t *st, const char *key, char **val, size_t 
 
 /* One look at every job the store hosts (or the one named): printed, and the exit status of
  * what was seen. */
-static int look(const struct opts *o, podrun_store_t *st, rdzv_state_node_t *nodes)
+static int look(const struct opts *o, podrun_store_t *st, rdzv_state_node_t *nodes, int first)
 {
     char *runs = NULL;
     size_t rlen = 0;
@@ -252,7 +261,14 @@ static int look(const struct opts *o, podrun_store_t *st, rdzv_state_node_t *nod
         if (r == 0)
             fprintf(stderr, "podrun status: %s is a job store without a podrun job (no %s key): "
                     "point at an agent's --rdzv-endpoint\n", o->addr, RDZV_RUNS_KEY);
-        else
+        else if (first && !o->token_file && !o->token) {
+            /* a store that holds a token closes a connection that reads podrun's keys
+             * without it */
+            fprintf(stderr, "podrun status: the job store at %s closed the connection when asked "
+                    "for the job's keys: the job has a token; give it with --rdzv-token-file "
+                    "(or PODRUN_RDZV_TOKEN)\n", o->addr);
+            return ST_USAGE;
+        } else
             fprintf(stderr, "podrun status: %s: %s\n", o->addr, podrun_store_strerror(r));
         return r == 0 ? ST_GONE : -1;
     }
@@ -300,13 +316,84 @@ static int look(const struct opts *o, podrun_store_t *st, rdzv_state_node_t *nod
     return worst;
 }
 
+/* The token's bytes from its file or variable into key; 0, or -1 with the line said. */
+static int load_token(const struct opts *o, auth_key_t *key)
+{
+    char buf[AUTH_TOKEN_MAX + 256], err[256];
+    size_t len = 0;
+    const char *what = "PODRUN_RDZV_TOKEN";
+    if (o->token_file) {
+        int fd = open(o->token_file, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            fprintf(stderr, "podrun status: --rdzv-token-file %s: %s\n", o->token_file,
+                    strerror(errno));
+            return -1;
+        }
+        ssize_t n;
+        while (len < sizeof buf && (n = read(fd, buf + len, sizeof buf - len)) > 0)
+            len += (size_t)n;
+        close(fd);
+        what = o->token_file;
+    } else {
+        len = strlen(o->token) < sizeof buf ? strlen(o->token) : sizeof buf;
+        memcpy(buf, o->token, len);
+    }
+    if (auth_key_from_token(buf, len, what, key, err, sizeof err) < 0) {
+        fprintf(stderr, "podrun status: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The token handshake (rdzv/auth.h) as two GETs on this connection, so that a job whose agents
+ * hold a token lets this reader see its keys. 0, or -1 with the line said. */
+static int authenticate(const struct opts *o, podrun_store_t *st)
+{
+    auth_key_t key;
+    uint8_t nc[AUTH_NONCE_LEN];
+    char k1[AUTH_KEY_MAX], k2[AUTH_KEY_MAX], *rep = NULL;
+    size_t rlen = 0;
+    if (load_token(o, &key) < 0)
+        return -1;
+    if (getrandom(nc, sizeof nc, 0) != (ssize_t)sizeof nc) {
+        fprintf(stderr, "podrun status: no random bytes for the token handshake\n");
+        return -1;
+    }
+    auth_client_hello(nc, k1, sizeof k1);
+    int r = podrun_store_get(st, k1, &rep, &rlen);
+    if (r == 0)
+        r = auth_client_prove(&key, nc, rep, rlen, k2, sizeof k2);
+    free(rep);
+    rep = NULL;
+    if (r == AUTH_OPEN) {
+        fprintf(stderr, "podrun status: the job store at %s asks for no token: leave out "
+                "--rdzv-token-file\n", o->addr);
+        return -1;
+    }
+    if (r == 0 && (r = podrun_store_get(st, k2, &rep, &rlen)) == 0 &&
+        !auth_client_accepted(rep, rlen))
+        r = -EACCES;
+    free(rep);
+    if (r < 0) {
+        fprintf(stderr, "podrun status: the job store at %s did not take this token (%s): give "
+                "the job's own\n", o->addr, r == -EACCES ? "a different token" :
+                podrun_store_strerror(r));
+        return -1;
+    }
+    return 0;
+}
+
 static int connect_store(const struct opts *o, podrun_store_t **st)
 {
     int r = podrun_store_connect(o->host, (uint16_t)o->port, o->timeout_ms, st);
-    if (r < 0)
+    if (r < 0) {
         fprintf(stderr, "podrun status: no job store answers at %s (%s): the job has ended or "
                 "has not started\n", o->addr, podrun_store_strerror(r));
-    return r;
+        return r;
+    }
+    if ((o->token_file || o->token) && authenticate(o, *st) < 0)
+        return -1;
+    return 0;
 }
 
 static int run(const struct opts *o)
@@ -323,7 +410,7 @@ static int run(const struct opts *o)
     for (int first = 1;; first = 0) {
         if (!first && !o->json)
             printf("\n");
-        rc = look(o, st, nodes);
+        rc = look(o, st, nodes, first);
         if (rc < 0) {   /* the store went away between two looks: the job has ended */
             fprintf(stderr, "podrun status: the job store at %s is gone: the job has ended "
                     "(each agent's exit code and /dev/termination-log say how)\n", o->addr);
@@ -345,14 +432,20 @@ out:
 
 int commands_status_main(int argc, char **argv)
 {
-    enum { O_ID = 256, O_JSON, O_WATCH, O_TIMEOUT, O_HELP };
+    enum { O_ID = 256, O_JSON, O_WATCH, O_TIMEOUT, O_HELP, O_TOKEN };
     static const struct option lopts[] = {
         {"rdzv-id", required_argument, 0, O_ID}, {"rdzv_id", required_argument, 0, O_ID},
         {"json", no_argument, 0, O_JSON},         {"watch", optional_argument, 0, O_WATCH},
         {"timeout", required_argument, 0, O_TIMEOUT}, {"help", no_argument, 0, O_HELP},
+        {"rdzv-token-file", required_argument, 0, O_TOKEN},
+        {"rdzv_token_file", required_argument, 0, O_TOKEN},
         {0, 0, 0, 0},
     };
     struct opts o = {.timeout_ms = 5000};
+    /* the agents' own variables, so that a pod's environment works as it is */
+    const char *tf = getenv("PODRUN_RDZV_TOKEN_FILE"), *tv = getenv("PODRUN_RDZV_TOKEN");
+    o.token_file = tf && *tf ? tf : NULL;
+    o.token = tv && *tv ? tv : NULL;
     optind = 1;
     opterr = 0;
     int c;
@@ -381,6 +474,9 @@ int commands_status_main(int argc, char **argv)
             if (parse_seconds(optarg, &t) < 0)
                 return usage_error("--timeout '%s': expected seconds from 0.1 to 3600", optarg);
             o.timeout_ms = (int)(t * 1000);
+            break;
+        case O_TOKEN:
+            o.token_file = optarg;
             break;
         case 'h':
         case O_HELP:

@@ -302,3 +302,33 @@ def test_log_format_json(podrun):
     reports = [o for o in objs if o["source"] == "report"]
     assert reports and "exitcode  : 1" in reports[0]["msg"] and "\n" in reports[0]["msg"]
     assert any(l.startswith("[rank 0]:start rank=0") for l in r.stdout.splitlines()), r.stdout
+
+
+def test_status_of_a_job_with_a_token(tmp_path):
+    """A job whose agents hold a token shows its keys only to a reader that proves it holds it
+    too: podrun status takes it from --rdzv-token-file or the agents' own variables."""
+    port = free_port()
+    token = "s3cret-token-of-this-job-0123456789"
+    env = {"PODRUN_RDZV_TOKEN": token, "DONE_AFTER": "20"}
+    a = Agent(agent_args(1, 1, f"127.0.0.2:{port}", "127.0.0.2", run_id="tok", extra=NOPY,
+                         script=FAIL_SH), env=env, name="tok")
+    try:
+        endpoint = f"127.0.0.2:{port}"
+        r = wait_for("the job running", lambda: (lambda x: x.returncode == 0 and x)(
+            subprocess.run([PODRUN, "status", endpoint], capture_output=True, text=True,
+                           env=dict(os.environ, PODRUN_RDZV_TOKEN=token), timeout=30)),
+            timeout=30, every=0.3)
+        assert "job 'tok'" in r.stdout and "running" in r.stdout
+        f = tmp_path / "token"
+        f.write_text(token + "\n")
+        r = status("--rdzv-token-file", str(f), endpoint)
+        assert r.returncode == 0 and "job 'tok'" in r.stdout, r.stderr
+        r = status(endpoint)
+        assert r.returncode == 2 and "--rdzv-token-file" in r.stderr, r.stderr
+        assert r.stderr.count("\n") == 1
+        f.write_text("another-token-0123456789abcdef\n")
+        r = status("--rdzv-token-file", str(f), endpoint)
+        assert r.returncode == 3 and "did not take this token" in r.stderr, r.stderr
+    finally:
+        a.kill()
+        a.wait(30)
