@@ -288,7 +288,7 @@ uint16_t rdzv_agent_store_port(const rdzv_agent_t *a);
 /* What the rendezvous has done so far, for the agent's /metrics. */
 typedef struct rdzv_stats {
     unsigned long heartbeats;        /* heartbeats this agent sent */
-    unsigned long heartbeat_misses;  /* keep_alive_intervals that passed with one unanswered */
+    unsigned long heartbeat_misses;  /* keep-alive ticks with the store silent, pinged */
     int hosting;                     /* this agent hosts the job store and the coordinator */
     /* hosting only */
     unsigned long silent_nodes;      /* nodes dropped for silence */

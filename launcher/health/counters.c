@@ -95,7 +95,7 @@ static void render_rdzv(const struct health_snapshot *s, struct prom *p)
     counter(p, "podrun_heartbeats_total", "heartbeats this agent sent to the job store",
             (double)r->heartbeats);
     counter(p, "podrun_heartbeat_misses_total",
-            "keep-alive intervals that passed with a heartbeat unanswered",
+            "keep-alive ticks on which the job store had been silent and was pinged",
             (double)r->heartbeat_misses);
     gauge(p, "podrun_store_hosted", "1 when this agent hosts the job store", r->hosting);
     if (!r->hosting)
