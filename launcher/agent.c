@@ -141,7 +141,6 @@ struct agent {
     struct guards guards;                  /* the job store's token and allow-list */
     /* --health-port: /healthz and /metrics (health/health.h); NULL when not asked for */
     struct health *health;
-    int round;                             /* of the last assignment, -1 before the first */
     char stop_why[RDZV_REASON_MAX + 96];   /* why the workers are being stopped, for /healthz */
 };
 
@@ -497,8 +496,6 @@ static void start_attempt(struct agent *a)
 {
     a->workers_down = false;
     a->ended_alive = 0;
-    a->round = as->round;
-    health_rdzv_assigned(a->health);
     int r = prepare_attempt_dir(a);
     if (r) {
         logs_message(&a->logs, "cannot create the run directory under %s: %s", a->dir.base,
@@ -775,6 +772,7 @@ static void on_assigned(void *arg, const rdzv_assignment_t *as)
                      as->round, as->node_rank, as->nnodes, as->rank_base,
                      as->rank_base + a->n - 1, as->world_size, as->restart_count);
     a->round = as->round;
+    health_rdzv_assigned(a->health);
     set_state(a, AGENT_STARTING);
     if (a->env_ready)
         begin_attempt(a);
@@ -1372,8 +1370,8 @@ static int start_k8s(struct agent *a)
 static void health_snapshot(void *arg, struct health_snapshot *s)
 {
     struct agent *a = arg;
-    static const char *const names[] = {"init", "rendezvous", "running", "stopping", "exiting",
-                                        "done"};
+    static const char *const names[] = {"init",     "rendezvous", "starting", "running",
+                                        "stopping", "exiting",    "done"};
     s->state = names[a->state];
     s->workers = a->n;
     s->workers_running = a->wg_ready ? a->wg.running : 0;
@@ -1399,6 +1397,9 @@ static void health_snapshot(void *arg, struct health_snapshot *s)
             snprintf(s->reason, cap, "restarting in place: waiting for the rendezvous");
         else
             snprintf(s->reason, cap, "waiting for the rendezvous");
+        break;
+    case AGENT_STARTING:
+        snprintf(s->reason, cap, "starting the workers of round %d", a->round);
         break;
     case AGENT_RUNNING:
         if (a->failed >= 0) {

@@ -594,7 +594,5 @@ const struct cfg_type cfg_types[CFG_T__COUNT] = {
     [CFG_T_STDSPEC] = TEXT(parse_stdspec),
     [CFG_T_RANKS] = TEXT(parse_ranks),
     [CFG_T_SIZE] = {parse_size, store_u64, NULL, NULL, format_size, false},
-}
-
     [CFG_T_OPTPORT] = {parse_optport, store_int, NULL, clear_optport, format_optport, false},
 };

@@ -40,8 +40,8 @@ static void counter(struct prom *p, const char *name, const char *help, double v
     prom_sample(p, name, NULL, v);
 }
 
-static const char *const states[] = {"init", "rendezvous", "running", "stopping", "exiting",
-                                     "done"};
+static const char *const states[] = {"init",     "rendezvous", "starting", "running",
+                                     "stopping", "exiting",    "done"};
 
 static void render_agent(const struct health_snapshot *s, const struct health_labels *l,
                          struct prom *p)

@@ -48,7 +48,7 @@ void health_counters_init(struct health_counters *c);
 
 /* The agent now: asked for on every scrape and probe. */
 struct health_snapshot {
-    const char *state;          /* init, rendezvous, running, stopping, exiting, done */
+    const char *state;          /* init, rendezvous, starting, running, stopping, exiting, done */
     int healthy;                /* /healthz: 200, else 503 */
     char reason[512];           /* /healthz's one line */
     int workers, workers_running;
