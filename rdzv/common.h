@@ -119,11 +119,14 @@ void podrun_hostport_format(const char *host, int port, char *out, size_t cap);
 int podrun_failf(int code, char *err, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* snprintf that is meant to cut: every caller's buffer is bounded and a cut line is fine. */
+/* snprintf that is meant to cut: every caller's buffer is bounded and a cut line is fine. No
+ * buffer (NULL or cap 0) writes nothing, for callers whose error text is optional. */
 static inline void sfmt(char *out, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static inline void sfmt(char *out, size_t cap, const char *fmt, ...)
 {
+    if (!out || !cap)
+        return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(out, cap, fmt, ap);

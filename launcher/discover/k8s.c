@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "kubeconfig.h"
+#include "rdzv/common.h"
 
 #define K8S_FILE_MAX (1u << 20)      /* kubeconfig, CA bundle */
 #define K8S_TOKEN_MAX 16384
@@ -32,17 +33,6 @@
 #define K8S_LIST_BODY_MAX (64u << 20)
 #define K8S_EVENT_MAX (16u << 20)    /* one watch event: a pod is at most ~1.5 MB in etcd */
 
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || !cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-}
 
 static char *str_printf(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
@@ -135,7 +125,7 @@ static int creds_in_cluster(const struct k8s_source *src, struct k8s_creds *c, c
 {
     const char *dir = src->sa_dir ? src->sa_dir : K8S_SA_DIR;
     if (!src->service_port || !*src->service_port) {
-        seterr(err, err_cap, "KUBERNETES_SERVICE_HOST is set but KUBERNETES_SERVICE_PORT is not");
+        sfmt(err, err_cap, "KUBERNETES_SERVICE_HOST is set but KUBERNETES_SERVICE_PORT is not");
         return -ENOENT;
     }
     int v6 = strchr(src->service_host, ':') != NULL;
@@ -150,14 +140,14 @@ static int creds_in_cluster(const struct k8s_source *src, struct k8s_creds *c, c
         return -ENOMEM;
     }
     if (access(c->token_file, R_OK) != 0) {
-        seterr(err, err_cap, "in a cluster (KUBERNETES_SERVICE_HOST=%s) but no service account "
+        sfmt(err, err_cap, "in a cluster (KUBERNETES_SERVICE_HOST=%s) but no service account "
                "token at %s: is automountServiceAccountToken false for this pod?",
                src->service_host, c->token_file);
         free(ns_path);
         return -ENOENT;
     }
     if (access(c->ca_file, R_OK) != 0) {
-        seterr(err, err_cap, "in a cluster but no CA certificate at %s", c->ca_file);
+        sfmt(err, err_cap, "in a cluster but no CA certificate at %s", c->ca_file);
         free(ns_path);
         return -ENOENT;
     }
@@ -202,7 +192,7 @@ static int kubeconfig_paths(const struct k8s_source *src, char ***paths, size_t 
     else if (src->home && *src->home)
         list = str_printf("%s/.kube/config", src->home);
     else {
-        seterr(err, err_cap, "not in a cluster (KUBERNETES_SERVICE_HOST is not set) and no "
+        sfmt(err, err_cap, "not in a cluster (KUBERNETES_SERVICE_HOST is not set) and no "
                "kubeconfig (neither KUBECONFIG nor HOME is set)");
         return -ENOENT;
     }
@@ -223,7 +213,7 @@ static int kubeconfig_paths(const struct k8s_source *src, char ***paths, size_t 
             return -ENOMEM;
         }
     if (*n == 0) {
-        seterr(err, err_cap, "not in a cluster (KUBERNETES_SERVICE_HOST is not set) and no "
+        sfmt(err, err_cap, "not in a cluster (KUBERNETES_SERVICE_HOST is not set) and no "
                "kubeconfig at %s", src->kubeconfig && *src->kubeconfig ? src->kubeconfig : list);
         free(list);
         return -ENOENT;
@@ -277,13 +267,13 @@ static int creds_kubeconfig(const struct k8s_source *src, struct k8s_creds *c, c
         size_t len;
         rc = read_file(paths[parsed], K8S_FILE_MAX, &text, &len);
         if (rc) {
-            seterr(err, err_cap, "kubeconfig %s: %s", paths[parsed], strerror(-rc));
+            sfmt(err, err_cap, "kubeconfig %s: %s", paths[parsed], strerror(-rc));
             break;
         }
         rc = kubeconfig_file_parse(text, len, &files[parsed], perr, sizeof perr);
         free(text);
         if (rc) {
-            seterr(err, err_cap, "kubeconfig %s: %s", paths[parsed], perr);
+            sfmt(err, err_cap, "kubeconfig %s: %s", paths[parsed], perr);
             break;
         }
     }
@@ -291,7 +281,7 @@ static int creds_kubeconfig(const struct k8s_source *src, struct k8s_creds *c, c
     if (!rc) {
         rc = kubeconfig_resolve(files, n, src->context, &kc, perr, sizeof perr);
         if (rc)
-            seterr(err, err_cap, "kubeconfig %s: %s", paths[0], perr);
+            sfmt(err, err_cap, "kubeconfig %s: %s", paths[0], perr);
         else {
             rc = creds_from_kubeconfig(&kc, paths, c);
             kubeconfig_free(&kc);
@@ -314,7 +304,7 @@ int k8s_creds_load(const struct k8s_source *src, struct k8s_creds *out, char *er
     int rc = src->service_host && *src->service_host ? creds_in_cluster(src, out, err, err_cap)
                                                      : creds_kubeconfig(src, out, err, err_cap);
     if (rc == -ENOMEM)
-        seterr(err, err_cap, "out of memory reading Kubernetes credentials");
+        sfmt(err, err_cap, "out of memory reading Kubernetes credentials");
     if (rc)
         k8s_creds_free(out);
     return rc;

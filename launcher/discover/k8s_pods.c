@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rdzv/common.h"
+
 /* ---- reading JSON fields ---- */
 
 static json_t *jpath(json_t *o, const char *a, const char *b)
@@ -26,17 +28,6 @@ static const char *jstr(json_t *v)
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || !cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-}
 
 /* Copies a string field that must fit (identity, addresses): -EMSGSIZE when it does not, or
  * when it hides a NUL. Absent or not a string: "". */
@@ -49,7 +40,7 @@ static int copy_exact(char *dst, size_t cap, json_t *v, const char *what, char *
     size_t n = json_string_length(v);
     const char *s = json_string_value(v);
     if (n >= cap || strlen(s) != n) {
-        seterr(err, err_cap, "%s is longer than %zu bytes or holds a NUL", what, cap - 1);
+        sfmt(err, err_cap, "%s is longer than %zu bytes or holds a NUL", what, cap - 1);
         return -EMSGSIZE;
     }
     memcpy(dst, s, n + 1);
@@ -248,7 +239,7 @@ static int pod_parse(json_t *o, struct k8s_pod *p, char *err, size_t err_cap)
 {
     memset(p, 0, sizeof *p);
     if (!json_is_object(o)) {
-        seterr(err, err_cap, "a pod is not a JSON object");
+        sfmt(err, err_cap, "a pod is not a JSON object");
         return -EPROTO;
     }
     json_t *meta = json_object_get(o, "metadata");
@@ -275,7 +266,7 @@ static int pod_parse(json_t *o, struct k8s_pod *p, char *err, size_t err_cap)
                          "spec.subdomain", err, err_cap)))
         return rc;
     if (!p->name[0]) {
-        seterr(err, err_cap, "a pod without metadata.name");
+        sfmt(err, err_cap, "a pod without metadata.name");
         return -EPROTO;
     }
     json_t *del = json_object_get(meta, "deletionTimestamp");
@@ -443,9 +434,9 @@ static json_t *parse_json(const char *text, size_t len, char *err, size_t err_ca
     json_error_t je;
     json_t *root = json_loadb(text, len, 0, &je);
     if (!root)
-        seterr(err, err_cap, "not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        sfmt(err, err_cap, "not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
     else if (!json_is_object(root)) {
-        seterr(err, err_cap, "not a JSON object");
+        sfmt(err, err_cap, "not a JSON object");
         json_decref(root);
         root = NULL;
     }
@@ -465,7 +456,7 @@ int k8s_pods_add_list(struct k8s_pods *t, const char *json, size_t len, char *co
     json_t *items = json_object_get(root, "items");
     json_t *meta = json_object_get(root, "metadata");
     if ((kind && strcmp(kind, "PodList") != 0) || !(json_is_array(items) || json_is_null(items))) {
-        seterr(err, err_cap, "not a PodList (kind %s)", kind ? kind : "missing");
+        sfmt(err, err_cap, "not a PodList (kind %s)", kind ? kind : "missing");
         rc = -EPROTO;
         goto out;
     }
@@ -484,7 +475,7 @@ int k8s_pods_add_list(struct k8s_pods *t, const char *json, size_t len, char *co
         if ((rc = pod_parse(item, &pod, err, err_cap)) < 0)
             goto out;
         if ((rc = table_put(t, &pod)) < 0) {
-            seterr(err, err_cap, "more than %zu pods", t->max);
+            sfmt(err, err_cap, "more than %zu pods", t->max);
             goto out;
         }
     }
@@ -541,14 +532,14 @@ int k8s_event_parse(const char *json, size_t len, struct k8s_event *ev, char *er
     while (type && t < sizeof event_types / sizeof event_types[0] && strcmp(type, event_types[t]))
         t++;
     if (!type || t == sizeof event_types / sizeof event_types[0] || !json_is_object(obj)) {
-        seterr(err, err_cap, "not a watch event (type %s)", type ? type : "missing");
+        sfmt(err, err_cap, "not a watch event (type %s)", type ? type : "missing");
         goto out;
     }
     ev->type = (enum k8s_event_type)t;
     switch (ev->type) {
     case K8S_EVENT_ERROR:
         if ((rc = status_from(obj, &ev->status)) < 0)
-            seterr(err, err_cap, "an ERROR event without a Status");
+            sfmt(err, err_cap, "an ERROR event without a Status");
         break;
     case K8S_EVENT_BOOKMARK:
         rc = copy_exact(ev->rv, sizeof ev->rv, jpath(obj, "metadata", "resourceVersion"),
@@ -892,7 +883,7 @@ int k8s_pod_selector(const char *json, size_t len, char *out, size_t cap, const 
     const char *kind = jstr(json_object_get(root, "kind"));
     json_t *labels = jpath(root, "metadata", "labels");
     if (kind && strcmp(kind, "Pod") != 0) {
-        seterr(err, err_cap, "not a Pod (kind %s)", kind);
+        sfmt(err, err_cap, "not a Pod (kind %s)", kind);
         rc = -EPROTO;
         goto out;
     }
@@ -907,7 +898,7 @@ int k8s_pod_selector(const char *json, size_t len, char *out, size_t cap, const 
             if (!v)
                 continue;
             if (!label_value_ok(v)) {
-                seterr(err, err_cap, "label %s is not a label value", rule->keys[k]);
+                sfmt(err, err_cap, "label %s is not a label value", rule->keys[k]);
                 rc = -EPROTO;
             }
             text_add(&o, "%s%s=%s", o.len ? "," : "", rule->keys[k], v);
@@ -920,7 +911,7 @@ int k8s_pod_selector(const char *json, size_t len, char *out, size_t cap, const 
             *which = rule->operator;
         goto out;
     }
-    seterr(err, err_cap, "none of the labels operators give their pods (%s, %s, %s, %s, ...)",
+    sfmt(err, err_cap, "none of the labels operators give their pods (%s, %s, %s, %s, ...)",
            selector_rules[0].keys[0], selector_rules[1].keys[0], selector_rules[2].keys[0],
            selector_rules[3].keys[0]);
 out:

@@ -6,28 +6,18 @@
 #include "kubeconfig.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
 
+#include "rdzv/common.h"
+
 struct kubeconfig_file {
     yaml_document_t doc;
 };
 
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || !cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-}
 
 int kubeconfig_file_parse(const char *text, size_t len, struct kubeconfig_file **out, char *err,
                           size_t err_cap)
@@ -43,7 +33,7 @@ int kubeconfig_file_parse(const char *text, size_t len, struct kubeconfig_file *
     yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
     int ok = yaml_parser_load(&p, &f->doc);
     if (!ok) {
-        seterr(err, err_cap, "not YAML: %s (line %zu, column %zu)",
+        sfmt(err, err_cap, "not YAML: %s (line %zu, column %zu)",
                p.problem ? p.problem : "parse error", p.problem_mark.line + 1,
                p.problem_mark.column + 1);
         yaml_parser_delete(&p);
@@ -54,7 +44,7 @@ int kubeconfig_file_parse(const char *text, size_t len, struct kubeconfig_file *
     yaml_node_t *root = yaml_document_get_root_node(&f->doc);
     /* An empty file is an empty config (client-go accepts it); anything else must be a map. */
     if (root && root->type != YAML_MAPPING_NODE) {
-        seterr(err, err_cap, "not a kubeconfig: the top level is not a mapping");
+        sfmt(err, err_cap, "not a kubeconfig: the top level is not a mapping");
         kubeconfig_file_free(f);
         return -EPROTO;
     }
@@ -227,7 +217,7 @@ static int copy_fields(yaml_document_t *d, yaml_node_t *m, const struct field *f
         const char *s;
         int rc = get_str(d, m, fs[i].key, &s);
         if (rc < 0) {
-            seterr(err, err_cap, "%s \"%s\": %s is not a string", what, name, fs[i].key);
+            sfmt(err, err_cap, "%s \"%s\": %s is not a string", what, name, fs[i].key);
             return rc;
         }
         if (rc == 0)
@@ -236,7 +226,7 @@ static int copy_fields(yaml_document_t *d, yaml_node_t *m, const struct field *f
         if (fs[i].len_offset) {
             size_t *len = (size_t *)((char *)kc + fs[i].len_offset);
             if (kubeconfig_base64(s, dst, len) != 0) {
-                seterr(err, err_cap, "%s \"%s\": %s is not base64", what, name, fs[i].key);
+                sfmt(err, err_cap, "%s \"%s\": %s is not base64", what, name, fs[i].key);
                 return -EPROTO;
             }
         } else if (!(*dst = strdup(s))) {
@@ -270,17 +260,17 @@ static int user_unsupported(yaml_document_t *d, yaml_node_t *u, const char *name
     const char *cmd = NULL;
     if (map_get(d, u, "exec")) {
         get_str(d, map_get(d, u, "exec"), "command", &cmd);
-        seterr(err, err_cap, "user \"%s\" authenticates through an exec plugin (%s); podrun "
+        sfmt(err, err_cap, "user \"%s\" authenticates through an exec plugin (%s); podrun "
                "sends a token, a tokenFile or a client certificate", name, cmd ? cmd : "?");
         return -ENOTSUP;
     }
     if (map_get(d, u, "auth-provider")) {
-        seterr(err, err_cap, "user \"%s\" authenticates through an auth-provider; podrun sends a "
+        sfmt(err, err_cap, "user \"%s\" authenticates through an auth-provider; podrun sends a "
                "token, a tokenFile or a client certificate", name);
         return -ENOTSUP;
     }
     if (map_get(d, u, "password")) {
-        seterr(err, err_cap, "user \"%s\" has a password (basic auth); podrun sends a token, a "
+        sfmt(err, err_cap, "user \"%s\" has a password (basic auth); podrun sends a token, a "
                "tokenFile or a client certificate", name);
         return -ENOTSUP;
     }
@@ -297,20 +287,20 @@ static int resolve(struct kubeconfig_file *const *files, size_t n, const char *c
             ctx = NULL;
     }
     if (!ctx) {
-        seterr(err, err_cap, "no current-context is set and no context was named");
+        sfmt(err, err_cap, "no current-context is set and no context was named");
         return -ENOENT;
     }
     size_t from;
     yaml_node_t *c = find_named(files, n, "contexts", "context", ctx, &from);
     if (!c) {
-        seterr(err, err_cap, "context \"%s\" is not defined", ctx);
+        sfmt(err, err_cap, "context \"%s\" is not defined", ctx);
         return -ENOENT;
     }
     yaml_document_t *d = &files[from]->doc;
     const char *cluster, *user, *ns;
     if (get_str(d, c, "cluster", &cluster) != 1 || get_str(d, c, "user", &user) < 0 ||
         get_str(d, c, "namespace", &ns) < 0) {
-        seterr(err, err_cap, "context \"%s\" names no cluster", ctx);
+        sfmt(err, err_cap, "context \"%s\" names no cluster", ctx);
         return -ENOENT;
     }
     int rc;
@@ -320,7 +310,7 @@ static int resolve(struct kubeconfig_file *const *files, size_t n, const char *c
 
     yaml_node_t *cl = find_named(files, n, "clusters", "cluster", cluster, &kc->cluster_from);
     if (!cl) {
-        seterr(err, err_cap, "cluster \"%s\" (context \"%s\") is not defined", cluster, ctx);
+        sfmt(err, err_cap, "cluster \"%s\" (context \"%s\") is not defined", cluster, ctx);
         return -ENOENT;
     }
     d = &files[kc->cluster_from]->doc;
@@ -329,14 +319,14 @@ static int resolve(struct kubeconfig_file *const *files, size_t n, const char *c
         return rc;
     kc->insecure = is_true(d, cl, "insecure-skip-tls-verify");
     if (!kc->server) {
-        seterr(err, err_cap, "cluster \"%s\" has no server", cluster);
+        sfmt(err, err_cap, "cluster \"%s\" has no server", cluster);
         return -ENOENT;
     }
     if (!user)
         return 0;   /* no user: the server is asked anonymously */
     yaml_node_t *u = find_named(files, n, "users", "user", user, &kc->user_from);
     if (!u) {
-        seterr(err, err_cap, "user \"%s\" (context \"%s\") is not defined", user, ctx);
+        sfmt(err, err_cap, "user \"%s\" (context \"%s\") is not defined", user, ctx);
         return -ENOENT;
     }
     d = &files[kc->user_from]->doc;
@@ -346,7 +336,7 @@ static int resolve(struct kubeconfig_file *const *files, size_t n, const char *c
     if (!kc->token && !kc->token_file && !kc->cert_file && !kc->cert_data)
         return user_unsupported(d, u, user, err, err_cap);
     if ((kc->cert_file || kc->cert_data) && !(kc->key_file || kc->key_data)) {
-        seterr(err, err_cap, "user \"%s\" has a client certificate but no client key", user);
+        sfmt(err, err_cap, "user \"%s\" has a client certificate but no client key", user);
         return -ENOENT;
     }
     return 0;
