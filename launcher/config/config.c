@@ -23,6 +23,25 @@ const char *cfg_name(enum cfg_id id)
     return (unsigned)id < CFG__COUNT ? cfg_settings[id].name : "?";
 }
 
+const char *cfg_acc(const struct cfg *c, enum cfg_id id)
+{
+    if (id < CFG_ACC_CONFIG_FILE || id > CFG_ACC_FSDP_IGNORED_MODULES)
+        return NULL;
+    return c->acc[id - CFG_ACC_CONFIG_FILE];
+}
+
+/* A launcher's own settings are shown only when the workers get that launcher's environment. */
+static bool printed(const struct cfg *c, const struct cfg_setting *s)
+{
+    if (s->flags & CFG_F_ACTION)
+        return false;
+    if (s->flags & CFG_F_ACCELERATE)
+        return c->worker_env == CFG_WORKER_ENV_ACCELERATE;
+    if (s->flags & CFG_F_PADDLE)
+        return c->worker_env == CFG_WORKER_ENV_PADDLE;
+    return true;
+}
+
 void cfg_src_init(struct cfg_src *s, enum cfg_src_kind kind, const char *fmt, ...)
 {
     va_list ap;
@@ -241,6 +260,12 @@ static int resolve_nproc(struct cfg *c, int ncpus, int ngpus, char *err, size_t 
     case CFG_NPROC_AUTO:
         c->nproc_per_node = ngpus > 0 ? ngpus : ncpus;
         break;
+    case CFG_NPROC_GPUS_OR_ONE:
+        c->nproc_per_node = ngpus > 0 ? ngpus : 1;
+        break;
+    case CFG_NPROC_XPU:
+        return fail(err, errlen, "--nproc-per-node xpu: podrun does not see Intel XPUs on this "
+                    "node; give the number of workers");
     }
     if (c->nproc_per_node < 1)
         c->nproc_per_node = 1;
@@ -528,7 +553,7 @@ void cfg_print(const struct cfg *c, FILE *f)
     char val[512], src[CFG_SRC_NAME_MAX + 32];
     for (int i = 0; i < CFG__COUNT; i++) {
         const struct cfg_setting *s = &cfg_settings[i];
-        if (s->flags & CFG_F_ACTION)
+        if (!printed(c, s))
             continue;
         cfg_types[s->type].format(c, s, val, sizeof val);
         cfg_src_describe(&c->src[i], src, sizeof src);

@@ -28,6 +28,64 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* accelerate launch's settings (frontends/accelerate.c, env/accelerate.c): each one's value is
+ * text as accelerate holds it (Python's str() of what its parser or config file gave), since
+ * that text is what its workers are given. X(ID, type, name, default) */
+#define CFG_ACC_SETTINGS(X)                                                                       \
+    X(CONFIG_FILE, OPTSTR, "config-file", NULL)                                                   \
+    X(CPU, PYBOOL, "cpu", "False")                                                                \
+    X(MULTI_GPU, PYBOOL, "multi-gpu", "False")                                                    \
+    X(USE_DEEPSPEED, PYBOOL, "use-deepspeed", "False")                                            \
+    X(USE_FSDP, PYBOOL, "use-fsdp", "False")                                                      \
+    X(NUM_PROCESSES, OPTSTR, "num-processes", NULL)                                               \
+    X(NUM_MACHINES, OPTSTR, "num-machines", NULL)                                                 \
+    X(MACHINE_RANK, OPTSTR, "machine-rank", NULL)                                                 \
+    X(MAIN_PROCESS_IP, OPTSTR, "main-process-ip", NULL)                                           \
+    X(MAIN_PROCESS_PORT, OPTSTR, "main-process-port", NULL)                                       \
+    X(SAME_NETWORK, PYBOOL, "same-network", "False")                                              \
+    X(GPU_IDS, OPTSTR, "gpu-ids", NULL)                                                           \
+    X(MIXED_PRECISION, OPTSTR, "mixed-precision", NULL)                                           \
+    X(NUM_CPU_THREADS, OPTSTR, "num-cpu-threads-per-process", NULL)                               \
+    X(CPU_AFFINITY, PYBOOL, "enable-cpu-affinity", "False")                                       \
+    X(DEBUG, PYBOOL, "accelerate-debug", "False")                                                 \
+    X(QUIET, PYBOOL, "quiet", "False")                                                            \
+    X(DYNAMO_BACKEND, OPTSTR, "dynamo-backend", NULL)                                             \
+    X(DYNAMO_MODE, OPTSTR, "dynamo-mode", "default")                                              \
+    X(DYNAMO_FULLGRAPH, PYBOOL, "dynamo-use-fullgraph", "False")                                  \
+    X(DYNAMO_DYNAMIC, PYBOOL, "dynamo-use-dynamic", "False")                                      \
+    X(DYNAMO_REGIONAL, PYBOOL, "dynamo-use-regional-compilation", "False")                        \
+    X(DS_CONFIG_FILE, OPTSTR, "deepspeed-config-file", NULL)                                      \
+    X(ZERO_STAGE, OPTSTR, "zero-stage", NULL)                                                     \
+    X(OFFLOAD_OPTIMIZER_DEVICE, OPTSTR, "offload-optimizer-device", NULL)                         \
+    X(OFFLOAD_PARAM_DEVICE, OPTSTR, "offload-param-device", NULL)                                 \
+    X(OFFLOAD_OPTIMIZER_NVME_PATH, OPTSTR, "offload-optimizer-nvme-path", NULL)                   \
+    X(OFFLOAD_PARAM_NVME_PATH, OPTSTR, "offload-param-nvme-path", NULL)                           \
+    X(GRADIENT_ACCUMULATION_STEPS, OPTSTR, "gradient-accumulation-steps", NULL)                   \
+    X(GRADIENT_CLIPPING, OPTSTR, "gradient-clipping", NULL)                                       \
+    X(ZERO3_INIT_FLAG, OPTSTR, "zero3-init-flag", NULL)                                           \
+    X(ZERO3_SAVE_16BIT_MODEL, OPTSTR, "zero3-save-16bit-model", NULL)                             \
+    X(DS_HOSTFILE, OPTSTR, "deepspeed-hostfile", NULL)                                            \
+    X(DS_EXCLUSION_FILTER, OPTSTR, "deepspeed-exclusion-filter", NULL)                            \
+    X(DS_INCLUSION_FILTER, OPTSTR, "deepspeed-inclusion-filter", NULL)                            \
+    X(DS_MULTINODE_LAUNCHER, OPTSTR, "deepspeed-multinode-launcher", NULL)                        \
+    X(DS_MOE_LAYER_CLS_NAMES, OPTSTR, "deepspeed-moe-layer-cls-names", NULL)                      \
+    X(DS_FIELDS, OPTSTR, "deepspeed-fields-from-config", NULL)                                    \
+    X(FSDP_VERSION, OPTSTR, "fsdp-version", "1")                                                  \
+    X(FSDP_OFFLOAD_PARAMS, OPTSTR, "fsdp-offload-params", "false")                                \
+    X(FSDP_MIN_NUM_PARAMS, OPTSTR, "fsdp-min-num-params", "100000000")                            \
+    X(FSDP_SHARDING_STRATEGY, OPTSTR, "fsdp-sharding-strategy", "FULL_SHARD")                     \
+    X(FSDP_RESHARD_AFTER_FORWARD, OPTSTR, "fsdp-reshard-after-forward", "true")                   \
+    X(FSDP_AUTO_WRAP_POLICY, OPTSTR, "fsdp-auto-wrap-policy", NULL)                               \
+    X(FSDP_TRANSFORMER_CLS, OPTSTR, "fsdp-transformer-layer-cls-to-wrap", NULL)                   \
+    X(FSDP_BACKWARD_PREFETCH, OPTSTR, "fsdp-backward-prefetch", NULL)                             \
+    X(FSDP_STATE_DICT_TYPE, OPTSTR, "fsdp-state-dict-type", NULL)                                 \
+    X(FSDP_FORWARD_PREFETCH, OPTSTR, "fsdp-forward-prefetch", "false")                            \
+    X(FSDP_USE_ORIG_PARAMS, OPTSTR, "fsdp-use-orig-params", "true")                               \
+    X(FSDP_CPU_RAM_EFFICIENT_LOADING, OPTSTR, "fsdp-cpu-ram-efficient-loading", "true")           \
+    X(FSDP_SYNC_MODULE_STATES, OPTSTR, "fsdp-sync-module-states", "true")                         \
+    X(FSDP_ACTIVATION_CHECKPOINTING, OPTSTR, "fsdp-activation-checkpointing", "false")            \
+    X(FSDP_IGNORED_MODULES, OPTSTR, "fsdp-ignored-modules", NULL)
+
 /* Every setting. The order is the order of --print-config and --help. */
 enum cfg_id {
     CFG_NPROC_PER_NODE,
@@ -124,6 +182,34 @@ enum cfg_id {
     CFG_PREFLIGHT_SLOW_PERCENT,
     CFG_PREFLIGHT_NCCL_LIB,
     CFG_PREFLIGHT_CUDART_LIB,
+    /* other launchers' settings (launcher/frontends/): torchrun 2.x's newer flags, the worker
+     * environment a front-end picks, accelerate launch's and paddle.distributed.launch's own */
+    CFG_SIGNALS_TO_HANDLE,
+    CFG_DUP_STDOUT_FILTERS,
+    CFG_DUP_STDERR_FILTERS,
+    CFG_LOGS_SPECS,
+    CFG_EVENT_LOG_HANDLER,
+    CFG_WORKER_ENV,
+#define X(id, type, name, def) CFG_ACC_##id,
+    CFG_ACC_SETTINGS(X)
+#undef X
+    CFG_PADDLE_LOG_DIR,
+    CFG_PADDLE_LOG_OVERWRITE,
+    CFG_PADDLE_LOG_LEVEL,
+    CFG_PADDLE_DEVICES,
+    CFG_PADDLE_IPS,
+    CFG_PADDLE_START_PORT,
+    CFG_PADDLE_RUN_MODE,
+    CFG_PADDLE_TRAINING_ROLE,
+    CFG_PADDLE_SERVER_NUM,
+    CFG_PADDLE_TRAINER_NUM,
+    CFG_PADDLE_SERVERS,
+    CFG_PADDLE_TRAINERS,
+    CFG_PADDLE_GLOO_PORT,
+    CFG_PADDLE_WITH_GLOO,
+    CFG_PADDLE_MAX_RESTART,
+    CFG_PADDLE_ELASTIC_LEVEL,
+    CFG_PADDLE_TRAINER_ID,
     /* the keys of --rdzv-conf, each with its own source */
     CFG_JOIN_TIMEOUT,
     CFG_LAST_CALL_TIMEOUT,
@@ -160,7 +246,10 @@ struct cfg_src {
     char name[CFG_SRC_NAME_MAX]; /* the input's exact spelling; "" for a default */
 };
 
-enum cfg_nproc_kind { CFG_NPROC_NUMBER, CFG_NPROC_AUTO, CFG_NPROC_CPU, CFG_NPROC_GPU };
+/* GPUS_OR_ONE: the GPUs, at least one worker (accelerate's and paddle's default); XPU: torch
+ * 2.x's Intel GPUs, which podrun does not see (an error, as torchrun's on a node without them) */
+enum cfg_nproc_kind { CFG_NPROC_NUMBER, CFG_NPROC_AUTO, CFG_NPROC_CPU, CFG_NPROC_GPU,
+                      CFG_NPROC_GPUS_OR_ONE, CFG_NPROC_XPU };
 enum cfg_backend { CFG_BACKEND_STATIC, CFG_BACKEND_C10D, CFG_BACKEND_ETCD };
 enum cfg_start_method { CFG_START_SPAWN, CFG_START_FORK, CFG_START_FORKSERVER };
 /* Where this node learns who it is and who its peers are (launcher/operators, launcher/discover). */
@@ -183,6 +272,11 @@ enum cfg_preflight_policy { CFG_POLICY_WARN, CFG_POLICY_FAIL, CFG_POLICY_EXCLUDE
  * on this machine alone because there is no hostfile. */
 enum cfg_ds_mode { CFG_DS_MODE_OFF, CFG_DS_MODE_NODE, CFG_DS_MODE_HEAD, CFG_DS_MODE_LOCAL };
 enum cfg_ds_launcher { CFG_DS_LAUNCH_PDSH, CFG_DS_LAUNCH_SSH };
+/* Which launcher's environment each worker is started with (launcher/env/). */
+enum cfg_worker_env { CFG_WORKER_ENV_TORCH, CFG_WORKER_ENV_ACCELERATE, CFG_WORKER_ENV_PADDLE };
+enum cfg_paddle_mode { CFG_PADDLE_COLLECTIVE, CFG_PADDLE_PS };
+enum cfg_paddle_role { CFG_PADDLE_ROLE_NONE, CFG_PADDLE_ROLE_PSERVER, CFG_PADDLE_ROLE_TRAINER };
+#define CFG_ACC__COUNT (CFG_ACC_FSDP_IGNORED_MODULES - CFG_ACC_CONFIG_FILE + 1)
 
 #define CFG_MAX_NPROC 1024          /* workers per node */
 #define CFG_DEFAULT_C10D_PORT 29400
@@ -277,6 +371,27 @@ struct cfg {
     char *preflight_nccl_lib;       /* NULL: libnccl.so.2 */
     char *preflight_cudart_lib;     /* NULL: the newest libcudart.so.N found */
 
+    /* other launchers' settings */
+    char *signals_to_handle;        /* signal names that stop the job the way SIGTERM does */
+    char *dup_filters[2];           /* --duplicate-std{out,err}-filters (",," is a comma) */
+    char *logs_specs, *event_log_handler;   /* accepted; see README */
+    int worker_env;                 /* enum cfg_worker_env */
+    char *acc[CFG_ACC__COUNT];      /* accelerate's values, index id - CFG_ACC_CONFIG_FILE */
+    char *paddle_log_dir;           /* workerlog.N, serverlog.N, endpoints.log */
+    bool paddle_log_overwrite;
+    char *paddle_log_level;
+    char *paddle_devices;           /* --devices/--gpus: device ids for this node's workers */
+    char *paddle_ips;               /* --ips: the nodes' addresses in node-rank order */
+    int paddle_start_port;          /* --ips: workers' ports start here */
+    int paddle_run_mode;            /* enum cfg_paddle_mode */
+    int paddle_training_role;       /* enum cfg_paddle_role: every worker of this node's role */
+    int paddle_server_num, paddle_trainer_num;  /* this node's parameter servers and trainers */
+    char *paddle_servers, *paddle_trainers;     /* --servers/--trainers: every endpoint */
+    int paddle_gloo_port;
+    char *paddle_with_gloo;
+    int paddle_max_restart, paddle_elastic_level;
+    int paddle_trainer_id;          /* PADDLE_TRAINER_ID: the node rank in a collective job */
+
     /* --rdzv-conf */
     uint64_t join_timeout_ms, last_call_timeout_ms, close_timeout_ms, keep_alive_interval_ms;
     int keep_alive_max_attempt;
@@ -334,5 +449,7 @@ void cfg_usage(FILE *f);
 void cfg_src_describe(const struct cfg_src *s, char *buf, size_t len);
 /* The setting's name ("nproc-per-node"), "?" for an unknown id. */
 const char *cfg_name(enum cfg_id id);
+/* An accelerate setting's text (NULL: not given and no default). */
+const char *cfg_acc(const struct cfg *c, enum cfg_id id);
 
 #endif

@@ -21,6 +21,9 @@ static const char *const ds_launchers[] = {"pdsh", "ssh", NULL};   /* enum cfg_d
 static const char *const ds_log_levels[] = {"debug", "info", "warning", "error", "critical",
                                             NULL};
 static const char *const log_formats[] = {"human", "json", NULL};       /* enum cfg_log_format */
+static const char *const worker_envs[] = {"torch", "accelerate", "paddle", NULL};
+static const char *const paddle_modes[] = {"collective", "ps", NULL};  /* enum cfg_paddle_mode */
+static const char *const paddle_roles[] = {"none", "PSERVER", "TRAINER", NULL};
 
 const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_NPROC_PER_NODE] = {"nproc-per-node", 0, CFG_T_NPROC, 0, 0, 0, NULL, "1",
@@ -269,6 +272,70 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_PREFLIGHT_CUDART_LIB] = {"preflight-cudart-lib", 0, CFG_T_OPTSTR,
         OFF(preflight_cudart_lib), 0, 0, NULL, NULL, "PATH", NULL, 0,
         "the CUDA runtime the nccl check loads (default the newest libcudart.so.N found)", NULL},
+    [CFG_SIGNALS_TO_HANDLE] = {"signals-to-handle", 0, CFG_T_SIGNALS, OFF(signals_to_handle), 0,
+        0, NULL, "SIGTERM,SIGINT", "SIG,...", NULL, 0,
+        "signals that stop the job as SIGTERM does, each passed on to the workers (others of "
+        "SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 are forwarded)", NULL},
+    [CFG_DUP_STDOUT_FILTERS] = {"duplicate-stdout-filters", 0, CFG_T_OPTSTR,
+        OFF(dup_filters[0]), 0, 0, NULL, NULL, "TEXT,...", NULL, 0,
+        "also write console stdout lines holding any TEXT to filtered_stdout.log (',,' is a "
+        "comma)", NULL},
+    [CFG_DUP_STDERR_FILTERS] = {"duplicate-stderr-filters", 0, CFG_T_OPTSTR,
+        OFF(dup_filters[1]), 0, 0, NULL, NULL, "TEXT,...", NULL, 0,
+        "the same for stderr, into filtered_stderr.log", NULL},
+    [CFG_LOGS_SPECS] = {"logs-specs", 0, CFG_T_OPTSTR, OFF(logs_specs), 0, 0, NULL, NULL, "NAME",
+        NULL, 0, "accepted for torchrun compatibility (a python entry point; see README)", NULL},
+    [CFG_EVENT_LOG_HANDLER] = {"event-log-handler", 0, CFG_T_STR, OFF(event_log_handler), 0, 0,
+        NULL, "null", "NAME", NULL, 0,
+        "accepted for torchrun compatibility (podrun's events are its log lines)", NULL},
+    [CFG_WORKER_ENV] = {"worker-env", 0, CFG_T_CHOICE, OFF(worker_env), 0, 0, worker_envs,
+        "torch", "torch|accelerate|paddle", NULL, 0,
+        "whose environment the workers get (set by the front-end podrun is started as)",
+        "use 'torch', 'accelerate' or 'paddle'"},
+#define ACC_ROW(id, ty, nm, def) [CFG_ACC_##id] = {nm, 0, CFG_T_##ty,                           \
+        OFF(acc[CFG_ACC_##id - CFG_ACC_CONFIG_FILE]), 0, 0, NULL, def, NULL, NULL, HIDDEN_ACC,  \
+        NULL, NULL},
+#define HIDDEN_ACC (CFG_F_NO_ENV | CFG_F_NO_FLAG | CFG_F_ACCELERATE)
+    CFG_ACC_SETTINGS(ACC_ROW)
+#undef HIDDEN_ACC
+#undef ACC_ROW
+#define PADDLE (CFG_F_NO_ENV | CFG_F_NO_FLAG | CFG_F_PADDLE)
+    [CFG_PADDLE_LOG_DIR] = {"paddle-log-dir", 0, CFG_T_STR, OFF(paddle_log_dir), 0, 0, NULL,
+        "log", NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_LOG_OVERWRITE] = {"log-overwrite", 0, CFG_T_BOOL, OFF(paddle_log_overwrite), 0, 0,
+        NULL, "0", NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_LOG_LEVEL] = {"log-level", 0, CFG_T_STR, OFF(paddle_log_level), 0, 0, NULL,
+        "INFO", NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_DEVICES] = {"devices", 0, CFG_T_OPTSTR, OFF(paddle_devices), 0, 0, NULL, NULL,
+        NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_IPS] = {"ips", 0, CFG_T_OPTSTR, OFF(paddle_ips), 0, 0, NULL, NULL, NULL, NULL,
+        PADDLE, NULL, NULL},
+    [CFG_PADDLE_START_PORT] = {"start-port", 0, CFG_T_INT, OFF(paddle_start_port), 1, 65535,
+        NULL, "6070", NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_RUN_MODE] = {"run-mode", 0, CFG_T_CHOICE, OFF(paddle_run_mode), 0, 0,
+        paddle_modes, "collective", NULL, NULL, PADDLE, NULL,
+        "use 'collective' or 'ps' (podrun does not run ps-heter, rpc or ipu jobs)"},
+    [CFG_PADDLE_TRAINING_ROLE] = {"training-role", 0, CFG_T_CHOICE, OFF(paddle_training_role), 0,
+        0, paddle_roles, "none", NULL, NULL, PADDLE, NULL, "use 'PSERVER' or 'TRAINER'"},
+    [CFG_PADDLE_SERVER_NUM] = {"server-num", 0, CFG_T_INT, OFF(paddle_server_num), 0,
+        CFG_MAX_NPROC, NULL, "0", NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_TRAINER_NUM] = {"trainer-num", 0, CFG_T_INT, OFF(paddle_trainer_num), 0,
+        CFG_MAX_NPROC, NULL, "0", NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_SERVERS] = {"servers", 0, CFG_T_OPTSTR, OFF(paddle_servers), 0, 0, NULL, NULL,
+        NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_TRAINERS] = {"trainers", 0, CFG_T_OPTSTR, OFF(paddle_trainers), 0, 0, NULL, NULL,
+        NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_GLOO_PORT] = {"gloo-port", 0, CFG_T_INT, OFF(paddle_gloo_port), 1, 65535, NULL,
+        "6767", NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_WITH_GLOO] = {"with-gloo", 0, CFG_T_STR, OFF(paddle_with_gloo), 0, 0, NULL, "1",
+        NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_MAX_RESTART] = {"max-restart", 0, CFG_T_INT, OFF(paddle_max_restart), 0, 1000000,
+        NULL, "3", NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_ELASTIC_LEVEL] = {"elastic-level", 0, CFG_T_INT, OFF(paddle_elastic_level), -1, 1,
+        NULL, "-1", NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_TRAINER_ID] = {"trainer-id", 0, CFG_T_INT, OFF(paddle_trainer_id), -1, 65535,
+        NULL, "-1", NULL, NULL, PADDLE, NULL, NULL},
+#undef PADDLE
 #define CONF_KEY (CFG_F_NO_ENV | CFG_F_NO_FLAG | CFG_F_CONF_KEY)
     [CFG_JOIN_TIMEOUT] = {"join_timeout", 0, CFG_T_DUR, OFF(join_timeout_ms), 0, 0, NULL, "600",
         NULL, NULL, CONF_KEY, NULL, NULL},

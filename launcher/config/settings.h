@@ -27,6 +27,8 @@ enum cfg_type_id {
     CFG_T_RANKS,    /* LOCAL_RANK,... */
     CFG_T_SIZE,     /* bytes: N with an optional K, M or G (powers of 1024), in [min, max] */
     CFG_T_OPTPORT,  /* a port 0-65535, or off: -1 */
+    CFG_T_SIGNALS,  /* SIGNAME,... (text; cfg_signals_parse reads it) */
+    CFG_T_PYBOOL,   /* a bool kept as Python writes it: "True" / "False" (accelerate's) */
     CFG_T__COUNT
 };
 
@@ -36,6 +38,8 @@ enum {
     CFG_F_ACTION = 4,   /* something to do, not a value: not printed by --print-config */
     CFG_F_CONF_KEY = 8, /* a key of --rdzv-conf */
     CFG_F_SECRET = 16,  /* --print-config says whether it is set, never what it is */
+    CFG_F_ACCELERATE = 32, /* accelerate's own: printed when the workers get accelerate's env */
+    CFG_F_PADDLE = 64,  /* paddle's own: printed when the workers get paddle's env */
 };
 
 struct cfg_setting {

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,17 +216,18 @@ static void format_int(const struct cfg *c, const struct cfg_setting *s, char *b
 static int parse_nproc(const struct cfg_setting *s, const char *t, const char *what,
                        union cfg_value *v, char *err, size_t errlen)
 {
-    static const char *const kinds[] = {"auto", "cpu", "gpu"}; /* CFG_NPROC_AUTO.. */
+    /* CFG_NPROC_AUTO.. in order; "xpu" is torch 2.x's */
+    static const char *const kinds[] = {"auto", "cpu", "gpu", "gpus-or-1", "xpu"};
     long n;
     (void)s;
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 5; k++)
         if (!strcmp(t, kinds[k])) {
             v->nproc.kind = CFG_NPROC_AUTO + k;
             return 0;
         }
     if (podrun_parse_int(t, 1, CFG_MAX_NPROC, &n))
-        return fail(err, errlen, "%s: expected a number of workers from 1 to %d, 'auto', 'cpu' or "
-                    "'gpu'", what, CFG_MAX_NPROC);
+        return fail(err, errlen, "%s: expected a number of workers from 1 to %d, 'auto', 'cpu', "
+                    "'gpu' or 'xpu'", what, CFG_MAX_NPROC);
     v->nproc.kind = CFG_NPROC_NUMBER;
     v->nproc.n = (int)n;
     return 0;
@@ -241,7 +243,7 @@ static void store_nproc(struct cfg *c, const struct cfg_setting *s, union cfg_va
 
 static void format_nproc(const struct cfg *c, const struct cfg_setting *s, char *buf, size_t len)
 {
-    static const char *const kind[] = {"", "auto", "cpu", "gpu"};
+    static const char *const kind[] = {"", "auto", "cpu", "gpu", "gpus-or-1", "xpu"};
     (void)s;
     if (c->nproc_kind == CFG_NPROC_NUMBER)
         snprintf(buf, len, "%d", c->nproc_per_node);
@@ -575,6 +577,104 @@ static void format_optport(const struct cfg *c, const struct cfg_setting *s, cha
         snprintf(buf, len, "%d", v);
 }
 
+/* ---- signal lists (--signals-to-handle) ------------------------------------------------------ */
+
+/* The signals a list may name: those a launcher is sent to stop or to pass on. */
+static const struct {
+    const char *name;
+    int signo;
+} signames[] = {
+    {"SIGTERM", SIGTERM}, {"SIGINT", SIGINT}, {"SIGHUP", SIGHUP}, {"SIGQUIT", SIGQUIT},
+    {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGABRT", SIGABRT}, {"SIGALRM", SIGALRM},
+    {"SIGXCPU", SIGXCPU}, {"SIGPWR", SIGPWR},
+};
+
+int cfg_signals_parse(const char *s, uint64_t *mask, char *bad, size_t badlen)
+{
+    const char *p = s;
+    uint64_t m = 0;
+    if (bad && badlen)
+        bad[0] = '\0';
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        while (n && isspace((unsigned char)*p)) /* torch strips each name */
+            p++, n--;
+        size_t e = n;
+        while (e && isspace((unsigned char)p[e - 1]))
+            e--;
+        size_t i = 0, off = e >= 3 && !strncmp(p, "SIG", 3) ? 3 : 0;
+        for (; i < sizeof signames / sizeof *signames; i++)
+            if (strlen(signames[i].name + 3) == e - off && !memcmp(signames[i].name + 3, p + off,
+                                                                   e - off))
+                break;
+        if (e == 0 || i == sizeof signames / sizeof *signames) {
+            if (bad && badlen)
+                snprintf(bad, badlen, "%.*s", (int)(e < 64 ? e : 64), p);
+            return -EINVAL;
+        }
+        m |= 1ull << signames[i].signo;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (!m)
+        return -EINVAL;
+    if (mask)
+        *mask = m;
+    return 0;
+}
+
+static int parse_signals(const struct cfg_setting *s, const char *t, const char *what,
+                         union cfg_value *v, char *err, size_t errlen)
+{
+    char bad[80];
+    (void)s;
+    if (cfg_signals_parse(t, NULL, bad, sizeof bad))
+        return fail(err, errlen, "%s: %s%s%sexpected signal names separated by commas from "
+                    "SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGABRT, SIGALRM, "
+                    "SIGXCPU, SIGPWR", what, bad[0] ? "'" : "", bad,
+                    bad[0] ? "' is not one; " : "");
+    return dup_text(t, &v->s);
+}
+
+size_t cfg_filters_split(const char *s, char *buf, size_t cap, const char **items, size_t max)
+{
+    size_t n = 0, o = 0;
+    if (!s || !*s || !cap)
+        return 0;
+    items[n++] = buf;
+    for (const char *p = s; *p && o + 1 < cap; p++) {
+        if (p[0] == ',' && p[1] == ',') {   /* ",," is a comma inside a filter */
+            buf[o++] = ',';
+            p++;
+        } else if (*p == ',') {
+            buf[o++] = '\0';
+            if (n == max)
+                return n;
+            items[n++] = buf + o;
+        } else {
+            buf[o++] = *p;
+        }
+    }
+    buf[o] = '\0';
+    /* an empty filter would match every line: torch's list has none after a trailing comma */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (items[i][0])
+            items[k++] = items[i];
+    return k;
+}
+
+static int parse_pybool(const struct cfg_setting *s, const char *t, const char *what,
+                        union cfg_value *v, char *err, size_t errlen)
+{
+    bool b;
+    (void)s;
+    if (parse_bool(t, &b))
+        return fail(err, errlen, "%s: expected 1/0, true/false or yes/no", what);
+    return dup_text(b ? "True" : "False", &v->s);
+}
+
 #define TEXT(parse) {parse, store_text, drop_text, clear_text, format_text, false}
 
 const struct cfg_type cfg_types[CFG_T__COUNT] = {
@@ -595,4 +695,6 @@ const struct cfg_type cfg_types[CFG_T__COUNT] = {
     [CFG_T_RANKS] = TEXT(parse_ranks),
     [CFG_T_SIZE] = {parse_size, store_u64, NULL, NULL, format_size, false},
     [CFG_T_OPTPORT] = {parse_optport, store_int, NULL, clear_optport, format_optport, false},
+    [CFG_T_SIGNALS] = TEXT(parse_signals),
+    [CFG_T_PYBOOL] = {parse_pybool, store_text, drop_text, clear_text, format_text, true},
 };

@@ -62,6 +62,15 @@ int cfg_stdspec_expand(const char *spec, int nproc, uint8_t *mask, long *bad);
  * ranks; -ERANGE: *bad is not below n. */
 int cfg_ranks_parse(const char *s, int n, bool *mark, long *bad);
 
+/* A --signals-to-handle list ("SIGTERM,SIGUSR1"; names with or without "SIG", spaces around
+ * them ignored) into a mask of 1 << signo. -EINVAL with the first bad name in bad (cut). */
+int cfg_signals_parse(const char *s, uint64_t *mask, char *bad, size_t badlen);
+
+/* Splits torch's --duplicate-std*-filters list: items separated by ',', ",," standing for a comma
+ * inside one; empty items dropped. The items point into buf (cap bytes); at most max. Returns
+ * their number. */
+size_t cfg_filters_split(const char *s, char *buf, size_t cap, const char **items, size_t max);
+
 /* The next "KEY=VALUE" item of a --rdzv-conf list at *p: the key into key, *val pointing into it
  * after the '='. Empty items are skipped. 1 with an item, 0 at the end; -E2BIG for an item longer
  * than cap - 1, -EINVAL for one without "=" or without a key (*val then points at the item). */

@@ -406,7 +406,8 @@ static void deepspeed_usage(FILE *f)
         "podrun's own options (see podrun --help) work here too.\n");
 }
 
-const struct frontend fe_deepspeed = {"deepspeed", &deepspeed_vocab, deepspeed_usage};
+const struct frontend fe_deepspeed = {"deepspeed", &deepspeed_vocab, deepspeed_usage, "deepspeed",
+                                      "deepspeed", NULL};
 
 int deepspeed_forward_options(char **argv, int nopts, char ***out, int *nout)
 {

@@ -12,10 +12,13 @@
 #include "rdzv/common.h"
 
 /* podrun's own front-end: its own words, and torchrun's, since podrun is a drop-in for it. */
-const struct frontend fe_podrun = {"podrun", &torchrun_vocab, NULL};
+const struct frontend fe_podrun = {"podrun", &torchrun_vocab, NULL, NULL, NULL, NULL};
 
-/* The front-ends podrun answers to by program name (a link named torchrun). */
-static const struct frontend *const by_program[] = {&fe_torchrun, &fe_deepspeed};
+/* The front-ends podrun answers to by program name (a link named torchrun, accelerate,
+ * paddle-launch, deepspeed) or as `podrun <command>`. */
+static const struct frontend *const frontends[] = {&fe_torchrun, &fe_accelerate, &fe_paddle,
+                                                   &fe_deepspeed};
+#define NFRONTENDS (sizeof frontends / sizeof *frontends)
 
 /* One line about a bad input into err, and -EINVAL. */
 #define fail(err, len, ...) podrun_failf(-EINVAL, err, len, __VA_ARGS__)
@@ -24,10 +27,18 @@ const struct frontend *frontend_for_program(const char *argv0)
 {
     const char *base = argv0 ? strrchr(argv0, '/') : NULL;
     base = base ? base + 1 : argv0 ? argv0 : "";
-    for (size_t i = 0; i < sizeof by_program / sizeof *by_program; i++)
-        if (!strcmp(base, by_program[i]->name))
-            return by_program[i];
+    for (size_t i = 0; i < NFRONTENDS; i++)
+        if (frontends[i]->program && !strcmp(base, frontends[i]->program))
+            return frontends[i];
     return &fe_podrun;
+}
+
+const struct frontend *frontend_for_command(const char *word)
+{
+    for (size_t i = 0; word && i < NFRONTENDS; i++)
+        if (frontends[i]->command && !strcmp(word, frontends[i]->command))
+            return frontends[i];
+    return NULL;
 }
 
 /* One word's text into its setting: through the word's transform, then cfg_set with the source
@@ -37,9 +48,14 @@ static int apply_word(const struct fe_word *w, const struct cfg_src *src, const 
 {
     char buf[4096];
     if (w->transform) {
-        int r = w->transform(text, buf, sizeof buf, err, errlen);
+        char why[384];
+        int r = w->transform(text, buf, sizeof buf, why, sizeof why);
+        if (r == 1)
+            return 0;   /* the word's way of saying "not given" */
+        if (r && !strncmp(why, w->spelling, strlen(w->spelling)))
+            return fail(err, errlen, "%s", why);   /* it named the input itself */
         if (r)
-            return r;
+            return fail(err, errlen, "%s '%s': %s", src->name, text, why);
         text = buf;
     }
     return cfg_set(c, w->id, text, src, err, errlen);
@@ -87,6 +103,19 @@ static const struct fe_word *flag_word(const struct vocab *v, const char *arg, s
     return NULL;
 }
 
+/* Why v refuses the flag spelled arg[0..len), or NULL. */
+static const char *refused(const struct vocab *v, const char *arg, size_t len)
+{
+    for (size_t i = 0; v && i < v->nrefused; i++) {
+        const struct fe_refusal *f = &v->refused[i];
+        size_t l = strlen(f->spelling);
+        if (f->prefix ? l <= len && !memcmp(f->spelling, arg, l)
+                      : l == len && !memcmp(f->spelling, arg, len))
+            return f->why;
+    }
+    return NULL;
+}
+
 /* Walks the options: a word of the front-end first, else one of podrun's own. A flag's source is
  * its spelling as typed, so --print-config says "--nproc_per_node" when that is what was given. */
 int frontend_parse_args(const struct frontend *fe, struct cfg *c, int argc, char **argv,
@@ -94,6 +123,15 @@ int frontend_parse_args(const struct frontend *fe, struct cfg *c, int argc, char
 {
     const struct vocab *v = fe->vocab;
     int i = 1;
+    if (fe->verb) {
+        if (i < argc && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")))
+            return cfg_set(c, CFG_HELP, "1", &(struct cfg_src){CFG_SRC_FLAG, "--help"}, err,
+                           errlen);
+        if (i >= argc || strcmp(argv[i], fe->verb))
+            return fail(err, errlen, "%s: podrun answers to '%s' only, as in '%s ... PROGRAM'; "
+                        "got '%s'", fe->name, fe->name, fe->name, i < argc ? argv[i] : "");
+        i++;
+    }
     while (i < argc) {
         const char *a = argv[i];
         if (!strcmp(a, "--")) {
@@ -109,11 +147,15 @@ int frontend_parse_args(const struct frontend *fe, struct cfg *c, int argc, char
         if (a[1] == '-') {
             const char *eq = strchr(a, '=');
             size_t len = eq ? (size_t)(eq - a) : strlen(a);
+            const char *why = refused(v, a, len);
+            if (why)
+                return fail(err, errlen, "%.*s: %s", (int)len, a, why);
             w = flag_word(v, a, len);
             id = w ? (int)w->id : cfg_find_flag(a + 2, len - 2);
             cfg_src_init(&s, CFG_SRC_FLAG, "%.*s", (int)(len < 90 ? len : 90), a);
             if (id < 0)
-                return fail(err, errlen, "unknown option '%.*s'; see podrun --help", (int)len, a);
+                return fail(err, errlen, "unknown option '%.*s'; see %s --help", (int)len, a,
+                            fe->name);
             if (eq)
                 val = eq + 1;
         } else {
@@ -121,13 +163,13 @@ int frontend_parse_args(const struct frontend *fe, struct cfg *c, int argc, char
             id = w ? (int)w->id : cfg_find_short(a[1]);
             cfg_src_init(&s, CFG_SRC_FLAG, "-%c", a[1]);
             if (id < 0)
-                return fail(err, errlen, "unknown option '%s'; see podrun --help", a);
+                return fail(err, errlen, "unknown option '%s'; see %s --help", a, fe->name);
             if (a[2])
                 val = a + 2;
         }
         i++;
         const struct cfg_setting *set = &cfg_settings[id];
-        if (cfg_types[set->type].flag_alone) {
+        if (cfg_types[set->type].flag_alone && !(w && w->transform)) {
             if (!val)
                 val = "1";
             else if (a[1] != '-')
@@ -171,9 +213,13 @@ int frontend_load_host(const struct frontend *fe, struct cfg *c, int argc, char 
         r = cfg_load_env(c, envp, err, errlen);
     if (!r)
         r = frontend_parse_args(fe, c, argc, argv, err, errlen);
-    if (!r && !c->help && !c->version)
+    if (r || c->help || c->version)
+        return r;
+    if (fe->vocab && fe->vocab->config)
+        r = fe->vocab->config(c, envp, host, err, errlen);
+    if (!r)
         r = discover(fe, c, envp, host, err, errlen);
-    if (!r && fe->vocab && fe->vocab->finalize && !c->help && !c->version)
+    if (!r && fe->vocab && fe->vocab->finalize)
         r = fe->vocab->finalize(c, err, errlen);
     return r;
 }

@@ -1,7 +1,8 @@
 /* launcher/frontends/torchrun.c — torchrun's words (torch/distributed/run.py; reference/torch.md
  * §2.1): every flag in both spellings (2.x accepts --dash and --underscore forms, 1.13 had the
- * underscore ones), PET_<NAME> for every flag (argparse action=env), and the two variables its
- * agent reads. podrun applies the PET_ rule to its own settings too, as it answers to every
+ * underscore ones), torch 2.x's newer flags (but --numa-binding and --virtual-local-rank, which
+ * are the device layer's), PET_<NAME> for every flag (argparse action=env), and the variables
+ * its agent reads. podrun applies the PET_ rule to its own settings too, as it answers to every
  * PODRUN_<NAME>: README promises both for every option. */
 #include "frontends/frontend.h"
 
@@ -53,12 +54,30 @@ static const struct fe_word flags[] = {
     {"--numa_binding", CFG_NUMA_BINDING, NULL},
     {"--virtual-local-rank", CFG_VIRTUAL_LOCAL_RANK, NULL},
     {"--virtual_local_rank", CFG_VIRTUAL_LOCAL_RANK, NULL},
+    /* torch 2.x (reference/resilience.md §3.3) */
+    {"--signals-to-handle", CFG_SIGNALS_TO_HANDLE, NULL},
+    {"--signals_to_handle", CFG_SIGNALS_TO_HANDLE, NULL},
+    {"--shutdown-timeout", CFG_TERM_TIMEOUT, NULL},
+    {"--shutdown_timeout", CFG_TERM_TIMEOUT, NULL},
+    {"--duplicate-stdout-filters", CFG_DUP_STDOUT_FILTERS, NULL},
+    {"--duplicate_stdout_filters", CFG_DUP_STDOUT_FILTERS, NULL},
+    {"--duplicate-stderr-filters", CFG_DUP_STDERR_FILTERS, NULL},
+    {"--duplicate_stderr_filters", CFG_DUP_STDERR_FILTERS, NULL},
+    {"--logs-specs", CFG_LOGS_SPECS, NULL},
+    {"--logs_specs", CFG_LOGS_SPECS, NULL},
+    {"--event-log-handler", CFG_EVENT_LOG_HANDLER, NULL},
+    {"--event_log_handler", CFG_EVENT_LOG_HANDLER, NULL},
 };
 
-/* Applied before the PET_ rule, so that PET_PYTHON, say, wins over PYTHON_EXEC. */
+/* Applied before the PET_ rule, so that PET_PYTHON, say, wins over PYTHON_EXEC; torch 2.x's
+ * --shutdown-timeout falls back on TORCH_ELASTIC_SHUTDOWN_TIMEOUT, and its PET_ name is not
+ * podrun's (term-timeout). */
 static const struct fe_word env[] = {
     {"PYTHON_EXEC", CFG_PYTHON, NULL},
     {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", CFG_LOG_LINE_PREFIX, NULL},
+    {"TORCHELASTIC_SIGNALS_TO_HANDLE", CFG_SIGNALS_TO_HANDLE, NULL},
+    {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", CFG_TERM_TIMEOUT, NULL},
+    {"PET_SHUTDOWN_TIMEOUT", CFG_TERM_TIMEOUT, NULL},
 };
 
 const struct vocab torchrun_vocab = {
@@ -71,4 +90,4 @@ const struct vocab torchrun_vocab = {
     .nflags = sizeof flags / sizeof *flags,
 };
 
-const struct frontend fe_torchrun = {"torchrun", &torchrun_vocab, NULL};
+const struct frontend fe_torchrun = {"torchrun", &torchrun_vocab, NULL, "torchrun", NULL, NULL};

@@ -89,7 +89,7 @@ static void test_bad_values_say_what_is_expected(void)
         enum cfg_id id;
         const char *in, *needle;
     } cases[] = {
-        {CFG_NPROC_PER_NODE, "0", "from 1 to 1024, 'auto', 'cpu' or 'gpu'"},
+        {CFG_NPROC_PER_NODE, "0", "from 1 to 1024, 'auto', 'cpu', 'gpu' or 'xpu'"},
         {CFG_NNODES, "4:2", "MIN is larger than MAX; write MIN:MAX, e.g. 2:4"},
         {CFG_NNODES, "123456789012345678901234:1", "expected N or MIN:MAX, e.g. 2:4"},
         {CFG_MASTER_PORT, "0", "expected a whole number from 1 to 65535"},

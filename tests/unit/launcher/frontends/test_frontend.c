@@ -314,7 +314,7 @@ static void test_operator_vocabulary(void)
     CHECK(strstr(err, "VC_TASK_INDEX='3'") != NULL);
     cfg_free(&c);
     /* a front-end's finalize hook runs once every layer is in */
-    const struct frontend fe = {"volcano-test", &volcano, NULL};
+    const struct frontend fe = {"volcano-test", &volcano, NULL, NULL, NULL, NULL};
     cfg_init(&c);
     char **argv = ARGV("--nnodes", "8", "p");
     CHECK_EQ_INT(frontend_load(&fe, &c, 4, argv, env, err, sizeof err), 0);

@@ -1,6 +1,7 @@
 /* tests/unit/launcher/frontends/test_torchrun.c — torchrun's vocabulary: its flags in both
  * spellings name the settings of the same name, PET_<NAME> for every setting with a PODRUN_<NAME>,
  * and the two variables of torchrun's agent below PET_. */
+#include <errno.h>
 #include <string.h>
 
 #include "check.h"
@@ -31,6 +32,11 @@ static void test_flags_both_spellings(void)
             continue;
         }
         long_words++;
+        if (!strcmp(w->spelling + 2, "shutdown-timeout") ||
+            !strcmp(w->spelling + 2, "shutdown_timeout")) {
+            CHECK_EQ_INT(w->id, CFG_TERM_TIMEOUT);   /* torch 2.x's name for podrun's setting */
+            continue;
+        }
         char dash[64], under[72];
         snprintf(dash, sizeof dash, "%s", w->spelling + 2);
         for (char *p = dash; *p; p++)
@@ -45,7 +51,12 @@ static void test_flags_both_spellings(void)
     }
     CHECK(long_words >= 30);
     CHECK(word("--nproc_per_node") && word("--nproc_per_node")->id == CFG_NPROC_PER_NODE);
-    CHECK(word("--logs_specs") == NULL); /* torch 2.3's plug-in hook: podrun has no such thing */
+    /* torch 2.x's newer flags (the device ones are the device layer's) */
+    CHECK(word("--logs_specs") && word("--logs-specs")->id == CFG_LOGS_SPECS);
+    CHECK(word("--signals-to-handle") && word("--signals_to_handle")->id == CFG_SIGNALS_TO_HANDLE);
+    CHECK(word("--duplicate_stderr_filters")->id == CFG_DUP_STDERR_FILTERS);
+    CHECK(word("--event-log-handler")->id == CFG_EVENT_LOG_HANDLER);
+    CHECK(word("--shutdown-timeout")->id == CFG_TERM_TIMEOUT);
     /* torch 2.9/2.10's */
     CHECK(word("--numa_binding") && word("--numa-binding")->id == CFG_NUMA_BINDING);
     CHECK(word("--virtual_local_rank") && word("--virtual-local-rank")->id ==
@@ -59,6 +70,35 @@ static void test_flags_both_spellings(void)
     CHECK_EQ_INT(c.numa_binding, CFG_NUMA_SOCKET);
     CHECK_EQ_STR(c.src[CFG_NUMA_BINDING].name, "--numa_binding");
     CHECK(c.virtual_local_rank);
+    cfg_free(&c);
+}
+
+/* torch 2.x's variables: TORCHELASTIC_SIGNALS_TO_HANDLE, TORCH_ELASTIC_SHUTDOWN_TIMEOUT below
+ * PET_SHUTDOWN_TIMEOUT, and a flag over both. */
+static void test_torch2_variables(void)
+{
+    struct cfg c;
+    cfg_init(&c);
+    char *env[] = {"TORCHELASTIC_SIGNALS_TO_HANDLE=SIGTERM,SIGUSR1",
+                   "TORCH_ELASTIC_SHUTDOWN_TIMEOUT=40", "PET_SHUTDOWN_TIMEOUT=50", NULL};
+    CHECK_EQ_INT(vocab_load_env(&torchrun_vocab, &c, env, err, sizeof err), 0);
+    CHECK_EQ_STR(c.signals_to_handle, "SIGTERM,SIGUSR1");
+    CHECK_EQ_STR(c.src[CFG_SIGNALS_TO_HANDLE].name, "TORCHELASTIC_SIGNALS_TO_HANDLE");
+    CHECK_EQ_INT(c.term_timeout_ms, 50000);
+    CHECK_EQ_STR(c.src[CFG_TERM_TIMEOUT].name, "PET_SHUTDOWN_TIMEOUT");
+    char *argv[] = {"torchrun", "--shutdown_timeout", "60", "--signals-to-handle", "SIGHUP",
+                    "--duplicate-stdout-filters", "loss,,x,acc", "p", NULL};
+    CHECK_EQ_INT(frontend_parse_args(&fe_torchrun, &c, 8, argv, err, sizeof err), 0);
+    CHECK_EQ_INT(c.term_timeout_ms, 60000);
+    CHECK_EQ_STR(c.src[CFG_TERM_TIMEOUT].name, "--shutdown_timeout");
+    CHECK_EQ_STR(c.signals_to_handle, "SIGHUP");
+    CHECK_EQ_STR(c.dup_filters[0], "loss,,x,acc");
+    cfg_free(&c);
+    /* a bad signal name is the flag's error */
+    cfg_init(&c);
+    char *bad[] = {"torchrun", "--signals-to-handle", "SIGTERM,SIGFOO", "p", NULL};
+    CHECK_EQ_INT(frontend_parse_args(&fe_torchrun, &c, 4, bad, err, sizeof err), -EINVAL);
+    CHECK(strstr(err, "--signals-to-handle 'SIGTERM,SIGFOO'") && strstr(err, "'SIGFOO'"));
     cfg_free(&c);
 }
 
@@ -87,5 +127,6 @@ int main(void)
 {
     RUN(test_flags_both_spellings);
     RUN(test_pet_and_agent_variables);
+    RUN(test_torch2_variables);
     return check_result();
 }
