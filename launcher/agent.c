@@ -50,6 +50,7 @@
 #include "guards.h"
 #include "health/health.h"
 #include "init.h"
+#include "jobenv.h"
 #include "logs.h"
 #include "preflight/preflight.h"
 #include "podrun/version.h"
@@ -127,6 +128,9 @@ struct agent {
     char exe[PATH_MAX];            /* podrun's own binary, re-executed as the nccl check */
     int round;                     /* the rendezvous round of this attempt */
     bool is_host;                  /* this agent hosts the job store */
+    struct jobenv je;              /* the front-end's worker environment (jobenv.h) */
+    bool je_init;
+    bool done_reported;            /* every worker the job waits for exited 0 (this attempt) */
     char rdzv_id_buf[40];
     char last_progress[RDZV_LINE_MAX];   /* the last rendezvous line printed */
     uv_timer_t exit_timer, leave_timer;
@@ -185,6 +189,17 @@ static int open_log_file(struct agent *a, int lr, int stream)
 {
     char p[PATH_MAX + 32];
     int fd, r = rundir_log_file(&a->dir, lr, stream, &fd, p, sizeof p);
+    if (r)
+        logs_message(&a->logs, "cannot write %s: %s; that stream goes to the console only", p,
+                     podrun_strerror(r));
+    return fd;
+}
+
+/* The front-end's own log file of a stream (paddle's workerlog.N), or -1 (said once). */
+static int jobenv_log(struct agent *a, int lr, int stream)
+{
+    char p[PATH_MAX + 32];
+    int fd, r = jobenv_log_fd(&a->je, lr, stream, &fd, p, sizeof p);
     if (r)
         logs_message(&a->logs, "cannot write %s: %s; that stream goes to the console only", p,
                      podrun_strerror(r));
@@ -324,9 +339,21 @@ static void local_failure(struct agent *a, int lr, int code, bool hang, const ch
     stop_job(a, SIGTERM, why);
 }
 
+/* Workers of this attempt still running that the job waits for: all but services (parameter
+ * servers, jobenv.h), which run until the job has finished. */
+static int awaited_running(struct agent *a)
+{
+    int n = 0;
+    for (int i = 0; i < a->wg.n; i++)
+        n += a->wg.w[i].state == WORKER_RUNNING && !jobenv_is_service(&a->je, i);
+    return n;
+}
+
 /* A worker exited while the attempt runs: the first non-zero exit is this node's failure; when
- * the last one exits 0 the node is done (a group still holding processes is stopped first).
- * Exits while stopping are podrun's own signals at work and mean nothing new. */
+ * the last one the job waits for exits 0 the node is done (its services keep running until the
+ * job has finished); when the last one exits the attempt's workers are gone (a group still
+ * holding processes is stopped first). Exits while stopping are podrun's own signals at work and
+ * mean nothing new. */
 static void on_worker_exit(worker_group_t *g, worker_t *w)
 {
     struct agent *a = g->data;
@@ -349,9 +376,12 @@ static void on_worker_exit(worker_group_t *g, worker_t *w)
         local_failure(a, w->index, code, false, cause);
         return;
     }
-    if (g->running == 0) {
+    if (!a->done_reported && awaited_running(a) == 0) {
+        a->done_reported = true;
         if (a->rz && rdzv_agent_report_done(a->rz))
             logs_message(&a->logs, "cannot report success to the job store");
+    }
+    if (g->running == 0) {
         if (workers_alive(g) > 0)
             stop_job(a, SIGTERM, "every worker exited 0 but left processes in its group");
         else
@@ -376,11 +406,12 @@ static void hang_fired(void *arg, int lr, const char *reason)
 
 /* ---------- spawning ---------- */
 
-/* Local rank i's environment and argv: torchrun's variables for this attempt, what podrun
- * derived from the node (its own GPU under per-rank visibility, LOCAL_RANK=0 under
- * --virtual-local-rank), and for a DeepSpeed job DeepSpeed's variables on top and --local_rank=N
- * after the script (*argv then is a new array, buf holding the word; argv NULL: the environment
- * only). *replaced: the inherited variables it replaces (env_notes). free(*env) frees it. */
+/* Local rank i's environment and argv: the front-end's launcher's variables for this attempt
+ * (torchrun's unless --worker-env names another, jobenv.h), what podrun derived from the node
+ * (its own GPU under per-rank visibility, LOCAL_RANK=0 under --virtual-local-rank), and for a
+ * DeepSpeed job DeepSpeed's variables on top and --local_rank=N after the script (*argv then is
+ * a new array, buf holding the word; argv NULL: the environment only). *replaced: the inherited
+ * variables it replaces (env_notes). free(*env) frees it. */
 static int worker_env(struct agent *a, int i, char ***env, char ***argv, char *buf, size_t cap,
                       unsigned *replaced)
 {
@@ -407,7 +438,7 @@ static int worker_env(struct agent *a, int i, char ***env, char ***argv, char *b
     if (argv)
         *argv = a->argv;
     if (c->ds_mode == CFG_DS_MODE_OFF) {
-        r = env_torch_build(a->envp, &ew, env, &notes);
+        r = jobenv_worker_env(&a->je, i, &ew, env, &notes);
     } else {
         struct ds_worker d = {a->group_rank, a->group_world_size, c->ds_devices};
         r = env_deepspeed_build(a->envp, &ew, &d, env, &notes);
@@ -444,6 +475,8 @@ static int spawn_all(struct agent *a)
             int bit = s + 1;
             bool console = c->console_rank[i] && !(c->redirect_mask[i] & bit);
             int ffd = open_log_file(a, i, bit);
+            if (ffd < 0)
+                ffd = jobenv_log(a, i, bit);
             logs_stream_forget(&a->streams[2 * i + s]);   /* the previous attempt's */
             int r = logs_stream_open(&a->logs, &a->streams[2 * i + s], bit, prefix, console, ffd,
                                      s == 1, &cfd[s]);
@@ -490,20 +523,13 @@ static int spawn_all(struct agent *a)
     return 0;
 }
 
-/* STARTING -> RUNNING: this attempt's directories and workers. A worker that cannot be started
- * is this node's failure, reported to the job like any other. */
-static void start_attempt(struct agent *a)
+/* -> RUNNING: this attempt's workers start (err: they cannot, for that reason, which is this
+ * node's failure like a worker's). */
+static void start_workers(struct agent *a, int err, const char *why)
 {
     a->workers_down = false;
-    a->ended_alive = 0;
-    int r = prepare_attempt_dir(a);
-    if (r) {
-        logs_message(&a->logs, "cannot create the run directory under %s: %s", a->dir.base,
-                     podrun_strerror(r));
-    }
     set_state(a, AGENT_RUNNING);
-    if (!r)
-        r = spawn_all(a);
+    int r = err ? err : spawn_all(a);
     if (r) {
         /* the workers that did start are stopped; the job hears of it as this node failing */
         int lr = 0;
@@ -512,10 +538,50 @@ static void start_attempt(struct agent *a)
         if (lr >= a->n)
             lr = 0;
         char reason[RDZV_REASON_MAX];
-        snprintf(reason, sizeof reason, "could not start: %s", podrun_strerror(r));
+        if (why)
+            snprintf(reason, sizeof reason, "%s", why);
+        else
+            snprintf(reason, sizeof reason, "could not start: %s", podrun_strerror(r));
         health_worker_exit(a->health, HEALTH_EXIT_SPAWN);
         local_failure(a, lr, 1, false, reason);
     }
+}
+
+/* The front-end's agreement on the job (paddle's endpoints) is done: start, unless the round
+ * ended or podrun was told to stop meanwhile. */
+static void on_jobenv_ready(struct jobenv *je, int status, const char *why)
+{
+    struct agent *a = je->data;
+    if (a->state != AGENT_STARTING || a->stop_signal || a->quit || a->decided || a->lost ||
+        a->finished)
+        return;
+    start_workers(a, status, why);
+}
+
+/* STARTING -> RUNNING: this attempt's directories and workers, once the front-end agreed on what
+ * it needs (jobenv.h). A worker that cannot be started is this node's failure, reported to the
+ * job like any other. */
+static void start_attempt(struct agent *a)
+{
+    a->ended_alive = 0;
+    a->done_reported = false;
+    int r = prepare_attempt_dir(a);
+    if (r) {
+        logs_message(&a->logs, "cannot create the run directory under %s: %s", a->dir.base,
+                     podrun_strerror(r));
+        start_workers(a, r, NULL);
+        return;
+    }
+    rdzv_assignment_t as = {
+        .round = a->round, .node_rank = a->group_rank, .nnodes = a->group_world_size,
+        .rank_base = a->rank_base, .world_size = a->world_size,
+        .restart_count = a->restart_count, .store_host = a->master_addr,
+        .store_port = (uint16_t)a->master_port,
+    };
+    r = jobenv_prepare(&a->je, &as, a->n, a->dir.attempt, on_jobenv_ready, a);
+    if (r == 1)
+        return;   /* on_jobenv_ready starts them */
+    start_workers(a, r < 0 ? r : 0, r < 0 ? "could not agree on the workers' endpoints" : NULL);
 }
 
 /* node_summary's lines: "podrun sets ..." is said as it is, the others as podrun's own. */
@@ -835,6 +901,9 @@ static void on_rdzv_ending(void *arg, int round)
     if (a->state != AGENT_RUNNING || a->stop_signal)
         return;
     a->ended_alive = workers_alive(&a->wg);
+    if (a->done_reported && a->ended_alive > 0 && !a->decided)
+        logs_message(&a->logs, "every trainer of the job is done; stopping this node's %d "
+                     "parameter server%s", a->ended_alive, a->ended_alive == 1 ? "" : "s");
     stop_job(a, SIGTERM, NULL);
 }
 
@@ -909,6 +978,7 @@ static void restart(struct agent *a)
                      "used): %s", a->dreason);
     rundir_remove(&a->dir, false);
     workers_reset(&a->wg);
+    jobenv_cancel(&a->je);
     a->attempt++;
     a->decided = false;
     a->failed = -1;
@@ -932,6 +1002,9 @@ static void advance(struct agent *a)
         pf_cancel(a->pf);   /* the job moved on without the check */
         a->pf = NULL;
     }
+    if (a->state == AGENT_STARTING &&
+        (a->stop_signal || a->quit || a->lost || a->finished || a->decided))
+        jobenv_cancel(&a->je);   /* nor the front-end's agreement */
     if (a->stop_signal || a->quit) {
         if (!a->leave_pending)
             enter_exiting(a);
@@ -1195,6 +1268,7 @@ static void enter_exiting(struct agent *a)
         a->pf = NULL;
     }
     watchdog_disarm_all(&a->wd);
+    jobenv_cancel(&a->je);
     finish_streams(a);
     char msg[RDZV_LINE_MAX + 64];
     char sn[32];
@@ -1530,7 +1604,7 @@ static int start_rendezvous(struct agent *a)
     }
     p.token = a->guards.has_token ? &a->guards.token : NULL;
     p.allow = a->guards.has_allow ? &a->guards.allow : NULL;
-    rdzv_node_desc_t self = {a->id.name, local, a->n};
+    rdzv_node_desc_t self = {a->id.name, local, a->n, jobenv_node_service(&a->je)};
     rdzv_callbacks_t cb = {on_assigned,      on_rdzv_stopped, on_rdzv_finished, on_rdzv_lost,
                            on_rdzv_progress, on_rdzv_ending,  on_store_log};
     set_state(a, AGENT_RENDEZVOUS);
@@ -1623,6 +1697,13 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     a->n = cfg->nproc_per_node;
     a->loop = uv_default_loop();
     identity_resolve(&a->id, cfg);
+    char jerr[512];
+    if (jobenv_init(&a->je, a->loop, cfg, envp, a->id.name, jerr, sizeof jerr)) {
+        fprintf(stderr, "podrun: %s\n", jerr);
+        jobenv_free(&a->je);
+        free(a);
+        return 1;
+    }
     int r = env_worker_argv(cfg, &a->argv);
     if (!r && !(a->streams = calloc((size_t)(2 * a->n), sizeof *a->streams)))
         r = -ENOMEM;
@@ -1630,6 +1711,7 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
         r = logs_init(&a->logs, a->loop);
     if (r) {
         fprintf(stderr, "podrun: cannot start: %s\n", podrun_strerror(r));
+        jobenv_free(&a->je);
         free(a->argv);
         free(a->streams);
         free(a);
@@ -1653,6 +1735,7 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     uv_run(a->loop, UV_RUN_DEFAULT);
     int code = a->exit_code;
     uv_loop_close(a->loop);
+    jobenv_free(&a->je);
     free(a->argv);
     free(a->streams);
     free(a->derived);

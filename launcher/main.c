@@ -1,6 +1,8 @@
-/* launcher/main.c — podrun's entry: a command that is not a job (`podrun store`, `podrun k8s`),
- * or a job under the front-end podrun was started as (podrun, or a link named torchrun): the
- * configuration layers, then the agent. */
+/* launcher/main.c — podrun's entry: a command that is not a job (`podrun store`, `podrun k8s`,
+ * `podrun env`), or a job under the front-end podrun was started as (podrun, a link named
+ * torchrun, accelerate, paddle-launch or deepspeed) or named by its first word (`podrun
+ * accelerate launch`, `podrun paddle`, `podrun deepspeed`): the configuration layers, then the
+ * agent (or a deepspeed head's fan-out). */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -51,9 +53,10 @@ static void pid_file(const char *path, bool create)
     }
 }
 
-/* A deepspeed job: the head fans out (fanout.c); a node runs its workers like any job. */
-static int run_job(const struct frontend *fe, struct cfg *cfg, char **argv,
-                   struct node_devices *nd)
+/* The configured job: a deepspeed head fans out (fanout.c); a node runs its workers like any
+ * job. argv[0] is the program or command name. */
+static int run_configured(const struct frontend *fe, struct cfg *cfg, char **argv,
+                          struct node_devices *nd)
 {
     char save[64] = "";
     if (cfg->ds_mode == CFG_DS_MODE_LOCAL && fe == &fe_deepspeed)
@@ -87,19 +90,9 @@ static const struct command {
     {"status", commands_status_main},
 };
 
-int main(int argc, char **argv)
+/* A job under front-end fe: argv[0] is the program or command name. */
+static int run_job(const struct frontend *fe, int argc, char **argv)
 {
-    for (size_t i = 0; argc > 1 && i < sizeof commands / sizeof *commands; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
-    ensure_std_fds();
-
-    const struct frontend *fe = frontend_for_program(argv[0]);
-    if (fe == &fe_podrun && argc > 1 && !strcmp(argv[1], fe_deepspeed.name)) {
-        fe = &fe_deepspeed;   /* `podrun deepspeed ...` */
-        argc--;
-        argv++;
-    }
     struct cfg cfg;
     char err[512];
     /* the machine discovery reads: mounted hostfiles, this host's names and addresses */
@@ -132,6 +125,7 @@ int main(int argc, char **argv)
     }
     if (cfg.print_config) {
         node_resolve_master(nd, commands_master(&cfg));
+        printf("%-32s %s\n", "front-end", fe->name);
         cfg_print(&cfg, stdout);
         node_print(nd, stdout, true);
         node_free(nd);
@@ -139,9 +133,23 @@ int main(int argc, char **argv)
         cfg_free(&cfg);
         return 0;
     }
-    int code = run_job(fe, &cfg, argv, nd);
+    int code = run_configured(fe, &cfg, argv, nd);
     node_free(nd);
     free(nd);
     cfg_free(&cfg);
     return code;
+}
+
+int main(int argc, char **argv)
+{
+    for (size_t i = 0; argc > 1 && i < sizeof commands / sizeof *commands; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    ensure_std_fds();
+    const struct frontend *fe = frontend_for_program(argv[0]);
+    const struct frontend *sub = fe == &fe_podrun && argc > 1 ? frontend_for_command(argv[1])
+                                                               : NULL;
+    if (sub)   /* `podrun accelerate launch ...`, `podrun deepspeed ...` */
+        return run_job(sub, argc - 1, argv + 1);
+    return run_job(fe, argc, argv);
 }

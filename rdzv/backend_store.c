@@ -38,7 +38,7 @@ typedef struct store_agent {
     rdzv_params_t p;
     char *run_id, *endpoint_host, *local_addr, *expected;
     char name[RDZV_NAME_MAX], addr[RDZV_NAME_MAX], hostname[RDZV_NAME_MAX];
-    int nproc;
+    int nproc, service;
     rdzv_callbacks_t cb;
     void *arg;
     char id[17];
@@ -562,6 +562,7 @@ static void send_join(store_agent_t *a)
     sfmt(d.addr, sizeof d.addr, "%s", a->addr);
     sfmt(d.host, sizeof d.host, "%s", a->hostname);
     d.nproc = a->nproc;
+    d.service = a->service;
     d.want_rank = a->p.want_rank;
     d.pid = (int)getpid();
     int len = rdzv_desc_encode(&d, val, sizeof val);
@@ -774,6 +775,7 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
     a->cb = *cb;
     a->arg = arg;
     a->nproc = self->nproc;
+    a->service = self->service;
     a->node_rank = -1;
     a->started = podrun_time_epoch();
     if (copy_str(&a->run_id, p->run_id) || copy_str(&a->endpoint_host, p->endpoint_host) ||

@@ -39,6 +39,7 @@ enum fail_kind { FK_WORKER, FK_LEFT, FK_LOST, FK_SILENT, FK_JOINED };
 typedef struct cdesc {
     const char *name, *addr, *host;
     int nproc, want_rank, pid;
+    int service;   /* a node of services (parameter servers): its "done" is not waited for */
 } cdesc_t;
 
 typedef struct cnode {
@@ -72,6 +73,7 @@ struct coord {
 
     int round, phase, finished, restarts_used;
     int joined, members, done, waiting, connected;
+    int services;    /* members of the running round that are service nodes */
     int expect_known, expected_missing;
     int last_call_armed;
     double round_opened, join_deadline, last_sweep;
@@ -482,7 +484,7 @@ static void open_round(coord_t *c, int round, double now)
  * the join timer closes the round later. */
 static void close_round(coord_t *c, double now)
 {
-    int n = c->joined;
+    int n = c->joined, services = 0;
     cnode_t **v = malloc((size_t)n * sizeof *v);
     rdzv_rank_node_t *rn = malloc((size_t)n * sizeof *rn);
     int *order = malloc((size_t)n * sizeof *order);
@@ -540,6 +542,7 @@ static void close_round(coord_t *c, double now)
         m->state = NS_MEMBER;
         m->node_rank = i;
         m->done = 0;
+        services += m->d.service != 0;
         m->exp_idx = -1;
     }
     free(v);
@@ -548,6 +551,7 @@ static void close_round(coord_t *c, double now)
     c->phase = COORD_RUNNING;
     c->members = n;
     c->done = 0;
+    c->services = services;
     c->joined = 0;
     c->world = world;
     c->round_since = now;
@@ -838,6 +842,7 @@ static int node_set_desc(cnode_t *n, const rdzv_desc_rec_t *d)
     n->d.nproc = d->nproc;
     n->d.want_rank = d->want_rank;
     n->d.pid = d->pid;
+    n->d.service = d->service;
     return 0;
 }
 
@@ -892,14 +897,17 @@ static void on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, siz
     }
 }
 
-/* Every worker of member n exited 0 in round r. Once every member is done the job has finished:
- * P r/<R>/end says so and later joiners are told "finished". */
+/* Every worker of member n exited 0 in round r. Once every member that is not a service node is
+ * done the job has finished: P r/<R>/end says so (the service nodes stop their workers when they
+ * read it) and later joiners are told "finished". */
 static void on_done(coord_t *c, cnode_t *n, int r)
 {
     if (n->state != NS_MEMBER || c->phase != COORD_RUNNING || r != c->round || n->done)
         return;
     n->done = 1;
-    if (++c->done < c->members || c->stopped)
+    if (n->d.service)
+        return;   /* counted among c->services already */
+    if (++c->done < c->members - c->services || c->stopped)
         return;
     char key[256], val[64];
     sfmt(key, sizeof key, "%sr/%d/end", c->prefix, c->round);

@@ -210,6 +210,8 @@ int rdzv_desc_encode(const rdzv_desc_rec_t *d, char *buf, size_t cap)
     kv_add_int(&b, "nproc", d->nproc);
     kv_add_int(&b, "want_rank", d->want_rank);
     kv_add_int(&b, "pid", d->pid);
+    if (d->service)   /* only then: a record without it is what every other node sends */
+        kv_add_int(&b, "service", 1);
     return kv_result(&b);
 }
 
@@ -224,6 +226,7 @@ int rdzv_desc_decode(const char *text, size_t len, rdzv_desc_rec_t *d)
     d->nproc = clamp_int(kv_get_int(text, len, "nproc", -1), 0, 1 << 20, -1);
     d->want_rank = clamp_int(kv_get_int(text, len, "want_rank", -1), -1, 1 << 24, -2);
     d->pid = clamp_int(kv_get_int(text, len, "pid", 0), 0, 1 << 30, 0);
+    d->service = kv_get_int(text, len, "service", 0) == 1;
     if (d->nproc < 0 || d->want_rank < -1)
         return -EINVAL;
     return 0;

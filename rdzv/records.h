@@ -54,6 +54,7 @@ double kv_get_double(const char *text, size_t len, const char *k, double def);
 typedef struct rdzv_desc_rec {
     char name[RDZV_NAME_MAX], addr[RDZV_NAME_MAX], host[RDZV_NAME_MAX];
     int nproc, want_rank, pid;
+    int service;   /* its workers are services the job does not wait for; "service=1" */
 } rdzv_desc_rec_t;
 
 /* Each encoder returns the length written (< cap) or -ENOSPC. */

@@ -197,6 +197,8 @@ typedef struct rdzv_node_desc {
     const char *name;  /* hostname or PODRUN_NODE_NAME */
     const char *addr;  /* address peers reach this node at (local_addr, else name) */
     int nproc;         /* workers on this node */
+    int service;       /* 1: its workers are services (parameter servers): the job has finished
+                          when every other member is done, and then they are stopped */
 } rdzv_node_desc_t;
 
 typedef struct rdzv_assignment {

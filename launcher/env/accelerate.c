@@ -1,0 +1,294 @@
+/* launcher/env/accelerate.c — accelerate launch's worker environment, computed without I/O (see
+ * accelerate.h). Each value is the text accelerate's launcher writes: Python's str() of the
+ * argument, lower-cased where it lower-cases it. */
+#include "env/accelerate.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "env/environ.h"
+
+#define MAX_SETS 48
+
+struct sets {
+    char *v[MAX_SETS];
+    size_t n;
+    int err;
+};
+
+static void add(struct sets *s, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void add(struct sets *s, const char *name, const char *fmt, ...)
+{
+    char val[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(val, sizeof val, fmt, ap);
+    va_end(ap);
+    if (s->n >= MAX_SETS || asprintf(&s->v[s->n], "%s=%s", name, val) < 0) {
+        s->err = -ENOMEM;
+        return;
+    }
+    s->n++;
+}
+
+static const char *acc(const struct cfg *c, enum cfg_id id)
+{
+    return cfg_acc(c, id);
+}
+
+static bool yes(const struct cfg *c, enum cfg_id id)
+{
+    const char *v = acc(c, id);
+    return v && !strcmp(v, "True");
+}
+
+/* str(x).lower() */
+static void lower_into(char *out, size_t cap, const char *in)
+{
+    size_t i = 0;
+    for (; in[i] && i + 1 < cap; i++)
+        out[i] = (char)tolower((unsigned char)in[i]);
+    out[i] = '\0';
+}
+
+/* accelerate's str_to_bool on an environment value: y/yes/t/true/on/1 (any case) is true. */
+static bool env_truthy(const char *v)
+{
+    static const char *const t[] = {"y", "yes", "t", "true", "on", "1"};
+    char low[8];
+    if (!v || strlen(v) >= sizeof low)
+        return false;
+    lower_into(low, sizeof low, v);
+    for (size_t i = 0; i < 6; i++)
+        if (!strcmp(low, t[i]))
+            return true;
+    return false;
+}
+
+/* get_int_from_env: the first of names set to a number >= 0, else def. */
+static long env_int(char *const *base, const char *const *names, long def)
+{
+    for (; *names; names++) {
+        const char *v = env_get(base, *names);
+        char *end;
+        if (!v)
+            continue;
+        long x = strtol(v, &end, 10);
+        if (end != v && !*end && x >= 0)
+            return x;
+    }
+    return def;
+}
+
+enum env_accelerate_launcher env_accelerate_launcher(const struct cfg *c)
+{
+    if (yes(c, CFG_ACC_CPU))
+        return ENV_ACC_SIMPLE;
+    if (yes(c, CFG_ACC_USE_DEEPSPEED))
+        return ENV_ACC_DEEPSPEED;
+    if (yes(c, CFG_ACC_USE_FSDP) || yes(c, CFG_ACC_MULTI_GPU))
+        return ENV_ACC_MULTI_GPU;
+    return ENV_ACC_SIMPLE;
+}
+
+/* --num_cpu_threads_per_process, or accelerate's default: OMP_NUM_THREADS, else 1; on the CPU
+ * without OMP_NUM_THREADS, the physical cores shared by this machine's processes. */
+static long omp_threads(char *const *base, const struct env_worker *w, const struct cfg *c,
+                        const struct env_accelerate *m)
+{
+    static const char *const omp[] = {"OMP_NUM_THREADS", NULL};
+    static const char *const local[] = {"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                        "MV2_COMM_WORLD_LOCAL_SIZE", NULL};
+    const char *given = acc(c, CFG_ACC_NUM_CPU_THREADS);
+    if (given)
+        return atol(given);
+    long n = env_int(base, omp, 1);
+    if (yes(c, CFG_ACC_CPU) && env_int(base, omp, 0) == 0) {
+        long size = env_int(base, local, w->local_world_size > 1 ? w->local_world_size : 1);
+        long per = size > 0 ? m->physical_cores / size : 0;
+        if (per > 1)
+            n = per;
+    }
+    return n;
+}
+
+/* The values every launcher sets: debug, devices, precision. */
+static void common(struct sets *s, const struct cfg *c)
+{
+    char low[64];
+    if (yes(c, CFG_ACC_DEBUG))
+        add(s, "ACCELERATE_DEBUG_MODE", "true");
+    const char *ids = acc(c, CFG_ACC_GPU_IDS);
+    if (ids && strcmp(ids, "all"))
+        add(s, "CUDA_VISIBLE_DEVICES", "%s", ids);
+    const char *mp = acc(c, CFG_ACC_MIXED_PRECISION);
+    lower_into(low, sizeof low, mp ? mp : "no");
+    add(s, "ACCELERATE_MIXED_PRECISION", "%s", low);
+}
+
+static void dynamo(struct sets *s, const struct cfg *c)
+{
+    char up[64];
+    const char *b = acc(c, CFG_ACC_DYNAMO_BACKEND);
+    size_t i = 0;
+    for (b = b ? b : "no"; b[i] && i + 1 < sizeof up; i++)
+        up[i] = (char)toupper((unsigned char)b[i]);
+    up[i] = '\0';
+    add(s, "ACCELERATE_DYNAMO_BACKEND", "%s", up);
+    add(s, "ACCELERATE_DYNAMO_MODE", "%s", acc(c, CFG_ACC_DYNAMO_MODE));
+    add(s, "ACCELERATE_DYNAMO_USE_FULLGRAPH", "%s", acc(c, CFG_ACC_DYNAMO_FULLGRAPH));
+    add(s, "ACCELERATE_DYNAMO_USE_DYNAMIC", "%s", acc(c, CFG_ACC_DYNAMO_DYNAMIC));
+    add(s, "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION", "%s", acc(c, CFG_ACC_DYNAMO_REGIONAL));
+}
+
+/* FSDP_* of prepare_multi_gpu_env: some always, some when given, some lower-cased. */
+static void fsdp(struct sets *s, const struct cfg *c)
+{
+    static const struct {
+        const char *var;
+        enum cfg_id id;
+        bool lower, optional;
+    } vars[] = {
+        {"FSDP_VERSION", CFG_ACC_FSDP_VERSION, false, false},
+        {"FSDP_SHARDING_STRATEGY", CFG_ACC_FSDP_SHARDING_STRATEGY, false, false},
+        {"FSDP_RESHARD_AFTER_FORWARD", CFG_ACC_FSDP_RESHARD_AFTER_FORWARD, true, false},
+        {"FSDP_OFFLOAD_PARAMS", CFG_ACC_FSDP_OFFLOAD_PARAMS, true, false},
+        {"FSDP_MIN_NUM_PARAMS", CFG_ACC_FSDP_MIN_NUM_PARAMS, false, false},
+        {"FSDP_AUTO_WRAP_POLICY", CFG_ACC_FSDP_AUTO_WRAP_POLICY, false, true},
+        {"FSDP_TRANSFORMER_CLS_TO_WRAP", CFG_ACC_FSDP_TRANSFORMER_CLS, false, true},
+        {"FSDP_BACKWARD_PREFETCH", CFG_ACC_FSDP_BACKWARD_PREFETCH, false, true},
+        {"FSDP_STATE_DICT_TYPE", CFG_ACC_FSDP_STATE_DICT_TYPE, false, true},
+        {"FSDP_FORWARD_PREFETCH", CFG_ACC_FSDP_FORWARD_PREFETCH, true, false},
+        {"FSDP_USE_ORIG_PARAMS", CFG_ACC_FSDP_USE_ORIG_PARAMS, true, false},
+        {"FSDP_CPU_RAM_EFFICIENT_LOADING", CFG_ACC_FSDP_CPU_RAM_EFFICIENT_LOADING, true, false},
+        {"FSDP_SYNC_MODULE_STATES", CFG_ACC_FSDP_SYNC_MODULE_STATES, true, false},
+        {"FSDP_ACTIVATION_CHECKPOINTING", CFG_ACC_FSDP_ACTIVATION_CHECKPOINTING, true, false},
+        {"FSDP_IGNORED_MODULES", CFG_ACC_FSDP_IGNORED_MODULES, false, true},
+    };
+    add(s, "ACCELERATE_USE_FSDP", "true");
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = acc(c, vars[i].id);
+        char low[4096];
+        if (!v && vars[i].optional)
+            continue;
+        /* str(None) for a value a file emptied */
+        lower_into(low, sizeof low, v ? v : "None");
+        add(s, vars[i].var, "%s", vars[i].lower ? low : v ? v : "None");
+    }
+}
+
+/* prepare_deepspeed_cmd_env's own values. */
+static void deepspeed(struct sets *s, char *const *base, const struct cfg *c,
+                      const struct env_accelerate *m)
+{
+    static const struct {
+        const char *var;
+        enum cfg_id id;
+        bool lower;
+    } vars[] = {
+        {"ACCELERATE_DEEPSPEED_ZERO_STAGE", CFG_ACC_ZERO_STAGE, false},
+        {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", CFG_ACC_GRADIENT_ACCUMULATION_STEPS, false},
+        {"ACCELERATE_GRADIENT_CLIPPING", CFG_ACC_GRADIENT_CLIPPING, true},
+        {"ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", CFG_ACC_OFFLOAD_OPTIMIZER_DEVICE, true},
+        {"ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", CFG_ACC_OFFLOAD_PARAM_DEVICE, true},
+        {"ACCELERATE_DEEPSPEED_ZERO3_INIT", CFG_ACC_ZERO3_INIT_FLAG, true},
+        {"ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", CFG_ACC_ZERO3_SAVE_16BIT_MODEL, true},
+        {"ACCELERATE_DEEPSPEED_CONFIG_FILE", CFG_ACC_DS_CONFIG_FILE, false},
+    };
+    /* env_var_path_add: the non-empty entries of PYTHONPATH, then the working directory */
+    char path[4096] = "";
+    const char *pp = env_get(base, "PYTHONPATH");
+    size_t o = 0;
+    for (const char *p = pp; p && *p;) {
+        size_t l = strcspn(p, ":");
+        if (l && o + l + 1 < sizeof path)
+            o += (size_t)snprintf(path + o, sizeof path - o, "%.*s:", (int)l, p);
+        p += l;
+        if (*p == ':')
+            p++;
+    }
+    add(s, "PYTHONPATH", "%s%s", path, m->cwd ? m->cwd : ".");
+    char low[1024];
+    const char *fields = acc(c, CFG_ACC_DS_FIELDS);
+    lower_into(low, sizeof low, fields ? fields : "");
+    add(s, "ACCELERATE_CONFIG_DS_FIELDS", "%s", low);
+    add(s, "ACCELERATE_USE_DEEPSPEED", "true");
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = acc(c, vars[i].id);
+        if (!v)
+            continue;
+        lower_into(low, sizeof low, v);
+        add(s, vars[i].var, "%s", vars[i].lower ? low : v);
+    }
+}
+
+int env_accelerate_build(char *const *base, const struct env_worker *w, const struct cfg *c,
+                         const struct env_accelerate *m, char ***out, struct env_notes *notes)
+{
+    enum env_accelerate_launcher l = env_accelerate_launcher(c);
+    /* torchrun's variables: its launchers, and more than one process of podrun's own */
+    bool torch = l != ENV_ACC_SIMPLE || w->world_size > 1;
+    char **tenv = NULL;
+    struct env_notes tn = {0, false};
+    int r = env_torch_build(base, w, &tenv, &tn);
+    if (r)
+        return r;
+    struct sets s = {{0}, 0, 0};
+    common(&s, c);
+    if (l == ENV_ACC_SIMPLE) {
+        const char *cpu = yes(c, CFG_ACC_CPU) ? "True" : "False";
+        add(&s, "ACCELERATE_USE_CPU", "%s", cpu);
+        if (env_truthy(env_get(base, cpu)))   /* parse_flag_from_env(current_env[...]) */
+            add(&s, "KMP_AFFINITY", "granularity=fine,compact,1,0"), add(&s, "KMP_BLOCKTIME", "1");
+    }
+    if (l == ENV_ACC_DEEPSPEED) {
+        deepspeed(&s, base, c, m);
+    } else {
+        dynamo(&s, c);
+        if (l == ENV_ACC_MULTI_GPU && yes(c, CFG_ACC_USE_FSDP))
+            fsdp(&s, c);
+        add(&s, "OMP_NUM_THREADS", "%ld", omp_threads(base, w, c, m));
+        tn.omp_set = false;
+    }
+    if (yes(c, CFG_ACC_CPU_AFFINITY))
+        add(&s, "ACCELERATE_CPU_AFFINITY", "1");
+    if (l == ENV_ACC_DEEPSPEED && acc(c, CFG_ACC_DS_MOE_LAYER_CLS_NAMES))
+        add(&s, "ACCELERATE_DEEPSPEED_MOE_LAYER_CLS_NAMES", "%s",
+            acc(c, CFG_ACC_DS_MOE_LAYER_CLS_NAMES));
+    /* one process of the simple launcher: none of torchrun's variables (an inherited one keeps
+     * its value) nor the knobs its agent adds; podrun's own (the heartbeat file, gloo's
+     * interface) stay */
+    static const char *const knobs[] = {"TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                                        "NCCL_ASYNC_ERROR_HANDLING"};
+    const char *drop[ENV_TORCH_NUM_VARS + 3];
+    size_t nd = 0;
+    if (!torch) {
+        for (int i = 0; i < ENV_TORCH_NUM_VARS; i++) {
+            const char *v = env_get(base, env_torch_vars[i]);
+            if (v)
+                add(&s, env_torch_vars[i], "%s", v);
+            else
+                drop[nd++] = env_torch_vars[i];
+        }
+        for (int i = 0; i < 2; i++)
+            if (!env_get(base, knobs[i]))
+                drop[nd++] = knobs[i];
+        tn.replaced = 0;
+    }
+    drop[nd] = NULL;
+    if (!s.err)
+        r = env_edit(tenv, drop, s.v, s.n, out);
+    else
+        r = s.err;
+    free(tenv);
+    for (size_t i = 0; i < s.n; i++)
+        free(s.v[i]);
+    if (!r && notes)
+        *notes = tn;
+    return r;
+}

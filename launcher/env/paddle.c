@@ -1,0 +1,197 @@
+/* launcher/env/paddle.c — paddle.distributed.launch's worker environment, computed without I/O
+ * (see paddle.h). */
+#include "env/paddle.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "env/environ.h"
+
+const char *const env_paddle_vars[] = {
+    "PADDLE_MASTER", "PADDLE_GLOBAL_SIZE", "PADDLE_LOCAL_SIZE", "PADDLE_GLOBAL_RANK",
+    "PADDLE_LOCAL_RANK", "PADDLE_NNODES", "PADDLE_TRAINER_ENDPOINTS", "PADDLE_CURRENT_ENDPOINT",
+    "PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_RANK_IN_NODE", "PADDLE_AUTO_CLUSTER",
+    "PADDLE_JOB_ID", "PADDLE_LOG_DIR", "POD_NAME", "FLAGS_selected_gpus",
+    "PADDLE_LOCAL_DEVICE_IDS", "PADDLE_WORLD_DEVICE_IDS", "PADDLE_DISTRI_BACKEND",
+    "PADDLE_PSERVERS_IP_PORT_LIST", "PADDLE_PORT", "PADDLE_ROLE", "TRAINING_ROLE", "POD_IP",
+    "PADDLE_PSERVER_ID", "PADDLE_GLOO_RENDEZVOUS", "PADDLE_GLOO_FS_PATH",
+    "PADDLE_GLOO_HTTP_ENDPOINT", "PADDLE_WITH_GLOO", "PODRUN_HEARTBEAT_FILE", NULL};
+
+#define MAX_SETS 40
+
+struct sets {
+    char *v[MAX_SETS];
+    size_t n;
+    int err;
+};
+
+static void add(struct sets *s, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void add(struct sets *s, const char *name, const char *fmt, ...)
+{
+    va_list ap;
+    char *val = NULL;
+    va_start(ap, fmt);
+    int n = vasprintf(&val, fmt, ap);
+    va_end(ap);
+    if (n < 0 || s->n >= MAX_SETS || asprintf(&s->v[s->n], "%s=%s", name, val) < 0)
+        s->err = -ENOMEM;
+    else
+        s->n++;
+    free(n < 0 ? NULL : val);
+}
+
+/* The host part of "ip:port" (IPv6 in brackets kept as they are). */
+static void host_of(const char *ep, char *out, size_t cap)
+{
+    size_t n = strcspn(ep, ",");
+    const char *colon = NULL;
+    for (const char *p = ep; p < ep + n; p++)
+        if (*p == ':')
+            colon = p;
+    size_t l = colon ? (size_t)(colon - ep) : n;
+    snprintf(out, cap, "%.*s", (int)(l < cap ? l : cap - 1), ep);
+}
+
+static void collective(struct sets *s, const struct env_paddle_job *j,
+                       const struct env_paddle_worker *w)
+{
+    if (j->master)
+        add(s, "PADDLE_MASTER", "%s", j->master);
+    add(s, "PADDLE_GLOBAL_SIZE", "%d", j->ntrainers);
+    add(s, "PADDLE_LOCAL_SIZE", "%d", w->local_size);
+    add(s, "PADDLE_GLOBAL_RANK", "%d", w->id);
+    add(s, "PADDLE_LOCAL_RANK", "%d", w->local_rank);
+    add(s, "PADDLE_NNODES", "%d", j->nnodes);
+    add(s, "PADDLE_TRAINER_ENDPOINTS", "%s", j->trainer_endpoints);
+    add(s, "PADDLE_CURRENT_ENDPOINT", "%s", w->endpoint);
+    add(s, "PADDLE_TRAINER_ID", "%d", w->id);
+    add(s, "PADDLE_TRAINERS_NUM", "%d", j->ntrainers);
+    add(s, "PADDLE_RANK_IN_NODE", "%d", w->local_rank);
+    add(s, "PADDLE_AUTO_CLUSTER", "0");
+    if (w->devices && *w->devices) {
+        add(s, "FLAGS_selected_gpus", "%s", w->devices);
+        add(s, "PADDLE_LOCAL_DEVICE_IDS", "%s", w->devices);
+        if (j->world_device_ids)
+            add(s, "PADDLE_WORLD_DEVICE_IDS", "%s", j->world_device_ids);
+    } else {
+        add(s, "PADDLE_DISTRI_BACKEND", "gloo");
+    }
+}
+
+static void parameter_server(struct sets *s, const struct env_paddle_job *j,
+                             const struct env_paddle_worker *w)
+{
+    const char *role = w->server ? "PSERVER" : "TRAINER";
+    const char *colon = strrchr(w->endpoint, ':');
+    char host[256];
+    host_of(j->server_endpoints ? j->server_endpoints : "", host, sizeof host);
+    add(s, "PADDLE_NNODES", "%d", j->nnodes);
+    add(s, "PADDLE_PSERVERS_IP_PORT_LIST", "%s", j->server_endpoints ? j->server_endpoints : "");
+    add(s, "PADDLE_TRAINER_ENDPOINTS", "%s", j->trainer_endpoints ? j->trainer_endpoints : "");
+    add(s, "PADDLE_PORT", "%s", colon ? colon + 1 : "");
+    add(s, "PADDLE_ROLE", "%s", role);
+    add(s, "TRAINING_ROLE", "%s", role);
+    add(s, w->server ? "PADDLE_PSERVER_ID" : "PADDLE_TRAINER_ID", "%d", w->id);
+    add(s, "PADDLE_TRAINERS_NUM", "%d", j->ntrainers);
+    add(s, "POD_IP", "%s", j->pod_ip);
+    add(s, "PADDLE_GLOO_RENDEZVOUS", "3");
+    add(s, "PADDLE_GLOO_FS_PATH", "%s", j->gloo_fs_path ? j->gloo_fs_path : "");
+    add(s, "PADDLE_GLOO_HTTP_ENDPOINT", "%s:%d", host, j->gloo_port);
+    add(s, "PADDLE_WITH_GLOO", "%s", j->with_gloo ? j->with_gloo : "1");
+}
+
+int env_paddle_build(char *const *base, const struct env_paddle_job *j,
+                     const struct env_paddle_worker *w, char ***out)
+{
+    struct sets s = {{0}, 0, 0};
+    const char *drop[4] = {NULL};
+    size_t nd = 0;
+    /* fetch_envs: the proxies would reach NCCL's peers; they are kept under another name */
+    static const char *const proxies[] = {"http_proxy", "https_proxy"};
+    for (int i = 0; i < 2; i++) {
+        const char *v = env_get(base, proxies[i]);
+        if (v) {
+            drop[nd++] = proxies[i];
+            add(&s, i ? "https_proxy_original" : "http_proxy_original", "%s", v);
+        }
+    }
+    drop[nd] = NULL;
+    if (j->ps)
+        parameter_server(&s, j, w);
+    else
+        collective(&s, j, w);
+    add(&s, "PADDLE_JOB_ID", "%s", j->job_id ? j->job_id : "default");
+    if (j->log_dir)
+        add(&s, "PADDLE_LOG_DIR", "%s", j->log_dir);
+    if (j->pod_name && !j->ps)
+        add(&s, "POD_NAME", "%s", j->pod_name);
+    if (w->heartbeat_file)
+        add(&s, "PODRUN_HEARTBEAT_FILE", "%s", w->heartbeat_file);
+    if (w->socket_ifname && !env_get(base, "GLOO_SOCKET_IFNAME"))
+        add(&s, "GLOO_SOCKET_IFNAME", "%s", w->socket_ifname);
+    int r = s.err;
+    if (!r) {
+        /* an inherited heartbeat file would name another agent's */
+        const char *own[] = {"PODRUN_HEARTBEAT_FILE", drop[0], drop[1], NULL};
+        r = env_edit(base, own, s.v, s.n, out);
+    }
+    for (size_t i = 0; i < s.n; i++)
+        free(s.v[i]);
+    return r;
+}
+
+int env_paddle_devices(char *const *base, const char *devices, int ngpus, char *out, size_t cap,
+                       const char **bad)
+{
+    static char badbuf[64];
+    const char *cvd = env_get(base, "CUDA_VISIBLE_DEVICES");
+    size_t o = 0;
+    out[0] = '\0';
+    if (!devices) {
+        int n = ngpus;
+        if (cvd && *cvd) {
+            n = 1;
+            for (const char *p = cvd; *p; p++)
+                n += *p == ',';
+        }
+        for (int i = 0; i < n && o < cap; i++)
+            o += (size_t)snprintf(out + o, cap - o, "%s%d", i ? "," : "", i);
+        return 0;
+    }
+    int k = 0;
+    for (const char *p = devices; *p && o < cap; k++) {
+        size_t l = strcspn(p, ",");
+        int idx = -1;
+        if (cvd && *cvd) {   /* labels.index(dev): its place among the visible devices */
+            int at = 0;
+            for (const char *q = cvd; *q && idx < 0; at++) {
+                size_t ql = strcspn(q, ",");
+                if (ql == l && !strncmp(q, p, l))
+                    idx = at;
+                q += ql;
+                if (*q == ',')
+                    q++;
+            }
+        } else {
+            char *end;
+            long v = strtol(p, &end, 10);
+            if (end == p + l && l && v >= 0 && (ngpus <= 0 || v < ngpus))
+                idx = (int)v;
+        }
+        if (idx < 0) {
+            snprintf(badbuf, sizeof badbuf, "%.*s", (int)(l < 63 ? l : 63), p);
+            if (bad)
+                *bad = badbuf;
+            return -EINVAL;
+        }
+        o += (size_t)snprintf(out + o, cap - o, "%s%d", k ? "," : "", idx);
+        p += l;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}

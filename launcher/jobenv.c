@@ -1,0 +1,598 @@
+/* launcher/jobenv.c — the workers' environment per front-end, and paddle's endpoint agreement
+ * through the job store (see jobenv.h). */
+#include "jobenv.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "env/accelerate.h"
+#include "env/environ.h"
+#include "env/paddle.h"
+#include "rdzv/common.h"
+
+#define MAX_PORTS 2049   /* servers + trainers + the master candidate */
+
+/* ---- this node ------------------------------------------------------------------------------- */
+
+/* psutil's cpu_count(logical=False): the distinct core sibling lists of the online CPUs. */
+static int physical_cores(void)
+{
+    char seen[256][64];
+    int n = 0;
+    for (int cpu = 0; cpu < 4096; cpu++) {
+        char p[96], buf[64];
+        snprintf(p, sizeof p, "/sys/devices/system/cpu/cpu%d/topology/core_cpus_list", cpu);
+        FILE *f = fopen(p, "r");
+        if (!f) {
+            snprintf(p, sizeof p, "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list",
+                     cpu);
+            f = fopen(p, "r");
+        }
+        if (!f) {
+            if (cpu > 0 && access("/sys/devices/system/cpu", F_OK) == 0 && n > 0)
+                break;
+            continue;
+        }
+        bool got = fgets(buf, sizeof buf, f) != NULL;
+        fclose(f);
+        if (!got)
+            continue;
+        int k = 0;
+        while (k < n && strcmp(seen[k], buf))
+            k++;
+        if (k == n && n < 256)
+            snprintf(seen[n++], sizeof seen[0], "%s", buf);
+    }
+    if (n > 0)
+        return n;
+    long l = sysconf(_SC_NPROCESSORS_ONLN);
+    return l > 0 ? (int)l : 1;
+}
+
+/* Paddle's node ip: gethostbyname(getfqdn(gethostname())), 127.0.0.1 when that fails; --host
+ * (or POD_IP, or --local-addr) wins. */
+static void node_ip(const struct cfg *c, char *out, size_t cap)
+{
+    if (c->local_addr) {
+        snprintf(out, cap, "%s", c->local_addr);
+        return;
+    }
+    char host[256];
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    snprintf(out, cap, "127.0.0.1");
+    if (gethostname(host, sizeof host) || getaddrinfo(host, NULL, &hints, &res) || !res)
+        return;
+    inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, out, (socklen_t)cap);
+    freeaddrinfo(res);
+}
+
+static int mkdir_p(const char *path)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                return -errno;
+            *s = '/';
+        }
+    return mkdir(p, 0755) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+int jobenv_init(struct jobenv *je, uv_loop_t *loop, const struct cfg *c, char **envp,
+                const char *node_name, char *err, size_t errlen)
+{
+    memset(je, 0, sizeof *je);
+    je->loop = loop;
+    je->cfg = c;
+    je->envp = envp;
+    je->node_name = node_name;
+    if (!getcwd(je->cwd, sizeof je->cwd))
+        snprintf(je->cwd, sizeof je->cwd, ".");
+    if (c->worker_env == CFG_WORKER_ENV_ACCELERATE)
+        je->physical_cores = physical_cores();
+    if (c->worker_env != CFG_WORKER_ENV_PADDLE)
+        return 0;
+    node_ip(c, je->ip, sizeof je->ip);
+    if (c->paddle_run_mode == CFG_PADDLE_PS)
+        je->nservers = c->paddle_server_num;
+    int n = c->nproc_per_node;
+    je->log_fd = malloc((size_t)n * sizeof *je->log_fd);
+    je->worker_endpoint = calloc((size_t)n, sizeof *je->worker_endpoint);
+    je->worker_id = calloc((size_t)n, sizeof *je->worker_id);
+    if (!je->log_fd || !je->worker_endpoint || !je->worker_id)
+        return podrun_failf(-ENOMEM, err, errlen, "out of memory");
+    for (int i = 0; i < n; i++)
+        je->log_fd[i] = -1;
+    char abs[PATH_MAX];
+    int r = mkdir_p(c->paddle_log_dir);
+    if (r || !realpath(c->paddle_log_dir, abs))
+        return podrun_failf(r ? r : -errno, err, errlen, "cannot create the log directory %s "
+                            "(--log_dir): %s", c->paddle_log_dir, strerror(r ? -r : errno));
+    if (!(je->log_dir = strdup(abs)))
+        return podrun_failf(-ENOMEM, err, errlen, "out of memory");
+    return 0;
+}
+
+static void plan_free(struct jobenv *je)
+{
+    free(je->master);
+    free(je->trainers);
+    free(je->servers);
+    free(je->world_devices);
+    free(je->local_devices);
+    je->master = je->trainers = je->servers = je->world_devices = je->local_devices = NULL;
+    for (int i = 0; je->worker_endpoint && i < je->cfg->nproc_per_node; i++) {
+        free(je->worker_endpoint[i]);
+        je->worker_endpoint[i] = NULL;
+    }
+}
+
+void jobenv_cancel(struct jobenv *je)
+{
+    if (je->client) {
+        store_aclient_close(je->client);
+        je->client = NULL;
+    }
+    for (int i = 0; je->values && i < je->nnodes; i++)
+        free(je->values[i]);
+    free(je->values);
+    je->values = NULL;
+    je->ready = NULL;
+}
+
+void jobenv_free(struct jobenv *je)
+{
+    jobenv_cancel(je);
+    plan_free(je);
+    free(je->worker_endpoint);
+    free(je->worker_id);
+    free(je->log_fd);
+    free(je->log_dir);
+    je->worker_endpoint = NULL;
+    je->worker_id = NULL;
+    je->log_fd = NULL;
+    je->log_dir = NULL;
+}
+
+bool jobenv_is_service(const struct jobenv *je, int lr)
+{
+    return lr < je->nservers;
+}
+
+bool jobenv_node_service(const struct jobenv *je)
+{
+    return je->nservers > 0 && je->nservers >= je->cfg->nproc_per_node;
+}
+
+/* ---- ports ----------------------------------------------------------------------------------- */
+
+/* n ports that are free on ip now, all different: each is bound until every one is picked. */
+static int free_ports(const char *ip, int n, int *ports)
+{
+    int fds[MAX_PORTS], r = 0, k = 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    for (; k < n && !r; k++) {
+        socklen_t l = sizeof sa;
+        sa.sin_port = 0;
+        fds[k] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fds[k] < 0 || bind(fds[k], (struct sockaddr *)&sa, sizeof sa) < 0 ||
+            getsockname(fds[k], (struct sockaddr *)&sa, &l) < 0)
+            r = -errno;
+        else
+            ports[k] = ntohs(sa.sin_port);
+    }
+    for (int i = 0; i < k; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    return r;
+}
+
+/* The ports of `list`'s entries whose host is `host`, in list order. */
+static int listed_ports(const char *list, const char *host, int *ports, int max)
+{
+    int n = 0;
+    for (const char *p = list; p && *p && n < max;) {
+        size_t l = strcspn(p, ",");
+        char item[256], h[256];
+        int port;
+        bool given;
+        snprintf(item, sizeof item, "%.*s", (int)(l < 255 ? l : 255), p);
+        if (!podrun_hostport_parse(item, h, sizeof h, &port, &given) && given &&
+            !strcmp(h, host))
+            ports[n++] = port;
+        p += l;
+        if (*p == ',')
+            p++;
+    }
+    return n;
+}
+
+/* "ip:p1,ip:p2,..." */
+static void join_endpoints(const char *ip, const int *ports, int n, char *out, size_t cap)
+{
+    size_t o = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && o < cap; i++) {
+        char ep[300];
+        podrun_hostport_format(ip, ports[i], ep, sizeof ep);
+        o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? "," : "", ep);
+    }
+}
+
+/* This node's value for the round: c=<master candidate>, s=<servers>, t=<trainers>,
+ * d=<each trainer's devices, ':' within one, ',' between>. */
+static int compose_mine(struct jobenv *je, int nproc, char *err, size_t errlen)
+{
+    const struct cfg *c = je->cfg;
+    int ns = je->nservers, nt = nproc - ns;
+    int ports[MAX_PORTS];
+    if (nproc + 1 > MAX_PORTS)
+        return podrun_failf(-E2BIG, err, errlen, "too many workers");
+    int r = 0;
+    if (c->paddle_servers && c->paddle_trainers) {
+        const char *host = strstr(c->paddle_servers, "127.0.0.1") ? "127.0.0.1" : je->ip;
+        if (listed_ports(c->paddle_servers, host, ports, ns) != ns ||
+            listed_ports(c->paddle_trainers, host, ports + ns, nt) != nt)
+            return podrun_failf(-EINVAL, err, errlen, "--servers/--trainers changed under podrun");
+        snprintf(je->ip, sizeof je->ip, "%s", host);
+        ports[nproc] = 0;
+    } else if (c->paddle_ips && !ns) {
+        for (int i = 0; i < nt; i++)
+            ports[i] = c->paddle_start_port + i;
+        r = free_ports(je->ip, 1, ports + nproc);
+    } else {
+        r = free_ports(je->ip, nproc + 1, ports);
+    }
+    if (r)
+        return podrun_failf(r, err, errlen, "cannot find free ports on %s for the workers: %s",
+                            je->ip, podrun_strerror(r));
+    char s[1024], t[1024], cand[300], d[512] = "", devs[256] = "";
+    const char *bad = NULL;
+    if (env_paddle_devices(je->envp, c->paddle_devices, 0, devs, sizeof devs, &bad))
+        return podrun_failf(-EINVAL, err, errlen, "--devices %s: device %s is not visible on this "
+                            "node (CUDA_VISIBLE_DEVICES)", c->paddle_devices, bad);
+    free(je->local_devices);
+    je->local_devices = strdup(devs);
+    /* each trainer's devices: all of them for a lone trainer, else one each */
+    size_t o = 0;
+    for (int i = 0; devs[0] && i < nt && o < sizeof d; i++) {
+        char one[32] = "";
+        const char *p = devs;
+        for (int k = 0; k < i && p; k++)
+            p = (p = strchr(p, ',')) ? p + 1 : NULL;
+        if (nt == 1)
+            snprintf(one, sizeof one, "%s", devs);
+        else if (p)
+            snprintf(one, sizeof one, "%.*s", (int)strcspn(p, ","), p);
+        for (char *q = one; *q; q++)
+            *q = *q == ',' ? ':' : *q;
+        if (one[0])
+            o += (size_t)snprintf(d + o, sizeof d - o, "%s%s", o ? "," : "", one);
+    }
+    join_endpoints(je->ip, ports, ns, s, sizeof s);
+    join_endpoints(je->ip, ports + ns, nt, t, sizeof t);
+    if (ports[nproc])
+        podrun_hostport_format(je->ip, ports[nproc], cand, sizeof cand);
+    else
+        cand[0] = '\0';
+    snprintf(je->mine, sizeof je->mine, "c=%s\ns=%s\nt=%s\nd=%s\n", cand, s, t, d);
+    return 0;
+}
+
+/* ---- the agreement --------------------------------------------------------------------------- */
+
+/* The line "k=..." of a node's value, into out. */
+static void field(const char *v, char k, char *out, size_t cap)
+{
+    out[0] = '\0';
+    for (const char *p = v; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (p[0] == k && p[1] == '=') {
+            size_t l = strcspn(p + 2, "\n");
+            snprintf(out, cap, "%.*s", (int)(l < cap ? l : cap - 1), p + 2);
+            return;
+        }
+}
+
+static int count_items(const char *s)
+{
+    int n = 0;
+    for (const char *p = s; *p; p++)
+        n += p == s || p[-1] == ',';
+    return *s ? n : 0;
+}
+
+/* Appends item (a comma list) to the growing list *acc. */
+static int append(char **acc, const char *item)
+{
+    if (!*item)
+        return 0;
+    size_t a = *acc ? strlen(*acc) : 0, b = strlen(item);
+    char *n = realloc(*acc, a + b + 2);
+    if (!n)
+        return -ENOMEM;
+    if (a)
+        n[a++] = ',';
+    memcpy(n + a, item, b + 1);
+    *acc = n;
+    return 0;
+}
+
+/* Every node's value is in: the job's endpoints in node-rank order, this node's workers' ids and
+ * endpoints, and endpoints.log. */
+static int make_plan(struct jobenv *je, char *why, size_t wlen)
+{
+    const struct cfg *c = je->cfg;
+    int ns = je->nservers, r = 0, toff = 0, soff = 0;
+    char buf[4096];
+    plan_free(je);
+    je->ntrainers = je->nservers_job = 0;
+    for (int k = 0; k < je->nnodes && !r; k++) {
+        const char *v = je->values[k];
+        field(v, 't', buf, sizeof buf);
+        if (k < je->node_rank)
+            toff += count_items(buf);
+        je->ntrainers += count_items(buf);
+        r = append(&je->trainers, buf);
+        field(v, 's', buf, sizeof buf);
+        if (k < je->node_rank)
+            soff += count_items(buf);
+        je->nservers_job += count_items(buf);
+        if (!r)
+            r = append(&je->servers, buf);
+        field(v, 'd', buf, sizeof buf);
+        if (!r)
+            r = append(&je->world_devices, buf);
+        if (k == 0 && !r) {
+            field(v, 'c', buf, sizeof buf);
+            if (buf[0] && !(je->master = strdup(buf)))
+                r = -ENOMEM;
+        }
+    }
+    if (!r && c->paddle_ips && je->trainers) {   /* --ips: the first trainer's endpoint */
+        free(je->master);
+        je->master = strndup(je->trainers, strcspn(je->trainers, ","));
+    }
+    char s[1024], t[1024];
+    field(je->mine, 's', s, sizeof s);
+    field(je->mine, 't', t, sizeof t);
+    for (int lr = 0; lr < c->nproc_per_node && !r; lr++) {
+        const char *list = lr < ns ? s : t;
+        int idx = lr < ns ? lr : lr - ns;
+        const char *p = list;
+        for (int k = 0; k < idx && p; k++)
+            p = (p = strchr(p, ',')) ? p + 1 : NULL;
+        je->worker_endpoint[lr] = p ? strndup(p, strcspn(p, ",")) : strdup("");
+        je->worker_id[lr] = lr < ns ? soff + lr : toff + lr - ns;
+        if (!je->worker_endpoint[lr])
+            r = -ENOMEM;
+    }
+    if (r)
+        return podrun_failf(r, why, wlen, "out of memory");
+    /* the legacy launcher's endpoints.log, beside the worker logs */
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/endpoints.log", je->log_dir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "PADDLE_TRAINER_ENDPOINTS: \n");
+        for (const char *p = je->trainers ? je->trainers : ""; *p;) {
+            size_t l = strcspn(p, ",");
+            fprintf(f, "%s%.*s", p == je->trainers ? "" : "\n", (int)l, p);
+            p += l;
+            if (*p == ',')
+                p++;
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
+static void finish(struct jobenv *je, int status, const char *why)
+{
+    jobenv_ready_cb cb = je->ready;
+    if (je->client) {
+        store_aclient_close(je->client);
+        je->client = NULL;
+    }
+    je->ready = NULL;
+    if (cb)
+        cb(je, status, why);
+}
+
+static void on_got(store_aclient_t *cl, int status, const char *val, size_t len, int64_t num,
+                   void *arg)
+{
+    struct jobenv *je = arg;
+    (void)cl, (void)num;
+    if (!je->ready || status == UV_ECANCELED)
+        return;
+    char why[256];
+    if (status) {
+        snprintf(why, sizeof why, "cannot read the workers' endpoints from the job store: %s",
+                 podrun_strerror(status));
+        finish(je, status, why);
+        return;
+    }
+    if (!(je->values[je->got] = strndup(val, len))) {
+        finish(je, -ENOMEM, "out of memory");
+        return;
+    }
+    if (++je->got < je->nnodes)
+        return;
+    int r = make_plan(je, why, sizeof why);
+    finish(je, r, r ? why : NULL);
+}
+
+static void on_waited(store_aclient_t *cl, int status, const char *val, size_t len, int64_t num,
+                      void *arg)
+{
+    struct jobenv *je = arg;
+    (void)val, (void)len, (void)num;
+    if (!je->ready || status == UV_ECANCELED)
+        return;
+    if (status) {
+        char why[256];
+        snprintf(why, sizeof why, "the other nodes did not say where their workers listen "
+                 "within %.0fs: %s", je->wait_ms / 1000.0, podrun_strerror(status));
+        finish(je, status, why);
+        return;
+    }
+    for (int k = 0; k < je->nnodes; k++) {
+        char key[128];
+        snprintf(key, sizeof key, "%s%d", je->key_prefix, k);
+        int r = store_aclient_get(cl, key, on_got, je);
+        if (r) {
+            finish(je, r, "cannot ask the job store for the workers' endpoints");
+            return;
+        }
+    }
+}
+
+static void on_set(store_aclient_t *cl, int status, const char *val, size_t len, int64_t num,
+                   void *arg)
+{
+    (void)cl, (void)status, (void)val, (void)len, (void)num, (void)arg;
+}
+
+static void on_connected(store_aclient_t *cl, int status, void *arg)
+{
+    struct jobenv *je = arg;
+    char why[256];
+    if (!je->ready) {
+        if (!status)
+            store_aclient_close(cl);
+        return;
+    }
+    if (status) {
+        je->client = NULL;   /* freed after this callback */
+        snprintf(why, sizeof why, "cannot reach the job store to agree on the workers' "
+                 "endpoints: %s", podrun_strerror(status));
+        finish(je, status, why);
+        return;
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s%d", je->key_prefix, je->node_rank);
+    int r = store_aclient_set(cl, key, je->mine, strlen(je->mine), on_set, je);
+    char (*keys)[128] = malloc((size_t)je->nnodes * sizeof *keys);
+    const char **kp = malloc((size_t)je->nnodes * sizeof *kp);
+    for (int k = 0; !r && keys && kp && k < je->nnodes; k++) {
+        snprintf(keys[k], sizeof keys[k], "%s%d", je->key_prefix, k);
+        kp[k] = keys[k];
+    }
+    if (!r && (!keys || !kp))
+        r = -ENOMEM;
+    if (!r)
+        r = store_aclient_wait(cl, kp, (size_t)je->nnodes, je->wait_ms, on_waited, je);
+    free(keys);
+    free(kp);
+    if (r)
+        finish(je, r, "cannot publish this node's worker endpoints in the job store");
+}
+
+int jobenv_prepare(struct jobenv *je, const rdzv_assignment_t *as, int nproc, const char *dir,
+                   jobenv_ready_cb ready, void *data)
+{
+    if (je->cfg->worker_env != CFG_WORKER_ENV_PADDLE)
+        return 0;
+    jobenv_cancel(je);
+    je->round = as->round;
+    je->node_rank = as->node_rank;
+    je->nnodes = as->nnodes;
+    je->got = 0;
+    je->data = data;
+    uint64_t ms = je->cfg->join_timeout_ms;
+    je->wait_ms = ms > INT32_MAX ? INT32_MAX : (int)ms;
+    snprintf(je->key_prefix, sizeof je->key_prefix, "paddle/r%d/", as->round);
+    snprintf(je->gloo_path, sizeof je->gloo_path, "%s/gloo", dir);
+    char why[256];
+    int r = compose_mine(je, nproc, why, sizeof why);
+    if (r)
+        return r;
+    if (!(je->values = calloc((size_t)je->nnodes, sizeof *je->values)))
+        return -ENOMEM;
+    je->ready = ready;
+    r = store_aclient_connect(je->loop, as->store_host, as->store_port, je->wait_ms, on_connected,
+                              je, &je->client);
+    if (r) {
+        je->ready = NULL;
+        return r;
+    }
+    return 1;
+}
+
+/* ---- per worker ------------------------------------------------------------------------------ */
+
+int jobenv_worker_env(struct jobenv *je, int lr, const struct env_worker *ew, char ***out,
+                      struct env_notes *notes)
+{
+    const struct cfg *c = je->cfg;
+    if (c->worker_env == CFG_WORKER_ENV_ACCELERATE) {
+        struct env_accelerate m = {je->physical_cores, je->cwd};
+        return env_accelerate_build(je->envp, ew, c, &m, out, notes);
+    }
+    if (c->worker_env != CFG_WORKER_ENV_PADDLE)
+        return env_torch_build(je->envp, ew, out, notes);
+    bool server = jobenv_is_service(je, lr);
+    int ns = je->nservers, nt = c->nproc_per_node - ns;
+    int idx = server ? lr : lr - ns;
+    char dev[64] = "";
+    const char *p = je->local_devices && *je->local_devices ? je->local_devices : NULL;
+    if (p && !server) {
+        if (nt == 1)
+            snprintf(dev, sizeof dev, "%s", p);
+        else {
+            for (int k = 0; k < idx && p; k++)
+                p = (p = strchr(p, ',')) ? p + 1 : NULL;
+            if (p)
+                snprintf(dev, sizeof dev, "%.*s", (int)strcspn(p, ","), p);
+        }
+    }
+    struct env_paddle_job j = {
+        .ps = c->paddle_run_mode == CFG_PADDLE_PS, .nnodes = je->nnodes, .job_id = c->rdzv_id,
+        .master = je->master, .log_dir = je->log_dir, .pod_name = je->node_name,
+        .pod_ip = je->ip, .trainer_endpoints = je->trainers ? je->trainers : "",
+        .ntrainers = je->ntrainers, .server_endpoints = je->servers ? je->servers : "",
+        .nservers = je->nservers_job, .world_device_ids = je->world_devices,
+        .gloo_port = c->paddle_gloo_port, .with_gloo = c->paddle_with_gloo,
+        .gloo_fs_path = je->gloo_path,
+    };
+    struct env_paddle_worker w = {
+        .server = server, .local_rank = idx, .local_size = server ? ns : nt,
+        .id = je->worker_id[lr], .endpoint = je->worker_endpoint[lr] ? je->worker_endpoint[lr]
+                                                                        : "",
+        .devices = dev[0] ? dev : NULL, .heartbeat_file = ew->heartbeat_file,
+        .socket_ifname = ew->socket_ifname,
+    };
+    if (notes)
+        *notes = (struct env_notes){0, false};
+    return env_paddle_build(je->envp, &j, &w, out);
+}
+
+int jobenv_log_fd(struct jobenv *je, int lr, int stream, int *fd, char *path, size_t plen)
+{
+    *fd = -1;
+    if (je->cfg->worker_env != CFG_WORKER_ENV_PADDLE || !je->log_dir)
+        return 0;
+    bool server = jobenv_is_service(je, lr);
+    snprintf(path, plen, "%s/%s.%d", je->log_dir, server ? "serverlog" : "workerlog",
+             server ? lr : lr - je->nservers);
+    /* both streams append to one file; --log_overwrite empties it first, once */
+    int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
+    if (stream == 1 && je->cfg->paddle_log_overwrite)
+        flags |= O_TRUNC;
+    *fd = open(path, flags, 0644);
+    return *fd < 0 ? -errno : 0;
+}
