@@ -1522,6 +1522,20 @@ static int start_health(struct agent *a)
 
 /* ---------- start ---------- */
 
+/* Where the job store's port was given, as the user wrote it: "flag --main_process_port",
+ * "config file c.yaml:main_process_port", or podrun's own flag for it. */
+static const char *port_input(const struct cfg *c)
+{
+    static char buf[CFG_SRC_NAME_MAX + 32];
+    const struct cfg_src *s = &c->src[CFG_RDZV_ENDPOINT];
+    if (s->kind == CFG_SRC_DERIVED)
+        s = &c->src[CFG_MASTER_PORT];
+    if (s->kind == CFG_SRC_DEFAULT)
+        return c->rdzv_backend == CFG_BACKEND_STATIC ? "--master-port" : "--rdzv-endpoint";
+    cfg_src_describe(s, buf, sizeof buf);
+    return buf;
+}
+
 /* INIT -> RENDEZVOUS: the rendezvous parameters from the config (--standalone: a random id and a
  * free loopback port; who hosts: static node rank 0, c10d the endpoint's own node unless is_host
  * says), and the join. A store that cannot be hosted is said with the flag that picks its port. */
@@ -1620,10 +1634,8 @@ static int start_rendezvous(struct agent *a)
                          podrun_strerror(r),
                          p.store_port ? "; pick another --master-port for this node's store" : "");
         else if (p.is_host)
-            logs_message(&a->logs, "cannot host the job store on %s:%d: %s; pick another %s",
-                         local ? local : "*", port, podrun_strerror(r),
-                         c->rdzv_backend == CFG_BACKEND_STATIC ? "--master-port"
-                                                               : "--rdzv-endpoint port");
+            logs_message(&a->logs, "cannot host the job store on %s:%d: %s; pick another port "
+                         "(%s)", local ? local : "*", port, podrun_strerror(r), port_input(c));
         else
             logs_message(&a->logs, "cannot start the rendezvous with %s:%d: %s",
                          endpoint ? endpoint : "?", port, podrun_strerror(r));

@@ -72,6 +72,7 @@ struct store_aclient {
     unsigned retry_ms;          /* store_aclient_retry_every, 0: back off */
     unsigned seed;
     int last_err;
+    int hello_err;              /* the last attempt was accepted but not answered as a store */
     fifo_t wire;                /* areq_t on the wire, awaiting replies in order */
     fifo_t held;                /* areq_t held back behind a timed WAIT */
     int waits_out;              /* WAITs on the wire */
@@ -503,6 +504,7 @@ static void retry_later(store_aclient_t *c)
 static void retry(store_aclient_t *c, int err)
 {
     c->last_err = err;
+    c->hello_err = c->state == S_VALIDATING ? err : 0;
     uv_timer_stop(&c->timer);
     fail_all(c, PODRUN_ECONNRESET); /* only the internal hello can be queued here */
     c->rlen = 0;
@@ -741,6 +743,11 @@ void store_aclient_liveness(store_aclient_t *c, unsigned timeout_ms)
     c->user_timeout_ms = timeout_ms;
     if (c->state == S_READY || c->state == S_VALIDATING)
         apply_liveness(c);
+}
+
+int store_aclient_hello_error(const store_aclient_t *c)
+{
+    return c ? c->hello_err : 0;
 }
 
 void store_aclient_on_lost(store_aclient_t *c, store_aclient_cb on_lost, void *arg)

@@ -31,6 +31,9 @@ typedef void (*store_reply_cb)(store_aclient_t *c, int status, const char *val, 
  * client is freed after the callback returns. */
 int store_aclient_connect(uv_loop_t *loop, const char *host, uint16_t port, int timeout_ms,
                           store_aclient_cb connected, void *arg, store_aclient_t **out);
+/* While connecting: the error of the last attempt whose TCP connection was accepted but whose
+ * hello (VALIDATE) got no store's answer — something else holds the port —, or 0. */
+int store_aclient_hello_error(const store_aclient_t *c);
 /* Makes every connection attempt pass the token handshake (rdzv/auth.h) before `connected`
  * runs: with `key`, the store must prove it holds the same token and accept this client's
  * proof; with NULL, the store must not ask for a token. Otherwise `connected` gets

@@ -654,9 +654,13 @@ static void on_prog_timer(uv_timer_t *t)
     if (a->state == AS_CONNECTING) {
         char line[RDZV_LINE_MAX], left[32];
         podrun_format_duration(a->started + a->p.join_timeout - podrun_time_epoch(), left, sizeof left);
+        int hello = store_aclient_hello_error(a->conn);
         sfmt(line, sizeof line,
-                 "rendezvous '%s': waiting for the job store at %s:%u (%s left)", a->run_id,
-                 a->connect_host, a->port, left);
+                 "rendezvous '%s': waiting for the job store at %s:%u (%s left)%s%s%s", a->run_id,
+                 a->connect_host, a->port, left,
+                 hello ? "; a program there accepts connections but does not answer as a job "
+                         "store (" : "", hello ? podrun_strerror(hello) : "",
+                 hello ? "): the port is taken on that machine; give another one" : "");
         progress(a, line);
     } else if (a->state == AS_JOINING && !a->server && a->ready) {
         char key[320];

@@ -916,7 +916,12 @@ static void on_done(coord_t *c, cnode_t *n, int r)
         act_set(c, key, val, (size_t)len);
     c->finished = 1;
     char text[256];
-    sfmt(text, sizeof text, "job '%s' finished: all %d nodes done in round %d", c->run_id,
+    if (c->services)
+        sfmt(text, sizeof text, "job '%s' finished: all %d nodes done in round %d (%d service "
+             "node%s to stop)", c->run_id, c->members - c->services, c->round, c->services,
+             c->services == 1 ? "" : "s");
+    else
+        sfmt(text, sizeof text, "job '%s' finished: all %d nodes done in round %d", c->run_id,
              c->members, c->round);
     act_log(c, "%s", text);
     go_over(c, "finished", text);

@@ -615,7 +615,7 @@ static int set_from(struct cfg *c, enum cfg_id id, const char *text, enum cfg_id
 {
     struct cfg_src s = c->src[from];
     if (s.kind == CFG_SRC_DEFAULT)
-        cfg_src_init(&s, CFG_SRC_FLAG, "accelerate launch (default %s)", cfg_name(from));
+        cfg_src_init(&s, CFG_SRC_FLAG, "accelerate launch's default %s", cfg_name(from));
     return cfg_set(c, id, text, &s, err, errlen);
 }
 
@@ -714,7 +714,7 @@ static int machines_and_rendezvous(struct cfg *c, char *err, size_t errlen)
         return r ? r : set_from(c, CFG_MASTER_PORT, text, CFG_ACC_MAIN_PROCESS_PORT, err, errlen);
     }
     podrun_hostport_format(ip, (int)port, text, sizeof text);
-    return set_from(c, CFG_RDZV_ENDPOINT, text, CFG_ACC_MAIN_PROCESS_IP, err, errlen);
+    return set_from(c, CFG_RDZV_ENDPOINT, text, CFG_ACC_MAIN_PROCESS_PORT, err, errlen);
 }
 
 static int accelerate_finalize(struct cfg *c, char *err, size_t errlen)
