@@ -23,7 +23,8 @@
  *   lost (store host gone, join timeout)   → stop the workers, EXITING with the lost code
  *   SIGTERM / SIGINT                       → tell the job this node leaves, stop the workers,
  *                                            exit 128+signal; a second one sends SIGKILL at once
- *   SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2      → forwarded to every worker process group
+ *   SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2      → forwarded to every worker process group, unless
+ *                                            --signals-to-handle names it: then as SIGTERM
  *   an orphan is reaped                    → nothing else to do (init.c reaped it)
  *   EXITING                                → drain the pipes, print the report, write the
  *                                            termination log, close the rendezvous (the host
@@ -32,6 +33,7 @@
 #include "agent.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <net/if.h>
 #include <signal.h>
@@ -43,6 +45,7 @@
 
 #include "devices/node.h"
 #include "discover/identity.h"
+#include "config/values.h"
 #include "discover/k8s_discover.h"
 #include "env/argv.h"
 #include "env/deepspeed.h"
@@ -131,6 +134,11 @@ struct agent {
     struct jobenv je;              /* the front-end's worker environment (jobenv.h) */
     bool je_init;
     bool done_reported;            /* every worker the job waits for exited 0 (this attempt) */
+    uint64_t stop_signals;         /* 1 << signo of --signals-to-handle: they stop the job */
+    char filter_buf[2][1024];      /* --duplicate-std*-filters, split */
+    const char *filter_items[2][64];
+    size_t nfilters[2];
+    int filter_fd[2];              /* this attempt's filtered_std*.log, -1: none */
     char rdzv_id_buf[40];
     char last_progress[RDZV_LINE_MAX];   /* the last rendezvous line printed */
     uv_timer_t exit_timer, leave_timer;
@@ -179,8 +187,21 @@ static void rank_path(struct agent *a, int lr, const char *file, char *out, size
 static int prepare_attempt_dir(struct agent *a)
 {
     int r = rundir_attempt(&a->dir, a->run_id, a->attempt);
-    if (!r && a->dir.log_files && !a->cfg->log_dir)
+    if (!r && a->dir.keep && !a->cfg->log_dir)
         logs_message(&a->logs, "worker log files are in %s", a->dir.attempt);
+    for (int k = 0; !r && k < 2; k++) {
+        if (a->filter_fd[k] >= 0)
+            close(a->filter_fd[k]);
+        a->filter_fd[k] = -1;
+        if (!a->nfilters[k])
+            continue;
+        char p[PATH_MAX + 32];
+        snprintf(p, sizeof p, "%s/filtered_std%s.log", a->dir.attempt, k ? "err" : "out");
+        a->filter_fd[k] = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (a->filter_fd[k] < 0)
+            logs_message(&a->logs, "cannot write %s: %s", p, strerror(errno));
+        logs_set_filter(&a->logs, k + 1, a->filter_fd[k], a->filter_items[k], a->nfilters[k]);
+    }
     return r;
 }
 
@@ -1063,14 +1084,15 @@ static void on_leave_timeout(uv_timer_t *t)
     leave_done(a);
 }
 
-/* SIGTERM/SIGINT stop the job on this node: the job is told this node leaves (bounded by
- * AGENT_LEAVE_MS), the workers get the same signal, and podrun exits 128+signal; a second one
- * sends SIGKILL at once. Any other forwarded signal goes to every worker's process group. */
+/* SIGTERM/SIGINT, and the signals --signals-to-handle names (torch 2.x's rule), stop the job on
+ * this node: the job is told this node leaves (bounded by AGENT_LEAVE_MS), the workers get the
+ * same signal, and podrun exits 128+signal; a second one sends SIGKILL at once. Any other
+ * forwarded signal goes to every worker's process group. */
 static void on_signal(void *arg, int sig)
 {
     struct agent *a = arg;
     char sn[32], why[96];
-    bool stops = sig == SIGTERM || sig == SIGINT;
+    bool stops = sig == SIGTERM || sig == SIGINT || (a->stop_signals >> sig & 1);
     if (a->state >= AGENT_EXITING)
         return;   /* after the stop there is nobody to tell */
     if (!stops) {
@@ -1716,6 +1738,12 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
         free(a);
         return 1;
     }
+    cfg_signals_parse(cfg->signals_to_handle, &a->stop_signals, NULL, 0);
+    for (int k = 0; k < 2; k++) {
+        a->filter_fd[k] = -1;
+        a->nfilters[k] = cfg_filters_split(cfg->dup_filters[k], a->filter_buf[k],
+                                           sizeof a->filter_buf[k], a->filter_items[k], 64);
+    }
     int r = env_worker_argv(cfg, &a->argv);
     if (!r && !(a->streams = calloc((size_t)(2 * a->n), sizeof *a->streams)))
         r = -ENOMEM;
@@ -1748,6 +1776,9 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     int code = a->exit_code;
     uv_loop_close(a->loop);
     jobenv_free(&a->je);
+    for (int k = 0; k < 2; k++)
+        if (a->filter_fd[k] >= 0)
+            close(a->filter_fd[k]);
     free(a->argv);
     free(a->streams);
     free(a->derived);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "jsonline.h"
@@ -91,6 +92,7 @@ int logs_init(struct logs *L, uv_loop_t *loop)
 {
     memset(L, 0, sizeof *L);
     L->loop = loop;
+    L->filter[0].fd = L->filter[1].fd = -1;
     sink_open(L, &L->sink[0], 1);
     L->out = &L->sink[0];
     if (same_file(1, 2)) {
@@ -242,11 +244,39 @@ static void tail_add(struct log_stream *s, const char *p, size_t n)
     s->tail[s->tail_len++] = '\n';
 }
 
+/* A console line matching one of the stream's filters is copied to their file, whole and
+ * prefixed; the file is a regular one, so the write does not wait on a reader. */
+static void filter_line(struct log_stream *s, const char *p, size_t n)
+{
+    const struct log_filter *f = &s->L->filter[s->which == 2];
+    if (f->fd < 0)
+        return;
+    for (size_t i = 0; i < f->n; i++)
+        if (memmem(p, n, f->items[i], strlen(f->items[i]))) {
+            struct iovec v[3] = {{s->prefix, s->prefix_len}, {(void *)p, n}, {"\n", 1}};
+            ssize_t w;
+            do
+                w = writev(f->fd, v, 3);
+            while (w < 0 && errno == EINTR);
+            return;
+        }
+}
+
 static void emit_line(struct log_stream *s, const char *p, size_t n)
 {
-    if (s->sink)
+    if (s->sink) {
         sink_append(s->sink, s->prefix, s->prefix_len, p, n, true);
+        filter_line(s, p, n);
+    }
     tail_add(s, p, n);
+}
+
+void logs_set_filter(struct logs *L, int which, int fd, const char *const *items, size_t n)
+{
+    struct log_filter *f = &L->filter[which == 2];
+    f->fd = fd;
+    f->items = items;
+    f->n = n;
 }
 
 /* New bytes are at line[len .. len+n): emit every complete line, keep the rest. */
@@ -340,6 +370,7 @@ int logs_stream_open(struct logs *L, struct log_stream *s, int which, const char
 {
     memset(s, 0, sizeof *s);
     s->L = L;
+    s->which = which;
     s->file_fd = file_fd;
     s->keep_tail = keep_tail;
     s->sink = console ? (which == 2 ? L->err : L->out) : NULL;

@@ -40,6 +40,7 @@ struct log_sink {
 
 struct log_stream {
     struct logs *L;
+    int which;               /* 1 stdout, 2 stderr */
     uv_pipe_t pipe;
     bool open, reading, eof;
     struct log_sink *sink;   /* NULL: not shown on the console */
@@ -61,6 +62,13 @@ struct logs {
     struct log_sink *out, *err;  /* err == out when both are the same file */
     struct log_stream **streams;
     int nstreams, cap;
+    /* torch 2.x's --duplicate-std{out,err}-filters: a console line holding any of items also
+     * goes, prefixed, to fd (all ranks together). [0] stdout, [1] stderr; fd -1: none. */
+    struct log_filter {
+        int fd;
+        const char *const *items;
+        size_t n;
+    } filter[2];
     uv_timer_t drain_timer;
     void (*on_drained)(struct logs *L, bool complete);
     void *data;
@@ -86,6 +94,10 @@ void logs_stream_finish(struct log_stream *s);
 void logs_stream_forget(struct log_stream *s);
 /* The last lines of the stream (keep_tail streams), not NUL-terminated. */
 const char *logs_stream_tail(const struct log_stream *s, size_t *len);
+
+/* Copies console lines of stream `which` (1, 2) holding any of items[0..n) to fd (which the
+ * caller keeps open and closes; -1: no copy). items must outlive the logs. */
+void logs_set_filter(struct logs *L, int which, int fd, const char *const *items, size_t n);
 
 /* podrun's own messages: "podrun: <text>\n" on stderr, in order with the workers' lines; under
  * --log-format json one object {"time","source":"podrun","node","run_id","msg"} per message. */

@@ -76,7 +76,8 @@ int rundir_open(struct rundir *d, const struct cfg *cfg)
     if (!mkdtemp(d->base))
         return -errno;
     d->own_base = true;
-    d->keep = d->log_files;
+    /* files the user asked for: per-rank logs, or the filtered copies of the console */
+    d->keep = d->log_files || cfg->dup_filters[0] || cfg->dup_filters[1];
     return 0;
 }
 

@@ -2,7 +2,8 @@
  * files live, BASE/<run id>/attempt_<n>/<local rank>/.
  *
  * BASE is --log-dir, which is kept; else a private directory made under tmpdir, removed at the
- * end unless --redirects/--tee wrote log files into it (then it is kept and its path said once).
+ * end unless --redirects/--tee or --duplicate-std*-filters wrote log files into it (then it is
+ * kept and its path said once).
  * Each attempt starts with its rank directories free of the last attempt's error and heartbeat
  * files, which would name the wrong root cause. */
 #ifndef PODRUN_LAUNCHER_RUNDIR_H

@@ -579,14 +579,14 @@ static void format_optport(const struct cfg *c, const struct cfg_setting *s, cha
 
 /* ---- signal lists (--signals-to-handle) ------------------------------------------------------ */
 
-/* The signals a list may name: those a launcher is sent to stop or to pass on. */
+/* The signals a list may name: those podrun watches as PID 1 (init.h), which are the ones a
+ * launcher is sent to stop or to pass on. */
 static const struct {
     const char *name;
     int signo;
 } signames[] = {
     {"SIGTERM", SIGTERM}, {"SIGINT", SIGINT}, {"SIGHUP", SIGHUP}, {"SIGQUIT", SIGQUIT},
-    {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGABRT", SIGABRT}, {"SIGALRM", SIGALRM},
-    {"SIGXCPU", SIGXCPU}, {"SIGPWR", SIGPWR},
+    {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2},
 };
 
 int cfg_signals_parse(const char *s, uint64_t *mask, char *bad, size_t badlen)
@@ -631,8 +631,8 @@ static int parse_signals(const struct cfg_setting *s, const char *t, const char 
     (void)s;
     if (cfg_signals_parse(t, NULL, bad, sizeof bad))
         return fail(err, errlen, "%s: %s%s%sexpected signal names separated by commas from "
-                    "SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGABRT, SIGALRM, "
-                    "SIGXCPU, SIGPWR", what, bad[0] ? "'" : "", bad,
+                    "SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2", what,
+                    bad[0] ? "'" : "", bad,
                     bad[0] ? "' is not one; " : "");
     return dup_text(t, &v->s);
 }
