@@ -109,9 +109,7 @@ int jobenv_init(struct jobenv *je, uv_loop_t *loop, const struct cfg *c, char **
         je->nservers = c->paddle_server_num;
     int n = c->nproc_per_node;
     je->log_fd = malloc((size_t)n * sizeof *je->log_fd);
-    je->worker_endpoint = calloc((size_t)n, sizeof *je->worker_endpoint);
-    je->worker_id = calloc((size_t)n, sizeof *je->worker_id);
-    if (!je->log_fd || !je->worker_endpoint || !je->worker_id)
+    if (!je->log_fd)
         return podrun_failf(-ENOMEM, err, errlen, "out of memory");
     for (int i = 0; i < n; i++)
         je->log_fd[i] = -1;
@@ -123,20 +121,6 @@ int jobenv_init(struct jobenv *je, uv_loop_t *loop, const struct cfg *c, char **
     if (!(je->log_dir = strdup(abs)))
         return podrun_failf(-ENOMEM, err, errlen, "out of memory");
     return 0;
-}
-
-static void plan_free(struct jobenv *je)
-{
-    free(je->master);
-    free(je->trainers);
-    free(je->servers);
-    free(je->world_devices);
-    free(je->local_devices);
-    je->master = je->trainers = je->servers = je->world_devices = je->local_devices = NULL;
-    for (int i = 0; je->worker_endpoint && i < je->cfg->nproc_per_node; i++) {
-        free(je->worker_endpoint[i]);
-        je->worker_endpoint[i] = NULL;
-    }
 }
 
 void jobenv_cancel(struct jobenv *je)
@@ -155,13 +139,11 @@ void jobenv_cancel(struct jobenv *je)
 void jobenv_free(struct jobenv *je)
 {
     jobenv_cancel(je);
-    plan_free(je);
-    free(je->worker_endpoint);
-    free(je->worker_id);
+    env_paddle_plan_free(&je->plan);
+    free(je->local_devices);
     free(je->log_fd);
     free(je->log_dir);
-    je->worker_endpoint = NULL;
-    je->worker_id = NULL;
+    je->local_devices = NULL;
     je->log_fd = NULL;
     je->log_dir = NULL;
 }
@@ -260,9 +242,8 @@ static int compose_mine(struct jobenv *je, int nproc, char *err, size_t errlen)
     if (r)
         return podrun_failf(r, err, errlen, "cannot find free ports on %s for the workers: %s",
                             je->ip, podrun_strerror(r));
-    char s[1024], t[1024], cand[300], d[512] = "", devs[256] = "";
-    const char *bad = NULL;
-    if (env_paddle_devices(je->envp, c->paddle_devices, 0, devs, sizeof devs, &bad))
+    char s[1024], t[1024], cand[300], d[512] = "", devs[256] = "", bad[64];
+    if (env_paddle_devices(je->envp, c->paddle_devices, 0, devs, sizeof devs, bad, sizeof bad))
         return podrun_failf(-EINVAL, err, errlen, "--devices %s: device %s is not visible on this "
                             "node (CUDA_VISIBLE_DEVICES)", c->paddle_devices, bad);
     free(je->local_devices);
@@ -295,102 +276,23 @@ static int compose_mine(struct jobenv *je, int nproc, char *err, size_t errlen)
 
 /* ---- the agreement --------------------------------------------------------------------------- */
 
-/* The line "k=..." of a node's value, into out. */
-static void field(const char *v, char k, char *out, size_t cap)
-{
-    out[0] = '\0';
-    for (const char *p = v; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (p[0] == k && p[1] == '=') {
-            size_t l = strcspn(p + 2, "\n");
-            snprintf(out, cap, "%.*s", (int)(l < cap ? l : cap - 1), p + 2);
-            return;
-        }
-}
-
-static int count_items(const char *s)
-{
-    int n = 0;
-    for (const char *p = s; *p; p++)
-        n += p == s || p[-1] == ',';
-    return *s ? n : 0;
-}
-
-/* Appends item (a comma list) to the growing list *acc. */
-static int append(char **acc, const char *item)
-{
-    if (!*item)
-        return 0;
-    size_t a = *acc ? strlen(*acc) : 0, b = strlen(item);
-    char *n = realloc(*acc, a + b + 2);
-    if (!n)
-        return -ENOMEM;
-    if (a)
-        n[a++] = ',';
-    memcpy(n + a, item, b + 1);
-    *acc = n;
-    return 0;
-}
-
-/* Every node's value is in: the job's endpoints in node-rank order, this node's workers' ids and
- * endpoints, and endpoints.log. */
+/* Every node's value is in: the job's plan (env/paddle.h), and the legacy launcher's
+ * endpoints.log beside the worker logs. */
 static int make_plan(struct jobenv *je, char *why, size_t wlen)
 {
-    const struct cfg *c = je->cfg;
-    int ns = je->nservers, r = 0, toff = 0, soff = 0;
-    char buf[4096];
-    plan_free(je);
-    je->ntrainers = je->nservers_job = 0;
-    for (int k = 0; k < je->nnodes && !r; k++) {
-        const char *v = je->values[k];
-        field(v, 't', buf, sizeof buf);
-        if (k < je->node_rank)
-            toff += count_items(buf);
-        je->ntrainers += count_items(buf);
-        r = append(&je->trainers, buf);
-        field(v, 's', buf, sizeof buf);
-        if (k < je->node_rank)
-            soff += count_items(buf);
-        je->nservers_job += count_items(buf);
-        if (!r)
-            r = append(&je->servers, buf);
-        field(v, 'd', buf, sizeof buf);
-        if (!r)
-            r = append(&je->world_devices, buf);
-        if (k == 0 && !r) {
-            field(v, 'c', buf, sizeof buf);
-            if (buf[0] && !(je->master = strdup(buf)))
-                r = -ENOMEM;
-        }
-    }
-    if (!r && c->paddle_ips && je->trainers) {   /* --ips: the first trainer's endpoint */
-        free(je->master);
-        je->master = strndup(je->trainers, strcspn(je->trainers, ","));
-    }
-    char s[1024], t[1024];
-    field(je->mine, 's', s, sizeof s);
-    field(je->mine, 't', t, sizeof t);
-    for (int lr = 0; lr < c->nproc_per_node && !r; lr++) {
-        const char *list = lr < ns ? s : t;
-        int idx = lr < ns ? lr : lr - ns;
-        const char *p = list;
-        for (int k = 0; k < idx && p; k++)
-            p = (p = strchr(p, ',')) ? p + 1 : NULL;
-        je->worker_endpoint[lr] = p ? strndup(p, strcspn(p, ",")) : strdup("");
-        je->worker_id[lr] = lr < ns ? soff + lr : toff + lr - ns;
-        if (!je->worker_endpoint[lr])
-            r = -ENOMEM;
-    }
+    env_paddle_plan_free(&je->plan);
+    int r = env_paddle_plan(je->values, je->nnodes, je->node_rank, je->cfg->nproc_per_node,
+                            je->nservers, je->cfg->paddle_ips != NULL, &je->plan);
     if (r)
         return podrun_failf(r, why, wlen, "out of memory");
-    /* the legacy launcher's endpoints.log, beside the worker logs */
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/endpoints.log", je->log_dir);
     FILE *f = fopen(path, "w");
     if (f) {
         fprintf(f, "PADDLE_TRAINER_ENDPOINTS: \n");
-        for (const char *p = je->trainers ? je->trainers : ""; *p;) {
+        for (const char *p = je->plan.trainers; *p;) {
             size_t l = strcspn(p, ",");
-            fprintf(f, "%s%.*s", p == je->trainers ? "" : "\n", (int)l, p);
+            fprintf(f, "%s%.*s", p == je->plan.trainers ? "" : "\n", (int)l, p);
             p += l;
             if (*p == ',')
                 p++;
@@ -562,17 +464,18 @@ int jobenv_worker_env(struct jobenv *je, int lr, const struct env_worker *ew, ch
     }
     struct env_paddle_job j = {
         .ps = c->paddle_run_mode == CFG_PADDLE_PS, .nnodes = je->nnodes, .job_id = c->rdzv_id,
-        .master = je->master, .log_dir = je->log_dir, .pod_name = je->node_name,
-        .pod_ip = je->ip, .trainer_endpoints = je->trainers ? je->trainers : "",
-        .ntrainers = je->ntrainers, .server_endpoints = je->servers ? je->servers : "",
-        .nservers = je->nservers_job, .world_device_ids = je->world_devices,
+        .master = je->plan.master, .log_dir = je->log_dir, .pod_name = je->node_name,
+        .pod_ip = je->ip, .trainer_endpoints = je->plan.trainers ? je->plan.trainers : "",
+        .ntrainers = je->plan.ntrainers,
+        .server_endpoints = je->plan.servers ? je->plan.servers : "",
+        .nservers = je->plan.nservers, .world_device_ids = je->plan.world_devices,
         .gloo_port = c->paddle_gloo_port, .with_gloo = c->paddle_with_gloo,
         .gloo_fs_path = je->gloo_path,
     };
     struct env_paddle_worker w = {
         .server = server, .local_rank = idx, .local_size = server ? ns : nt,
-        .id = je->worker_id[lr], .endpoint = je->worker_endpoint[lr] ? je->worker_endpoint[lr]
-                                                                        : "",
+        .id = je->plan.id ? je->plan.id[lr] : 0,
+        .endpoint = je->plan.endpoint && je->plan.endpoint[lr] ? je->plan.endpoint[lr] : "",
         .devices = dev[0] ? dev : NULL, .heartbeat_file = ew->heartbeat_file,
         .socket_ifname = ew->socket_ifname,
     };

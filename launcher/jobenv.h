@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "config/config.h"
+#include "env/paddle.h"
 #include "env/torch.h"
 #include "rdzv/aclient.h"
 #include "rdzv/rendezvous.h"
@@ -53,10 +54,8 @@ struct jobenv {
     void *data;
 
     /* the job's plan once agreed (paddle) */
-    char *master, *trainers, *servers, *world_devices, *local_devices;
-    char **worker_endpoint;       /* per local rank */
-    int *worker_id;               /* PADDLE_TRAINER_ID / PADDLE_PSERVER_ID per local rank */
-    int ntrainers, nservers_job;
+    struct env_paddle_plan plan;
+    char *local_devices;          /* this node's devices' relative indices */
     char gloo_path[4096];
 };
 

@@ -145,9 +145,8 @@ int env_paddle_build(char *const *base, const struct env_paddle_job *j,
 }
 
 int env_paddle_devices(char *const *base, const char *devices, int ngpus, char *out, size_t cap,
-                       const char **bad)
+                       char *bad, size_t badcap)
 {
-    static char badbuf[64];
     const char *cvd = env_get(base, "CUDA_VISIBLE_DEVICES");
     size_t o = 0;
     out[0] = '\0';
@@ -183,9 +182,8 @@ int env_paddle_devices(char *const *base, const char *devices, int ngpus, char *
                 idx = (int)v;
         }
         if (idx < 0) {
-            snprintf(badbuf, sizeof badbuf, "%.*s", (int)(l < 63 ? l : 63), p);
-            if (bad)
-                *bad = badbuf;
+            if (bad && badcap)
+                snprintf(bad, badcap, "%.*s", (int)(l < 63 ? l : 63), p);
             return -EINVAL;
         }
         o += (size_t)snprintf(out + o, cap - o, "%s%d", k ? "," : "", idx);
@@ -194,4 +192,114 @@ int env_paddle_devices(char *const *base, const char *devices, int ngpus, char *
             p++;
     }
     return 0;
+}
+
+/* ---- the plan -------------------------------------------------------------------------------- */
+
+/* The line "k=..." of a node's value, into out. */
+static void field(const char *v, char k, char *out, size_t cap)
+{
+    out[0] = '\0';
+    for (const char *p = v; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (p[0] == k && p[1] == '=') {
+            size_t l = strcspn(p + 2, "\n");
+            snprintf(out, cap, "%.*s", (int)(l < cap ? l : cap - 1), p + 2);
+            return;
+        }
+}
+
+static int count_items(const char *s)
+{
+    int n = 0;
+    for (const char *p = s; *p; p++)
+        n += p == s || p[-1] == ',';
+    return n;
+}
+
+/* Appends item (a comma list) to the list *acc. */
+static int append(char **acc, const char *item)
+{
+    size_t a = *acc ? strlen(*acc) : 0, b = strlen(item);
+    if (!b && *acc)
+        return 0;
+    char *n = realloc(*acc, a + b + 2);
+    if (!n)
+        return -ENOMEM;
+    if (a && b)
+        n[a++] = ',';
+    memcpy(n + a, item, b + 1);
+    *acc = n;
+    return 0;
+}
+
+/* The idx-th item of a comma list, malloc'd ("" past the end). */
+static char *item_at(const char *list, int idx)
+{
+    const char *p = list;
+    for (int k = 0; k < idx && p; k++)
+        p = (p = strchr(p, ',')) ? p + 1 : NULL;
+    return p && *p ? strndup(p, strcspn(p, ",")) : strdup("");
+}
+
+void env_paddle_plan_free(struct env_paddle_plan *p)
+{
+    free(p->master);
+    free(p->trainers);
+    free(p->servers);
+    free(p->world_devices);
+    for (int i = 0; p->endpoint && i < p->nproc; i++)
+        free(p->endpoint[i]);
+    free(p->endpoint);
+    free(p->id);
+    memset(p, 0, sizeof *p);
+}
+
+int env_paddle_plan(char *const *values, int nnodes, int node_rank, int nproc, int nservers,
+                    bool ips, struct env_paddle_plan *p)
+{
+    char buf[8192];
+    int r = 0, toff = 0, soff = 0;
+    memset(p, 0, sizeof *p);
+    p->nproc = nproc;
+    p->endpoint = calloc((size_t)(nproc > 0 ? nproc : 1), sizeof *p->endpoint);
+    p->id = calloc((size_t)(nproc > 0 ? nproc : 1), sizeof *p->id);
+    if (!p->endpoint || !p->id || append(&p->trainers, "") || append(&p->servers, ""))
+        r = -ENOMEM;
+    for (int k = 0; k < nnodes && !r; k++) {
+        field(values[k], 't', buf, sizeof buf);
+        toff += k < node_rank ? count_items(buf) : 0;
+        p->ntrainers += count_items(buf);
+        r = append(&p->trainers, buf);
+        field(values[k], 's', buf, sizeof buf);
+        soff += k < node_rank ? count_items(buf) : 0;
+        p->nservers += count_items(buf);
+        if (!r)
+            r = append(&p->servers, buf);
+        field(values[k], 'd', buf, sizeof buf);
+        if (!r && buf[0])
+            r = append(&p->world_devices, buf);
+        field(values[k], 'c', buf, sizeof buf);
+        if (!r && k == 0 && buf[0] && !(p->master = strdup(buf)))
+            r = -ENOMEM;
+    }
+    if (!r && ips && p->trainers[0]) {   /* --ips: the first trainer's endpoint */
+        free(p->master);
+        if (!(p->master = item_at(p->trainers, 0)))
+            r = -ENOMEM;
+    }
+    char s[8192] = "", t[8192] = "";
+    if (node_rank >= 0 && node_rank < nnodes) {
+        field(values[node_rank], 's', s, sizeof s);
+        field(values[node_rank], 't', t, sizeof t);
+    }
+    for (int lr = 0; lr < nproc && !r; lr++) {
+        bool server = lr < nservers;
+        p->endpoint[lr] = item_at(server ? s : t, server ? lr : lr - nservers);
+        p->id[lr] = server ? soff + lr : toff + lr - nservers;
+        if (!p->endpoint[lr])
+            r = -ENOMEM;
+    }
+    if (r)
+        env_paddle_plan_free(p);
+    return r;
 }

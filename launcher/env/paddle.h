@@ -54,6 +54,25 @@ struct env_paddle_worker {
     const char *socket_ifname;      /* GLOO_SOCKET_IFNAME when unset, NULL: none */
 };
 
+/* What every node published for a round (jobenv.c), read back in node-rank order: each value is
+ * lines "c=<ip:port>" (its master candidate), "s=<servers>", "t=<trainers>" (comma lists of
+ * ip:port) and "d=<each trainer's devices, ':' within one, ',' between>". */
+struct env_paddle_plan {
+    char *master;             /* node 0's candidate, or with --ips the first trainer */
+    char *trainers, *servers; /* every endpoint, in node-rank order ("" for none) */
+    char *world_devices;      /* NULL: no node has devices */
+    int ntrainers, nservers;
+    char **endpoint;          /* per local rank: its own endpoint */
+    int *id;                  /* per local rank: PADDLE_TRAINER_ID, or PADDLE_PSERVER_ID */
+    int nproc;
+};
+
+/* The plan for node node_rank's nproc workers, its first nservers parameter servers, from the
+ * values of nodes 0..nnodes-1 (ips: --ips mode). 0 or -ENOMEM. env_paddle_plan_free frees. */
+int env_paddle_plan(char *const *values, int nnodes, int node_rank, int nproc, int nservers,
+                    bool ips, struct env_paddle_plan *p);
+void env_paddle_plan_free(struct env_paddle_plan *p);
+
 /* The variables env_paddle_build may set, for notes and tests. */
 extern const char *const env_paddle_vars[];
 
@@ -64,9 +83,9 @@ int env_paddle_build(char *const *base, const struct env_paddle_job *j,
 
 /* The devices the workers of a node use, as Paddle's context/device.py picks them: `devices`
  * (--devices, NULL: all) as indices into the visible ones (CUDA_VISIBLE_DEVICES in base, else
- * 0..ngpus-1), into out as "i,j,..." (empty: none). -EINVAL with *bad set to a listed device
+ * 0..ngpus-1), into out as "i,j,..." (empty: none). -EINVAL with bad set to a listed device
  * that is not visible. */
 int env_paddle_devices(char *const *base, const char *devices, int ngpus, char *out, size_t cap,
-                       const char **bad);
+                       char *bad, size_t badcap);
 
 #endif
