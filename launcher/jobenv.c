@@ -442,46 +442,16 @@ int jobenv_worker_env(struct jobenv *je, int lr, const struct env_worker *ew, ch
 {
     const struct cfg *c = je->cfg;
     if (c->worker_env == CFG_WORKER_ENV_ACCELERATE) {
-        struct env_accelerate m = {je->physical_cores, je->cwd};
+        struct env_accelerate m = {je->physical_cores, 0, je->cwd};
         return env_accelerate_build(je->envp, ew, c, &m, out, notes);
     }
     if (c->worker_env != CFG_WORKER_ENV_PADDLE)
         return env_torch_build(je->envp, ew, out, notes);
-    bool server = jobenv_is_service(je, lr);
-    int ns = je->nservers, nt = c->nproc_per_node - ns;
-    int idx = server ? lr : lr - ns;
-    char dev[64] = "";
-    const char *p = je->local_devices && *je->local_devices ? je->local_devices : NULL;
-    if (p && !server) {
-        if (nt == 1)
-            snprintf(dev, sizeof dev, "%s", p);
-        else {
-            for (int k = 0; k < idx && p; k++)
-                p = (p = strchr(p, ',')) ? p + 1 : NULL;
-            if (p)
-                snprintf(dev, sizeof dev, "%.*s", (int)strcspn(p, ","), p);
-        }
-    }
-    struct env_paddle_job j = {
-        .ps = c->paddle_run_mode == CFG_PADDLE_PS, .nnodes = je->nnodes, .job_id = c->rdzv_id,
-        .master = je->plan.master, .log_dir = je->log_dir, .pod_name = je->node_name,
-        .pod_ip = je->ip, .trainer_endpoints = je->plan.trainers ? je->plan.trainers : "",
-        .ntrainers = je->plan.ntrainers,
-        .server_endpoints = je->plan.servers ? je->plan.servers : "",
-        .nservers = je->plan.nservers, .world_device_ids = je->plan.world_devices,
-        .gloo_port = c->paddle_gloo_port, .with_gloo = c->paddle_with_gloo,
-        .gloo_fs_path = je->gloo_path,
-    };
-    struct env_paddle_worker w = {
-        .server = server, .local_rank = idx, .local_size = server ? ns : nt,
-        .id = je->plan.id ? je->plan.id[lr] : 0,
-        .endpoint = je->plan.endpoint && je->plan.endpoint[lr] ? je->plan.endpoint[lr] : "",
-        .devices = dev[0] ? dev : NULL, .heartbeat_file = ew->heartbeat_file,
-        .socket_ifname = ew->socket_ifname,
-    };
+    struct env_paddle_node n = {je->nnodes, je->ip, je->node_name, je->log_dir, je->gloo_path,
+                                je->local_devices};
     if (notes)
         *notes = (struct env_notes){0, false};
-    return env_paddle_build(je->envp, &j, &w, out);
+    return env_paddle_worker_env(je->envp, c, &je->plan, &n, lr, ew, out);
 }
 
 int jobenv_log_fd(struct jobenv *je, int lr, int stream, int *fd, char *path, size_t plen)

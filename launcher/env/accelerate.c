@@ -97,7 +97,8 @@ enum env_accelerate_launcher env_accelerate_launcher(const struct cfg *c)
 }
 
 /* --num_cpu_threads_per_process, or accelerate's default: OMP_NUM_THREADS, else 1; on the CPU
- * without OMP_NUM_THREADS, the physical cores shared by this machine's processes. */
+ * without OMP_NUM_THREADS, and with at least one process (--num_processes, else the GPUs), the
+ * physical cores shared by this machine's processes. */
 static long omp_threads(char *const *base, const struct env_worker *w, const struct cfg *c,
                         const struct env_accelerate *m)
 {
@@ -108,8 +109,12 @@ static long omp_threads(char *const *base, const struct env_worker *w, const str
     if (given)
         return atol(given);
     long n = env_int(base, omp, 1);
-    if (yes(c, CFG_ACC_CPU) && env_int(base, omp, 0) == 0) {
-        long size = env_int(base, local, w->local_world_size > 1 ? w->local_world_size : 1);
+    const char *np = acc(c, CFG_ACC_NUM_PROCESSES), *nm = acc(c, CFG_ACC_NUM_MACHINES);
+    long procs = np ? atol(np) : m->ngpus, machines = nm ? atol(nm) : 1;
+    (void)w;
+    if (yes(c, CFG_ACC_CPU) && procs >= 1 && env_int(base, omp, 0) == 0) {
+        long per_node = machines > 0 ? procs / machines : procs;
+        long size = env_int(base, local, per_node > 1 ? per_node : 1);
         long per = size > 0 ? m->physical_cores / size : 0;
         if (per > 1)
             n = per;

@@ -31,6 +31,7 @@ enum env_accelerate_launcher { ENV_ACC_SIMPLE, ENV_ACC_MULTI_GPU, ENV_ACC_DEEPSP
 
 struct env_accelerate {
     int physical_cores;   /* psutil's cpu_count(logical=False): --cpu's OMP_NUM_THREADS */
+    int ngpus;            /* the GPUs CUDA sees: --num_processes when it is not given */
     const char *cwd;      /* the working directory (DeepSpeed's PYTHONPATH) */
 };
 

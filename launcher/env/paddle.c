@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "env/environ.h"
+#include "env/torch.h"
 
 const char *const env_paddle_vars[] = {
     "PADDLE_MASTER", "PADDLE_GLOBAL_SIZE", "PADDLE_LOCAL_SIZE", "PADDLE_GLOBAL_RANK",
@@ -89,7 +91,8 @@ static void parameter_server(struct sets *s, const struct env_paddle_job *j,
     const char *colon = strrchr(w->endpoint, ':');
     char host[256];
     host_of(j->server_endpoints ? j->server_endpoints : "", host, sizeof host);
-    add(s, "PADDLE_NNODES", "%d", j->nnodes);
+    if (!j->lists)
+        add(s, "PADDLE_NNODES", "%d", j->nnodes);
     add(s, "PADDLE_PSERVERS_IP_PORT_LIST", "%s", j->server_endpoints ? j->server_endpoints : "");
     add(s, "PADDLE_TRAINER_ENDPOINTS", "%s", j->trainer_endpoints ? j->trainer_endpoints : "");
     add(s, "PADDLE_PORT", "%s", colon ? colon + 1 : "");
@@ -127,7 +130,7 @@ int env_paddle_build(char *const *base, const struct env_paddle_job *j,
     add(&s, "PADDLE_JOB_ID", "%s", j->job_id ? j->job_id : "default");
     if (j->log_dir)
         add(&s, "PADDLE_LOG_DIR", "%s", j->log_dir);
-    if (j->pod_name && !j->ps)
+    if (j->pod_name)
         add(&s, "POD_NAME", "%s", j->pod_name);
     if (w->heartbeat_file)
         add(&s, "PODRUN_HEARTBEAT_FILE", "%s", w->heartbeat_file);
@@ -302,4 +305,42 @@ int env_paddle_plan(char *const *values, int nnodes, int node_rank, int nproc, i
     if (r)
         env_paddle_plan_free(p);
     return r;
+}
+
+int env_paddle_worker_env(char *const *base, const struct cfg *c, const struct env_paddle_plan *p,
+                          const struct env_paddle_node *n, int lr, const struct env_worker *ew,
+                          char ***out)
+{
+    bool ps = c->paddle_run_mode == CFG_PADDLE_PS;
+    int ns = ps ? c->paddle_server_num : 0, nt = c->nproc_per_node - ns;
+    bool server = lr < ns;
+    int idx = server ? lr : lr - ns;
+    char dev[64] = "";
+    const char *d = n->devices && *n->devices ? n->devices : NULL;
+    if (d && !server) {
+        if (nt == 1) {
+            snprintf(dev, sizeof dev, "%s", d);
+        } else {
+            for (int k = 0; k < idx && d; k++)
+                d = (d = strchr(d, ',')) ? d + 1 : NULL;
+            if (d)
+                snprintf(dev, sizeof dev, "%.*s", (int)strcspn(d, ","), d);
+        }
+    }
+    struct env_paddle_job j = {
+        .ps = ps, .lists = ps && c->paddle_servers && c->paddle_trainers, .nnodes = n->nnodes, .job_id = c->rdzv_id, .master = p->master,
+        .log_dir = n->log_dir, .pod_name = n->name, .pod_ip = n->ip,
+        .trainer_endpoints = p->trainers ? p->trainers : "", .ntrainers = p->ntrainers,
+        .server_endpoints = p->servers ? p->servers : "", .nservers = p->nservers,
+        .world_device_ids = p->world_devices, .gloo_port = c->paddle_gloo_port,
+        .with_gloo = c->paddle_with_gloo, .gloo_fs_path = n->gloo_fs_path,
+    };
+    struct env_paddle_worker w = {
+        .server = server, .local_rank = idx, .local_size = server ? ns : nt,
+        .id = p->id && lr < p->nproc ? p->id[lr] : 0,
+        .endpoint = p->endpoint && lr < p->nproc && p->endpoint[lr] ? p->endpoint[lr] : "",
+        .devices = dev[0] ? dev : NULL, .heartbeat_file = ew ? ew->heartbeat_file : NULL,
+        .socket_ifname = ew ? ew->socket_ifname : NULL,
+    };
+    return env_paddle_build(base, &j, &w, out);
 }

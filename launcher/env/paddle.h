@@ -27,6 +27,7 @@
 /* The job once every node said where its workers listen. */
 struct env_paddle_job {
     bool ps;                        /* parameter-server mode */
+    bool lists;                     /* ps with --servers/--trainers: no PADDLE_NNODES */
     int nnodes;
     const char *job_id;
     const char *master;             /* PADDLE_MASTER (collective) */
@@ -80,6 +81,25 @@ extern const char *const env_paddle_vars[];
  * allocation: free(*out) frees all. 0 or -ENOMEM. */
 int env_paddle_build(char *const *base, const struct env_paddle_job *j,
                      const struct env_paddle_worker *w, char ***out);
+
+/* What a node knows of itself besides the plan. */
+struct env_paddle_node {
+    int nnodes;
+    const char *ip;              /* POD_IP */
+    const char *name;            /* POD_NAME */
+    const char *log_dir;         /* absolute */
+    const char *gloo_fs_path;
+    const char *devices;         /* env_paddle_devices' list for the node, NULL or "": none */
+};
+
+/* Local rank lr's environment from the config, the plan and the node (what jobenv.c starts each
+ * worker with): server or trainer by lr < --server_num, its devices (a lone trainer gets them
+ * all), ids and endpoints from the plan, and ew's heartbeat file and interface. */
+struct env_worker;
+struct cfg;
+int env_paddle_worker_env(char *const *base, const struct cfg *c, const struct env_paddle_plan *p,
+                          const struct env_paddle_node *n, int lr, const struct env_worker *ew,
+                          char ***out);
 
 /* The devices the workers of a node use, as Paddle's context/device.py picks them: `devices`
  * (--devices, NULL: all) as indices into the visible ones (CUDA_VISIBLE_DEVICES in base, else
