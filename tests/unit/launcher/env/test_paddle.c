@@ -1,0 +1,74 @@
+/* tests/unit/launcher/env/test_paddle.c — paddle's plan from every node's published endpoints,
+ * the devices relative to the visible ones, and env_edit beneath the builders. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "env/environ.h"
+#include "env/paddle.h"
+
+static void test_plan(void)
+{
+    char *values[] = {"c=10.0.0.1:1\ns=10.0.0.1:2\nt=10.0.0.1:3,10.0.0.1:4\nd=0,1\n",
+                      "c=10.0.0.2:1\ns=\nt=10.0.0.2:3\nd=\n",
+                      "c=10.0.0.3:1\ns=10.0.0.3:2,10.0.0.3:5\nt=10.0.0.3:3\nd=0\n"};
+    struct env_paddle_plan p;
+    CHECK_EQ_INT(env_paddle_plan(values, 3, 2, 3, 2, false, &p), 0);
+    CHECK_EQ_STR(p.master, "10.0.0.1:1");
+    CHECK_EQ_STR(p.trainers, "10.0.0.1:3,10.0.0.1:4,10.0.0.2:3,10.0.0.3:3");
+    CHECK_EQ_STR(p.servers, "10.0.0.1:2,10.0.0.3:2,10.0.0.3:5");
+    CHECK_EQ_STR(p.world_devices, "0,1,0");
+    CHECK_EQ_INT(p.ntrainers, 4);
+    CHECK_EQ_INT(p.nservers, 3);
+    CHECK_EQ_STR(p.endpoint[0], "10.0.0.3:2");   /* servers first */
+    CHECK_EQ_INT(p.id[0], 1);
+    CHECK_EQ_INT(p.id[1], 2);
+    CHECK_EQ_STR(p.endpoint[2], "10.0.0.3:3");
+    CHECK_EQ_INT(p.id[2], 3);                    /* three trainers on the nodes before */
+    env_paddle_plan_free(&p);
+    CHECK_EQ_INT(env_paddle_plan(values, 3, 1, 1, 0, true, &p), 0);
+    CHECK_EQ_STR(p.master, "10.0.0.1:3");        /* --ips: the first trainer */
+    CHECK_EQ_INT(p.id[0], 2);
+    env_paddle_plan_free(&p);
+}
+
+static void test_devices(void)
+{
+    char out[64], bad[16];
+    char *cvd[] = {"CUDA_VISIBLE_DEVICES=4,5,6,7", NULL}, *none[] = {NULL};
+    CHECK_EQ_INT(env_paddle_devices(cvd, "7,5", 0, out, sizeof out, bad, sizeof bad), 0);
+    CHECK_EQ_STR(out, "3,1");
+    CHECK_EQ_INT(env_paddle_devices(cvd, NULL, 0, out, sizeof out, bad, sizeof bad), 0);
+    CHECK_EQ_STR(out, "0,1,2,3");
+    CHECK_EQ_INT(env_paddle_devices(cvd, "1", 0, out, sizeof out, bad, sizeof bad), -EINVAL);
+    CHECK_EQ_STR(bad, "1");
+    CHECK_EQ_INT(env_paddle_devices(none, "0,1", 0, out, sizeof out, bad, sizeof bad), 0);
+    CHECK_EQ_STR(out, "0,1");
+    CHECK_EQ_INT(env_paddle_devices(none, NULL, 0, out, sizeof out, bad, sizeof bad), 0);
+    CHECK_EQ_STR(out, "");                       /* none: the CPU, gloo */
+    CHECK_EQ_INT(env_paddle_devices(none, NULL, 2, out, sizeof out, bad, sizeof bad), 0);
+    CHECK_EQ_STR(out, "0,1");
+}
+
+static void test_env_edit(void)
+{
+    char *base[] = {"A=1", "B=2", "C=3", NULL};
+    char *set[] = {"B=20", "D=4", "D=40"};
+    const char *drop[] = {"C", NULL};
+    char **out;
+    CHECK_EQ_INT(env_edit(base, drop, set, 3, &out), 0);
+    CHECK_EQ_STR(out[0], "A=1");
+    CHECK_EQ_STR(out[1], "B=20");
+    CHECK_EQ_STR(out[2], "D=40");                /* the later of two */
+    CHECK(out[3] == NULL);
+    free(out);
+}
+
+int main(void)
+{
+    RUN(test_plan);
+    RUN(test_devices);
+    RUN(test_env_edit);
+    return check_result();
+}
