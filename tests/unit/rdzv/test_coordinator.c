@@ -750,6 +750,58 @@ static void test_all_done_finished(void)
     coord_free(c);
 }
 
+/* Service nodes (parameter servers): the job has finished once every other member is done; a
+ * service node's own "done" neither counts nor is needed, but a service node lost before the end
+ * stops the round like any member. */
+static void test_service_nodes_not_waited_for(void)
+{
+    coord_t *c = mk(4, 4, 0, NULL);
+    for (int i = 0; i < 4; i++) {
+        rdzv_desc_rec_t d = {0};
+        char val[1024], name[32];
+        snprintf(name, sizeof name, "%s-%d", i < 2 ? "pserver" : "trainer", i);
+        snprintf(d.name, sizeof d.name, "%s", name);
+        snprintf(d.addr, sizeof d.addr, "10.0.0.%d", i + 1);
+        snprintf(d.host, sizeof d.host, "%s", name);
+        d.nproc = 1;
+        d.want_rank = -1;
+        d.service = i < 2;
+        CHECK(rdzv_desc_encode(&d, val, sizeof val) > 0);
+        CHECK((strstr(val, "service=1") != NULL) == (i < 2));
+        wr(c, i, "join", 0, val);
+        hb_on[i] = 1;
+    }
+    wr(c, 2, "done", 0, "1");
+    CHECK_EQ_INT(end_of(0, NULL, NULL), -1);
+    wr(c, 0, "done", 0, "1");                 /* a service's done: not what the job waits for */
+    CHECK_EQ_INT(end_of(0, NULL, NULL), -1);
+    wr(c, 3, "done", 0, "1");
+    rdzv_decision_t d;
+    CHECK_EQ_INT(end_of(0, &d, NULL), 1);     /* finished with pserver-1 still running */
+    CHECK(logs_contain("2 service nodes to stop"));
+    coord_free(c);
+    /* a service node lost while the trainers run is the job's failure */
+    c = mk(2, 2, 0, NULL);
+    for (int i = 0; i < 2; i++) {
+        rdzv_desc_rec_t dd = {0};
+        char val[1024];
+        snprintf(dd.name, sizeof dd.name, "n%d", i);
+        snprintf(dd.addr, sizeof dd.addr, "10.0.1.%d", i + 1);
+        dd.nproc = 1;
+        dd.want_rank = -1;
+        dd.service = i == 0;
+        CHECK(rdzv_desc_encode(&dd, val, sizeof val) > 0);
+        wr(c, i, "join", 0, val);
+        hb_on[i] = 1;
+    }
+    conn_close(c, 0);
+    run_timers(c);
+    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    CHECK_EQ_INT(end_of(0, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_EXIT);
+    coord_free(c);
+}
+
 static void test_shutdown_waits_for_agents(void)
 {
     coord_t *c = running(3, 0);
@@ -1281,6 +1333,7 @@ int main(void)
     RUN(test_conn_timed_out);
     RUN(test_conn_closed_without_done);
     RUN(test_all_done_finished);
+    RUN(test_service_nodes_not_waited_for);
     RUN(test_shutdown_waits_for_agents);
     RUN(test_bad_input_ignored);
     RUN(test_resume);
