@@ -148,6 +148,10 @@ int podrun_failf(int code, char *err, size_t len, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err, len, fmt, ap);
         va_end(ap);
+        /* one line whatever the input it quotes holds */
+        for (char *p = err; *p; p++)
+            if (*p == '\n' || *p == '\r')
+                *p = ' ';
     }
     return code;
 }

@@ -114,8 +114,9 @@ int podrun_hostport_parse(const char *text, char *host, size_t host_cap, int *po
 /* "host:port", or "[host]:port" for an IPv6 address, cut to cap. */
 void podrun_hostport_format(const char *host, int port, char *out, size_t cap);
 
-/* Writes one line (cut to len) into err when err is given, and returns code: how the parsers of
- * podrun's inputs report what was wrong with one, e.g. "--nnodes 'x': expected N or MIN:MAX". */
+/* Writes one line (cut to len; a line break of a quoted input becomes a space) into err when err
+ * is given, and returns code: how the parsers of podrun's inputs report what was wrong with one,
+ * e.g. "--nnodes 'x': expected N or MIN:MAX". */
 int podrun_failf(int code, char *err, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -496,6 +496,8 @@ static int apply_file(struct cfg *c, const struct acc_file *f, const char *path,
         r = unknown_keys(f, path, err, errlen);
     if (!r)
         r = apply_paradigm(c, f, file, err, errlen);
+    if (r)
+        return r;
     const char *dt = acc_config_get(f->top, f->n, "distributed_type")->text;
     for (size_t i = 0; !r && i < sizeof plain_keys / sizeof *plain_keys; i++) {
         const struct acc_entry *e = acc_config_get(f->top, f->n, plain_keys[i].key);
