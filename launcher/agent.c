@@ -95,6 +95,7 @@ struct agent {
     int attempt;                   /* attempts this agent started: attempt_<n> */
     bool workers_down;             /* no worker of this attempt is left (or none started) */
     int ended_alive;               /* workers stopped when the round's end was first known */
+    int services_alive;            /* of them, services (parameter servers) */
 
     /* this node's first failure in the attempt */
     int failed;                    /* local rank, -1 if none */
@@ -922,15 +923,19 @@ static void on_rdzv_ending(void *arg, int round)
     if (a->state != AGENT_RUNNING || a->stop_signal)
         return;
     a->ended_alive = workers_alive(&a->wg);
-    if (a->done_reported && a->ended_alive > 0 && !a->decided)
-        logs_message(&a->logs, "every trainer of the job is done; stopping this node's %d "
-                     "parameter server%s", a->ended_alive, a->ended_alive == 1 ? "" : "s");
+    a->services_alive = 0;
+    for (int i = 0; i < a->wg.n; i++)
+        a->services_alive += jobenv_is_service(&a->je, i) && a->wg.w[i].state == WORKER_RUNNING;
     stop_job(a, SIGTERM, NULL);
 }
 
 static void on_rdzv_finished(void *arg)
 {
     struct agent *a = arg;
+    if (a->services_alive > 0)
+        logs_message(&a->logs, "every trainer of the job is done; stopping this node's %d "
+                     "parameter server%s", a->services_alive, a->services_alive == 1 ? "" : "s");
+    a->services_alive = 0;
     a->finished = true;
     advance(a);
 }
