@@ -210,6 +210,7 @@ enum cfg_id {
     CFG_PADDLE_MAX_RESTART,
     CFG_PADDLE_ELASTIC_LEVEL,
     CFG_PADDLE_TRAINER_ID,
+    CFG_PADDLE_PSERVERS_GIVEN,
     /* the keys of --rdzv-conf, each with its own source */
     CFG_JOIN_TIMEOUT,
     CFG_LAST_CALL_TIMEOUT,
@@ -391,6 +392,7 @@ struct cfg {
     char *paddle_with_gloo;
     int paddle_max_restart, paddle_elastic_level;
     int paddle_trainer_id;          /* PADDLE_TRAINER_ID: the node rank in a collective job */
+    char *paddle_pservers_given;    /* a pod's list of pservers: TRAINING_ROLE=TRAINER is ps's */
 
     /* --rdzv-conf */
     uint64_t join_timeout_ms, last_call_timeout_ms, close_timeout_ms, keep_alive_interval_ms;

@@ -335,6 +335,8 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         NULL, "-1", NULL, NULL, PADDLE, NULL, NULL},
     [CFG_PADDLE_TRAINER_ID] = {"trainer-id", 0, CFG_T_INT, OFF(paddle_trainer_id), -1, 65535,
         NULL, "-1", NULL, NULL, PADDLE, NULL, NULL},
+    [CFG_PADDLE_PSERVERS_GIVEN] = {"pod-pservers", 0, CFG_T_OPTSTR, OFF(paddle_pservers_given), 0,
+        0, NULL, NULL, NULL, NULL, PADDLE, NULL, NULL},
 #undef PADDLE
 #define CONF_KEY (CFG_F_NO_ENV | CFG_F_NO_FLAG | CFG_F_CONF_KEY)
     [CFG_JOIN_TIMEOUT] = {"join_timeout", 0, CFG_T_DUR, OFF(join_timeout_ms), 0, 0, NULL, "600",

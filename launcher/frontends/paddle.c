@@ -198,6 +198,10 @@ static const struct fe_word env[] = {
     {"PADDLE_AUTO_CLUSTER", CFG_HELP, t_bool_dropped},
     {"PADDLE_TRAINER_ID", CFG_PADDLE_TRAINER_ID, t_int},
     {"TRAINING_ROLE", CFG_PADDLE_TRAINING_ROLE, t_role},
+    /* a parameter-server job's pods know their pservers (paddle_k8s, PaddleRec's scripts, the
+     * paddle-operator); a collective job's pods are TRAINERs too, without them */
+    {"PADDLE_PSERVERS", CFG_PADDLE_PSERVERS_GIVEN, NULL},
+    {"PADDLE_PSERVERS_IP_PORT_LIST", CFG_PADDLE_PSERVERS_GIVEN, NULL},
 };
 
 /* ---- finalize -------------------------------------------------------------------------------- */
@@ -253,6 +257,14 @@ static int count_list(const char *list, const char *host, char hosts[][128], int
     return n;
 }
 
+/* A pod's TRAINING_ROLE makes a parameter-server job when it is PSERVER, or TRAINER beside a
+ * list of pservers: a collective PaddleJob's pods are TRAINERs as well. */
+static bool role_is_ps(const struct cfg *c)
+{
+    return c->paddle_training_role == CFG_PADDLE_ROLE_PSERVER ||
+           (c->paddle_training_role == CFG_PADDLE_ROLE_TRAINER && c->paddle_pservers_given);
+}
+
 /* Parameter-server mode: how many servers and trainers this node runs. With --servers and
  * --trainers the lists say it (the entries whose host is this node's --host or POD_IP, or
  * 127.0.0.1 when the servers are listed there, as Paddle decides); with a TRAINING_ROLE every
@@ -289,7 +301,7 @@ static int ps_plan(struct cfg *c, int *nnodes, char *first, size_t fcap, char *e
         *nnodes = nh;
         return 0;
     }
-    if (c->paddle_training_role != CFG_PADDLE_ROLE_NONE) {
+    if (role_is_ps(c)) {
         /* a pod of one role: its workers (--nproc_per_node, one by default) all have it */
         int n = c->nproc_kind == CFG_NPROC_NUMBER ? c->nproc_per_node : 1;
         bool server = c->paddle_training_role == CFG_PADDLE_ROLE_PSERVER;
@@ -311,8 +323,7 @@ static int ps_plan(struct cfg *c, int *nnodes, char *first, size_t fcap, char *e
 static bool is_ps(const struct cfg *c)
 {
     return c->paddle_run_mode == CFG_PADDLE_PS || c->paddle_server_num > 0 ||
-           c->paddle_trainer_num > 0 || c->paddle_servers || c->paddle_trainers ||
-           c->paddle_training_role != CFG_PADDLE_ROLE_NONE;
+           c->paddle_trainer_num > 0 || c->paddle_servers || c->paddle_trainers || role_is_ps(c);
 }
 
 /* Workers on this node, and which rendezvous. */
@@ -374,7 +385,7 @@ static int paddle_finalize(struct cfg *c, char *err, size_t errlen)
     }
     /* PADDLE_TRAINER_ID is the pod's rank in a collective job; a parameter-server pod's is its
      * index within its role, which podrun works out itself */
-    if (c->paddle_trainer_id >= 0 && c->paddle_training_role == CFG_PADDLE_ROLE_NONE) {
+    if (c->paddle_trainer_id >= 0 && !role_is_ps(c)) {
         snprintf(text, sizeof text, "%d", c->paddle_trainer_id);
         if ((r = set_as(c, CFG_NODE_RANK, text, &c->src[CFG_PADDLE_TRAINER_ID], err, errlen)))
             return r;

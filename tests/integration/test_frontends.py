@@ -153,7 +153,9 @@ def ps_agents(port, tmp_path, env=None):
     for i in range(4):
         e = dict(env or {})
         e.update({"TRAINING_ROLE": "PSERVER" if i < 2 else "TRAINER",
-                  "PADDLE_TRAINER_ID": str(i % 2), "PADDLE_JOB_ID": "fluid-ctr"})
+                  "PADDLE_TRAINER_ID": str(i % 2), "PADDLE_JOB_ID": "fluid-ctr",
+                  # what paddle_k8s exports; podrun agrees on the real endpoints itself
+                  "PADDLE_PSERVERS": "pserver-0:30236,pserver-1:30237"})
         agents.append(paddle_agent(i, 4, port, [PADDLE_PS], env=e, log_dir=tmp_path / f"l{i}"))
     return agents
 

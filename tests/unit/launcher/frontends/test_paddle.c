@@ -62,6 +62,21 @@ static void test_parameter_server(void)
     CHECK_EQ_INT(c.paddle_server_num, 1);
     CHECK_EQ_INT(c.paddle_trainer_num, 1);
     cfg_free(&c);
+    /* a collective PaddleJob's pod is a TRAINER too: without pservers it is no ps job, and its
+     * PADDLE_TRAINER_ID is its node rank */
+    char *coll[] = {"TRAINING_ROLE=TRAINER", "PADDLE_TRAINER_ID=3", "PADDLE_NNODES=4",
+                    "PADDLE_MASTER=10.0.0.1:6768", NULL};
+    CHECK_EQ_INT(load(&c, "t.py", coll), 0);
+    CHECK_EQ_INT(c.paddle_run_mode, CFG_PADDLE_COLLECTIVE);
+    CHECK_EQ_INT(c.node_rank, 3);
+    cfg_free(&c);
+    char *tr[] = {"TRAINING_ROLE=TRAINER", "PADDLE_TRAINER_ID=1",
+                  "PADDLE_PSERVERS_IP_PORT_LIST=10.0.0.1:6000", NULL};
+    CHECK_EQ_INT(load(&c, "t.py", tr), 0);
+    CHECK_EQ_INT(c.paddle_run_mode, CFG_PADDLE_PS);
+    CHECK_EQ_INT(c.paddle_trainer_num, 1);
+    CHECK_EQ_INT(c.src[CFG_NODE_RANK].kind, CFG_SRC_DEFAULT);
+    cfg_free(&c);
     /* a pserver pod: its index within its role is no node rank */
     char *env[] = {"TRAINING_ROLE=PSERVER", "PADDLE_TRAINER_ID=1", NULL};
     CHECK_EQ_INT(load(&c, "t.py", env), 0);
