@@ -43,9 +43,9 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "config/values.h"
 #include "devices/node.h"
 #include "discover/identity.h"
-#include "config/values.h"
 #include "discover/k8s_discover.h"
 #include "env/argv.h"
 #include "env/deepspeed.h"
