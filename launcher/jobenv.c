@@ -251,7 +251,7 @@ static int compose_mine(struct jobenv *je, int nproc, char *err, size_t errlen)
     /* each trainer's devices: all of them for a lone trainer, else one each */
     size_t o = 0;
     for (int i = 0; devs[0] && i < nt && o < sizeof d; i++) {
-        char one[32] = "";
+        char one[sizeof devs] = "";
         const char *p = devs;
         for (int k = 0; k < i && p; k++)
             p = (p = strchr(p, ',')) ? p + 1 : NULL;

@@ -401,7 +401,8 @@ static int paddle_finalize(struct cfg *c, char *err, size_t errlen)
     if (c->rdzv_host) {
         if ((r = set_as(c, CFG_RDZV_BACKEND, "c10d", &c->src[CFG_RDZV_ENDPOINT], err, errlen)))
             return r;
-    } else if (c->nnodes_max > 1) {
+    } else if (c->nnodes_max > 1 && c->src[CFG_MASTER_ADDR].kind == CFG_SRC_DEFAULT) {
+        /* (a scheduler may have named a static store's host: a PaddleJob's first pod) */
         return fail(err, errlen, "--nnodes %d needs --master IP:PORT (or PADDLE_MASTER): the "
                     "address of the node that hosts the job's store, the same on every node",
                     c->nnodes_max);

@@ -81,9 +81,9 @@ static void test_json(void)
 static void test_bad_files(void)
 {
     struct acc_file f;
-    static const char *const bad_yaml[] = {"", "- a\n- b\n", "a: [1, 2\n", "just text\n",
-                                           "a:\n b:\n  c:\n   d:\n    e:\n     f:\n      g:\n"
-                                           "       h:\n        i: 1\n"};
+    static const char deep[] = "a:\n b:\n  c:\n   d:\n    e:\n     f:\n      g:\n"
+                               "       h:\n        i: 1\n";
+    static const char *const bad_yaml[] = {"", "- a\n- b\n", "a: [1, 2\n", "just text\n", deep};
     for (size_t i = 0; i < sizeof bad_yaml / sizeof *bad_yaml; i++) {
         err[0] = '\0';
         CHECK_EQ_INT(acc_config_parse(bad_yaml[i], strlen(bad_yaml[i]), false, &f, err,

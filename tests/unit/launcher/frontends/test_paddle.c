@@ -100,6 +100,17 @@ static void test_parameter_server(void)
     cfg_free(&c);
 }
 
+/* a scheduler that names a static store's host (a PaddleJob's first pod) is a rendezvous too */
+static void test_static_store_from_elsewhere(void)
+{
+    struct cfg c;
+    char *env[] = {"PODRUN_MASTER_ADDR=10.0.0.5", "PODRUN_NODE_RANK=1", NULL};
+    CHECK_EQ_INT(load(&c, "--nnodes 2 t.py", env), 0);
+    CHECK_EQ_INT(c.rdzv_backend, CFG_BACKEND_STATIC);
+    CHECK_EQ_STR(c.rdzv_host, "10.0.0.5");
+    cfg_free(&c);
+}
+
 static void test_bad(void)
 {
     static const struct {
@@ -129,6 +140,7 @@ int main(void)
 {
     RUN(test_collective);
     RUN(test_parameter_server);
+    RUN(test_static_store_from_elsewhere);
     RUN(test_bad);
     return check_result();
 }
