@@ -198,6 +198,7 @@ static const struct fe_word env[] = {
     {"PADDLE_AUTO_CLUSTER", CFG_HELP, t_bool_dropped},
     {"PADDLE_TRAINER_ID", CFG_PADDLE_TRAINER_ID, t_int},
     {"TRAINING_ROLE", CFG_PADDLE_TRAINING_ROLE, t_role},
+    {"PADDLE_TRAINING_ROLE", CFG_PADDLE_TRAINING_ROLE, t_role},   /* the paddle-operator's too */
     /* a parameter-server job's pods know their pservers (paddle_k8s, PaddleRec's scripts, the
      * paddle-operator); a collective job's pods are TRAINERs too, without them */
     {"PADDLE_PSERVERS", CFG_PADDLE_PSERVERS_GIVEN, NULL},

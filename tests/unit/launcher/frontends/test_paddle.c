@@ -70,15 +70,16 @@ static void test_parameter_server(void)
     CHECK_EQ_INT(c.paddle_run_mode, CFG_PADDLE_COLLECTIVE);
     CHECK_EQ_INT(c.node_rank, 3);
     cfg_free(&c);
+    /* (pods of a script's job, not of a PaddleJob: no discovery) */
     char *tr[] = {"TRAINING_ROLE=TRAINER", "PADDLE_TRAINER_ID=1",
-                  "PADDLE_PSERVERS_IP_PORT_LIST=10.0.0.1:6000", NULL};
+                  "PADDLE_PSERVERS_IP_PORT_LIST=10.0.0.1:6000", "PODRUN_DISCOVERY=none", NULL};
     CHECK_EQ_INT(load(&c, "t.py", tr), 0);
     CHECK_EQ_INT(c.paddle_run_mode, CFG_PADDLE_PS);
     CHECK_EQ_INT(c.paddle_trainer_num, 1);
     CHECK_EQ_INT(c.src[CFG_NODE_RANK].kind, CFG_SRC_DEFAULT);
     cfg_free(&c);
     /* a pserver pod: its index within its role is no node rank */
-    char *env[] = {"TRAINING_ROLE=PSERVER", "PADDLE_TRAINER_ID=1", NULL};
+    char *env[] = {"TRAINING_ROLE=PSERVER", "PADDLE_TRAINER_ID=1", "PODRUN_DISCOVERY=none", NULL};
     CHECK_EQ_INT(load(&c, "t.py", env), 0);
     CHECK_EQ_INT(c.paddle_server_num, 1);
     CHECK_EQ_INT(c.paddle_trainer_num, 0);
@@ -97,6 +98,45 @@ static void test_parameter_server(void)
     CHECK_EQ_INT(load(&c, "--ips 10.0.0.1,10.0.0.2,10.0.0.3 --host 10.0.0.3 t.py", NULL), 0);
     CHECK_EQ_INT(c.node_rank, 2);
     CHECK_EQ_INT(c.nnodes_max, 3);
+    cfg_free(&c);
+}
+
+/* A PaddleJob's pod (paddle-operator, with its ConfigMap): discovery places the pod in the job
+ * (trainers first, then the pservers; trainer 0's host holds the store), the front-end gives its
+ * workers the pod's role; PADDLE_TRAINING_ROLE is TRAINING_ROLE's other name. */
+static void test_paddlejob_pod(void)
+{
+    struct cfg c;
+    char *pserver[] = {"PADDLE_TRAINING_ROLE=PSERVER", "PADDLE_TRAINER_ID=1", "POD_IP=10.0.0.4",
+                       "PADDLE_TRAINER_ENDPOINTS=10.0.0.1:6001,10.0.0.2:6001",
+                       "PADDLE_PSERVERS_IP_PORT_LIST=10.0.0.3:6001,10.0.0.4:6001",
+                       "PADDLE_TRAINERS_NUM=2", "PADDLE_PORT=6001", NULL};
+    CHECK_EQ_INT(load(&c, "t.py", pserver), 0);
+    CHECK_EQ_INT(c.paddle_run_mode, CFG_PADDLE_PS);
+    CHECK_EQ_INT(c.paddle_server_num, 1);
+    CHECK_EQ_INT(c.paddle_trainer_num, 0);
+    CHECK_EQ_INT(c.node_rank, 3);
+    CHECK_EQ_INT(c.nnodes_max, 4);
+    CHECK_EQ_INT(c.rdzv_backend, CFG_BACKEND_STATIC);
+    CHECK_EQ_STR(c.rdzv_host, "10.0.0.1");
+    cfg_free(&c);
+    char *trainer[] = {"TRAINING_ROLE=TRAINER", "PADDLE_TRAINING_ROLE=TRAINER",
+                       "PADDLE_TRAINER_ID=1", "POD_IP=10.0.0.2",
+                       "PADDLE_TRAINER_ENDPOINTS=10.0.0.1:6001,10.0.0.2:6001",
+                       "PADDLE_PSERVERS_IP_PORT_LIST=10.0.0.3:6001,10.0.0.4:6001",
+                       "PADDLE_TRAINERS_NUM=2", "PADDLE_PORT=6001", NULL};
+    CHECK_EQ_INT(load(&c, "t.py", trainer), 0);
+    CHECK_EQ_INT(c.paddle_run_mode, CFG_PADDLE_PS);
+    CHECK_EQ_INT(c.paddle_trainer_num, 1);
+    CHECK_EQ_INT(c.paddle_server_num, 0);
+    CHECK_EQ_INT(c.node_rank, 1);
+    CHECK_EQ_INT(c.nnodes_max, 4);
+    cfg_free(&c);
+    /* the pod's two role variables disagree: discovery says so */
+    char *both[] = {"TRAINING_ROLE=TRAINER", "PADDLE_TRAINING_ROLE=PSERVER",
+                    "PADDLE_TRAINER_ID=0", NULL};
+    CHECK_EQ_INT(load(&c, "t.py", both), -EINVAL);
+    CHECK(strstr(err, "disagree") != NULL);
     cfg_free(&c);
 }
 
@@ -140,6 +180,7 @@ int main(void)
 {
     RUN(test_collective);
     RUN(test_parameter_server);
+    RUN(test_paddlejob_pod);
     RUN(test_static_store_from_elsewhere);
     RUN(test_bad);
     return check_result();
