@@ -288,8 +288,12 @@ static int apply_operator(struct cfg *c, const struct paddlejob_env *p, char *er
     long t = p->trainers_num > 0 ? p->trainers_num : 0, s = (long)p->pservers.count,
          h = (long)p->heters.count;
     long offset = p->role == PADDLEJOB_TRAINER ? 0 : p->role == PADDLEJOB_PSERVER ? t : t + s;
-    if (t + s + h == 0)   /* no ConfigMap: only the index is known */
-        return op_setn(c, CFG_NODE_RANK, p->id, k, err, errlen, "PADDLE_TRAINER_ID (%s)", PO);
+    /* no ConfigMap: only the index is known, and only a trainer's index is its node rank (a
+     * pserver's is its index among the pservers, the same numbers again); the rendezvous places
+     * the others */
+    if (t + s + h == 0)
+        return p->role != PADDLEJOB_TRAINER ? 0
+               : op_setn(c, CFG_NODE_RANK, p->id, k, err, errlen, "PADDLE_TRAINER_ID (%s)", PO);
     if (t + s + h > OP_NODES_MAX)
         return op_conflict(err, errlen, "a PaddleJob of %ld pods (%s): more than %d nodes",
                            t + s + h, PO, OP_NODES_MAX);

@@ -90,6 +90,16 @@ static void test_paddle_operator(void)
     CHECK_SETTING(&c, "rdzv-id", "ns-job", "env PADDLE_ELASTIC_JOB_ID (paddle-operator)");
     CHECK_SETTING(&c, "node-rank", "1", "env PADDLE_TRAINER_ID (paddle-operator)");
     cfg_free(&c);
+    /* no lists (a script's pods, seed 003's): a trainer's index is its node rank, a pserver's
+     * is not (pserver 0 and trainer 0 would both claim 0); the rendezvous places it */
+    char *tr0[] = {"PADDLE_TRAINER_ID=0", "TRAINING_ROLE=TRAINER", NULL};
+    CHECK_EQ_INT(load_pod(&c, tr0, NULL, FLAGS("--nnodes", "4", "--rdzv-endpoint", "h:1")), 0);
+    CHECK_SETTING(&c, "node-rank", "0", "env PADDLE_TRAINER_ID (paddle-operator)");
+    cfg_free(&c);
+    char *ps0[] = {"PADDLE_TRAINER_ID=1", "TRAINING_ROLE=PSERVER", NULL};
+    CHECK_EQ_INT(load_pod(&c, ps0, NULL, FLAGS("--nnodes", "4", "--rdzv-endpoint", "h:1")), 0);
+    CHECK_SETTING(&c, "node-rank", "0", "default");
+    cfg_free(&c);
 }
 
 static void test_paddle_operator_conflicts(void)
