@@ -932,6 +932,9 @@ static void on_rdzv_ending(void *arg, int round)
 static void on_rdzv_finished(void *arg)
 {
     struct agent *a = arg;
+    /* a backend that tells the end without an 'ending' first (etcd): the parameter servers still
+     * run and are stopped now */
+    on_rdzv_ending(a, -1);
     if (a->services_alive > 0)
         logs_message(&a->logs, "every trainer of the job is done; stopping this node's %d "
                      "parameter server%s", a->services_alive, a->services_alive == 1 ? "" : "s");

@@ -155,7 +155,7 @@ typedef struct etcd_agent {
     rdzv_params_t p;
     char *run_id, *local_addr, *expected, *cacert, *cert, *key;
     char name[RDZV_NAME_MAX], addr[RDZV_NAME_MAX], hostname[RDZV_NAME_MAX];
-    int nproc;
+    int nproc, service;   /* service: a node of parameter servers (rendezvous.h) */
     rdzv_callbacks_t cb;
     void *arg;
     char id[17];
@@ -1465,6 +1465,7 @@ static int join_value(etcd_agent_t *a, char *val, size_t cap)
     sfmt(d.addr, sizeof d.addr, "%s", a->addr);
     sfmt(d.host, sizeof d.host, "%s", a->hostname);
     d.nproc = a->nproc;
+    d.service = a->service;
     d.want_rank = a->p.want_rank;
     d.pid = (int)getpid();
     int len = rdzv_desc_encode(&d, val, cap);
@@ -1690,6 +1691,7 @@ static int etcd_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_d
     a->cb = *cb;
     a->arg = arg;
     a->nproc = self->nproc;
+    a->service = self->service;
     a->node_rank = -1;
     a->end_round = -1;
     a->closing = 2; /* until started: agent_free alone */

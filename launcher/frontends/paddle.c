@@ -400,7 +400,10 @@ static int paddle_finalize(struct cfg *c, char *err, size_t errlen)
             return r;
     }
     if (c->rdzv_host) {
-        if ((r = set_as(c, CFG_RDZV_BACKEND, "c10d", &c->src[CFG_RDZV_ENDPOINT], err, errlen)))
+        /* Paddle's master is a rendezvous at an address: c10d's store there, unless the job's
+         * state is to be in etcd (--rdzv-backend etcd, whose members the endpoint then lists) */
+        if (c->rdzv_backend != CFG_BACKEND_ETCD &&
+            (r = set_as(c, CFG_RDZV_BACKEND, "c10d", &c->src[CFG_RDZV_ENDPOINT], err, errlen)))
             return r;
     } else if (c->nnodes_max > 1 && c->src[CFG_MASTER_ADDR].kind == CFG_SRC_DEFAULT) {
         /* (a scheduler may have named a static store's host: a PaddleJob's first pod) */

@@ -11,6 +11,7 @@ import time
 
 from cluster import WORKERS, Agent, parse_kv, result_lines, wait_all
 from conftest import PODRUN, TORCH_PY, free_port
+from etcd_util import Etcd
 
 ACCEL = os.path.join(WORKERS, "accel_allreduce.py")
 PADDLE_ENV = os.path.join(WORKERS, "paddle_env.py")
@@ -188,6 +189,32 @@ def test_paddle_ps_pserver_dies_job_fails(tmp_path):
     assert m and int(m.group(1)) in (2, 3), dead.err
     assert all(f"the job failed: rank {m.group(1)} on" in a.err and "exit code 3" in a.err
                for a in agents)
+
+
+def test_paddle_ps_over_etcd(tmp_path):
+    """The same job with its state in etcd: the pservers are stopped when the trainers are done."""
+    e = Etcd(1)
+    job = f"ctr-{os.getpid()}-{free_port()}"   # the job's keys in etcd: its own
+    try:
+        agents = []
+        for i in range(4):
+            env = {"TRAINING_ROLE": "PSERVER" if i < 2 else "TRAINER",
+                   "PADDLE_TRAINER_ID": str(i % 2), "PADDLE_JOB_ID": job,
+                   "PADDLE_PSERVERS": "pserver-0:30236,pserver-1:30237"}
+            a = ["paddle", "--rdzv-backend", "etcd", "--rdzv-endpoint", e.endpoints(),
+                 "--nnodes", "4", "--host", f"127.0.0.{2 + i}", "--python", TORCH_PY,
+                 "--log_dir", str(tmp_path / f"l{i}"), PADDLE_PS]
+            agents.append(Agent(a, env=env, name=f"pod{i}"))
+        codes = wait_all(agents, timeout=60)
+    finally:
+        for a in agents:   # (those still running after a failed wait)
+            a.kill()
+        e.stop()
+    assert codes == [0] * 4, [a.err for a in agents]
+    assert sorted(result_lines(agents, "trainer ")) == [
+        "trainer 0 of 2 reached pserver 0,pserver 1", "trainer 1 of 2 reached pserver 0,pserver 1"]
+    for a in agents[:2]:
+        assert "stopping this node's 1 parameter server" in a.err, a.err
 
 
 def test_program_names_pick_the_front_end(tmp_path):
