@@ -369,6 +369,48 @@ static void on_set(store_aclient_t *cl, int status, const char *val, size_t len,
     (void)cl, (void)status, (void)val, (void)len, (void)num, (void)arg;
 }
 
+/* This node's value, then a WAIT for every node's. */
+static void publish(struct jobenv *je, store_aclient_t *cl)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s%d", je->key_prefix, je->node_rank);
+    int r = store_aclient_set(cl, key, je->mine, strlen(je->mine), on_set, je);
+    char (*keys)[128] = malloc((size_t)je->nnodes * sizeof *keys);
+    const char **kp = malloc((size_t)je->nnodes * sizeof *kp);
+    for (int k = 0; !r && keys && kp && k < je->nnodes; k++) {
+        snprintf(keys[k], sizeof keys[k], "%s%d", je->key_prefix, k);
+        kp[k] = keys[k];
+    }
+    if (!r && (!keys || !kp))
+        r = -ENOMEM;
+    if (!r)
+        r = store_aclient_wait(cl, kp, (size_t)je->nnodes, je->wait_ms, on_waited, je);
+    free(keys);
+    free(kp);
+    if (r)
+        finish(je, r, "cannot publish this node's worker endpoints in the job store");
+}
+
+static void on_open(store_aclient_t *cl, int status, const char *val, size_t len, int64_t num,
+                    void *arg)
+{
+    struct jobenv *je = arg;
+    (void)val, (void)len, (void)num;
+    if (!je->ready || status == UV_ECANCELED)
+        return;
+    if (status) {
+        char why[256];
+        snprintf(why, sizeof why, "node rank 0 did not open the round's endpoints in the job "
+                 "store within %.0fs: %s", je->wait_ms / 1000.0, podrun_strerror(status));
+        finish(je, status, why);
+        return;
+    }
+    publish(je, cl);
+}
+
+/* The store of node rank 0 is emptied for each round's workers once that node is assigned (the
+ * etcd backend; the c10d host before any assignment), which may be after a faster node has
+ * written to it: node rank 0 marks the round open after that, and the others publish only then. */
 static void on_connected(store_aclient_t *cl, int status, void *arg)
 {
     struct jobenv *je = arg;
@@ -386,20 +428,15 @@ static void on_connected(store_aclient_t *cl, int status, void *arg)
         return;
     }
     char key[128];
-    snprintf(key, sizeof key, "%s%d", je->key_prefix, je->node_rank);
-    int r = store_aclient_set(cl, key, je->mine, strlen(je->mine), on_set, je);
-    char (*keys)[128] = malloc((size_t)je->nnodes * sizeof *keys);
-    const char **kp = malloc((size_t)je->nnodes * sizeof *kp);
-    for (int k = 0; !r && keys && kp && k < je->nnodes; k++) {
-        snprintf(keys[k], sizeof keys[k], "%s%d", je->key_prefix, k);
-        kp[k] = keys[k];
+    snprintf(key, sizeof key, "%sopen", je->key_prefix);
+    int r;
+    if (je->node_rank == 0) {
+        if (!(r = store_aclient_set(cl, key, "1", 1, on_set, je)))
+            publish(je, cl);
+    } else {
+        const char *kp[] = {key};
+        r = store_aclient_wait(cl, kp, 1, je->wait_ms, on_open, je);
     }
-    if (!r && (!keys || !kp))
-        r = -ENOMEM;
-    if (!r)
-        r = store_aclient_wait(cl, kp, (size_t)je->nnodes, je->wait_ms, on_waited, je);
-    free(keys);
-    free(kp);
     if (r)
         finish(je, r, "cannot publish this node's worker endpoints in the job store");
 }
