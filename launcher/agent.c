@@ -456,31 +456,26 @@ static int worker_env(struct agent *a, int i, char ***env, char ***argv, char *b
             node_rank_visible(a->nd, i, visible, sizeof visible) ? visible : NULL,
     };
     struct env_notes notes = {0};
-    int r;
     if (argv)
         *argv = a->argv;
-    if (c->ds_mode == CFG_DS_MODE_OFF) {
-        r = jobenv_worker_env(&a->je, i, &ew, env, &notes);
-    } else {
-        struct ds_worker d = {a->group_rank, a->group_world_size, c->ds_devices};
-        r = env_deepspeed_build(a->envp, &ew, &d, env, &notes);
-        if (!r && argv && !c->ds_no_local_rank) {
-            int n = 0;
-            while (a->argv[n])
-                n++;
-            r = env_deepspeed_argv(a->argv, n - c->program_argc, ew.local_rank, buf, cap, argv);
-            if (r)
-                free(*env);
-        }
+    int r = jobenv_worker_env(&a->je, i, &ew, env, &notes);
+    if (!r && argv && c->worker_env == CFG_WORKER_ENV_DEEPSPEED && !c->ds_no_local_rank) {
+        int n = 0;
+        while (a->argv[n])
+            n++;
+        r = env_deepspeed_argv(a->argv, n - c->program_argc, ew.local_rank, buf, cap, argv);
+        if (r)
+            free(*env);
     }
     if (replaced)
         *replaced = notes.replaced;
     return r;
 }
 
-/* Starts this attempt's workers: per worker its streams (console, log files), its torchrun
- * environment with what podrun derived from the node (its own GPU under per-rank visibility,
- * LOCAL_RANK=0 under --virtual-local-rank), its CPUs (--numa-binding) and its watchdog timer.
+/* Starts this attempt's workers: per worker its streams (console, log files), its front-end's
+ * environment (worker_env) with what podrun derived from the node (its own GPU under per-rank
+ * visibility, LOCAL_RANK=0 under --virtual-local-rank), its CPUs (--numa-binding) and its
+ * watchdog timer.
  * What was replaced in the inherited environment is said once, on the first attempt. A worker
  * that cannot be started is this node's failure (on_assigned). */
 static int spawn_all(struct agent *a)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "env/accelerate.h"
+#include "env/deepspeed.h"
 #include "env/environ.h"
 #include "env/paddle.h"
 #include "rdzv/common.h"
@@ -478,17 +479,25 @@ int jobenv_worker_env(struct jobenv *je, int lr, const struct env_worker *ew, ch
                       struct env_notes *notes)
 {
     const struct cfg *c = je->cfg;
-    if (c->worker_env == CFG_WORKER_ENV_ACCELERATE) {
+    switch (c->worker_env) {
+    case CFG_WORKER_ENV_ACCELERATE: {
         struct env_accelerate m = {je->physical_cores, 0, je->cwd};
         return env_accelerate_build(je->envp, ew, c, &m, out, notes);
     }
-    if (c->worker_env != CFG_WORKER_ENV_PADDLE)
+    case CFG_WORKER_ENV_PADDLE: {
+        struct env_paddle_node n = {je->nnodes, je->ip, je->node_name, je->log_dir,
+                                    je->gloo_path, je->local_devices};
+        if (notes)
+            *notes = (struct env_notes){0};
+        return env_paddle_worker_env(je->envp, c, &je->plan, &n, lr, ew, out);
+    }
+    case CFG_WORKER_ENV_DEEPSPEED: {
+        struct ds_worker d = {ew->group_rank, ew->group_world_size, c->ds_devices};
+        return env_deepspeed_build(je->envp, ew, &d, out, notes);
+    }
+    default:
         return env_torch_build(je->envp, ew, out, notes);
-    struct env_paddle_node n = {je->nnodes, je->ip, je->node_name, je->log_dir, je->gloo_path,
-                                je->local_devices};
-    if (notes)
-        *notes = (struct env_notes){0, false};
-    return env_paddle_worker_env(je->envp, c, &je->plan, &n, lr, ew, out);
+    }
 }
 
 int jobenv_log_fd(struct jobenv *je, int lr, int stream, int *fd, char *path, size_t plen)

@@ -274,7 +274,8 @@ enum cfg_preflight_policy { CFG_POLICY_WARN, CFG_POLICY_FAIL, CFG_POLICY_EXCLUDE
 enum cfg_ds_mode { CFG_DS_MODE_OFF, CFG_DS_MODE_NODE, CFG_DS_MODE_HEAD, CFG_DS_MODE_LOCAL };
 enum cfg_ds_launcher { CFG_DS_LAUNCH_PDSH, CFG_DS_LAUNCH_SSH };
 /* Which launcher's environment each worker is started with (launcher/env/). */
-enum cfg_worker_env { CFG_WORKER_ENV_TORCH, CFG_WORKER_ENV_ACCELERATE, CFG_WORKER_ENV_PADDLE };
+enum cfg_worker_env { CFG_WORKER_ENV_TORCH, CFG_WORKER_ENV_ACCELERATE, CFG_WORKER_ENV_PADDLE,
+                      CFG_WORKER_ENV_DEEPSPEED };
 enum cfg_paddle_mode { CFG_PADDLE_COLLECTIVE, CFG_PADDLE_PS };
 enum cfg_paddle_role { CFG_PADDLE_ROLE_NONE, CFG_PADDLE_ROLE_PSERVER, CFG_PADDLE_ROLE_TRAINER };
 #define CFG_ACC__COUNT (CFG_ACC_FSDP_IGNORED_MODULES - CFG_ACC_CONFIG_FILE + 1)

@@ -21,7 +21,7 @@ static const char *const ds_launchers[] = {"pdsh", "ssh", NULL};   /* enum cfg_d
 static const char *const ds_log_levels[] = {"debug", "info", "warning", "error", "critical",
                                             NULL};
 static const char *const log_formats[] = {"human", "json", NULL};       /* enum cfg_log_format */
-static const char *const worker_envs[] = {"torch", "accelerate", "paddle", NULL};
+static const char *const worker_envs[] = {"torch", "accelerate", "paddle", "deepspeed", NULL};
 static const char *const paddle_modes[] = {"collective", "ps", NULL};  /* enum cfg_paddle_mode */
 static const char *const paddle_roles[] = {"none", "PSERVER", "TRAINER", NULL};
 
@@ -289,9 +289,9 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         NULL, "null", "NAME", NULL, 0,
         "accepted for torchrun compatibility (podrun's events are its log lines)", NULL},
     [CFG_WORKER_ENV] = {"worker-env", 0, CFG_T_CHOICE, OFF(worker_env), 0, 0, worker_envs,
-        "torch", "torch|accelerate|paddle", NULL, 0,
+        "torch", "torch|accelerate|paddle|deepspeed", NULL, 0,
         "whose environment the workers get (set by the front-end podrun is started as)",
-        "use 'torch', 'accelerate' or 'paddle'"},
+        "use 'torch', 'accelerate', 'paddle' or 'deepspeed'"},
 #define ACC_ROW(id, ty, nm, def) [CFG_ACC_##id] = {nm, 0, CFG_T_##ty,                           \
         OFF(acc[CFG_ACC_##id - CFG_ACC_CONFIG_FILE]), 0, 0, NULL, def, NULL, NULL, HIDDEN_ACC,  \
         NULL, NULL},

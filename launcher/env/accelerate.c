@@ -239,7 +239,7 @@ int env_accelerate_build(char *const *base, const struct env_worker *w, const st
     /* torchrun's variables: its launchers, and more than one process of podrun's own */
     bool torch = l != ENV_ACC_SIMPLE || w->world_size > 1;
     char **tenv = NULL;
-    struct env_notes tn = {0, false};
+    struct env_notes tn = {0};
     int r = env_torch_build(base, w, &tenv, &tn);
     if (r)
         return r;
@@ -257,8 +257,9 @@ int env_accelerate_build(char *const *base, const struct env_worker *w, const st
         dynamo(&s, c);
         if (l == ENV_ACC_MULTI_GPU && yes(c, CFG_ACC_USE_FSDP))
             fsdp(&s, c);
+        /* accelerate sets it whatever podrun derived from the node (set in s, it replaces the
+         * derived value env_torch_build added) */
         add(&s, "OMP_NUM_THREADS", "%ld", omp_threads(base, w, c, m));
-        tn.omp_set = false;
     }
     if (yes(c, CFG_ACC_CPU_AFFINITY))
         add(&s, "ACCELERATE_CPU_AFFINITY", "1");

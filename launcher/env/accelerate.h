@@ -38,8 +38,9 @@ struct env_accelerate {
 /* The launcher accelerate would use for this configuration. */
 enum env_accelerate_launcher env_accelerate_launcher(const struct cfg *c);
 
-/* The worker's environment (NULL-terminated; free(*out) frees it). notes as env_torch_build's;
- * omp_set is false when accelerate sets OMP_NUM_THREADS itself. 0 or -ENOMEM. */
+/* The worker's environment (NULL-terminated; free(*out) frees it): env_torch_build's, w's derived
+ * variables included, under accelerate's own, so its OMP_NUM_THREADS rule wins over the node's.
+ * notes as env_torch_build's. 0 or -ENOMEM. */
 int env_accelerate_build(char *const *base, const struct env_worker *w, const struct cfg *c,
                          const struct env_accelerate *m, char ***out, struct env_notes *notes);
 

@@ -22,7 +22,7 @@ const char *const env_paddle_vars[] = {
     "PADDLE_PSERVER_ID", "PADDLE_GLOO_RENDEZVOUS", "PADDLE_GLOO_FS_PATH",
     "PADDLE_GLOO_HTTP_ENDPOINT", "PADDLE_WITH_GLOO", "PODRUN_HEARTBEAT_FILE", NULL};
 
-#define MAX_SETS 40
+#define MAX_SETS 64
 
 struct sets {
     char *v[MAX_SETS];
@@ -44,6 +44,15 @@ static void add(struct sets *s, const char *name, const char *fmt, ...)
     else
         s->n++;
     free(n < 0 ? NULL : val);
+}
+
+/* Whether s already sets name. */
+static bool is_set(const struct sets *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (env_is(s->v[i], name))
+            return true;
+    return false;
 }
 
 /* The host part of "ip:port" (IPv6 in brackets kept as they are). */
@@ -134,8 +143,20 @@ int env_paddle_build(char *const *base, const struct env_paddle_job *j,
         add(&s, "POD_NAME", "%s", j->pod_name);
     if (w->heartbeat_file)
         add(&s, "PODRUN_HEARTBEAT_FILE", "%s", w->heartbeat_file);
-    if (w->socket_ifname && !env_get(base, "GLOO_SOCKET_IFNAME"))
-        add(&s, "GLOO_SOCKET_IFNAME", "%s", w->socket_ifname);
+    if (w->cuda_visible_devices)
+        add(&s, "CUDA_VISIBLE_DEVICES", "%s", w->cuda_visible_devices);
+    for (char *const *d = w->derived; d && *d; d++) {
+        size_t nl = strcspn(*d, "=");
+        char name[128];
+        if (nl >= sizeof name || !(*d)[nl])
+            continue;
+        memcpy(name, *d, nl);
+        name[nl] = '\0';
+        /* a set value stands; OMP_NUM_THREADS is torchrun's rule, which Paddle's launcher
+         * does not have (its workers keep the inherited value, or none) */
+        if (!env_get(base, name) && !is_set(&s, name) && strcmp(name, "OMP_NUM_THREADS") != 0)
+            add(&s, name, "%s", *d + nl + 1);
+    }
     int r = s.err;
     if (!r) {
         /* an inherited heartbeat file would name another agent's */
@@ -328,7 +349,8 @@ int env_paddle_worker_env(char *const *base, const struct cfg *c, const struct e
         }
     }
     struct env_paddle_job j = {
-        .ps = ps, .lists = ps && c->paddle_servers && c->paddle_trainers, .nnodes = n->nnodes, .job_id = c->rdzv_id, .master = p->master,
+        .ps = ps, .lists = ps && c->paddle_servers && c->paddle_trainers, .nnodes = n->nnodes,
+        .job_id = c->rdzv_id, .master = p->master,
         .log_dir = n->log_dir, .pod_name = n->name, .pod_ip = n->ip,
         .trainer_endpoints = p->trainers ? p->trainers : "", .ntrainers = p->ntrainers,
         .server_endpoints = p->servers ? p->servers : "", .nservers = p->nservers,
@@ -340,7 +362,10 @@ int env_paddle_worker_env(char *const *base, const struct cfg *c, const struct e
         .id = p->id && lr < p->nproc ? p->id[lr] : 0,
         .endpoint = p->endpoint && lr < p->nproc && p->endpoint[lr] ? p->endpoint[lr] : "",
         .devices = dev[0] ? dev : NULL, .heartbeat_file = ew ? ew->heartbeat_file : NULL,
-        .socket_ifname = ew ? ew->socket_ifname : NULL,
+        .derived = ew ? ew->derived : NULL,
+        .cuda_visible_devices = ew ? ew->cuda_visible_devices : NULL,
     };
+    if (w.cuda_visible_devices && w.devices)
+        w.devices = "0";   /* its own device is the only one it sees */
     return env_paddle_build(base, &j, &w, out);
 }

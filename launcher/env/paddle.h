@@ -15,7 +15,9 @@
  * PADDLE_GLOO_RENDEZVOUS=3, PADDLE_GLOO_FS_PATH, PADDLE_GLOO_HTTP_ENDPOINT (the first server's
  * host, --gloo_port), PADDLE_WITH_GLOO.
  * Both: http_proxy and https_proxy move to *_original (Paddle's fetch_envs), and podrun's own
- * PODRUN_HEARTBEAT_FILE and GLOO_SOCKET_IFNAME as for torchrun's workers.
+ * PODRUN_HEARTBEAT_FILE, the variables podrun derives from the node (NCCL's and gloo's
+ * interface, ...: each only where unset) and a worker's own CUDA_VISIBLE_DEVICES as for
+ * torchrun's workers, but OMP_NUM_THREADS, which Paddle's launcher does not set.
  *
  * Pure code. */
 #ifndef PODRUN_LAUNCHER_ENV_PADDLE_H
@@ -52,7 +54,10 @@ struct env_paddle_worker {
     const char *endpoint;           /* "ip:port" it listens on */
     const char *devices;            /* its devices' relative indices ("0" or "0,1"), NULL: none */
     const char *heartbeat_file;     /* PODRUN_HEARTBEAT_FILE, NULL: not set */
-    const char *socket_ifname;      /* GLOO_SOCKET_IFNAME when unset, NULL: none */
+    char *const *derived;           /* what podrun derived from the node ("NAME=value", NULL-
+                                       terminated; NULL: none), each only where base lacks it */
+    const char *cuda_visible_devices; /* its own device (per-rank visibility), replacing the
+                                         inherited list; its device is then 0 */
 };
 
 /* What every node published for a round (jobenv.c), read back in node-rank order: each value is
@@ -94,7 +99,8 @@ struct env_paddle_node {
 
 /* Local rank lr's environment from the config, the plan and the node (what jobenv.c starts each
  * worker with): server or trainer by lr < --server_num, its devices (a lone trainer gets them
- * all), ids and endpoints from the plan, and ew's heartbeat file and interface. */
+ * all), ids and endpoints from the plan, and ew's heartbeat file, derived variables and own
+ * device. */
 struct env_worker;
 struct cfg;
 int env_paddle_worker_env(char *const *base, const struct cfg *c, const struct env_paddle_plan *p,

@@ -320,7 +320,8 @@ static int bind_cores(struct cfg *c, char *err, size_t errlen)
     return r;
 }
 
-/* What the tables cannot say: --enable_each_rank_log DIR is per-rank log files and nothing on
+/* What the tables cannot say: DeepSpeed's worker environment (--worker-env deepspeed) on a node
+ * that runs workers, --enable_each_rank_log DIR is per-rank log files and nothing on
  * the console (podrun's --log-dir layout), --elastic_training a c10d job of
  * --min_elastic_nodes..--max_elastic_nodes nodes around --master_addr, --bind_cores_to_rank
  * (bind_cores). */
@@ -329,6 +330,12 @@ static int deepspeed_finalize(struct cfg *c, char *err, size_t errlen)
     int r = bind_cores(c, err, errlen);
     if (r)
         return r;
+    if (c->ds_mode != CFG_DS_MODE_OFF && c->ds_mode != CFG_DS_MODE_HEAD) {
+        struct cfg_src fe;
+        cfg_src_init(&fe, CFG_SRC_FLAG, "deepspeed");
+        if ((r = cfg_set(c, CFG_WORKER_ENV, "deepspeed", &fe, err, errlen)))
+            return r;
+    }
     if (c->ds_each_rank_log && strcmp(c->ds_each_rank_log, "None") &&
         c->ds_mode != CFG_DS_MODE_HEAD) {
         if ((r = op_set(c, CFG_LOG_DIR, c->ds_each_rank_log, CFG_SRC_FLAG, err, errlen,

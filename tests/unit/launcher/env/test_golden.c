@@ -29,6 +29,7 @@
 #include "discover/host.h"
 #include "env/accelerate.h"
 #include "env/argv.h"
+#include "env/nccl.h"
 #include "env/paddle.h"
 #include "env/torch.h"
 #include "frontends/frontend.h"
@@ -255,11 +256,27 @@ static void run_case(struct golden *g)
                                      c.paddle_ips != NULL, &plan), 0);
     char devs[256] = "", bad[64];
     env_paddle_devices(envp, c.paddle_devices, 0, devs, sizeof devs, bad, sizeof bad);
+    /* what the agent derives from a node of no GPU, HCA or known interface (node_worker_vars):
+     * torchrun's OMP_NUM_THREADS rule */
+    struct nccl_facts facts = {.nlocal = c.nproc_per_node};
+    struct nccl_env ne;
+    CHECK_EQ_INT(nccl_env_derive(&facts, envp, &ne), 0);
+    char dvals[NCCL_ENV_MAX][NCCL_ENV_VALUE_LEN + 64], *derived[NCCL_ENV_MAX + 1];
+    int nderived = 0;
+    for (int k = 0; k < ne.n; k++)
+        if (ne.var[k].action == NCCL_ENV_SET) {
+            snprintf(dvals[nderived], sizeof dvals[nderived], "%s=%s", ne.var[k].name,
+                     ne.var[k].value);
+            derived[nderived] = dvals[nderived];
+            nderived++;
+        }
+    derived[nderived] = NULL;
     for (int i = 0; i < c.nproc_per_node && i < g->nworkers; i++) {
         char errfile[64];
         snprintf(errfile, sizeof errfile, "/run/podrun/%d/error.json", i);
         struct env_worker ew = {
-            .local_rank = i, .rank = g->rank_base + i, .group_rank = g->node_rank,
+            .derived = derived, .local_rank = i, .rank = g->rank_base + i,
+            .group_rank = g->node_rank,
             .role_rank = g->rank_base + i, .local_world_size = c.nproc_per_node,
             .world_size = g->world, .group_world_size = g->nnodes, .role_world_size = g->world,
             .role_name = c.role, .master_addr = g->store_host, .master_port = g->store_port,

@@ -1,12 +1,15 @@
 /* tests/unit/launcher/env/test_paddle.c — paddle's plan from every node's published endpoints,
- * the devices relative to the visible ones, and env_edit beneath the builders. */
+ * the devices relative to the visible ones, what a worker gets from the node, and env_edit
+ * beneath the builders. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "config/config.h"
 #include "env/environ.h"
 #include "env/paddle.h"
+#include "env/torch.h"
 
 static void test_plan(void)
 {
@@ -51,6 +54,44 @@ static void test_devices(void)
     CHECK_EQ_STR(out, "0,1");
 }
 
+/* The node's derived variables reach a worker where unset, but OMP_NUM_THREADS (torchrun's rule,
+ * not Paddle's); a worker's own device replaces the inherited list and is its device 0. */
+static void test_node_variables(void)
+{
+    char *base[] = {"NCCL_SOCKET_IFNAME==eth9", "CUDA_VISIBLE_DEVICES=0,1", "PATH=/bin", NULL};
+    char *derived[] = {"NCCL_SOCKET_IFNAME==eth0", "GLOO_SOCKET_IFNAME=eth0", "OMP_NUM_THREADS=1",
+                       "CUDA_DEVICE_ORDER=PCI_BUS_ID", NULL};
+    struct cfg c;
+    cfg_init(&c);
+    c.nproc_per_node = 2;
+    char m[] = "10.0.0.1:6070", t[] = "10.0.0.1:6070,10.0.0.1:6071", s[] = "",
+         e0[] = "10.0.0.1:6070", e1[] = "10.0.0.1:6071";
+    char *eps[] = {e0, e1};
+    int ids[] = {0, 1};
+    struct env_paddle_plan p = {.master = m, .trainers = t, .servers = s, .ntrainers = 2,
+                                .endpoint = eps, .id = ids, .nproc = 2};
+    struct env_paddle_node n = {1, "10.0.0.1", "node0", NULL, "/tmp/gloo", "0,1"};
+    struct env_worker ew = {.local_rank = 1, .derived = derived,
+                            .cuda_visible_devices = "GPU-5b2c"};
+    char **env;
+    CHECK_EQ_INT(env_paddle_worker_env(base, &c, &p, &n, 1, &ew, &env), 0);
+    CHECK_EQ_STR(env_get(env, "NCCL_SOCKET_IFNAME"), "=eth9");   /* the user's stands */
+    CHECK_EQ_STR(env_get(env, "GLOO_SOCKET_IFNAME"), "eth0");
+    CHECK_EQ_STR(env_get(env, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+    CHECK(env_get(env, "OMP_NUM_THREADS") == NULL);
+    CHECK_EQ_STR(env_get(env, "CUDA_VISIBLE_DEVICES"), "GPU-5b2c");
+    CHECK_EQ_STR(env_get(env, "FLAGS_selected_gpus"), "0");
+    CHECK_EQ_STR(env_get(env, "PADDLE_TRAINER_ID"), "1");
+    free(env);
+    /* without a device of its own: the inherited list, and its index in it */
+    ew.cuda_visible_devices = NULL;
+    CHECK_EQ_INT(env_paddle_worker_env(base, &c, &p, &n, 1, &ew, &env), 0);
+    CHECK_EQ_STR(env_get(env, "CUDA_VISIBLE_DEVICES"), "0,1");
+    CHECK_EQ_STR(env_get(env, "FLAGS_selected_gpus"), "1");
+    free(env);
+    cfg_free(&c);
+}
+
 static void test_env_edit(void)
 {
     char *base[] = {"A=1", "B=2", "C=3", NULL};
@@ -69,6 +110,7 @@ int main(void)
 {
     RUN(test_plan);
     RUN(test_devices);
+    RUN(test_node_variables);
     RUN(test_env_edit);
     return check_result();
 }
