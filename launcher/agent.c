@@ -795,8 +795,12 @@ static void on_master_resolved(uv_getaddrinfo_t *req, int status, struct addrinf
         uv_freeaddrinfo(res);
         return;
     }
-    if (status == 0 && res)
-        uv_ip_name(res->ai_addr, host, sizeof host);
+    /* uv_ip4_name/uv_ip6_name rather than uv_ip_name: the one-file build links Debian 11's
+     * libuv 1.40, older than uv_ip_name */
+    if (status == 0 && res && res->ai_family == AF_INET6)
+        uv_ip6_name((const struct sockaddr_in6 *)res->ai_addr, host, sizeof host);
+    else if (status == 0 && res)
+        uv_ip4_name((const struct sockaddr_in *)res->ai_addr, host, sizeof host);
     uv_freeaddrinfo(res);
     snprintf(why, sizeof why, "the master %s does not resolve here (%s)", a->master_addr,
              status ? uv_strerror(status) : "no address");
