@@ -65,6 +65,7 @@ struct etcd_watch {
     etcd_watch_cb cb;
     void *arg;
     int busy, cancelled;
+    etcd_watch_t *sib;        /* the next stream of the same etcd_watch_start */
 };
 
 /* ---- lifetime ---- */
@@ -472,14 +473,10 @@ static void watch_send(etcd_watch_t *w)
     }
 }
 
-int etcd_watch_start(etcd_client_t *c, const etcd_watch_spec_t *spec, size_t n,
-                     etcd_watch_cb cb, void *arg, etcd_watch_t **out)
+/* One stream of watchers spec[0..n), started; NULL without memory. */
+static etcd_watch_t *watch_new(etcd_client_t *c, const etcd_watch_spec_t *spec, size_t n,
+                               etcd_watch_cb cb, void *arg)
 {
-    *out = NULL;
-    if (c->closing)
-        return -ESHUTDOWN;
-    if (!n || !cb)
-        return -EINVAL;
     etcd_watch_t *w = calloc(1, sizeof *w);
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++)
@@ -496,7 +493,7 @@ int etcd_watch_start(etcd_client_t *c, const etcd_watch_spec_t *spec, size_t n,
             free(w->keys);
         }
         free(w);
-        return -ENOMEM;
+        return NULL;
     }
     char *p = w->keys;
     for (size_t i = 0; i < n; i++) {
@@ -523,13 +520,38 @@ int etcd_watch_start(etcd_client_t *c, const etcd_watch_spec_t *spec, size_t n,
         c->watches->prev = w;
     c->watches = w;
     watch_send(w);
-    *out = w;
+    return w;
+}
+
+/* The watchers go on as few streams as etcd's gateway takes whole (etcd_watch_group); the
+ * handle is the first stream, which leads to the others. */
+int etcd_watch_start(etcd_client_t *c, const etcd_watch_spec_t *spec, size_t n,
+                     etcd_watch_cb cb, void *arg, etcd_watch_t **out)
+{
+    *out = NULL;
+    if (c->closing)
+        return -ESHUTDOWN;
+    if (!n || !cb)
+        return -EINVAL;
+    etcd_watch_t *first = NULL, **tail = &first;
+    for (size_t i = 0; i < n;) {
+        size_t k = etcd_watch_group(spec + i, n - i);
+        etcd_watch_t *w = watch_new(c, spec + i, k, cb, arg);
+        if (!w) {
+            etcd_watch_cancel(first);
+            return -ENOMEM;
+        }
+        *tail = w;
+        tail = &w->sib;
+        i += k;
+    }
+    *out = first;
     return 0;
 }
 
-void etcd_watch_cancel(etcd_watch_t *w)
+static void watch_cancel_one(etcd_watch_t *w)
 {
-    if (!w || w->cancelled)
+    if (w->cancelled)
         return;
     w->cancelled = 1;
     if (w->busy) { /* inside its own callback: the stream stops now, the memory after */
@@ -541,6 +563,15 @@ void etcd_watch_cancel(etcd_watch_t *w)
         return;
     }
     watch_release(w);
+}
+
+void etcd_watch_cancel(etcd_watch_t *w)
+{
+    while (w) {
+        etcd_watch_t *sib = w->sib; /* a released stream's memory goes with its timer, later */
+        watch_cancel_one(w);
+        w = sib;
+    }
 }
 
 /* ---- the client ---- */

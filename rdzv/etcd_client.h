@@ -69,7 +69,9 @@ void etcd_call_cancel(etcd_call_t *k);
  * and the caller must read what it missed and watch again. */
 typedef void (*etcd_watch_cb)(void *arg, const etcd_resp_t *m);
 
-/* Starts n watchers on one stream (specs copied; each needs a distinct watch_id > 0). */
+/* Starts n watchers (specs copied; each needs a distinct watch_id > 0): on one stream, or on
+ * several where their create requests would not fit in what etcd's gateway reads first
+ * (etcd_watch_group). Every stream calls cb; cancelling the handle stops them all. */
 int etcd_watch_start(etcd_client_t *c, const etcd_watch_spec_t *w, size_t n, etcd_watch_cb cb,
                      void *arg, etcd_watch_t **out);
 void etcd_watch_cancel(etcd_watch_t *w);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -321,6 +322,22 @@ char *etcd_req_watch(const etcd_watch_spec_t *w, size_t n)
         free(one);
     }
     return s ? s : strdup("");
+}
+
+size_t etcd_watch_group(const etcd_watch_spec_t *w, size_t n)
+{
+    size_t len = 0, k = 0;
+    for (; k < n; k++) {
+        etcd_watch_spec_t worst = w[k];
+        worst.start_rev = INT64_MAX; /* a resumed stream names where it resumes */
+        char *one = watch_create(&worst);
+        size_t l = one ? strlen(one) + 1 : SIZE_MAX / 2;
+        free(one);
+        if (k > 0 && len + l > ETCD_WATCH_BODY_SAFE)
+            break;
+        len += l;
+    }
+    return k;
 }
 
 /* ---- answers ---- */

@@ -103,6 +103,16 @@ typedef struct etcd_watch_spec {
 /* The body of /v3/watch creating n watchers on one stream: one create request per line. */
 char *etcd_req_watch(const etcd_watch_spec_t *w, size_t n);
 
+/* etcd's JSON gateway reads a stream's body in pieces (its JSON decoder's first read is 512
+ * bytes) and Go's HTTP server discards the rest of a request's body once the first answer's
+ * headers go out: a create request past the first piece is lost when etcd answers the first
+ * ones before the gateway reads on, and that watcher never starts. So several watchers share a
+ * stream only while their body, with any start revision, fits in the first piece. */
+#define ETCD_WATCH_BODY_SAFE 512
+
+/* How many of w[0..n) (at least one, when n > 0) go on one stream. */
+size_t etcd_watch_group(const etcd_watch_spec_t *w, size_t n);
+
 /* ---- answers ---- */
 
 #define ETCD_MAX_KVS (1 << 20)

@@ -11,6 +11,7 @@ import socketserver
 import subprocess
 import sys
 import threading
+import uuid
 import time
 
 import pytest
@@ -434,3 +435,16 @@ def test_k8s_pod_deleted_is_a_lost_peer(etcd, tmp_path):
     time.sleep(0.3)
     clean, left = no_leftovers(marker)
     assert clean, left
+
+
+def test_long_run_ids_single_node(etcd):
+    """Run ids as long as PyTorch's run_test.py makes them (str(uuid4().int), 39 digits) and a
+    job name with its uid: every single-node job runs its worker and finishes. The agent's watch
+    requests with such ids outgrew what etcd's gateway reads of a stream's body before it answers,
+    and one of its watchers could be dropped: the agent then waited forever, silent."""
+    ids = [str(uuid.uuid4().int) for _ in range(26)]
+    ids += [f"pytorchjob-bert-large-{uuid.uuid4()}" for _ in range(4)]
+    for rid in ids:
+        agent = etcd_agent(0, 1, etcd.endpoints(), rid, ENV_SH, extra=NOPY)
+        assert agent.wait(timeout=30) == 0, (rid, agent.err)
+        assert "env rank=0 " in agent.out, (rid, agent.out, agent.err)

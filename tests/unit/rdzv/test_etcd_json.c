@@ -3,6 +3,7 @@
  * out of), error answers, watch messages, and bytes that are not an answer. */
 #include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,6 +122,66 @@ static void test_requests(void)
     CHECK_EQ_INT(json_integer_value(field(j, "create_request.watch_id")), 2);
     json_decref(j);
     free(s);
+}
+
+/* The body length of the first k watchers on one stream, each resuming at a large revision. */
+static size_t watch_body_len(const etcd_watch_spec_t *w, size_t k)
+{
+    etcd_watch_spec_t r[8];
+    for (size_t i = 0; i < k; i++) {
+        r[i] = w[i];
+        r[i].start_rev = 9223372036854775807LL;
+    }
+    char *s = etcd_req_watch(r, k);
+    size_t len = s ? strlen(s) : 0;
+    free(s);
+    return len;
+}
+
+/* An agent's three watchers under a run id of n digits, as the backend makes them. */
+static size_t agent_watchers(int n, char keys[3][2][200], etcd_watch_spec_t w[3])
+{
+    char id[64];
+    for (int i = 0; i < n; i++)
+        id[i] = (char)('0' + (i * 7 + 3) % 10);
+    id[n] = '\0';
+    snprintf(keys[0][0], 200, "podrun/%s/n/0123456789abcdef/assign/", id);
+    snprintf(keys[1][0], 200, "podrun/%s/r/", id);
+    snprintf(keys[2][0], 200, "podrun/%s/leader", id);
+    for (int i = 0; i < 3; i++) {
+        size_t kl = strlen(keys[i][0]);
+        size_t el = i < 2 ? etcd_prefix_end(keys[i][0], kl, keys[i][1]) : 0;
+        w[i] = (etcd_watch_spec_t){keys[i][0], kl, i < 2 ? keys[i][1] : NULL, el, 0, i + 1};
+    }
+    return 3;
+}
+
+/* Several watchers share a stream only while their create requests fit in what etcd's gateway
+ * reads of the body first: a run id of 39 digits (uuid4().int) made the third one past it. */
+static void test_watch_groups(void)
+{
+    char keys[3][2][200];
+    etcd_watch_spec_t w[3];
+    for (int n = 1; n <= 60; n++) {
+        size_t total = agent_watchers(n, keys, w), seen = 0;
+        while (seen < total) {
+            size_t k = etcd_watch_group(w + seen, total - seen);
+            CHECK(k >= 1);
+            CHECK(k == 1 || watch_body_len(w + seen, k) <= ETCD_WATCH_BODY_SAFE);
+            seen += k;
+        }
+        CHECK_EQ_INT((int)seen, 3);
+    }
+    agent_watchers(8, keys, w);
+    CHECK_EQ_INT((int)etcd_watch_group(w, 3), 3); /* a short id: one stream */
+    agent_watchers(39, keys, w);
+    CHECK(etcd_watch_group(w, 3) < 3);
+    char big[700];
+    memset(big, 'k', sizeof big);
+    etcd_watch_spec_t one[2] = {{big, sizeof big, NULL, 0, 0, 1}, {"a", 1, NULL, 0, 0, 2}};
+    CHECK_EQ_INT((int)etcd_watch_group(one, 2), 1); /* alone on its stream, whatever its size */
+    CHECK_EQ_INT((int)etcd_watch_group(one + 1, 1), 1);
+    CHECK_EQ_INT((int)etcd_watch_group(one, 0), 0);
 }
 
 /* Answers as etcd 3.4's gateway writes them. */
@@ -242,6 +303,7 @@ int main(void)
     RUN(test_endpoints);
     RUN(test_base64);
     RUN(test_requests);
+    RUN(test_watch_groups);
     RUN(test_answers);
     RUN(test_watch_messages);
     RUN(test_not_answers);
