@@ -949,6 +949,7 @@ static int lost_code(struct agent *a, int err)
     case PODRUN_ESTORELOST:
     case PODRUN_ESTORESILENT: return a->cfg->exit_code_store_lost;
     case PODRUN_EJOINTIMEOUT: return a->cfg->exit_code_rdzv_timeout;
+    case PODRUN_ERUNID: return 2; /* the flags disagree: a usage error, no retry mends it */
     default: return 1;
     }
 }

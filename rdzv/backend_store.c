@@ -58,6 +58,7 @@ typedef struct store_agent {
     int state, join_k, round, node_rank;
     int stop_action; /* of the last decision */
     int leaving, closing;
+    char *stranger;             /* the store is another run's: the line that says so */
     uv_timer_t hb_timer, prog_timer, defer_timer;
     int ping_out;               /* a PING asks the host for a sign of life */
     uint64_t ping_sent, hb_tick; /* loop times (ms) */
@@ -86,6 +87,7 @@ static void agent_free(store_agent_t *a)
     void *arg = a->closed_arg;
     coord_free(a->coord);
     free(a->run_id);
+    free(a->stranger);
     free(a->endpoint_host);
     free(a->local_addr);
     free(a->expected);
@@ -290,11 +292,31 @@ static void on_store_log(void *arg, const char *line)
         a->cb.store_log(a->arg, line);
 }
 
+/* A write under "podrun/<run>/n/" of another run is a node started with another --rdzv-id:
+ * the refusal names that run and this one (the peer's address is in the same line). */
+static void stranger_why(const store_agent_t *a, const char *key, size_t klen, char *why,
+                         size_t cap)
+{
+    const size_t pl = sizeof "podrun/" - 1;
+    const char *run = key + pl, *end = key + klen;
+    const char *slash = klen > pl ? memchr(run, '/', (size_t)(end - run)) : NULL;
+    if (!slash || slash == run || (size_t)(end - slash) < 3 || memcmp(slash, "/n/", 3) != 0)
+        return;
+    int rl = (int)(slash - run);
+    if ((size_t)rl == strlen(a->run_id) && memcmp(run, a->run_id, (size_t)rl) == 0)
+        return;
+    for (int i = 0; i < rl; i++)
+        if (run[i] < 0x21 || run[i] > 0x7e)
+            return; /* not a run id a flag gives: the general reason, with the key escaped */
+    sfmt(why, cap, "a node of run '%.*s' reached this job store, which belongs to run '%s'; "
+         "give every node the same --rdzv-id (PET_RDZV_ID)", rl < 200 ? rl : 200, run, a->run_id);
+}
+
 /* Over the wire, the only keys under "podrun/" a client writes are agents' records and the
  * keys the agents' preflight check exchanges ("podrun/<run>/pf/", launcher/preflight: the
  * coordinator never reads them); the rest (assignments, ends of rounds, the status line) are the
  * coordinator's, written in-process. */
-static int may_write(void *arg, const char *key, size_t klen)
+static int may_write(void *arg, const char *key, size_t klen, char *why, size_t cap)
 {
     store_agent_t *a = arg;
     char prefix[300];
@@ -302,7 +324,10 @@ static int may_write(void *arg, const char *key, size_t klen)
     size_t n = strlen(prefix);
     if (klen > n + 3 && memcmp(key, prefix, n) == 0 && memcmp(key + n, "pf/", 3) == 0)
         return 1;
-    return rdzv_agent_record_key(key, klen, prefix);
+    if (rdzv_agent_record_key(key, klen, prefix))
+        return 1;
+    stranger_why(a, key, klen, why, cap);
+    return 0;
 }
 
 /* The job's state record (rdzv/state.h) for `podrun status`: written in-process, like the
@@ -702,8 +727,67 @@ static void on_conn_lost(store_aclient_t *c, int status, void *arg)
     agent_fail(a, PODRUN_ESTORELOST, why);
 }
 
+/* The join of a node of another run was written: the store's host refuses it and names this
+ * node in its log; this node stops, with the line that says why. */
+static void on_stranger_join_written(store_aclient_t *c, int status, const char *val, size_t len,
+                                     int64_t num, void *arg)
+{
+    (void)c, (void)status, (void)val, (void)len, (void)num;
+    store_agent_t *a = arg;
+    if (req_end(a))
+        return;
+    agent_fail(a, PODRUN_ERUNID, a->stranger);
+}
+
+/* Whether the store's list of runs (one per line) names this node's; an empty list is a store
+ * that keeps none (not a podrun host): the join decides. */
+static int runs_name(const char *runs, size_t len, const char *run_id)
+{
+    size_t rl = strlen(run_id);
+    if (len == 0)
+        return 1;
+    for (const char *p = runs, *end = runs + len; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = (size_t)((nl ? nl : end) - p);
+        if (n == rl && memcmp(p, run_id, rl) == 0)
+            return 1;
+        p += n + 1;
+    }
+    return 0;
+}
+
+/* The store says which runs it serves. This node's: the join goes out and the heartbeats start.
+ * Another's: the nodes were given different --rdzv-id values, which no retry mends. */
+static void on_runs(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
+                    void *arg)
+{
+    (void)c, (void)num;
+    store_agent_t *a = arg;
+    if (req_end(a) || status < 0 || a->state != AS_CONNECTING)
+        return; /* a lost connection is said by on_conn_lost */
+    if (!runs_name(val, len, a->run_id)) {
+        char line[RDZV_LINE_MAX];
+        const char *nl = memchr(val, '\n', len);
+        int n = (int)(nl ? (size_t)(nl - val) : len);
+        sfmt(line, sizeof line, "rendezvous '%s': the job store at %s:%u belongs to run '%.*s', "
+             "this agent's run id is '%s'; give every node the same --rdzv-id (PET_RDZV_ID)",
+             a->run_id, a->connect_host, a->port, n < 200 ? n : 200, val, a->run_id);
+        a->stranger = strdup(line);
+        a->state = AS_JOINING;
+        char key[320];
+        key_of(a, key, sizeof key, "join", a->join_k);
+        if (!a->stranger || req_begin(a, store_aclient_set(a->conn, key, "", 0,
+                                                           on_stranger_join_written, a)) < 0)
+            agent_fail(a, PODRUN_ERUNID, a->stranger ? a->stranger : line);
+        return;
+    }
+    send_join(a);
+    a->ping_sent = uv_now(a->loop);
+    uv_timer_start(&a->hb_timer, on_hb_timer, 0, (uint64_t)(a->p.keep_alive_interval * 1000));
+}
+
 /* The connection is up (or gave up at join_timeout: this node could not reach the store): the
- * kernel watches it from now on, the join goes out and the heartbeats start. */
+ * kernel watches it from now on; the store is asked which run it serves before the join. */
 static void on_connected(store_aclient_t *c, int status, void *arg)
 {
     /* not counted in `pending`: a client closed while connecting never calls back */
@@ -729,12 +813,9 @@ static void on_connected(store_aclient_t *c, int status, void *arg)
     store_aclient_on_lost(c, on_conn_lost, a);
     store_aclient_liveness(c, (unsigned)window_ms(a));
     a->ready = 1;
-    if (a->state == AS_CONNECTING) {
-        send_join(a);
-        a->ping_sent = uv_now(a->loop);
-        uv_timer_start(&a->hb_timer, on_hb_timer, 0,
-                       (uint64_t)(a->p.keep_alive_interval * 1000));
-    }
+    if (a->state == AS_CONNECTING &&
+        req_begin(a, store_aclient_get(c, RDZV_RUNS_KEY, on_runs, a)) < 0)
+        agent_fail(a, PODRUN_ESTORELOST, "could not ask the job store which run it serves");
 }
 
 /* How often a joining agent tries the store host: every RDZV_JOIN_RETRY_MS, jittered, so it

@@ -741,9 +741,10 @@ static int guard(conn_t *c, const wire_req_t *q)
         if (!authed)
             return refuse(c, q, k, "podrun's keys need the job's token and this connection "
                                    "did not authenticate");
-        if (writes && s->may_write && !s->may_write(s->guard_arg, k.p, k.len))
-            return refuse(c, q, k, "no client writes this key (only agents' own records are "
-                                   "written over the wire)");
+        char why[300] = "";
+        if (writes && s->may_write && !s->may_write(s->guard_arg, k.p, k.len, why, sizeof why))
+            return refuse(c, q, k, why[0] ? why : "no client writes this key (only agents' own "
+                                                  "records are written over the wire)");
     }
     return GUARD_PASS;
 }

@@ -1,6 +1,7 @@
 """Multi-node rendezvous: several podrun agents on one machine, each with its own loopback
 address (or its own network namespace), agree on ranks and run one job."""
 import os
+import re
 import shutil
 import time
 
@@ -156,3 +157,27 @@ def test_four_nodes_in_network_namespaces(port):
         assert all(int(r["sum"]) == 28 for r in res)
     finally:
         net.close()
+
+
+def test_agent_of_another_run_id_is_named_on_both_sides(port):
+    """An agent whose --rdzv-id is not the job's, pointed at the job's store: it stops with a
+    usage error (2, not a code an operator retries) naming the store, both run ids and the fix,
+    and the store's host names it, its address and its run id in one line; the job runs on."""
+    endpoint = f"127.0.0.2:{port}"
+    host = Agent(agent_args(2, 1, endpoint, "127.0.0.2", "job-a", NOPY, ENV_SH), name="host")
+    stranger = Agent(agent_args(2, 1, endpoint, "127.0.0.4", "job-b", NOPY, ENV_SH),
+                     name="stranger")
+    try:
+        assert stranger.wait(timeout=60) == 2, stranger.err
+    finally:
+        stranger.kill()
+    assert (f"the job store at 127.0.0.2:{port} belongs to run 'job-a', this agent's run id is "
+            "'job-b'; give every node the same --rdzv-id" in stranger.err), stranger.err
+    assert "lost the connection" not in stranger.err, stranger.err
+    peer = Agent(agent_args(2, 1, endpoint, "127.0.0.3", "job-a", NOPY, ENV_SH), name="peer")
+    assert wait_all([host, peer]) == [0, 0], [host.err, peer.err]
+    named = [l for l in host.err.splitlines() if "'job-b'" in l]
+    assert len(named) == 1, host.err
+    assert re.search(r"from 127\.0\.0\.\d+:\d+: .*a node of run 'job-b' reached this job store, "
+                     r"which belongs to run 'job-a'; give every node the same --rdzv-id",
+                     named[0]), named[0]

@@ -89,9 +89,9 @@ static int try_connect(const auth_key_t *key, store_aclient_t **out)
     return r.status;
 }
 
-static int only_records(void *arg, const char *key, size_t klen)
+static int only_records(void *arg, const char *key, size_t klen, char *why, size_t cap)
 {
-    (void)arg;
+    (void)arg, (void)why, (void)cap;
     return klen >= 10 && memcmp(key, "podrun/j/n", 10) == 0;
 }
 
