@@ -928,9 +928,22 @@ static void on_rdzv_ending(void *arg, int round)
     stop_job(a, SIGTERM, NULL);
 }
 
+static void on_rdzv_lost(void *arg, int err, const char *why);
+
 static void on_rdzv_finished(void *arg)
 {
     struct agent *a = arg;
+    if (a->round < 0) {
+        /* never assigned a round: the job's success is not this node's (torchrun's agent, too,
+         * fails on a closed rendezvous) */
+        char why[RDZV_LINE_MAX];
+        snprintf(why, sizeof why,
+                 "rendezvous '%s': the job finished without this node, which ran no worker in "
+                 "it: it came too late for the job, or another job uses the same --rdzv-id "
+                 "(give every job its own)", a->run_id);
+        on_rdzv_lost(a, PODRUN_EENDED, why);
+        return;
+    }
     /* a backend that tells the end without an 'ending' first (etcd): the parameter servers still
      * run and are stopped now */
     on_rdzv_ending(a, -1);

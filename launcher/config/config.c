@@ -321,6 +321,13 @@ static int resolve_etcd(struct cfg *c, char *err, size_t errlen)
     if (bad >= 0)
         return fail(err, errlen, "--rdzv-endpoint names %s, but --etcd-cacert/--etcd-cert are "
                     "given: write https:// (or leave the scheme out)", url);
+    /* etcd outlives jobs and is shared by them: under the default id every job on it would
+     * join one run, and a node could be counted into another job's round */
+    if (c->src[CFG_RDZV_ID].kind == CFG_SRC_DEFAULT)
+        return fail(err, errlen, "--rdzv-backend etcd needs the job's own --rdzv-id (or "
+                    "PET_RDZV_ID): under the default '%s' every job on this etcd would be one "
+                    "job; give every node of the job the same id, unique to the job (e.g. its "
+                    "name and uid)", c->rdzv_id);
     return 0;
 }
 

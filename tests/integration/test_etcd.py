@@ -448,3 +448,31 @@ def test_long_run_ids_single_node(etcd):
         agent = etcd_agent(0, 1, etcd.endpoints(), rid, ENV_SH, extra=NOPY)
         assert agent.wait(timeout=30) == 0, (rid, agent.err)
         assert "env rank=0 " in agent.out, (rid, agent.out, agent.err)
+
+
+def test_default_run_id_is_refused(etcd):
+    """etcd outlives jobs and is shared by them: without --rdzv-id every job on it would be one
+    job, so an agent with the default id stops at once with a usage error naming the fix."""
+    agent = Agent(["--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                   etcd.endpoints(), *NOPY, ENV_SH], env={"PODRUN_MASTER_PORT": ""})
+    assert agent.wait(timeout=30) == 2, agent.err
+    lines = agent.err.strip().splitlines()
+    assert len(lines) == 1, agent.err
+    assert "--rdzv-backend etcd needs the job's own --rdzv-id (or PET_RDZV_ID)" in lines[0]
+    assert "'none'" in lines[0] and "the same id" in lines[0], lines[0]
+    assert etcd.keys() == []
+
+
+def test_two_jobs_under_one_run_id_never_fake_success(etcd):
+    """Two jobs of two nodes started together under one run id: one round of two runs and the
+    job finishes; the two agents that ran no worker do not say success (exit 1, naming why)."""
+    rid = run_id("shared")
+    agents = [etcd_agent(i, 2, etcd.endpoints(), rid, ENV_SH, extra=NOPY) for i in range(4)]
+    codes = wait_all(agents, timeout=60)
+    assert sorted(codes) == [0, 0, 1, 1], [a.err for a in agents]
+    for a, code in zip(agents, codes):
+        ran = "env rank=" in a.out
+        assert ran == (code == 0), (code, a.out, a.err)
+        if not ran:
+            assert "the job finished without this node, which ran no worker in it" in a.err, a.err
+            assert "another job uses the same --rdzv-id" in a.err, a.err

@@ -237,16 +237,19 @@ static void test_k8s_discovery(void)
 static void test_etcd_endpoints(void)
 {
     static const struct {
-        const char *backend, *endpoint, *cacert, *cert, *key, *needle;
+        const char *backend, *endpoint, *cacert, *cert, *key, *needle, *id;
     } bad[] = {
-        {"etcd", NULL, NULL, NULL, NULL, "--rdzv-backend etcd needs --rdzv-endpoint"},
+        {"etcd", NULL, NULL, NULL, NULL, "--rdzv-backend etcd needs --rdzv-endpoint", "j"},
         {"c10d", "e0:2379,e1:2379", NULL, NULL, NULL, "a list of endpoints or a URL is for "
-                                                      "--rdzv-backend etcd"},
-        {"static", "http://e0", NULL, NULL, NULL, "is for --rdzv-backend etcd"},
-        {"c10d", "n0:29400", "/ca", NULL, NULL, "are for --rdzv-backend etcd"},
-        {"etcd", "e0", NULL, "/c", NULL, "--etcd-cert and --etcd-key go together"},
-        {"etcd", "http://e0", "/ca", NULL, NULL, "names http://e0:2379, but --etcd-cacert"},
-        {"etcd", "e0:0", NULL, NULL, NULL, "'e0:0': expected [http://|https://]HOST[:PORT]"},
+                                                      "--rdzv-backend etcd", NULL},
+        {"static", "http://e0", NULL, NULL, NULL, "is for --rdzv-backend etcd", NULL},
+        {"c10d", "n0:29400", "/ca", NULL, NULL, "are for --rdzv-backend etcd", NULL},
+        {"etcd", "e0", NULL, "/c", NULL, "--etcd-cert and --etcd-key go together", "j"},
+        {"etcd", "http://e0", "/ca", NULL, NULL, "names http://e0:2379, but --etcd-cacert", "j"},
+        {"etcd", "e0:0", NULL, NULL, NULL, "'e0:0': expected [http://|https://]HOST[:PORT]", "j"},
+        /* the default id is every job's: refused, with the flag, its variable and the fix */
+        {"etcd", "e0", NULL, NULL, NULL, "--rdzv-backend etcd needs the job's own --rdzv-id (or "
+                                         "PET_RDZV_ID): under the default 'none'", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         struct cfg c;
@@ -260,6 +263,8 @@ static void test_etcd_endpoints(void)
             CHECK_EQ_INT(set(&c, CFG_ETCD_CERT, bad[i].cert, CFG_SRC_FLAG, "--cert"), 0);
         if (bad[i].key)
             CHECK_EQ_INT(set(&c, CFG_ETCD_KEY, bad[i].key, CFG_SRC_FLAG, "--key"), 0);
+        if (bad[i].id)
+            CHECK_EQ_INT(set(&c, CFG_RDZV_ID, bad[i].id, CFG_SRC_FLAG, "--rdzv-id"), 0);
         CHECK_EQ_INT(finalize(&c), -EINVAL);
         if (!strstr(err, bad[i].needle))
             fprintf(stderr, "case %zu: '%s' lacks '%s'\n", i, err, bad[i].needle);
@@ -271,6 +276,7 @@ static void test_etcd_endpoints(void)
     cfg_init(&c); /* one host: etcd's port, not c10d's */
     CHECK_EQ_INT(set(&c, CFG_RDZV_BACKEND, "etcd", CFG_SRC_PODRUN, "PODRUN_RDZV_BACKEND"), 0);
     CHECK_EQ_INT(set(&c, CFG_RDZV_ENDPOINT, "etcd-0", CFG_SRC_FLAG, "--rdzv-endpoint"), 0);
+    CHECK_EQ_INT(set(&c, CFG_RDZV_ID, "job-7", CFG_SRC_PET, "PET_RDZV_ID"), 0);
     CHECK_EQ_INT(set(&c, CFG_NNODES, "4", CFG_SRC_FLAG, "--nnodes"), 0);
     CHECK_EQ_INT(finalize(&c), 0);
     CHECK_EQ_INT(c.rdzv_backend, CFG_BACKEND_ETCD);
@@ -285,6 +291,7 @@ static void test_etcd_endpoints(void)
     CHECK_EQ_INT(set(&c, CFG_ETCD_CACERT, "/ca.pem", CFG_SRC_PODRUN, "PODRUN_ETCD_CACERT"), 0);
     CHECK_EQ_INT(set(&c, CFG_ETCD_CERT, "/c.pem", CFG_SRC_FLAG, "--etcd-cert"), 0);
     CHECK_EQ_INT(set(&c, CFG_ETCD_KEY, "/k.pem", CFG_SRC_FLAG, "--etcd-key"), 0);
+    CHECK_EQ_INT(set(&c, CFG_RDZV_ID, "job-7", CFG_SRC_OPERATOR, "SLURM_JOB_ID"), 0);
     CHECK_EQ_INT(finalize(&c), 0);
     CHECK_EQ_STR(c.rdzv_endpoints, "e0:2379,https://e1:2379");
     CHECK_EQ_STR(c.rdzv_host, "e0");
@@ -424,6 +431,7 @@ static void test_print_config(void)
     cfg_init(&c); /* with etcd, read_timeout is how long etcd may fail */
     CHECK_EQ_INT(set(&c, CFG_RDZV_BACKEND, "etcd", CFG_SRC_FLAG, "--rdzv-backend"), 0);
     CHECK_EQ_INT(set(&c, CFG_RDZV_ENDPOINT, "e0,e1", CFG_SRC_FLAG, "--rdzv-endpoint"), 0);
+    CHECK_EQ_INT(set(&c, CFG_RDZV_ID, "j", CFG_SRC_FLAG, "--rdzv-id"), 0);
     CHECK_EQ_INT(finalize(&c), 0);
     f = open_memstream(&buf, &len);
     cfg_print(&c, f);
