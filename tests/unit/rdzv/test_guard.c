@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -164,6 +165,38 @@ static void test_unauthenticated(void)
     store_server_guard(srv, NULL, NULL, NULL);
 }
 
+/* Refuses every write under podrun/, saying why for another run's keys. */
+static int other_run(void *arg, const char *key, size_t klen, char *why, size_t cap)
+{
+    (void)arg;
+    if (klen > 13 && memcmp(key, "podrun/other/", 13) == 0)
+        snprintf(why, cap, "a node of run 'other' reached this job store");
+    return 0;
+}
+
+/* A refusal the host can explain is logged with its reason, beside the peer's address. */
+static void test_refusal_reason(void)
+{
+    store_server_guard(srv, NULL, other_run, NULL);
+    store_aclient_t *c;
+    res_t r = {0};
+    CHECK_EQ_INT(store_aclient_connect(loop, "127.0.0.1", store_server_port(srv), 3000, on_conn,
+                                       &r, &c), 0);
+    spin(&r.done, 3000);
+    CHECK_EQ_INT(r.status, 0);
+    int before = nlogs;
+    res_t w = {0}, after = {0};
+    store_aclient_set(c, "podrun/other/n/abc/join/0", "", 0, on_reply, &w);
+    store_aclient_get(c, "user/key", on_reply, &after);
+    spin(&after.done, 3000);
+    CHECK(after.status < 0);
+    CHECK_EQ_INT(nlogs, before + 1);
+    CHECK(strstr(lastlog, "from 127.0.0.1:") &&
+          strstr(lastlog, "refused: a node of run 'other' reached this job store"));
+    store_aclient_close(c);
+    store_server_guard(srv, NULL, NULL, NULL);
+}
+
 static void test_allow(void)
 {
     acl_t acl = {0};
@@ -213,6 +246,7 @@ int main(void)
     CHECK_EQ_INT(store_server_start(loop, "127.0.0.1", 0, NULL, &log, &srv), 0);
     RUN(test_handshake);
     RUN(test_unauthenticated);
+    RUN(test_refusal_reason);
     RUN(test_allow);
     int closed = 0;
     store_server_close(srv, NULL, NULL);
