@@ -1478,6 +1478,8 @@ static void health_snapshot(void *arg, struct health_snapshot *s)
     s->state = names[a->state];
     s->workers = a->n;
     s->workers_running = a->wg_ready ? a->wg.running : 0;
+    s->restarts_used = a->restarts_used;
+    s->max_restarts = a->cfg->max_restarts;
     if (a->round >= 0) {
         s->round = a->round;
         s->node_rank = a->group_rank;
