@@ -11,7 +11,8 @@ package installs is the program itself; `python -m podrun` runs it."""
 __version__ = "{version}"
 '''
 
-MAIN = '''"""python -m podrun: runs the podrun binary this package installed, in this process's place."""
+MAIN = '''"""python -m podrun: runs the podrun program this package installed, in this process's
+place."""
 import os
 import sys
 from importlib import metadata
@@ -39,7 +40,7 @@ if __name__ == "__main__":
 METADATA = """Metadata-Version: 2.1
 Name: podrun
 Version: {version}
-Summary: The container entrypoint of a distributed training job: a drop-in for torchrun, accelerate launch, deepspeed and paddle.distributed.launch
+Summary: The container entrypoint of a distributed training job (torchrun, accelerate, deepspeed, paddle)
 License: Apache-2.0
 Requires-Python: >=3.8
 Classifier: License :: OSI Approved :: Apache Software License
