@@ -1492,6 +1492,8 @@ static void health_snapshot(void *arg, struct health_snapshot *s)
     s->state = names[a->state];
     s->workers = a->n;
     s->workers_running = a->wg_ready ? a->wg.running : 0;
+    s->restarts_used = a->restarts_used;
+    s->max_restarts = a->cfg->max_restarts;
     if (a->round >= 0) {
         s->round = a->round;
         s->node_rank = a->group_rank;
@@ -1686,6 +1688,26 @@ static int start_rendezvous(struct agent *a)
     return r;
 }
 
+/* The run directory; a fallback from an unwritable TMPDIR is said once, with how to choose. */
+static int open_rundir(struct agent *a)
+{
+    const struct cfg *c = a->cfg;
+    int r = rundir_open(&a->dir, c);
+    if (r && c->log_dir)
+        logs_message(&a->logs, "cannot create the run directory under %s: %s; give --log-dir a "
+                     "writable directory", a->dir.base, podrun_strerror(r));
+    else if (r)
+        logs_message(&a->logs, "cannot create the run directory under %s (%s), nor under "
+                     "%s/dev/shm, /var/tmp or /run; set TMPDIR to a writable directory (in "
+                     "Kubernetes, mount an emptyDir there)", a->dir.base, podrun_strerror(r),
+                     strcmp(a->dir.base, "/tmp") ? "/tmp, " : "");
+    else if (a->dir.fallback)
+        logs_message(&a->logs, "cannot create the run directory under %s (%s); using %s instead "
+                     "(set TMPDIR to a writable directory, e.g. an emptyDir, to choose)",
+                     a->dir.tried, podrun_strerror(a->dir.tried_err), a->dir.base);
+    return r;
+}
+
 /* PID 1's duties (signals, reaping, subreaper), the run directory, the worker group and its
  * guard, the watchdog; then the rendezvous. An error leaves the agent to exit. */
 static int start(struct agent *a)
@@ -1697,11 +1719,8 @@ static int start(struct agent *a)
     if ((r = init_become_subreaper()))
         logs_message(&a->logs, "cannot become a child subreaper (%s); orphaned grandchildren "
                      "of the workers will be reaped by the system's init", podrun_strerror(r));
-    if ((r = rundir_open(&a->dir, c))) {
-        logs_message(&a->logs, "cannot create the run directory under %s: %s", a->dir.base,
-                     podrun_strerror(r));
+    if ((r = open_rundir(a)))
         return r;
-    }
     if ((r = workers_init(&a->wg, a->loop, a->n)))
         return r;
     a->wg_ready = true;

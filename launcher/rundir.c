@@ -60,6 +60,16 @@ static void unlink_rank_files(const struct rundir *d, int lr)
     unlink(p);
 }
 
+/* Where the private directory goes when tmpdir cannot hold it, in order. */
+static const char *const fallbacks[] = {"/tmp", "/dev/shm", "/var/tmp", "/run"};
+
+static int make_private(struct rundir *d, const char *under)
+{
+    if (pathf(d->base, sizeof d->base, "%s/podrun_XXXXXX", under))
+        return -ENAMETOOLONG;
+    return mkdtemp(d->base) ? 0 : -errno;
+}
+
 int rundir_open(struct rundir *d, const struct cfg *cfg)
 {
     memset(d, 0, sizeof *d);
@@ -71,10 +81,17 @@ int rundir_open(struct rundir *d, const struct cfg *cfg)
         d->keep = true;
         return pathf(d->base, sizeof d->base, "%s", cfg->log_dir);
     }
-    if (pathf(d->base, sizeof d->base, "%s/podrun_XXXXXX", cfg->tmpdir))
-        return -ENAMETOOLONG;
-    if (!mkdtemp(d->base))
-        return -errno;
+    int r = make_private(d, cfg->tmpdir);
+    d->tried = cfg->tmpdir;
+    d->tried_err = r;
+    /* a read-only root (no writable /tmp) is common in hardened pods: look for another place */
+    for (size_t i = 0; r && i < sizeof fallbacks / sizeof *fallbacks; i++)
+        if (strcmp(fallbacks[i], cfg->tmpdir) && (r = make_private(d, fallbacks[i])) == 0)
+            d->fallback = fallbacks[i];
+    if (r) {
+        snprintf(d->base, sizeof d->base, "%s", cfg->tmpdir);
+        return d->tried_err;
+    }
     d->own_base = true;
     /* files the user asked for: per-rank logs, or the filtered copies of the console */
     d->keep = d->log_files || cfg->dup_filters[0] || cfg->dup_filters[1];

@@ -23,10 +23,15 @@ struct rundir {
     bool own_base;           /* base was made here (and is removed here) */
     bool keep;               /* the files stay: --log-dir, or log files asked for */
     bool log_files;          /* --redirects or --tee name a stream of some rank */
+    const char *tried;       /* tmpdir, tried first for the private directory */
+    int tried_err;           /* why tmpdir could not hold it (-errno), or 0 */
+    const char *fallback;    /* where it went instead, or NULL */
 };
 
-/* Picks the base: --log-dir, else a new private directory under cfg->tmpdir. 0 or -errno
- * (-ENAMETOOLONG for a path that does not fit). */
+/* Picks the base: --log-dir, else a new private directory under cfg->tmpdir, or where that
+ * cannot be made (a read-only root), under the first of /tmp, /dev/shm, /var/tmp, /run that
+ * can hold it (d->fallback, with d->tried_err saying why tmpdir could not). 0 or -errno
+ * (-ENAMETOOLONG for a path that does not fit); on an error d->base names the place tried. */
 int rundir_open(struct rundir *d, const struct cfg *cfg);
 /* Makes attempt `attempt`'s rank directories for run `run_id` (a '/' or a leading '.' in it
  * becomes '_'), without the files an earlier attempt left. 0 or -errno. */

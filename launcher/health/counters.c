@@ -63,9 +63,13 @@ static void render_agent(const struct health_snapshot *s, const struct health_la
         gauge(p, "podrun_node_rank", "this node's rank in the round", s->node_rank);
         gauge(p, "podrun_nodes", "nodes in the round", s->nnodes);
         gauge(p, "podrun_world_size", "workers in the job (WORLD_SIZE)", s->world_size);
-        gauge(p, "podrun_restart_count", "TORCHELASTIC_RESTART_COUNT of this attempt",
+        gauge(p, "podrun_restart_attempt", "TORCHELASTIC_RESTART_COUNT of this attempt",
               s->restart_count);
     }
+    gauge(p, "podrun_restarts_used", "restarts of the job that counted against --max-restarts",
+          s->restarts_used);
+    gauge(p, "podrun_max_restarts", "--max-restarts: in-place restarts the job may use",
+          s->max_restarts);
 }
 
 static void render_events(const struct health_counters *c, struct prom *p)

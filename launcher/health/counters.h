@@ -53,6 +53,7 @@ struct health_snapshot {
     char reason[512];           /* /healthz's one line */
     int workers, workers_running;
     int round, node_rank, nnodes, world_size, restart_count; /* -1 before the first round */
+    int restarts_used, max_restarts;  /* counted restarts of the job so far, --max-restarts */
     rdzv_stats_t rdzv;          /* zeroes before the rendezvous started */
 };
 

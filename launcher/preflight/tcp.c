@@ -17,8 +17,9 @@
 #define PF_SERVER_CONNS 256    /* connections one listener serves at once */
 #define PF_HOST_ADDR 256
 
-/* The bulk data: zeros; only its count matters. */
-static const char pf_zeros[PF_CHUNK];
+/* The bulk data: zeros; only its count matters. Not const: a const array of zeros would be
+ * stored in the file (.rodata), this one is .bss, mapped at run time. Never written. */
+static char pf_zeros[PF_CHUNK];
 
 struct pf_write {
     uv_write_t req;

@@ -140,7 +140,9 @@ def test_three_nodes_failure_restart(port):
         for i, m in enumerate(ms):
             assert metric(m, "podrun_rendezvous_rounds_total") == 2
             assert metric(m, "podrun_restarts_total", counted="true") == 1
-            assert metric(m, "podrun_restart_count") == 1
+            assert metric(m, "podrun_restart_attempt") == 1
+            assert metric(m, "podrun_restarts_used") == 1
+            assert metric(m, "podrun_max_restarts") == 1
             assert metric(m, "podrun_failure_push_seconds_count") == 1
             assert 0 <= metric(m, "podrun_failure_push_seconds_sum") < 10
             exits = {c: metric(m, "podrun_worker_exits_total", cause=c)

@@ -103,13 +103,19 @@ static void test_log_dir_kept(void)
     rundir_remove(&d, true);
     CHECK(exists(p));
     cfg_free(&c);
-    /* a base that cannot be made is an error, not a crash */
+    /* a TMPDIR that cannot hold the base: the first writable fallback does, and why is kept
+     * (a place where none can is tests/integration/test_rundir.py's) */
     char *argv2[] = {"podrun", "p", NULL};
     char *env[] = {"TMPDIR=/proc/no/such/dir", NULL};
     cfg_init(&c);
     CHECK_EQ_INT(frontend_load(&fe_podrun, &c, 2, argv2, env, err, sizeof err), 0);
     CHECK_EQ_INT(cfg_finalize(&c, 4, 0, err, sizeof err), 0);
-    CHECK(rundir_open(&d, &c) < 0);
+    CHECK_EQ_INT(rundir_open(&d, &c), 0);
+    CHECK(d.own_base && d.fallback && strcmp(d.fallback, "/tmp") == 0);
+    CHECK_EQ_INT(d.tried_err, -ENOENT);
+    CHECK(strncmp(d.base, "/tmp/podrun_", 12) == 0);
+    rundir_remove(&d, true);
+    CHECK(!exists(d.base));
     cfg_free(&c);
 }
 

@@ -106,7 +106,8 @@ static void test_agent_page(void)
     prom_histogram_observe(&c.push_seconds, 0.004);
     struct health_snapshot s = {.state = "running", .healthy = 1, .workers = 4,
                                 .workers_running = 4, .round = 1, .node_rank = 0, .nnodes = 3,
-                                .world_size = 12, .restart_count = 1};
+                                .world_size = 12, .restart_count = 1, .restarts_used = 1,
+                                .max_restarts = 3};
     s.rdzv.hosting = 1;
     s.rdzv.heartbeats = 17;
     s.rdzv.store_connections = 3;
@@ -124,6 +125,9 @@ static void test_agent_page(void)
     CHECK(sample(p.buf, "podrun_agent_state{state=\"stopping\"}") == 0);
     CHECK(sample(p.buf, "podrun_world_size") == 12);
     CHECK(sample(p.buf, "podrun_rendezvous_rounds_total") == 2);
+    CHECK(sample(p.buf, "podrun_restart_attempt") == 1);
+    CHECK(sample(p.buf, "podrun_restarts_used") == 1);
+    CHECK(sample(p.buf, "podrun_max_restarts") == 3);
     CHECK(sample(p.buf, "podrun_restarts_total{counted=\"true\"}") == 1);
     CHECK(sample(p.buf, "podrun_worker_exits_total{cause=\"exit_code\"}") == 1);
     CHECK(sample(p.buf, "podrun_worker_exits_total{cause=\"stopped\"}") == 3);

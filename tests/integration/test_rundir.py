@@ -1,0 +1,65 @@
+"""The run directory where the root file system is read-only and /tmp cannot be written."""
+import subprocess
+
+import pytest
+
+from conftest import TORCH_PY
+from launch_util import worker
+
+
+def can_unshare_mount():
+    return subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0
+
+
+def run_with_readonly(podrun, *args, dirs=("/tmp",), env=("-u", "TMPDIR")):
+    """podrun ARGS in a private mount namespace where each of dirs is a read-only bind of
+    itself, under `env ENV...`."""
+    ro = " && ".join(f"mount --bind {d} {d} && mount -o remount,bind,ro {d}" for d in dirs)
+    script = (f"mount --make-rprivate / && {ro} && "
+              "! touch /tmp/podrun-rw-probe 2>/dev/null && exec env \"$@\"")
+    return subprocess.run(["unshare", "--mount", "sh", "-c", script, "sh", *env, podrun, *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+FALLBACK = ("cannot create the run directory under /tmp (Read-only file system); using "
+            "/dev/shm/podrun_")
+
+
+@pytest.mark.skipif(not can_unshare_mount(), reason="needs unshare --mount (root)")
+def test_readonly_tmp_falls_back_and_the_job_runs(podrun):
+    r = run_with_readonly(podrun, "--nproc-per-node", "2", "sh", "-c",
+                          'echo "rank $RANK error file in $TORCHELASTIC_ERROR_FILE"')
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("cannot create the run directory") == 1, r.stderr
+    assert FALLBACK in r.stderr, r.stderr
+    for rank in (0, 1):
+        assert f"rank {rank} error file in /dev/shm/podrun_" in r.stdout, r.stdout
+
+
+@pytest.mark.skipif(not can_unshare_mount(), reason="needs unshare --mount (root)")
+def test_readonly_tmp_error_file_still_reaches_the_report(podrun):
+    # the fallback directory really holds the workers' files: the error file is read back
+    r = run_with_readonly(podrun, "--nproc-per-node", "2", "--term-timeout", "5",
+                          "--python", TORCH_PY, worker("fail_record.py"))
+    assert r.returncode == 1, r.stderr
+    assert FALLBACK in r.stderr, r.stderr
+    assert "RuntimeError: boom from rank 1" in r.stderr, r.stderr
+    assert "traceback : Traceback (most recent call last):" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not can_unshare_mount(), reason="needs unshare --mount (root)")
+def test_unwritable_tmpdir_falls_back_too(podrun):
+    r = run_with_readonly(podrun, "true", env=("TMPDIR=/proc/podrun-nowhere",))
+    assert r.returncode == 0, r.stderr
+    assert ("cannot create the run directory under /proc/podrun-nowhere (No such file or "
+            "directory); using /dev/shm/podrun_") in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not can_unshare_mount(), reason="needs unshare --mount (root)")
+def test_no_writable_place_names_the_fix(podrun):
+    r = run_with_readonly(podrun, "true", dirs=("/tmp", "/dev/shm", "/var/tmp", "/run"))
+    assert r.returncode == 1, r.stderr
+    line = ("podrun: cannot create the run directory under /tmp (Read-only file system), nor "
+            "under /dev/shm, /var/tmp or /run; set TMPDIR to a writable directory (in "
+            "Kubernetes, mount an emptyDir there)\n")
+    assert r.stderr.startswith(line), r.stderr
