@@ -933,9 +933,19 @@ static void on_rdzv_lost(void *arg, int err, const char *why);
 static void on_rdzv_finished(void *arg)
 {
     struct agent *a = arg;
+    if (a->round < 0 && a->cfg->nnodes_min < a->cfg->nnodes_max) {
+        /* an elastic job that did not need this node: a spare's end, not a failure (torch 2.x
+         * exits such a node gracefully too); its operator must not count a failed pod */
+        logs_message(&a->logs, "rendezvous '%s': the job finished without needing this node "
+                     "(a spare of a %d:%d-node job); nothing ran here", a->run_id,
+                     a->cfg->nnodes_min, a->cfg->nnodes_max);
+        a->finished = true;
+        advance(a);
+        return;
+    }
     if (a->round < 0) {
-        /* never assigned a round: the job's success is not this node's (torchrun's agent, too,
-         * fails on a closed rendezvous) */
+        /* never assigned a round in a job of a fixed size: the job's success is not this
+         * node's (torchrun's agent, too, fails on a closed rendezvous) */
         char why[RDZV_LINE_MAX];
         snprintf(why, sizeof why,
                  "rendezvous '%s': the job finished without this node, which ran no worker in "
