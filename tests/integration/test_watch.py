@@ -11,6 +11,7 @@ import time
 
 from cluster import WORKERS, Agent, agent_args
 from conftest import PODRUN, free_port
+from launch_util import wait_for
 
 FAIL_SH = os.path.join(WORKERS, "fail.sh")
 NOPY = ["--no-python"]
@@ -83,16 +84,6 @@ def status(*args, timeout=30):
                           timeout=timeout)
 
 
-def wait_for(what, fn, timeout=30, every=0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        assert time.monotonic() < deadline, f"waited {timeout}s for {what}"
-        time.sleep(every)
-
-
 def test_three_nodes_failure_restart(port):
     """Round 0: rank 2 fails after 4 s; the job restarts in place once (round 1) and finishes."""
     hports = [free_port() for _ in range(3)]
@@ -104,8 +95,8 @@ def test_three_nodes_failure_restart(port):
     try:
         # round 0 running on every node: /healthz 200, the round's gauges
         for hp in hports:
-            wait_for("/healthz ok", lambda: get(hp, "/healthz")[0] == 200 and
-                     "running" in get(hp, "/healthz")[1])
+            wait_for(lambda: get(hp, "/healthz")[0] == 200 and
+                     "running" in get(hp, "/healthz")[1], 30, "/healthz ok", every=0.1)
         ms = [scrape(hp) for hp in hports]
         for m in ms:
             assert metric(m, "podrun_rendezvous_rounds_total") == 1
@@ -136,7 +127,7 @@ def test_three_nodes_failure_restart(port):
             ok = all(metric(x, "podrun_rendezvous_round") == 1 and
                      metric(x, "podrun_agent_state", state="running") == 1 for x in m)
             return ok and m
-        ms = wait_for("round 1 running", restarted, timeout=40, every=0.2)
+        ms = wait_for(restarted, 40, "round 1 running", every=0.2)
         for i, m in enumerate(ms):
             assert metric(m, "podrun_rendezvous_rounds_total") == 2
             assert metric(m, "podrun_restarts_total", counted="true") == 1
@@ -186,10 +177,10 @@ def test_healthz_503_while_stopping(podrun):
                           "--health-port", str(hp), "--no-python", FAIL_SH], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for("running", lambda: get(hp, "/healthz") == (200, get(hp, "/healthz")[1]) and
-                 "running 2 workers" in get(hp, "/healthz")[1], timeout=20)
-        st, body = wait_for("503", lambda: (lambda r: r[0] == 503 and r)(get(hp, "/healthz")),
-                            timeout=20, every=0.05)
+        wait_for(lambda: get(hp, "/healthz") == (200, get(hp, "/healthz")[1]) and
+                 "running 2 workers" in get(hp, "/healthz")[1], 20, "running", every=0.1)
+        st, body = wait_for(lambda: (lambda r: r[0] == 503 and r)(get(hp, "/healthz")),
+                            20, "503", every=0.05)
         assert body.startswith("unhealthy: ") and "rank 0" in body and "exit code 1" in body, body
         m = scrape(hp)
         assert metric(m, "podrun_healthy") == 0
@@ -210,7 +201,7 @@ def test_health_port_bad_clients(podrun):
                          stderr=subprocess.PIPE, text=True)
     socks = []
     try:
-        wait_for("running", lambda: "running" in get(hp, "/healthz")[1], timeout=20)
+        wait_for(lambda: "running" in get(hp, "/healthz")[1], 20, "running", every=0.1)
 
         def exchange(data):
             with socket.create_connection(("127.0.0.1", hp), timeout=5) as s:
@@ -243,8 +234,8 @@ def test_health_port_bad_clients(podrun):
                 closed += 1
         assert closed == 40
         assert time.monotonic() - t0 < 9
-        st, _ = wait_for("a probe again", lambda: (lambda r: r[0] == 200 and r)(
-            get(hp, "/healthz")), timeout=10)
+        st, _ = wait_for(lambda: (lambda r: r[0] == 200 and r)(get(hp, "/healthz")), 10,
+                         "a probe again", every=0.1)
         m = scrape(hp)
         assert metric(m, "podrun_health_refused_total", reason="busy") >= 24
         assert metric(m, "podrun_health_refused_total", reason="timeout") >= 16
@@ -314,10 +305,10 @@ def test_status_of_a_job_with_a_token(tmp_path):
                          script=FAIL_SH), env=env, name="tok")
     try:
         endpoint = f"127.0.0.2:{port}"
-        r = wait_for("the job running", lambda: (lambda x: x.returncode == 0 and x)(
+        r = wait_for(lambda: (lambda x: x.returncode == 0 and x)(
             subprocess.run([PODRUN, "status", endpoint], capture_output=True, text=True,
                            env=dict(os.environ, PODRUN_RDZV_TOKEN=token), timeout=30)),
-            timeout=30, every=0.3)
+            30, "the job running", every=0.3)
         assert "job 'tok'" in r.stdout and "running" in r.stdout
         f = tmp_path / "token"
         f.write_text(token + "\n")
