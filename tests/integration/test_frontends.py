@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 from cluster import WORKERS, Agent, parse_kv, result_lines, wait_all
 from conftest import PODRUN, TORCH_PY, free_port
