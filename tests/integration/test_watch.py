@@ -84,10 +84,12 @@ def status(*args, timeout=30):
                           timeout=timeout)
 
 
-def test_three_nodes_failure_restart(port):
-    """Round 0: rank 2 fails after 4 s; the job restarts in place once (round 1) and finishes."""
+def test_three_nodes_failure_restart(port, tmp_path):
+    """Round 0: rank 2 fails once it was looked at; the job restarts in place once (round 1) and
+    finishes once that was looked at too."""
     hports = [free_port() for _ in range(3)]
-    env = {"FAIL_RANK": "2", "FAIL_UNTIL": "1", "FAIL_AFTER": "4", "DONE_AFTER": "8"}
+    fail, done = tmp_path / "fail", tmp_path / "done"
+    env = {"FAIL_RANK": "2", "FAIL_UNTIL": "1", "FAIL_FILE": str(fail), "DONE_FILE": str(done)}
     endpoint = f"127.0.0.2:{port}"
     agents = [Agent(agent_args(3, 1, endpoint, f"127.0.0.{2 + i}", extra=NOPY + [
         "--max-restarts", "1", "--health-port", str(hports[i])], script=FAIL_SH), env=env,
@@ -122,6 +124,8 @@ def test_three_nodes_failure_restart(port):
         assert all(row[5] == "running" for row in rows)
 
         # the failure, the restart: the counters move on every node
+        fail.write_text("")
+
         def restarted():
             m = [scrape(hp) for hp in hports]
             ok = all(metric(x, "podrun_rendezvous_round") == 1 and
@@ -158,6 +162,7 @@ def test_three_nodes_failure_restart(port):
         assert "last failure: round 0" in r.stdout and "rank 2" in r.stdout
         assert "the job restarted in place" in r.stdout and "  | rank 2 failing" in r.stdout
 
+        done.write_text("")
         codes = [a.wait(60) for a in agents]
         assert codes == [0, 0, 0], [a.err for a in agents]
     finally:
@@ -169,16 +174,18 @@ def test_three_nodes_failure_restart(port):
     assert r.stderr.count("\n") == 1 and "no job store answers at 127.0.0.2:" in r.stderr
 
 
-def test_healthz_503_while_stopping(podrun):
+def test_healthz_503_while_stopping(podrun, tmp_path):
     """A worker failed and its sibling takes its time to stop: the probe says so."""
     hp = free_port()
-    env = dict(os.environ, FAIL_RANK="0", FAIL_AFTER="1", IGNORE_TERM="1")
+    fail = tmp_path / "fail"
+    env = dict(os.environ, FAIL_RANK="0", FAIL_FILE=str(fail), IGNORE_TERM="1")
     p = subprocess.Popen([podrun, "--nproc-per-node", "2", "--term-timeout", "3",
                           "--health-port", str(hp), "--no-python", FAIL_SH], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: get(hp, "/healthz") == (200, get(hp, "/healthz")[1]) and
                  "running 2 workers" in get(hp, "/healthz")[1], 20, "running", every=0.1)
+        fail.write_text("")   # rank 0 fails now
         st, body = wait_for(lambda: (lambda r: r[0] == 503 and r)(get(hp, "/healthz")),
                             20, "503", every=0.05)
         assert body.startswith("unhealthy: ") and "rank 0" in body and "exit code 1" in body, body

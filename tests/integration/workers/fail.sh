@@ -1,6 +1,6 @@
 #!/bin/sh
 # A worker for failure tests. Rank $FAIL_RANK fails as $FAIL_HOW says (exit, segv, kill, hang)
-# after $FAIL_AFTER seconds, on attempts below $FAIL_UNTIL; the others wait and say when SIGTERM
+# after $FAIL_AFTER seconds (or once the file $FAIL_FILE exists), on attempts below $FAIL_UNTIL; the others wait and say when SIGTERM
 # reaches them, or finish after $DONE_AFTER seconds (or once the file $DONE_FILE exists).
 # With $GATE_DIR, attempt r starts only once the file $GATE_DIR/r exists (a test's observer has
 # seen that far); with $STARTED_DIR, each worker says it runs (its SIGTERM trap set) by creating
@@ -13,7 +13,11 @@ fi
 echo "start rank=$RANK restart=$r world=$WORLD_SIZE"
 if [ "$RANK" = "${FAIL_RANK:--1}" ] && [ "$r" -lt "${FAIL_UNTIL:-1}" ]; then
   started
-  sleep "${FAIL_AFTER:-0.5}"
+  if [ -n "$FAIL_FILE" ]; then
+    while [ ! -e "$FAIL_FILE" ]; do sleep 0.05; done
+  else
+    sleep "${FAIL_AFTER:-0.5}"
+  fi
   case "${FAIL_HOW:-exit}" in
     segv) kill -SEGV $$ ;;
     kill) kill -KILL $$ ;;
