@@ -30,7 +30,8 @@ class Server:
                 return True
             except OSError:
                 return False
-        wait_for(listening, 10, f"the store to listen on 127.0.0.1:{port}", every=0.02)
+        # a bound, not an expected time: torch's import alone takes seconds on a loaded machine
+        wait_for(listening, 60, f"the store to listen on 127.0.0.1:{port}", every=0.02)
 
     def stop(self, sig=signal.SIGTERM, timeout=10):
         if self.proc.poll() is None:
