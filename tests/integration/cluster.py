@@ -1,5 +1,6 @@
 """Several podrun agents on one machine: each on its own loopback address (127.0.0.x) or in its own
 network namespace. Used by the multi-node and failure tests."""
+import contextlib
 import os
 import signal
 import subprocess
@@ -91,6 +92,18 @@ def start_agents(n, nproc, port, run_id="job1", extra=(), env=None, script=None,
                                      f"127.0.0.{2 + i}", run_id, extra, script),
                           env=env, name=f"node{i}")
     return agents
+
+
+@contextlib.contextmanager
+def killed_on_failure(agents):
+    """Kills the agents (their sessions) when the block fails: a job whose workers wait for the
+    test's word is not left running by a wait that failed."""
+    try:
+        yield
+    except BaseException:
+        for a in agents:
+            a.kill()
+        raise
 
 
 def wait_all(agents, timeout=60):

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from cluster import (WORKERS, Agent, no_leftovers, parse_kv, result_lines, started_dir,
-                     wait_all, wait_started)
+from cluster import (WORKERS, Agent, killed_on_failure, no_leftovers, parse_kv, result_lines,
+                     started_dir, wait_all, wait_started)
 from conftest import free_port
 from etcd_util import Etcd, etcd_agent
 from launch_util import wait_for
@@ -142,11 +142,12 @@ def test_elastic_last_call_and_a_node_joining_later(etcd, tmp_path):
     env = {"DONE_FILE": str(done), "STARTED_DIR": up}
     agents = [etcd_agent(i, "2:3", etcd.endpoints(), rid, FAIL_SH, extra=extra, env=env)
               for i in range(2)]
-    etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
-    wait_started(up, 2, pattern="w2.*", agents=agents)   # the job runs as two
-    agents.append(etcd_agent(2, "2:3", etcd.endpoints(), rid, FAIL_SH, extra=extra, env=env))
-    wait_started(up, 3, pattern="w3.*", agents=agents)   # ... and then as three
-    done.write_text("")
+    with killed_on_failure(agents):
+        etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
+        wait_started(up, 2, pattern="w2.*", agents=agents)   # the job runs as two
+        agents.append(etcd_agent(2, "2:3", etcd.endpoints(), rid, FAIL_SH, extra=extra, env=env))
+        wait_started(up, 3, pattern="w3.*", agents=agents)   # ... and then as three
+        done.write_text("")
     codes = wait_all(agents, timeout=60)
     assert codes == [0, 0, 0], [a.err for a in agents]
     done = [parse_kv(line) for line in result_lines(agents, "done ")]
@@ -173,15 +174,22 @@ def test_join_timeout_names_missing_nodes(etcd):
 
 
 def member_of(etcd, pid):
-    """The index of the etcd member the process pid has a connection to."""
-    out = subprocess.run(["ss", "-Htnp", "state", "established"], capture_output=True,
+    """The index of the etcd member the process pid talks to: of its connections to etcd, the
+    one it sent on last (after a member answered late it moved on, and may still hold an idle
+    connection to the one before)."""
+    out = subprocess.run(["ss", "-Htnpi", "state", "established"], capture_output=True,
                          text=True).stdout
-    for line in out.splitlines():
+    lines = out.splitlines()
+    used = []
+    for line, info in zip(lines, lines[1:]):
         if f"pid={pid}," in line:
             port = int(line.split()[3].rsplit(":", 1)[1])
-            if port in etcd.client:
-                return etcd.client.index(port)
-    raise AssertionError(f"process {pid} has no connection to etcd:\n{out}")
+            m = re.search(r"\blastsnd:(\d+)", info)
+            if port in etcd.client and m:
+                used.append((int(m.group(1)), etcd.client.index(port)))
+    assert used, f"process {pid} has no connection to etcd:\n{out}"
+    print(f"node {pid}'s connections to etcd (ms since it sent, member): {sorted(used)}")
+    return min(used)[1]
 
 
 def test_etcd_member_killed_mid_job(etcd3, tmp_path):
@@ -191,12 +199,13 @@ def test_etcd_member_killed_mid_job(etcd3, tmp_path):
     up, done = started_dir(), tmp_path / "done"
     agents = [etcd_agent(i, 4, etcd3.endpoints(), rid, FAIL_SH, extra=NOPY,
                          env={"DONE_FILE": str(done), "STARTED_DIR": up}) for i in range(4)]
-    etcd3.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
-    wait_started(up, 4, agents=agents)
-    gone = member_of(etcd3, agents[0].proc.pid)
-    etcd3.kill(gone)
-    agents[0].wait_err("going on with etcd at")   # node0 moved on while the job ran
-    done.write_text("")
+    with killed_on_failure(agents):
+        etcd3.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
+        wait_started(up, 4, agents=agents)
+        gone = member_of(etcd3, agents[0].proc.pid)
+        etcd3.kill(gone)
+        agents[0].wait_err("going on with etcd at")   # node0 moved on while the job ran
+        done.write_text("")
     codes = wait_all(agents, timeout=60)
     assert codes == [0] * 4, [a.err for a in agents]
     done = result_lines(agents, "done ")

@@ -8,8 +8,8 @@ import signal
 
 import pytest
 
-from cluster import (WORKERS, Agent, Netns, agent_args, parse_kv, result_lines, start_agents,
-                     started_dir, wait_all, wait_started, no_leftovers)
+from cluster import (WORKERS, Agent, Netns, agent_args, killed_on_failure, parse_kv, result_lines,
+                     start_agents, started_dir, wait_all, wait_started, no_leftovers)
 
 FAIL_SH = os.path.join(WORKERS, "fail.sh")
 NOPY = ["--no-python", "--term-timeout", "2"]
@@ -147,11 +147,12 @@ def test_node_joins_running_elastic_job(port, tmp_path):
     env = {"DONE_FILE": str(done), "STARTED_DIR": up}
     agents = [Agent(agent_args("2:3", 1, endpoint, f"127.0.0.{2 + i}", extra=extra,
                                script=FAIL_SH), env=env) for i in range(2)]
-    wait_started(up, 2, pattern="w2.*", agents=agents)   # the job runs as two
-    agents.append(Agent(agent_args("2:3", 1, endpoint, "127.0.0.4", extra=extra,
-                                   script=FAIL_SH), env=env))
-    wait_started(up, 3, pattern="w3.*", agents=agents)   # ... and then as three
-    done.write_text("")
+    with killed_on_failure(agents):
+        wait_started(up, 2, pattern="w2.*", agents=agents)   # the job runs as two
+        agents.append(Agent(agent_args("2:3", 1, endpoint, "127.0.0.4", extra=extra,
+                                       script=FAIL_SH), env=env))
+        wait_started(up, 3, pattern="w3.*", agents=agents)   # ... and then as three
+        done.write_text("")
     codes = wait_all(agents, timeout=60)
     assert codes == [0, 0, 0], [a.err for a in agents]
     done = [parse_kv(l) for l in result_lines(agents, "done ")]
