@@ -1,7 +1,9 @@
 """Several podrun agents on one machine: each on its own loopback address (127.0.0.x) or in its own
 network namespace. Used by the multi-node and failure tests."""
+import atexit
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -142,8 +144,11 @@ def no_leftovers(marker, timeout=10):
 
 
 def started_dir():
-    """A directory in which fail.sh workers say they run (their env: STARTED_DIR)."""
-    return tempfile.mkdtemp(prefix="podrun-started-")
+    """A directory in which fail.sh workers say they run (their env: STARTED_DIR); removed when
+    the test run ends."""
+    d = tempfile.mkdtemp(prefix="podrun-started-")
+    atexit.register(shutil.rmtree, d, True)
+    return d
 
 
 def wait_started(d, n, timeout=60, pattern="*", agents=()):
