@@ -190,9 +190,8 @@ def test_etcd_member_killed_mid_job(etcd3):
     moves to another, the job goes on untouched and finishes with no restart."""
     rid = run_id("member")
     up = started_dir()
-    # the workers still run for a set time (DONE_AFTER): what node0 says depends on when it
-    # next needs etcd relative to the other two members' new election, which no event here
-    # tells; the kill itself comes once the job runs
+    # the kill comes once the workers run; they still run for a set time (DONE_AFTER), long
+    # enough for node0 to move on and for the two members left to elect a leader again
     agents = [etcd_agent(i, 4, etcd3.endpoints(), rid, FAIL_SH, extra=NOPY,
                          env={"DONE_AFTER": "8", "STARTED_DIR": up}) for i in range(4)]
     etcd3.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
