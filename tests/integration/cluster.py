@@ -1,35 +1,63 @@
 """Several podrun agents on one machine: each on its own loopback address (127.0.0.x) or in its own
 network namespace. Used by the multi-node and failure tests."""
+import atexit
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
-import time
+import tempfile
 
 from conftest import PODRUN, TORCH_PY
+from launch_util import wait_files, wait_for
 
 WORKERS = os.path.join(os.path.dirname(__file__), "workers")
 
 
 class Agent:
+    """A podrun agent whose stdout and stderr go to files, so that a test can wait for a line
+    while it runs (err_now, out_now, wait_err) and read all of it once it ended (out, err)."""
+
     def __init__(self, args, env=None, prefix=(), name=""):
         self.name = name
         e = dict(os.environ)
         e.update(env or {})
+        self._files = tempfile.TemporaryFile(), tempfile.TemporaryFile()
         self.proc = subprocess.Popen(list(prefix) + [PODRUN] + list(args), env=e,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdout=self._files[0], stderr=self._files[1],
                                      start_new_session=True)
         self.out = self.err = None
 
+    def _read(self, i):
+        f = self._files[i]
+        return os.pread(f.fileno(), os.fstat(f.fileno()).st_size, 0).decode(errors="replace")
+
+    def out_now(self):
+        return self._read(0)
+
+    def err_now(self):
+        return self._read(1)
+
+    def wait_err(self, text, timeout=60):
+        """Waits until the agent's stderr holds text (failing at once if it exited first)."""
+        def seen():
+            if text in self.err_now():
+                return True
+            assert self.proc.poll() is None, \
+                f"agent {self.name} exited ({self.proc.returncode}) before saying {text!r}:\n" \
+                f"{self.err_now()}"
+            return False
+        wait_for(seen, timeout, lambda: f"{text!r} from agent {self.name}:\n{self.err_now()}")
+
     def wait(self, timeout=60):
         try:
-            out, err = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            out, err = self.proc.communicate()
+            self.proc.wait()
             raise AssertionError(f"agent {self.name} still running after {timeout}s\n"
-                                 f"stdout:\n{out.decode(errors='replace')}\n"
-                                 f"stderr:\n{err.decode(errors='replace')}")
-        self.out, self.err = out.decode(errors="replace"), err.decode(errors="replace")
+                                 f"stdout:\n{self.out_now()}\nstderr:\n{self.err_now()}")
+        self.out, self.err = self.out_now(), self.err_now()
         return self.proc.returncode
 
     def signal(self, sig):
@@ -52,19 +80,32 @@ def agent_args(nnodes, nproc, endpoint, local_addr, run_id="job1", extra=(), scr
 
 
 def start_agents(n, nproc, port, run_id="job1", extra=(), env=None, script=None,
-                 order=None, delays=None):
-    """Starts n agents on 127.0.0.2 … 127.0.0.(n+1), in `order`, waiting delays[i] seconds
-    before agent i; the agent on 127.0.0.2 (the endpoint) hosts the store."""
+                 order=None, before=None):
+    """Starts n agents on 127.0.0.2 … 127.0.0.(n+1), in `order`, calling before[i](agents)
+    before agent i (a wait for what the others must have done by then); the agent on
+    127.0.0.2 (the endpoint) hosts the store."""
     endpoint = f"127.0.0.2:{port}"
     agents = [None] * n
     for i in (order or range(n)):
-        if delays and delays.get(i):
-            time.sleep(delays[i])
+        if before and before.get(i):
+            before[i]([a for a in agents if a])
         np = nproc[i] if isinstance(nproc, (list, tuple)) else nproc
         agents[i] = Agent(agent_args(n, np, endpoint,
                                      f"127.0.0.{2 + i}", run_id, extra, script),
                           env=env, name=f"node{i}")
     return agents
+
+
+@contextlib.contextmanager
+def killed_on_failure(agents):
+    """Kills the agents (their sessions) when the block fails: a job whose workers wait for the
+    test's word is not left running by a wait that failed."""
+    try:
+        yield
+    except BaseException:
+        for a in agents:
+            a.kill()
+        raise
 
 
 def wait_all(agents, timeout=60):
@@ -84,11 +125,35 @@ def parse_kv(line):
     return dict(p.split("=", 1) for p in line.split()[1:])
 
 
-def no_leftovers(marker):
-    """True when no process whose command line contains `marker` is alive (no orphan, no zombie)."""
+def leftovers(marker):
+    """The processes whose command line contains `marker` (orphans and zombies included)."""
     out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
-    left = [l for l in out.splitlines() if marker in l and "ps -eo" not in l]
+    return [l for l in out.splitlines() if marker in l and "ps -eo" not in l]
+
+
+def no_leftovers(marker, timeout=10):
+    """(True, []) once no process whose command line contains `marker` is alive, waiting up to
+    timeout s for the last ones to be reaped; (False, those left) after that. The workers
+    that carry a marker would run for minutes, so one left behind is still there then."""
+    try:
+        wait_for(lambda: not leftovers(marker), timeout, "the marked processes to go")
+    except AssertionError:
+        pass
+    left = leftovers(marker)
     return not left, left
+
+
+def started_dir():
+    """A directory in which fail.sh workers say they run (their env: STARTED_DIR); removed when
+    the test run ends."""
+    d = tempfile.mkdtemp(prefix="podrun-started-")
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
+
+def wait_started(d, n, timeout=60, pattern="*", agents=()):
+    """Waits until n fail.sh workers (pattern: e.g. "w3.*" for a world of 3) said they run."""
+    return wait_files(d, n, timeout, pattern, alive=[a.proc for a in agents])
 
 
 class Netns:

@@ -8,10 +8,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 
 from conftest import TORCH_PY, free_port
 from cluster import Agent
+from launch_util import wait_for
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
@@ -71,16 +71,15 @@ class Etcd:
                               env={**os.environ, "ETCDCTL_API": "3"})
 
     def wait_healthy(self, timeout=20):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if all(p.poll() is None for p in self.procs if p):
-                r = self.ctl("endpoint", "health")
-                if r.returncode == 0:
-                    return
-            time.sleep(0.2)
-        logs = "".join(open(os.path.join(self.dir, f)).read()[-2000:]
-                       for f in os.listdir(self.dir) if f.endswith(".log"))
-        raise AssertionError(f"etcd did not become healthy:\n{logs}")
+        def healthy():
+            return (all(p.poll() is None for p in self.procs if p)
+                    and self.ctl("endpoint", "health").returncode == 0)
+
+        def logs():
+            return "etcd to become healthy:\n" + "".join(
+                open(os.path.join(self.dir, f)).read()[-2000:]
+                for f in os.listdir(self.dir) if f.endswith(".log"))
+        wait_for(healthy, timeout, logs, every=0.2)
 
     def keys(self, prefix="podrun/"):
         r = self.ctl("get", "--prefix", prefix, "--keys-only")
@@ -93,13 +92,8 @@ class Etcd:
 
     def wait_for(self, key, text="", timeout=60):
         """Waits until key exists (and holds text); returns its value."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            v = self.get(key)
-            if v and text in v:
-                return v
-            time.sleep(0.1)
-        raise AssertionError(f"etcd key {key} never held {text!r}")
+        return wait_for(lambda: (lambda v: v if v and text in v else None)(self.get(key)),
+                        timeout, f"etcd key {key} to hold {text!r}", every=0.1)
 
     def raft_leader(self):
         """The index of the member that is raft leader now."""

@@ -8,9 +8,9 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 from conftest import TORCH_PY
+from launch_util import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -22,16 +22,16 @@ class Server:
         self.port = port
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 10
-        while time.time() < deadline:
+        def listening():
             if self.proc.poll() is not None:
                 raise RuntimeError("store exited: " + self.proc.stderr.read())
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                return
+                return True
             except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("store did not start listening")
+                return False
+        # a bound, not an expected time: torch's import alone takes seconds on a loaded machine
+        wait_for(listening, 60, f"the store to listen on 127.0.0.1:{port}", every=0.02)
 
     def stop(self, sig=signal.SIGTERM, timeout=10):
         if self.proc.poll() is None:
@@ -54,6 +54,36 @@ TORCH_STORE = os.path.join(ROOT, "tests", "integration", "workers", "torch_store
 
 def torch_store(port):
     return Server([TORCH_PY, TORCH_STORE, str(port), "30"], port)
+
+
+# For client code: wait_blocked(tid) waits, bounded, until thread tid of this process is blocked
+# in the kernel on a socket (it sent its request and waits for the answer), so that another
+# client releases a WAIT only once it is in the store. Prepend it to the code.
+WAIT_BLOCKED = r"""
+def wait_blocked(tid, timeout=20):
+    import time
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with open(f"/proc/self/task/{tid}/wchan") as f:
+            w = f.read()
+        if "wait_woken" in w or "sk_wait" in w or "poll" in w or "select" in w:
+            return
+        time.sleep(0.01)   # the poll interval
+    raise RuntimeError(f"thread {tid} never blocked on its socket ({w})")
+"""
+
+
+def wait_read_by_peer(sock, timeout=10):
+    """Waits until the process at the other end of the loopback TCP socket sock has read
+    everything sent to it (its side's receive queue is empty, as ss shows it)."""
+    here, there = sock.getsockname()[1], sock.getpeername()[1]
+
+    def read():
+        out = subprocess.run(["ss", "-Htn", "state", "established",
+                              f"( sport = :{there} and dport = :{here} )"],
+                             capture_output=True, text=True).stdout.split()
+        return bool(out) and out[0] == "0"
+    wait_for(read, timeout, f"the peer of port {here} to read what it was sent", every=0.01)
 
 
 def run_torch(code, *args, timeout=60):

@@ -9,12 +9,12 @@ import os
 import re
 import signal
 import subprocess
-import time
 
 import pytest
 
 from cluster import WORKERS
 from conftest import PODRUN, TORCH_PY, free_port
+from launch_util import pid_alive, wait_files, wait_gone
 
 DS_WORKER = os.path.join(WORKERS, "ds_worker.py")
 LINE = re.compile(r"ds rank=(\d+) local_rank=(\d+) world=(\d+) local_size=(\d+) "
@@ -64,30 +64,6 @@ def recorded(piddir):
         with open(os.path.join(piddir, name)) as f:
             pids.update(int(p) for p in f.read().split())
     return pids
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            st = f.read()
-    except OSError:
-        return False
-    return st[st.rindex(")") + 2] != "Z"
-
-
-def wait_gone(pids, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(alive(p) for p in pids):
-        time.sleep(0.1)
-    return [p for p in pids if alive(p)]
-
-
-def wait_files(d, n, proc, timeout=60):
-    deadline = time.monotonic() + timeout
-    while len(os.listdir(d)) < n:
-        assert proc.poll() is None, f"head exited early: {proc.communicate()}"
-        assert time.monotonic() < deadline, f"only {os.listdir(d)} started"
-        time.sleep(0.1)
 
 
 FOUR = ["127.0.0.2 slots=1", "127.0.0.3 slots=2", "127.0.0.4 slots=1", "127.0.0.5 slots=1"]
@@ -181,7 +157,7 @@ def in_dir(d):
     found = []
     for pid in os.listdir("/proc"):
         try:
-            if pid.isdigit() and os.readlink(f"/proc/{pid}/cwd") == str(d) and alive(int(pid)):
+            if pid.isdigit() and os.readlink(f"/proc/{pid}/cwd") == str(d) and pid_alive(int(pid)):
                 found.append(int(pid))
         except OSError:
             pass
@@ -215,7 +191,7 @@ def test_signal_on_head_stops_exactly_this_job(tmp_path, sig, early):
             line = p.stderr.readline()
             assert "starting 4 hosts' agents" in line, line
         else:
-            wait_files(piddir, 5, p)
+            wait_files(piddir, 5, alive=[p])
         p.send_signal(sig)
         rc, out, err = finish(p, timeout=60)
         assert rc == 128 + sig, out + err

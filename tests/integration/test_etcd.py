@@ -16,9 +16,11 @@ import time
 
 import pytest
 
-from cluster import WORKERS, Agent, no_leftovers, parse_kv, result_lines, wait_all
+from cluster import (WORKERS, Agent, killed_on_failure, no_leftovers, parse_kv, result_lines,
+                     started_dir, wait_all, wait_started)
 from conftest import free_port
 from etcd_util import Etcd, etcd_agent
+from launch_util import wait_for
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fakes"))
 import k8s_api  # noqa: E402
@@ -50,10 +52,15 @@ def run_id(tag):
 
 
 def sleeper_job(n, endpoints, rid, extra=(), env=None, nnodes=None):
-    """n agents whose workers sleep (fail.sh), marked so no_leftovers can find them."""
+    """n agents whose workers sleep (fail.sh), marked so no_leftovers can find them; each
+    agent's .up is where the workers say they run."""
     marker = f"300.{os.getpid()}{free_port()}"
+    up = started_dir()
     agents = [etcd_agent(i, nnodes or n, endpoints, rid, FAIL_SH, extra=NOPY + list(extra),
-                         env={"SLEEP": marker, **(env or {})}) for i in range(n)]
+                         env={"SLEEP": marker, "STARTED_DIR": up, **(env or {})})
+              for i in range(n)]
+    for a in agents:
+        a.up = up
     return agents, marker
 
 
@@ -99,7 +106,6 @@ def test_worker_failure_pushed_to_every_agent(etcd):
     rid = run_id("fail")
     agents, marker = sleeper_job(4, etcd.endpoints(), rid, env={"FAIL_RANK": "2"})
     codes = wait_all(agents, timeout=30)
-    time.sleep(0.2)
     clean, left = no_leftovers(marker)
     assert clean, left
     assert codes == [PEER_FAILURE, PEER_FAILURE, 1, PEER_FAILURE], [a.err for a in agents]
@@ -118,7 +124,6 @@ def test_restarts_counted_then_exhausted(etcd):
     agents, marker = sleeper_job(3, etcd.endpoints(), rid, extra=["--max-restarts", "2"],
                                  env={"FAIL_RANK": "1", "FAIL_UNTIL": "9", "FAIL_EXIT": "3"})
     codes = wait_all(agents, timeout=60)
-    time.sleep(0.2)
     clean, left = no_leftovers(marker)
     assert clean, left
     assert codes == [PEER_FAILURE, 3, PEER_FAILURE], [a.err for a in agents]
@@ -129,17 +134,21 @@ def test_restarts_counted_then_exhausted(etcd):
     assert "restarting the job in place (restart 2 of 2)" in errs, errs
 
 
-def test_elastic_last_call_and_a_node_joining_later(etcd):
+def test_elastic_last_call_and_a_node_joining_later(etcd, tmp_path):
     """--nnodes 2:3: the round closes with two nodes after last call; a third joining the
     running job is a membership change (a new round of three), not a restart used."""
     rid = run_id("elastic")
     extra = NOPY + ["--rdzv-conf", "last_call_timeout=0.5"]
-    env = {"DONE_AFTER": "6"}
+    up, done = started_dir(), tmp_path / "done"
+    env = {"DONE_FILE": str(done), "STARTED_DIR": up}
     agents = [etcd_agent(i, "2:3", etcd.endpoints(), rid, FAIL_SH, extra=extra, env=env)
               for i in range(2)]
-    etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
-    time.sleep(1)
-    agents.append(etcd_agent(2, "2:3", etcd.endpoints(), rid, FAIL_SH, extra=extra, env=env))
+    with killed_on_failure(agents):
+        etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
+        wait_started(up, 2, pattern="w2.*", agents=agents)   # the job runs as two
+        agents.append(etcd_agent(2, "2:3", etcd.endpoints(), rid, FAIL_SH, extra=extra, env=env))
+        wait_started(up, 3, pattern="w3.*", agents=agents)   # ... and then as three
+        done.write_text("")
     codes = wait_all(agents, timeout=60)
     assert codes == [0, 0, 0], [a.err for a in agents]
     done = [parse_kv(line) for line in result_lines(agents, "done ")]
@@ -181,10 +190,13 @@ def test_etcd_member_killed_mid_job(etcd3):
     """The member of three that node0 talks to goes mid-job: node0 (and whoever else used it)
     moves to another, the job goes on untouched and finishes with no restart."""
     rid = run_id("member")
+    up = started_dir()
+    # the kill comes once the workers run; they still run for a set time (DONE_AFTER), long
+    # enough for node0 to move on and for the two members left to elect a leader again
     agents = [etcd_agent(i, 4, etcd3.endpoints(), rid, FAIL_SH, extra=NOPY,
-                         env={"DONE_AFTER": "8"}) for i in range(4)]
+                         env={"DONE_AFTER": "8", "STARTED_DIR": up}) for i in range(4)]
     etcd3.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
-    time.sleep(1)
+    wait_started(up, 4, agents=agents)
     gone = member_of(etcd3, agents[0].proc.pid)
     etcd3.kill(gone)
     codes = wait_all(agents, timeout=60)
@@ -210,7 +222,7 @@ def test_rank0_coordinator_kill9_restarts_in_place_with_spare(etcd):
                for i in (1, 2, 3)]
     etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
     spare = etcd_agent(4, 4, etcd.endpoints(), rid, ALLREDUCE, extra=extra, env=env)
-    time.sleep(2)
+    joins(etcd, rid, 5)   # the spare's join is in etcd: it waits for a place
     agents[0].kill()
     codes = wait_all(agents[1:] + [spare], timeout=150)
     assert codes == [0] * 4, [a.err for a in agents[1:] + [spare]]
@@ -231,18 +243,23 @@ def test_coordinator_kill9_without_restarts_is_a_lost_peer(etcd):
     rid = run_id("lead0")
     first, marker = sleeper_job(1, etcd.endpoints(), rid, nnodes=4)
     etcd.wait_for(f"podrun/{rid}/leader", timeout=30)
-    rest = [etcd_agent(i, 4, etcd.endpoints(), rid, FAIL_SH, extra=NOPY, env={"SLEEP": marker})
-            for i in (1, 2, 3)]
+    rest = [etcd_agent(i, 4, etcd.endpoints(), rid, FAIL_SH, extra=NOPY,
+                       env={"SLEEP": marker, "STARTED_DIR": first[0].up}) for i in (1, 2, 3)]
     etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
-    time.sleep(1)
+    wait_started(first[0].up, 4, agents=first + rest)
     first[0].proc.send_signal(signal.SIGKILL)
     codes = wait_all(rest, timeout=30)
     assert codes == [PEER_LOST] * 3, [a.err for a in rest]
     assert all("node0: agent lost: its etcd lease ended" in a.err for a in rest)
     wait_all(first, timeout=10)
-    time.sleep(0.3)
     clean, left = no_leftovers(marker)
     assert clean, left
+
+
+def joins(etcd, rid, n, timeout=30):
+    """Waits until n joins of job rid are in etcd."""
+    wait_for(lambda: len([k for k in etcd.keys(f"podrun/{rid}/n/") if "/join/" in k]) >= n,
+             timeout, lambda: f"{n} joins: {etcd.keys(f'podrun/{rid}/')}")
 
 
 def test_coordinator_kill9_while_round_open(etcd):
@@ -252,10 +269,7 @@ def test_coordinator_kill9_while_round_open(etcd):
     first = etcd_agent(0, 3, etcd.endpoints(), rid, ENV_SH, extra=NOPY)
     etcd.wait_for(f"podrun/{rid}/leader", timeout=30)
     second = etcd_agent(1, 3, etcd.endpoints(), rid, ENV_SH, extra=NOPY)
-    deadline = time.time() + 30
-    while len([k for k in etcd.keys(f"podrun/{rid}/n/") if "/join/" in k]) < 2:
-        assert time.time() < deadline, etcd.keys(f"podrun/{rid}/")
-        time.sleep(0.1)
+    joins(etcd, rid, 2)
     first.kill()
     late = [etcd_agent(i, 3, etcd.endpoints(), rid, ENV_SH, extra=NOPY) for i in (2, 3)]
     codes = wait_all([second] + late, timeout=60)
@@ -276,7 +290,7 @@ def test_etcd_gone_every_agent_exits_store_lost(etcd, how):
     rid = run_id("gone")
     agents, marker = sleeper_job(3, etcd.endpoints(), rid, extra=["--rdzv-conf", "read_timeout=3"])
     etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
-    time.sleep(0.5)
+    wait_started(agents[0].up, 3, agents=agents)
     t0 = time.time()
     etcd.kill(0, how)
     codes = wait_all(agents, timeout=30)
@@ -286,7 +300,6 @@ def test_etcd_gone_every_agent_exits_store_lost(etcd, how):
     assert took < 3 + 1 + 2 + 4, took
     assert all("etcd is not answering" in a.err and "etcd did not answer for 3s" in a.err
                for a in agents), [a.err for a in agents]
-    time.sleep(0.3)
     clean, left = no_leftovers(marker)
     assert clean, left
 
@@ -349,7 +362,7 @@ class _Junk(http.server.BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         mode = type(self).mode
         if mode == "silent":
-            time.sleep(30)
+            time.sleep(30)   # the behaviour under test: a server that never answers
             return
         if mode == "huge":
             self.send_response(200)
@@ -399,10 +412,8 @@ def test_keys_of_an_abandoned_job_expire(etcd):
     for a in agents:
         a.kill()
     wait_all(agents, timeout=10)
-    deadline = time.time() + 20
-    while etcd.keys(f"podrun/{rid}/") and time.time() < deadline:
-        time.sleep(0.5)
-    assert etcd.keys(f"podrun/{rid}/") == []
+    wait_for(lambda: etcd.keys(f"podrun/{rid}/") == [], 20,
+             lambda: f"the keys to expire: {etcd.keys(f'podrun/{rid}/')}", every=0.5)
 
 
 def test_k8s_pod_deleted_is_a_lost_peer(etcd, tmp_path):
@@ -410,6 +421,7 @@ def test_k8s_pod_deleted_is_a_lost_peer(etcd, tmp_path):
     running job (its agent still alive) stops every agent at once with the peer-lost code."""
     api = k8s_api.FakeAPI(tmp_path / "api", bookmark_interval=0.5).start()
     marker = f"300.{os.getpid()}{free_port()}"
+    up = started_dir()
     rid = run_id("k8s")
     try:
         kc = api.kubeconfig(tmp_path / "kc")
@@ -421,10 +433,11 @@ def test_k8s_pod_deleted_is_a_lost_peer(etcd, tmp_path):
         agents = [Agent(["--discovery", "k8s", "--nnodes", "3", "--rdzv-backend", "etcd",
                          "--rdzv-endpoint", etcd.endpoints(), "--rdzv-id", rid, *NOPY, FAIL_SH],
                         env={"KUBECONFIG": str(kc), "POD_NAME": f"job-worker-{i}",
-                             "SLEEP": marker, "PODRUN_MASTER_PORT": ""}, name=f"job-worker-{i}")
+                             "SLEEP": marker, "STARTED_DIR": up, "PODRUN_MASTER_PORT": ""},
+                        name=f"job-worker-{i}")
                   for i in range(3)]
         etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
-        time.sleep(0.5)
+        wait_started(up, 3, agents=agents)
         api.delete_pod("job-worker-1")
         codes = wait_all(agents, timeout=30)
     finally:
@@ -432,7 +445,6 @@ def test_k8s_pod_deleted_is_a_lost_peer(etcd, tmp_path):
     assert codes == [PEER_LOST] * 3, [a.err for a in agents]
     for a in agents:
         assert "job-worker-1: agent lost: pod deleted (seen by job-worker-" in a.err, a.err
-    time.sleep(0.3)
     clean, left = no_leftovers(marker)
     assert clean, left
 

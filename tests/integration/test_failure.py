@@ -5,12 +5,11 @@ checks that nothing is left behind: no orphan and no zombie of the job's workers
 import os
 import re
 import signal
-import time
 
 import pytest
 
-from cluster import (WORKERS, Agent, Netns, agent_args, parse_kv, result_lines, start_agents,
-                     wait_all, no_leftovers)
+from cluster import (WORKERS, Agent, Netns, agent_args, killed_on_failure, parse_kv, result_lines,
+                     start_agents, started_dir, wait_all, wait_started, no_leftovers)
 
 FAIL_SH = os.path.join(WORKERS, "fail.sh")
 NOPY = ["--no-python", "--term-timeout", "2"]
@@ -19,15 +18,23 @@ STOP_BOUND = 20   # seconds; the workers themselves would run for 300
 
 
 def job(n, port, env, extra=(), nproc=1, **kw):
+    """n agents of fail.sh workers; agents.up is where the workers say they run."""
     marker = f"300.{os.getpid()}{port}"
-    e = {"SLEEP": marker, **env}
+    up = started_dir()
+    e = {"SLEEP": marker, "STARTED_DIR": up, **env}
     agents = start_agents(n, nproc, port, extra=NOPY + list(extra), env=e, script=FAIL_SH, **kw)
+    for a in agents:
+        a.up = up
     return agents, marker
+
+
+def running(agents, n=None):
+    """Waits until every worker of the job runs (its SIGTERM trap set)."""
+    wait_started(agents[0].up, n or len(agents), agents=agents)
 
 
 def finish(agents, marker, timeout=STOP_BOUND):
     codes = wait_all(agents, timeout)
-    time.sleep(0.2)
     clean, left = no_leftovers(marker)
     assert clean, f"left behind: {left}"
     return codes
@@ -61,7 +68,7 @@ def test_worker_ignoring_sigterm_is_killed(port):
 
 def test_agent_kill9_is_noticed(port):
     agents, marker = job(4, port, {})
-    time.sleep(2)
+    running(agents)
     agents[2].kill()      # SIGKILL to the agent's whole session: agent and its workers
     codes = finish(agents, marker)
     assert codes[2] == -9
@@ -71,7 +78,7 @@ def test_agent_kill9_is_noticed(port):
 
 def test_agent_alone_kill9_leaves_no_orphans(port):
     agents, marker = job(2, port, {})
-    time.sleep(2)
+    running(agents)
     agents[1].proc.send_signal(signal.SIGKILL)   # only the agent: its workers must not survive it
     codes = finish(agents, marker)
     assert codes == [PEER_LOST, -9]
@@ -79,7 +86,7 @@ def test_agent_alone_kill9_leaves_no_orphans(port):
 
 def test_store_host_kill9(port):
     agents, marker = job(4, port, {})
-    time.sleep(2)
+    running(agents)
     agents[0].proc.send_signal(signal.SIGKILL)
     codes = finish(agents, marker)
     assert codes == [-9, STORE_LOST, STORE_LOST, STORE_LOST], [a.err for a in agents]
@@ -87,7 +94,7 @@ def test_store_host_kill9(port):
 
 def test_sigterm_to_one_agent(port):
     agents, marker = job(4, port, {})
-    time.sleep(2)
+    running(agents)
     agents[1].signal(signal.SIGTERM)
     codes = finish(agents, marker, timeout=8)   # well under the 3 s x heartbeat path + grace
     assert codes == [PEER_LOST, 143, PEER_LOST, PEER_LOST], [a.err for a in agents]
@@ -97,11 +104,13 @@ def test_sigterm_to_one_agent(port):
 def test_node_cut_off(port):
     net = Netns(f"pf{os.getpid() % 1000}n", 3)
     marker = f"300.{os.getpid()}{port}"
+    up = started_dir()
     try:
         endpoint = f"{Netns.addr(0)}:{port}"
         agents = [Agent(agent_args(3, 1, endpoint, Netns.addr(i), extra=NOPY, script=FAIL_SH),
-                        env={"SLEEP": marker}, prefix=net.prefix_cmd(i)) for i in range(3)]
-        time.sleep(2.5)
+                        env={"SLEEP": marker, "STARTED_DIR": up}, prefix=net.prefix_cmd(i))
+                  for i in range(3)]
+        wait_started(up, 3, agents=agents)
         net.link_down(2)
         codes = finish(agents, marker)
         assert codes == [PEER_LOST, PEER_LOST, STORE_LOST], [a.err for a in agents]
@@ -131,15 +140,19 @@ def test_restarts_exhausted(port):
     assert [parse_kv(l)["restart"] for l in starts] == ["0", "1", "2"]
 
 
-def test_node_joins_running_elastic_job(port):
+def test_node_joins_running_elastic_job(port, tmp_path):
     endpoint = f"127.0.0.2:{port}"
     extra = NOPY + ["--rdzv-conf", "last_call_timeout=0.5"]
-    env = {"DONE_AFTER": "6"}
+    up, done = started_dir(), tmp_path / "done"
+    env = {"DONE_FILE": str(done), "STARTED_DIR": up}
     agents = [Agent(agent_args("2:3", 1, endpoint, f"127.0.0.{2 + i}", extra=extra,
                                script=FAIL_SH), env=env) for i in range(2)]
-    time.sleep(3)
-    agents.append(Agent(agent_args("2:3", 1, endpoint, "127.0.0.4", extra=extra,
-                                   script=FAIL_SH), env=env))
+    with killed_on_failure(agents):
+        wait_started(up, 2, pattern="w2.*", agents=agents)   # the job runs as two
+        agents.append(Agent(agent_args("2:3", 1, endpoint, "127.0.0.4", extra=extra,
+                                       script=FAIL_SH), env=env))
+        wait_started(up, 3, pattern="w3.*", agents=agents)   # ... and then as three
+        done.write_text("")
     codes = wait_all(agents, timeout=60)
     assert codes == [0, 0, 0], [a.err for a in agents]
     done = [parse_kv(l) for l in result_lines(agents, "done ")]

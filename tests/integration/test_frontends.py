@@ -7,11 +7,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 from cluster import WORKERS, Agent, parse_kv, result_lines, wait_all
 from conftest import PODRUN, TORCH_PY, free_port
 from etcd_util import Etcd
+from launch_util import wait_files
 
 ACCEL = os.path.join(WORKERS, "accel_allreduce.py")
 PADDLE_ENV = os.path.join(WORKERS, "paddle_env.py")
@@ -231,18 +231,16 @@ def test_program_names_pick_the_front_end(tmp_path):
 
 def test_signals_to_handle_stops_with_that_signal(tmp_path):
     """torch 2.x's --signals-to-handle: SIGUSR1 named there stops the job, the workers get it."""
-    mark = tmp_path / "up"
-    script = f"trap 'echo got-usr1; exit 0' USR1; touch {mark}; while :; do sleep 0.1; done"
+    marks = tmp_path / "up"
+    marks.mkdir()
+    script = (f"trap 'echo got-usr1; exit 0' USR1; touch {marks}/$LOCAL_RANK; "
+              "while :; do sleep 0.1; done")
     e = dict(os.environ)
     p = subprocess.Popen([PODRUN, "--nproc-per-node", "2", "--signals-to-handle", "SIGTERM,SIGUSR1",
                           "--no-python", "sh", "-c", script], env=e, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while not mark.exists():
-            assert time.monotonic() < deadline and p.poll() is None
-            time.sleep(0.05)
-        time.sleep(0.3)
+        wait_files(marks, 2, 30, alive=[p])   # both workers trap SIGUSR1
         p.send_signal(signal.SIGUSR1)
         out, err = p.communicate(timeout=30)
     finally:

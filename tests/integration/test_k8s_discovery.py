@@ -13,6 +13,7 @@ import pytest
 
 from cluster import WORKERS, Agent, parse_kv, result_lines
 from conftest import TORCH_PY
+from launch_util import wait_files, wait_for
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fakes"))
 import k8s_api  # noqa: E402
@@ -32,7 +33,7 @@ t = torch.tensor([float(os.environ["RANK"])])
 dist.all_reduce(t)
 print("allreduce rank=%s sum=%d" % (os.environ["RANK"], int(t.item())), flush=True)
 pathlib.Path(os.environ["MARK_DIR"], os.environ["RANK"]).touch()
-time.sleep(120)
+time.sleep(120)  # the worker holds the job until the test stops it (bounded)
 """
 
 
@@ -69,14 +70,15 @@ def test_four_agents_find_each_other_through_the_api(api, tmp_path):
     for i in range(4):
         api.put_pod(pod(i))
     agents = [k8s_agent(i, 4, kc, os.path.join(WORKERS, "allreduce.py")) for i in range(4)]
-    # the pods come up one by one, one of them after an image pull that backs off
-    time.sleep(1.5)
+    # the pods come up one by one, one of them after an image pull that backs off; each step
+    # once every agent follows the watch, and the waiting lines named the pods held back
+    watching(api, 4, agents)
     api.put_pod(running(2, waiting="ImagePullBackOff", ready=False))
     api.put_pod(pod(3, unschedulable="0/3 nodes are available: 3 Insufficient nvidia.com/gpu."))
-    time.sleep(1.5)
+    said(agents, "job-worker-2 (ImagePullBackOff",
+         "job-worker-3 (Pending: Unschedulable: 0/3 nodes are available")
     for i in (1, 3, 0):
         api.put_pod(running(i))
-    time.sleep(1.2)
     api.put_pod(running(2))
     codes = [a.wait(120) for a in agents]
     assert codes == [0] * 4, [a.err for a in agents]
@@ -101,13 +103,18 @@ def test_four_agents_find_each_other_through_the_api(api, tmp_path):
     assert len(lists) == 4, lists
 
 
-def wait_files(d, n, timeout):
-    end = time.time() + timeout
-    while time.time() < end:
-        if len(os.listdir(d)) >= n:
-            return True
-        time.sleep(0.05)
-    return False
+def watching(api, n, agents):
+    """Waits until n watches of the pods are open (the agents listed, then follow the watch)."""
+    wait_for(lambda: api.open_watches() >= n, 60,
+             lambda: f"{n} watches: {api.open_watches()} {[a.proc.poll() for a in agents]}")
+
+
+def said(agents, *texts, timeout=60):
+    """Waits until the agents' stderr, together, holds every text."""
+    def all_said():
+        err = "".join(a.err_now() for a in agents)
+        return all(t in err for t in texts)
+    wait_for(all_said, timeout, lambda: f"{texts} in {[a.err_now() for a in agents]}")
 
 
 @pytest.mark.parametrize("how", ["deleted", "failed"])
@@ -124,7 +131,7 @@ def test_pod_lost_mid_job_stops_every_agent(api, tmp_path, how):
     agents = [k8s_agent(i, 4, kc, str(worker), env={"MARK_DIR": str(marks)},
                         extra=["--term-timeout", "5"]) for i in range(4)]
     try:
-        assert wait_files(marks, 4, 90), [a.proc.poll() for a in agents]
+        wait_files(marks, 4, 90, alive=[a.proc for a in agents])
         t0 = time.monotonic()
         if how == "deleted":
             api.delete_pod("job-worker-2")
@@ -208,10 +215,13 @@ def test_rotated_token_is_read_again(api, tmp_path, creds):
         args = ["--discovery", "k8s", "--nnodes", "2", "--rdzv-id", "k8sjob", "--python",
                 TORCH_PY, os.path.join(WORKERS, "allreduce.py")]
         agents.append(Agent(args, env=e, prefix=prefix, name=f"job-worker-{i}"))
-    time.sleep(1.5)
+    watching(api, 2, agents)   # both wait on the watch
+    before = len(api.request_log())
     api.rotate_token(also_write=[str(tok)])
     api.end_watches()
-    time.sleep(1.0)
+    # both watch again, with the token read again
+    wait_for(lambda: len([q for q in api.request_log()[before:] if q["query"].get("watch")]) >= 2,
+             60, lambda: f"the agents to watch again: {api.request_log()[before:]}")
     for i in range(2):
         api.put_pod(running(i))
     assert [a.wait(90) for a in agents] == [0, 0], [a.err for a in agents]

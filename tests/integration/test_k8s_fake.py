@@ -7,9 +7,10 @@ import pathlib
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
+
+from launch_util import wait_for
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fakes"))
 import k8s_api  # noqa: E402
@@ -169,9 +170,8 @@ def test_watch_sees_adds_modifies_deletes(api, tmp_path):
     w = Watch(tmp_path, kc, "-l", "training.kubeflow.org/job-name=job")
     try:
         assert w.wait(2) == [("ADDED", "job-worker-0"), ("ADDED", "job-worker-1")]
-        deadline = time.time() + 20   # kubectl has listed, then opened its watch
-        while api.open_watches() == 0 and time.time() < deadline:
-            time.sleep(0.05)
+        # kubectl has listed, then opened its watch
+        wait_for(lambda: api.open_watches() > 0, 20, "kubectl's watch")
         api.put_pod(worker(1, ready=False, waiting="CrashLoopBackOff", restarts=2))
         api.put_pod(worker(2))
         api.delete_pod("job-worker-0", graceful=True)

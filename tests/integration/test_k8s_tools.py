@@ -8,9 +8,10 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
 
 import pytest
+
+from launch_util import wait_for
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fakes"))
 import k8s_api  # noqa: E402
@@ -113,8 +114,12 @@ def api(tmp_path):
 
 
 def tools_env(api, tmp_path, **kw):
+    # the kubeconfig is written once: a command that runs already may be reading it
+    kc = tmp_path / "kc"
+    if not kc.exists():
+        api.kubeconfig(kc)
     e = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "NAMESPACE": "default",
-         "KUBECONFIG": str(api.kubeconfig(tmp_path / "kc"))}
+         "KUBECONFIG": str(kc)}
     e.update(kw)
     return e
 
@@ -186,28 +191,30 @@ def test_paddle_k8s_flow(api, tmp_path, podrun):
                         ENTRY=ENTRY)
         procs.append(subprocess.Popen([str(flow)], env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
-    time.sleep(1.0)
+    # all four wait for the pservers' pods, following the watch
+    wait_for(lambda: api.open_watches() >= 4, 60,
+             lambda: f"4 watches: {api.open_watches()}, exits {[p.poll() for p in procs]}")
     # trainers first: a pserver does not wait for them, and seed 003's pserver, started before
     # its trainers, got PADDLE_TRAINER_IPS= (empty) from k8s_tools.py as well
     order = list(TRAINER_IPS.items()) + list(PSERVER_IPS.items())
     for name, ip in order:
-        time.sleep(0.3)
         labels = "paddle-job-pserver" if name in PSERVER_IPS else "paddle-job"
         api.put_pod({"name": name, "phase": "Running", "ip": ip, "labels": {labels: JOB}})
-    outs = []
+    outs, errs = [], []
     for p in procs:
         out, err = p.communicate(timeout=60)
         assert p.returncode == 0, err
         outs.append(out)
+        errs.append(err)
     trainers = [p for p in pods if p["labels"].get("paddle-job")]
     pservers = [p for p in pods if p["labels"].get("paddle-job-pserver")]
-    for (name, role, ip), out in zip(roles, outs):
+    for (name, role, ip), out, err in zip(roles, outs, errs):
         lines = out.splitlines()
         want_id = tools_fetch_id(trainers if role == "TRAINER" else pservers, ip).strip()
         assert lines[-1] == (f"env role={role} id={want_id} "
                              f"pservers={tools_fetch_ips(pservers).strip()} "
                              f"endpoints={tools_fetch_endpoints(pservers, '30236').strip()} "
-                             f"trainers={tools_fetch_ips(trainers).strip()}"), out
+                             f"trainers={tools_fetch_ips(trainers).strip()}"), (out, err)
         # the waits print k8s_tools.py's lines: the header, then the count while it is short
         waits = [PSERVER] + ([TRAINER] if role == "TRAINER" else [])
         body = lines[:-1]
@@ -266,7 +273,8 @@ def test_wait_follows_the_watch(api, tmp_path, podrun):
     api.put_pod(trainer("t-1", phase="Running", ip="127.0.2.2", deleting=True))
     p = subprocess.Popen([podrun, "k8s", "wait_pods_running", TRAINER, "2"], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
+    # it listed one Running pod, and waits on the watch
+    wait_for(lambda: api.open_watches() >= 1 or p.poll() is not None, 30, "the watch")
     assert p.poll() is None
     api.put_pod(trainer("t-2", phase="Running", ip="127.0.2.3"))
     out, err = p.communicate(timeout=30)

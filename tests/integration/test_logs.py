@@ -1,11 +1,14 @@
 """Worker output: whole prefixed lines, nothing lost, per-rank log files, tee/redirects/filter."""
+import array
+import fcntl
 import os
 import re
 import subprocess
+import termios
 import time
 
 from conftest import TORCH_PY
-from launch_util import PY, run, worker
+from launch_util import PY, run, wait_for, worker
 
 LINE = re.compile(r"^\[rank (\d+)\]:r=(\d+) i=(\d+) (x+)$")
 ELINE = re.compile(r"^\[rank (\d+)\]:e r=(\d+) i=(\d+)$")
@@ -43,13 +46,39 @@ def test_8_workers_100k_lines_each_whole_and_complete(podrun):
     check_flood(r.stdout, r.stderr, 8, 100000)
 
 
+def pipe_full(f):
+    """True when the pipe read through f holds all it can: its size, less at most the rest of
+    one page (the kernel fills the pipe page by page)."""
+    n = array.array("i", [0])
+    fcntl.ioctl(f.fileno(), termios.FIONREAD, n)
+    return n[0] > fcntl.fcntl(f.fileno(), fcntl.F_GETPIPE_SZ) - os.sysconf("SC_PAGE_SIZE")
+
+
+def blocked_writers(pid, n):
+    """True when n of pid's children are blocked writing to a full pipe."""
+    kids = []
+    for t in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{t}/children") as f:
+            kids += f.read().split()
+    blocked = 0
+    for k in kids:
+        try:
+            with open(f"/proc/{k}/wchan") as f:
+                blocked += "pipe_write" in f.read()
+        except OSError:
+            pass
+    return blocked >= n
+
+
 def test_slow_reader_loses_nothing(podrun):
     """podrun's stdout is a pipe nobody reads for a while: the workers are held back (their
     pipes fill up) instead of podrun buffering without bound or dropping lines."""
     e = dict(os.environ)
     p = subprocess.Popen([podrun, "--nproc-per-node", "4", *PY, worker("flood.py"), "50000"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
-    time.sleep(1.5)                           # let every pipe on the way fill up
+    # every pipe on the way fills up: podrun's stdout, then each worker's into podrun
+    wait_for(lambda: pipe_full(p.stdout), 60, "podrun's stdout pipe to fill up")
+    wait_for(lambda: blocked_writers(p.pid, 4), 60, "the 4 workers to be held back")
     with open(f"/proc/{p.pid}/status") as f:
         rss_kib = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
     out, err = p.communicate(timeout=300)
@@ -137,7 +166,7 @@ def test_stalled_reader_is_not_a_hang(podrun):
     p = subprocess.Popen([podrun, "--hang-timeout", "1", "--no-python", "sh", "-c",
                           "yes xxxxxxxxxxxxxxx | head -c 3000000"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(3)                             # the reader stalls three hang timeouts long
+    time.sleep(3)   # the behaviour under test: the reader stalls three hang timeouts long
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err.decode()
     assert b"hang" not in err

@@ -3,7 +3,6 @@ address (or its own network namespace), agree on ranks and run one job."""
 import os
 import re
 import shutil
-import time
 
 from cluster import (WORKERS, Agent, Netns, agent_args, parse_kv, result_lines, start_agents,
                      wait_all)
@@ -64,14 +63,20 @@ def test_mixed_worker_counts(port):
 
 
 def test_store_host_started_last(port):
+    def others_waiting(agents):   # the store host comes once the others wait for it
+        for a in agents:
+            a.wait_err("waiting for the job store at")
+
     agents = start_agents(4, 1, port, extra=NOPY, script=ENV_SH, order=[1, 2, 3, 0],
-                          delays={0: 1.5})
+                          before={0: others_waiting})
     assert wait_all(agents) == [0] * 4, [a.err for a in agents]
     check_ranks(env_results(agents), [1] * 4)
 
 
 def test_agent_joins_five_seconds_late(port):
-    agents = start_agents(3, 1, port, extra=NOPY, script=ENV_SH, delays={2: 5})
+    # the third comes once the first two have joined and said so
+    agents = start_agents(3, 1, port, extra=NOPY, script=ENV_SH,
+                          before={2: lambda agents: agents[0].wait_err("2/3")})
     assert wait_all(agents) == [0] * 3, [a.err for a in agents]
     check_ranks(env_results(agents), [1] * 3)
     # while waiting, the others said who had joined and how many were missing
@@ -112,8 +117,9 @@ def test_endpoint_name_resolves_late(port, tmp_path):
         extra = NOPY + (["--rdzv-conf", "is_host=1"] if i == 0 else [])
         agents.append(Agent(agent_args(3, 1, endpoint, f"127.0.0.{2 + i}", extra=extra,
                                        script=ENV_SH), prefix=in_ns(), name=f"node{i}"))
-    time.sleep(3)
+    # every agent tried the name, which does not resolve yet, and goes on waiting
     for a in agents[1:]:
+        a.wait_err(name)
         assert a.proc.poll() is None, "an agent gave up while the name did not resolve"
     with open(hosts, "a") as f:
         f.write(f"127.0.0.2 {name}\n")

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from conftest import TORCH_PY
-from launch_util import pid_alive, run, start, wait_lines, worker
+from launch_util import pid_alive, run, start, wait_gone, wait_lines, worker
 
 TRAP_TERM = ('trap \'echo "rank $RANK got TERM" >> "$OUT"; exit 0\' TERM; '
              'echo "ready $RANK"; while :; do sleep 0.05; done')
@@ -148,12 +148,8 @@ def test_podrun_killed_takes_workers_with_it(podrun, tmp_path):
     wait_lines(p, "ready", 2)
     p.kill()
     p.communicate(timeout=30)
-    import time
-    deadline = time.monotonic() + 10
     ws = list(map(int, pids.read_text().split()))
-    while any(pid_alive(w) for w in ws) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(pid_alive(w) for w in ws)
+    assert wait_gone(ws, 10) == []
 
 
 def test_descendant_that_left_its_group_goes_with_the_job(podrun):
@@ -168,10 +164,10 @@ def test_descendant_that_left_its_group_goes_with_the_job(podrun):
 
 
 REAPER = r"""
-import ctypes, os, subprocess, sys, time
+import ctypes, os, subprocess, sys
 ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
 rc = subprocess.run(sys.argv[1:]).returncode
-time.sleep(0.5)
+# whatever podrun left is this process's child from the moment podrun exited (alive or zombie)
 left = []
 for t in os.listdir("/proc/self/task"):
     with open(f"/proc/self/task/{t}/children") as f:

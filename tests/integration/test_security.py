@@ -4,10 +4,10 @@ handshake or junk, while torch's workers use the same port as always; the allow-
 sources outside it at accept. Without a token the store stays open to reads, as documented."""
 import os
 import re
-import time
 
 from cluster import WORKERS, Agent, agent_args
 from conftest import free_port
+from launch_util import wait_files, wait_for
 from rogue import Rogue, vec
 
 TOKEN = "c0ffee" * 8
@@ -21,11 +21,7 @@ def start_job(tmp_path, port, run_id, extra=(), env=None, n=3):
     e = {"MARK_DIR": str(marks), **(env or {})}
     agents = [Agent(agent_args(n, 1, f"127.0.0.2:{port}", f"127.0.0.{2 + i}", run_id, extra,
                                script=HOLD), env=e, name=f"node{i}") for i in range(n)]
-    deadline = time.time() + 60
-    while len(list(marks.glob("up.*"))) < n:
-        assert time.time() < deadline, "the job did not start"
-        assert all(a.proc.poll() is None for a in agents), "an agent exited early"
-        time.sleep(0.1)
+    wait_files(marks, n, 60, pattern="up.*", alive=[a.proc for a in agents])  # the job runs
     return agents, marks
 
 
@@ -228,10 +224,7 @@ def test_allow_list_follows_the_job_pods(tmp_path):
         # on one machine every unbound client (the workers' torch clients) comes from 127.0.0.1
         agents = [k8s_agent(i, 2, kc, HOLD, extra=["--store-allow", "job,127.0.0.1"],
                             env={"MARK_DIR": str(marks)}) for i in range(2)]
-        deadline = time.time() + 90
-        while len(list(marks.glob("up.*"))) < 2:
-            assert time.time() < deadline and all(a.proc.poll() is None for a in agents)
-            time.sleep(0.1)
+        wait_files(marks, 2, 90, pattern="up.*", alive=[a.proc for a in agents])
         port = int(os.environ["PODRUN_MASTER_PORT"])   # static: the master port
 
         def admitted():
@@ -244,10 +237,8 @@ def test_allow_list_follows_the_job_pods(tmp_path):
                 r.close()
 
         def becomes(want):
-            end = time.time() + 10
-            while admitted() != want:
-                assert time.time() < end, f"127.0.0.9 still {'refused' if want else 'admitted'}"
-                time.sleep(0.1)
+            wait_for(lambda: admitted() == want, 10,
+                     f"127.0.0.9 to be {'admitted' if want else 'refused'}", every=0.1)
 
         assert not admitted()
         api.put_pod(running(2, ip="127.0.0.9"))      # a pod of the job gets this address

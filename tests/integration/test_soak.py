@@ -8,40 +8,49 @@ import signal
 import subprocess
 import time
 
-from cluster import WORKERS, start_agents, wait_all, no_leftovers, result_lines, parse_kv
+from cluster import (WORKERS, start_agents, started_dir, wait_all, wait_started, no_leftovers,
+                     result_lines, parse_kv)
 from conftest import TORCH_PY, free_port
 
 FAIL_SH = os.path.join(WORKERS, "fail.sh")
 PEER_FAILURE, PEER_LOST, STORE_LOST = 170, 171, 172
 
-# Polls the store's key count every 0.1 s for `secs` seconds: one "keys N" line per answer.
+# Polls the store's key count for up to `secs` seconds: one "keys N" line per answer. After
+# answer n it creates the file gate/n: the job's attempt n starts only then (fail.sh's GATE_DIR),
+# so the job cannot outrun the poller however fast this machine restarts it.
 POLL_KEYS = r"""
-import sys, time
+import os, sys, time
 from datetime import timedelta
 import torch.distributed as dist
-port, secs = int(sys.argv[1]), float(sys.argv[2])
+port, secs, gate = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 print("ready", flush=True)  # torch is imported; the client retries until the store listens
 s = dist.TCPStore("127.0.0.2", port, is_master=False, timeout=timedelta(seconds=30))
 end = time.time() + secs
+n = 0
 while time.time() < end:
     try:
         print("keys", s.num_keys(), flush=True)
     except Exception:
         break
-    time.sleep(0.1)
+    open(os.path.join(gate, str(n)), "w").close()
+    n += 1
+    time.sleep(0.05)  # the sampling period: the job waits for the samples, not for this
 """
 
 
-def test_restart_soak_key_count_levels_off(port):
+def test_restart_soak_key_count_levels_off(port, tmp_path):
     """A worker that fails at once on every attempt, 60 counted restarts: the store holds each
-    node's latest answer and the last few end records, not three keys per restart."""
+    node's latest answer and the last few end records, not three keys per restart. Each attempt
+    waits for one more sample of the key count, so the samples span every restart."""
     restarts = 60
     marker = f"300.{os.getpid()}{port}"
-    poll = subprocess.Popen([TORCH_PY, "-c", POLL_KEYS, str(port), "120"],
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    poll = subprocess.Popen([TORCH_PY, "-c", POLL_KEYS, str(port), "200", str(gate)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert poll.stdout.readline().strip() == "ready"
     agents = start_agents(2, 1, port, env={"SLEEP": marker, "FAIL_RANK": "1", "FAIL_AFTER": "0",
-                                           "FAIL_UNTIL": "100000"},
+                                           "FAIL_UNTIL": "100000", "GATE_DIR": str(gate)},
                           extra=["--no-python", "--term-timeout", "2", "--max-restarts",
                                  str(restarts)], script=FAIL_SH)
     try:
@@ -64,15 +73,16 @@ def stopped_host(port, stop_s, conf, done_after):
     """3 agents whose workers finish after done_after s; the store host (agent 0) is stopped for
     stop_s seconds once the job runs. Returns the agents and their exit codes."""
     marker = f"300.{os.getpid()}{port}"
-    agents = start_agents(3, 1, port, env={"SLEEP": marker, "DONE_AFTER": str(done_after)},
+    up = started_dir()
+    agents = start_agents(3, 1, port, env={"SLEEP": marker, "DONE_AFTER": str(done_after),
+                                           "STARTED_DIR": up},
                           extra=["--no-python", "--term-timeout", "2", "--rdzv-conf", conf],
                           script=FAIL_SH)
-    time.sleep(1.5)
+    wait_started(up, 3, agents=agents)   # the job runs
     agents[0].proc.send_signal(signal.SIGSTOP)
-    time.sleep(stop_s)
+    time.sleep(stop_s)   # the behaviour under test: the host stopped for this long
     agents[0].proc.send_signal(signal.SIGCONT)
     codes = wait_all(agents, timeout=60)
-    time.sleep(0.2)
     assert no_leftovers(marker)[0]
     return agents, codes
 

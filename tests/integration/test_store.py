@@ -3,11 +3,12 @@ clients at once, waits that time out and then succeed, gloo init_process_group +
 through it, the shell client, flags, and clean stops on SIGTERM / SIGINT."""
 import signal
 import subprocess
+import textwrap
 
 import pytest
 
 from conftest import TORCH_PY
-from store_util import podrun_store, run_torch
+from store_util import WAIT_BLOCKED, podrun_store, run_torch
 
 
 def test_every_13_client_op(store):
@@ -71,7 +72,7 @@ def test_world_size_and_many_clients(store):
 
 
 def test_wait_times_out_then_succeeds(store):
-    out = run_torch("""
+    out = run_torch(WAIT_BLOCKED + textwrap.dedent("""
         import datetime, json, sys, threading, time
         import torch.distributed as dist
         port = int(sys.argv[1])
@@ -85,9 +86,10 @@ def test_wait_times_out_then_succeeds(store):
         except RuntimeError as e:
             r["first"] = "timeout"
         r["waited_s"] = round(time.time() - t0, 1)
-        # a second wait on the same connection, satisfied by another client 0.3 s later
+        # a second wait on the same connection, satisfied by another client once it waits
+        waiter = threading.get_native_id()
         def setter():
-            time.sleep(0.3)
+            wait_blocked(waiter)
             o = dist.TCPStore("127.0.0.1", port, is_master=False)
             o.set("late", "here")
         threading.Thread(target=setter).start()
@@ -95,7 +97,7 @@ def test_wait_times_out_then_succeeds(store):
         r["value"] = s.get("late").decode()
         r["after"] = s.add("n", 1)   # the connection is still in sync
         print(json.dumps(r))
-    """, store.port)
+    """), store.port)
     assert out["first"] == "timeout" and 0.2 <= out["waited_s"] <= 2
     assert out["value"] == "here" and out["after"] == 1
 

@@ -4,12 +4,11 @@ opcodes, scanner junk, peers vanishing mid-wait) cost only the connection that s
 import random
 import socket
 import struct
-import time
 
 from conftest import free_port
-from store_util import podrun_store, run_torch, torch_store
+from store_util import WAIT_BLOCKED, podrun_store, run_torch, torch_store, wait_read_by_peer
 
-SEQUENCE = """
+SEQUENCE = WAIT_BLOCKED + """
 import datetime, json, sys, threading, time
 import torch.distributed as dist
 port = int(sys.argv[1])
@@ -53,9 +52,10 @@ rec("nk2", b.num_keys)
 rec("wait_present", lambda: a.wait(["k1", "k2", "ctr"]))
 rec("wait_timeout", lambda: a.wait(["absent-forever"], T(milliseconds=200)))
 rec("after_timeout", lambda: a.add("ctr", 1))
-# a wait released by another client
+# a wait released by another client, once it waits
+waiter = threading.get_native_id()
 def later():
-    time.sleep(0.2)
+    wait_blocked(waiter)
     b.set("released", "yes")
 threading.Thread(target=later).start()
 rec("wait_released", lambda: a.wait(["released", "k3"], T(seconds=5)))
@@ -153,7 +153,7 @@ def test_bad_bytes_cost_only_their_connection(store):
     # a peer that vanishes mid-wait
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(b"\x05" + u64(1) + vec(b"/release"))
-    time.sleep(0.05)
+    wait_read_by_peer(s)   # the store has the WAIT
     s.close()
     # random garbage from many connections at once
     rng = random.Random(1234)

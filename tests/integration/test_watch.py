@@ -11,6 +11,7 @@ import time
 
 from cluster import WORKERS, Agent, agent_args
 from conftest import PODRUN, free_port
+from launch_util import wait_for
 
 FAIL_SH = os.path.join(WORKERS, "fail.sh")
 NOPY = ["--no-python"]
@@ -83,20 +84,12 @@ def status(*args, timeout=30):
                           timeout=timeout)
 
 
-def wait_for(what, fn, timeout=30, every=0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        assert time.monotonic() < deadline, f"waited {timeout}s for {what}"
-        time.sleep(every)
-
-
-def test_three_nodes_failure_restart(port):
-    """Round 0: rank 2 fails after 4 s; the job restarts in place once (round 1) and finishes."""
+def test_three_nodes_failure_restart(port, tmp_path):
+    """Round 0: rank 2 fails once it was looked at; the job restarts in place once (round 1) and
+    finishes once that was looked at too."""
     hports = [free_port() for _ in range(3)]
-    env = {"FAIL_RANK": "2", "FAIL_UNTIL": "1", "FAIL_AFTER": "4", "DONE_AFTER": "8"}
+    fail, done = tmp_path / "fail", tmp_path / "done"
+    env = {"FAIL_RANK": "2", "FAIL_UNTIL": "1", "FAIL_FILE": str(fail), "DONE_FILE": str(done)}
     endpoint = f"127.0.0.2:{port}"
     agents = [Agent(agent_args(3, 1, endpoint, f"127.0.0.{2 + i}", extra=NOPY + [
         "--max-restarts", "1", "--health-port", str(hports[i])], script=FAIL_SH), env=env,
@@ -104,8 +97,8 @@ def test_three_nodes_failure_restart(port):
     try:
         # round 0 running on every node: /healthz 200, the round's gauges
         for hp in hports:
-            wait_for("/healthz ok", lambda: get(hp, "/healthz")[0] == 200 and
-                     "running" in get(hp, "/healthz")[1])
+            wait_for(lambda: get(hp, "/healthz")[0] == 200 and
+                     "running" in get(hp, "/healthz")[1], 30, "/healthz ok", every=0.1)
         ms = [scrape(hp) for hp in hports]
         for m in ms:
             assert metric(m, "podrun_rendezvous_rounds_total") == 1
@@ -131,12 +124,14 @@ def test_three_nodes_failure_restart(port):
         assert all(row[5] == "running" for row in rows)
 
         # the failure, the restart: the counters move on every node
+        fail.write_text("")
+
         def restarted():
             m = [scrape(hp) for hp in hports]
             ok = all(metric(x, "podrun_rendezvous_round") == 1 and
                      metric(x, "podrun_agent_state", state="running") == 1 for x in m)
             return ok and m
-        ms = wait_for("round 1 running", restarted, timeout=40, every=0.2)
+        ms = wait_for(restarted, 40, "round 1 running", every=0.2)
         for i, m in enumerate(ms):
             assert metric(m, "podrun_rendezvous_rounds_total") == 2
             assert metric(m, "podrun_restarts_total", counted="true") == 1
@@ -169,6 +164,7 @@ def test_three_nodes_failure_restart(port):
         assert "last failure: round 0" in r.stdout and "rank 2" in r.stdout
         assert "the job restarted in place" in r.stdout and "  | rank 2 failing" in r.stdout
 
+        done.write_text("")
         codes = [a.wait(60) for a in agents]
         assert codes == [0, 0, 0], [a.err for a in agents]
     finally:
@@ -180,18 +176,20 @@ def test_three_nodes_failure_restart(port):
     assert r.stderr.count("\n") == 1 and "no job store answers at 127.0.0.2:" in r.stderr
 
 
-def test_healthz_503_while_stopping(podrun):
+def test_healthz_503_while_stopping(podrun, tmp_path):
     """A worker failed and its sibling takes its time to stop: the probe says so."""
     hp = free_port()
-    env = dict(os.environ, FAIL_RANK="0", FAIL_AFTER="1", IGNORE_TERM="1")
+    fail = tmp_path / "fail"
+    env = dict(os.environ, FAIL_RANK="0", FAIL_FILE=str(fail), IGNORE_TERM="1")
     p = subprocess.Popen([podrun, "--nproc-per-node", "2", "--term-timeout", "3",
                           "--health-port", str(hp), "--no-python", FAIL_SH], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for("running", lambda: get(hp, "/healthz") == (200, get(hp, "/healthz")[1]) and
-                 "running 2 workers" in get(hp, "/healthz")[1], timeout=20)
-        st, body = wait_for("503", lambda: (lambda r: r[0] == 503 and r)(get(hp, "/healthz")),
-                            timeout=20, every=0.05)
+        wait_for(lambda: get(hp, "/healthz") == (200, get(hp, "/healthz")[1]) and
+                 "running 2 workers" in get(hp, "/healthz")[1], 20, "running", every=0.1)
+        fail.write_text("")   # rank 0 fails now
+        st, body = wait_for(lambda: (lambda r: r[0] == 503 and r)(get(hp, "/healthz")),
+                            20, "503", every=0.05)
         assert body.startswith("unhealthy: ") and "rank 0" in body and "exit code 1" in body, body
         m = scrape(hp)
         assert metric(m, "podrun_healthy") == 0
@@ -212,7 +210,7 @@ def test_health_port_bad_clients(podrun):
                          stderr=subprocess.PIPE, text=True)
     socks = []
     try:
-        wait_for("running", lambda: "running" in get(hp, "/healthz")[1], timeout=20)
+        wait_for(lambda: "running" in get(hp, "/healthz")[1], 20, "running", every=0.1)
 
         def exchange(data):
             with socket.create_connection(("127.0.0.1", hp), timeout=5) as s:
@@ -245,8 +243,8 @@ def test_health_port_bad_clients(podrun):
                 closed += 1
         assert closed == 40
         assert time.monotonic() - t0 < 9
-        st, _ = wait_for("a probe again", lambda: (lambda r: r[0] == 200 and r)(
-            get(hp, "/healthz")), timeout=10)
+        st, _ = wait_for(lambda: (lambda r: r[0] == 200 and r)(get(hp, "/healthz")), 10,
+                         "a probe again", every=0.1)
         m = scrape(hp)
         assert metric(m, "podrun_health_refused_total", reason="busy") >= 24
         assert metric(m, "podrun_health_refused_total", reason="timeout") >= 16
@@ -316,10 +314,10 @@ def test_status_of_a_job_with_a_token(tmp_path):
                          script=FAIL_SH), env=env, name="tok")
     try:
         endpoint = f"127.0.0.2:{port}"
-        r = wait_for("the job running", lambda: (lambda x: x.returncode == 0 and x)(
+        r = wait_for(lambda: (lambda x: x.returncode == 0 and x)(
             subprocess.run([PODRUN, "status", endpoint], capture_output=True, text=True,
                            env=dict(os.environ, PODRUN_RDZV_TOKEN=token), timeout=30)),
-            timeout=30, every=0.3)
+            30, "the job running", every=0.3)
         assert "job 'tok'" in r.stdout and "running" in r.stdout
         f = tmp_path / "token"
         f.write_text(token + "\n")
