@@ -9,7 +9,8 @@
  * binding is two system calls (devices/cpu.h), safe in a child of a process with threads.
  *
  * A worker is the leader of its own session, so its process group id is its pid and everything
- * it forks (data loader workers, shells, compilers) is signalled with it. Once the leader is
+ * it forks (data loader workers, shells, compilers) can be signalled with it: forwarded signals
+ * and the final SIGKILL are, a stop's first signal reaches whom stop_to says (workers.h). Once the leader is
  * reaped the group may live on through its descendants; kill(-pgid, 0) tells whether anyone is
  * left, and that is checked again on every reap, so the stop sequence needs no polling. */
 #include "workers.h"

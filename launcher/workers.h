@@ -2,9 +2,9 @@
  * process group, started with fork/exec and stopped as groups on the libuv loop.
  *
  * The group never waits for anything itself: init.c reaps, the agent hands every reaped pid to
- * workers_reaped(), and the group calls back. Stopping is SIGTERM (or another signal) to every
- * process group, a grace timer, SIGKILL to whatever is left of the groups, and a bounded wait
- * after that: a process stuck in the kernel is reported and left behind, never waited for. */
+ * workers_reaped(), and the group calls back. Stopping is SIGTERM (or another signal) to the
+ * workers (stop_to: alone, or their groups), a grace timer, SIGKILL to whatever is left of the
+ * groups, and a bounded wait after that: a process stuck in the kernel is reported and left behind, never waited for. */
 #ifndef PODRUN_LAUNCHER_WORKERS_H
 #define PODRUN_LAUNCHER_WORKERS_H
 
