@@ -37,6 +37,7 @@
 #include <limits.h>
 #include <net/if.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,8 @@
 #define AGENT_FLUSH_MS 10000   /* bound on writing the last output to a stalled reader */
 #define AGENT_STRAY_MS 1000    /* grace for descendants that left their worker's group */
 #define AGENT_LEAVE_MS 2000    /* bound on telling the job this node leaves */
+#define AGENT_EXEC_WAIT_MS 1000  /* bound on learning whether siblings of a worker that could
+                                   not start could not either */
 
 enum agent_state { AGENT_INIT, AGENT_RENDEZVOUS, AGENT_STARTING, AGENT_RUNNING, AGENT_STOPPING,
                    AGENT_EXITING, AGENT_DONE };
@@ -136,6 +139,7 @@ struct agent {
     bool je_init;
     bool done_reported;            /* every worker the job waits for exited 0 (this attempt) */
     uint64_t stop_signals;         /* 1 << signo of --signals-to-handle: they stop the job */
+    uint64_t forwarded;            /* 1 << signo of the signals forwarded to the workers */
     char filter_buf[2][1024];      /* --duplicate-std*-filters, split */
     const char *filter_items[2][64];
     size_t nfilters[2];
@@ -155,6 +159,8 @@ struct agent {
     /* --health-port: /healthz and /metrics (health/health.h); NULL when not asked for */
     struct health *health;
     char stop_why[RDZV_REASON_MAX + 96];   /* why the workers are being stopped, for /healthz */
+    char stuck[512];                       /* processes left behind after SIGKILL, for the
+                                              termination log */
 };
 
 static const char *state_name(enum agent_state s)
@@ -277,6 +283,43 @@ static void workers_gone(struct agent *a)
     advance(a);
 }
 
+/* The stop's grace passed with processes left: one line says whom the SIGKILL hits, so a log
+ * whose checkpoint was cut short does not read like one that saved. */
+static void on_grace_end(worker_group_t *g, uint64_t grace_ms)
+{
+    struct agent *a = g->data;
+    char who[1024], sn[32];
+    size_t n = 0;
+    who[0] = 0;
+    for (int i = 0; i < g->n && n < sizeof who; i++) {
+        worker_t *w = &g->w[i];
+        if (w->group_gone || w->pid <= 0)
+            continue;
+        int k = snprintf(who + n, sizeof who - n, "%srank %d (local_rank %d)%s", n ? ", " : "",
+                         a->rank_base + i, i,
+                         w->state == WORKER_RUNNING ? "" : "'s leftover processes");
+        n += k > 0 ? (size_t)k : 0;
+    }
+    logs_message(&a->logs, "the %.1fs grace after %s passed; sending SIGKILL to %s",
+                 grace_ms / 1000.0, report_signame(g->stop_signal, sn, sizeof sn), who);
+}
+
+/* A process left behind after SIGKILL, said on stderr and kept for the termination log, where
+ * `kubectl describe pod` shows it. */
+static void say_stuck(struct agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say_stuck(struct agent *a, const char *fmt, ...)
+{
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    logs_message(&a->logs, "%s", line);
+    size_t used = strlen(a->stuck);
+    if (used + strlen(line) + 10 < sizeof a->stuck)
+        snprintf(a->stuck + used, sizeof a->stuck - used, "podrun: %s\n", line);
+}
+
 /* workers.c stopped the group (every worker reaped, or left behind after SIGKILL, which is
  * said): the attempt's workers are gone either way. */
 static void on_stopped(worker_group_t *g)
@@ -285,13 +328,13 @@ static void on_stopped(worker_group_t *g)
     for (int i = 0; i < g->n; i++) {
         worker_t *w = &g->w[i];
         if (w->state == WORKER_RUNNING)
-            logs_message(&a->logs, "rank %d (pid %d) did not exit %.1fs after SIGKILL (stuck in "
-                         "the kernel?); leaving it behind", a->rank_base + i, (int)w->pid,
-                         g->kill_wait_ms / 1000.0);
+            say_stuck(a, "rank %d (pid %d) did not exit %.1fs after SIGKILL (stuck in the "
+                      "kernel?); leaving it behind", a->rank_base + i, (int)w->pid,
+                      g->kill_wait_ms / 1000.0);
         else if (!w->group_gone && w->pid > 0)
-            logs_message(&a->logs, "processes of rank %d's group (pgid %d) did not exit %.1fs "
-                         "after SIGKILL; leaving them behind", a->rank_base + i, (int)w->pid,
-                         g->kill_wait_ms / 1000.0);
+            say_stuck(a, "processes of rank %d's group (pgid %d) did not exit %.1fs after "
+                      "SIGKILL; leaving them behind", a->rank_base + i, (int)w->pid,
+                      g->kill_wait_ms / 1000.0);
     }
     workers_gone(a);
 }
@@ -323,7 +366,85 @@ static void failure_message(struct agent *a, int lr, char *out, size_t cap)
         report_error_free(&e);
 }
 
-/* The first failure of a local worker in this attempt: tell the job, stop the others now. */
+/* The record of local rank lr's failure: its exit status ws (-1: none, a hang), at time t. */
+static void fill_failure(struct agent *a, int lr, int ws, double t, const char *reason,
+                         rdzv_failure_t *f)
+{
+    rdzv_failure_init(f);
+    snprintf(f->host, sizeof f->host, "%s", a->id.host);
+    snprintf(f->node_name, sizeof f->node_name, "%s", a->id.name);
+    f->node_rank = a->group_rank;
+    f->rank = a->rank_base + lr;
+    f->local_rank = lr;
+    if (ws != -1 && WIFSIGNALED(ws))
+        f->signo = WTERMSIG(ws);
+    else if (ws != -1)
+        f->exit_code = workers_exit_code(ws);
+    f->time = t;
+    f->permanent = ws != -1 && a->wg.w[lr].exec_errno != 0;
+    snprintf(f->reason, sizeof f->reason, "%s", reason);
+    failure_message(a, lr, f->message, sizeof f->message);
+}
+
+static double exit_epoch(const worker_t *w)
+{
+    return (double)w->exit_time.tv_sec + w->exit_time.tv_nsec / 1e9;
+}
+
+/* The record of a worker that failed on its own, once reaped (its exit status and time). */
+static void fill_alone(struct agent *a, const worker_t *w, rdzv_failure_t *f)
+{
+    char cause[512];
+    struct report_failure rf = {.wstatus = w->wstatus, .exec_errno = w->exec_errno,
+                                .program = a->argv[0]};
+    report_cause(&rf, cause, sizeof cause);
+    fill_failure(a, w->index, w->wstatus, exit_epoch(w), cause, f);
+}
+
+static void send_failure(struct agent *a, const rdzv_failure_t *f)
+{
+    int r = a->rz ? rdzv_agent_report_failure(a->rz, f) : 0;
+    if (r)
+        logs_message(&a->logs, "cannot report the failure to the job store: %s",
+                     podrun_strerror(r));
+}
+
+/* Workers other than lr that have already exited non-zero but are not reaped yet failed on their
+ * own at the same time as lr, before any stop reached them (a signal that hit every group, two
+ * programs that cannot start): they are marked, told to the job with lr's failure, and not
+ * counted among the workers to stop. Returns how many exited (zero or not). */
+static int failed_with(struct agent *a, int lr)
+{
+    int exited = 0;
+    if (a->wg.w[lr].exec_errno)
+        workers_await_exec(&a->wg, AGENT_EXEC_WAIT_MS);
+    for (int i = 0; i < a->wg.n; i++) {
+        worker_t *w = &a->wg.w[i];
+        int ws;
+        if (i == lr || w->state != WORKER_RUNNING)
+            continue;
+        if (w->exec_errno)   /* it is exiting 127/126, if not yet gone */
+            ws = (w->exec_errno == ENOENT || w->exec_errno == ENOTDIR ? 127 : 126) << 8;
+        else if (!workers_exited_unreaped(w, &ws))
+            continue;
+        exited++;
+        if (ws == 0)
+            continue;
+        w->failed_alone = true;
+        char cause[512];
+        struct report_failure rf = {.wstatus = ws, .exec_errno = w->exec_errno,
+                                    .program = a->argv[0]};
+        report_cause(&rf, cause, sizeof cause);
+        rdzv_failure_t f;
+        fill_failure(a, i, ws, podrun_time_epoch(), cause, &f);
+        send_failure(a, &f);
+    }
+    return exited;
+}
+
+/* The first failure of a local worker in this attempt: tell the job, stop the others now. A
+ * program that cannot be started fails the same way in every restart: its record says so, and
+ * the job exits instead of restarting. */
 static void local_failure(struct agent *a, int lr, int code, bool hang, const char *reason)
 {
     worker_t *w = &a->wg.w[lr];
@@ -331,34 +452,42 @@ static void local_failure(struct agent *a, int lr, int code, bool hang, const ch
     a->failed_code = code;
     a->failed_hang = hang;
     logs_stream_pull(&a->streams[2 * lr + 1]);   /* its last words, if still in the pipe */
+    bool exited = !hang && w->state == WORKER_EXITED;
     rdzv_failure_t f;
-    rdzv_failure_init(&f);
-    snprintf(f.host, sizeof f.host, "%s", a->id.host);
-    snprintf(f.node_name, sizeof f.node_name, "%s", a->id.name);
-    f.node_rank = a->group_rank;
-    f.rank = a->rank_base + lr;
-    f.local_rank = lr;
-    if (!hang && w->state == WORKER_EXITED && WIFSIGNALED(w->wstatus))
-        f.signo = WTERMSIG(w->wstatus);
-    else if (!hang)
-        f.exit_code = code;
-    f.time = hang || w->state != WORKER_EXITED
-                 ? podrun_time_epoch()
-                 : (double)w->exit_time.tv_sec + w->exit_time.tv_nsec / 1e9;
-    snprintf(f.reason, sizeof f.reason, "%s", reason);
-    failure_message(a, lr, f.message, sizeof f.message);
-    if (a->rz) {
-        int r = rdzv_agent_report_failure(a->rz, &f);
-        if (r)
-            logs_message(&a->logs, "cannot report the failure to the job store: %s",
-                         podrun_strerror(r));
+    fill_failure(a, lr, hang ? -1 : exited ? w->wstatus : code << 8,
+                 exited ? exit_epoch(w) : podrun_time_epoch(), reason, &f);
+    send_failure(a, &f);
+    int gone = failed_with(a, lr);
+    char why[RDZV_REASON_MAX + 160];
+    int n = w->pid > 0 ? snprintf(why, sizeof why, "rank %d (pid %d) failed: %s", f.rank,
+                                  (int)w->pid, reason)
+                       : snprintf(why, sizeof why, "rank %d failed: %s", f.rank, reason);
+    if (f.permanent && n > 0 && (size_t)n < sizeof why)
+        snprintf(why + n, sizeof why - (size_t)n, "; a program that cannot start is not "
+                 "restarted");
+    snprintf(a->stop_why, sizeof a->stop_why, "%.*s", (int)sizeof a->stop_why - 1, why);
+    say_stopping(a, why, workers_alive(&a->wg) - gone, SIGTERM);
+    stop_job(a, SIGTERM, NULL);
+}
+
+/* A worker that exited while its siblings were being stopped failed on its own when podrun's
+ * stop is not what ended it: it could not be started, or a signal podrun forwarded (SIGHUP to
+ * every group) killed it, or it had already exited when the stop began (failed_with). */
+static void note_failed_alone(struct agent *a, worker_t *w)
+{
+    int ws = w->wstatus;
+    bool forwarded = WIFSIGNALED(ws) && WTERMSIG(ws) < 64 && (a->forwarded >> WTERMSIG(ws) & 1);
+    if (ws == 0 || w->index == a->failed || a->stop_signal)
+        return;
+    if (!w->failed_alone && !w->exec_errno && !forwarded)
+        return;
+    bool told = w->failed_alone;
+    w->failed_alone = true;
+    if (!told) {
+        rdzv_failure_t f;
+        fill_alone(a, w, &f);
+        send_failure(a, &f);
     }
-    char why[RDZV_REASON_MAX + 64];
-    if (w->pid > 0)
-        snprintf(why, sizeof why, "rank %d (pid %d) failed: %s", f.rank, (int)w->pid, reason);
-    else
-        snprintf(why, sizeof why, "rank %d failed: %s", f.rank, reason);
-    stop_job(a, SIGTERM, why);
 }
 
 /* Workers of this attempt still running that the job waits for: all but services (parameter
@@ -387,8 +516,10 @@ static void on_worker_exit(worker_group_t *g, worker_t *w)
                                   : code == 0               ? HEALTH_EXIT_SUCCESS
                                   : WIFSIGNALED(w->wstatus) ? HEALTH_EXIT_SIGNAL
                                                             : HEALTH_EXIT_CODE);
-    if (a->state != AGENT_RUNNING)
-        return;   /* stopping: these exits are our own signals at work */
+    if (a->state != AGENT_RUNNING) {
+        note_failed_alone(a, w);
+        return;   /* stopping: else these exits are our own signals at work */
+    }
     watchdog_disarm(&a->wd, w->index);
     if (code != 0 && a->failed < 0) {
         char cause[512];
@@ -1127,8 +1258,10 @@ static void on_signal(void *arg, int sig)
     if (a->state >= AGENT_EXITING)
         return;   /* after the stop there is nobody to tell */
     if (!stops) {
-        if (a->state == AGENT_RUNNING || a->state == AGENT_STOPPING)
+        if (a->state == AGENT_RUNNING || a->state == AGENT_STOPPING) {
+            a->forwarded |= 1ULL << sig;
             workers_signal(&a->wg, sig);
+        }
         return;
     }
     if (a->stop_signal) {
@@ -1220,8 +1353,9 @@ static void write_termlog(struct agent *a, const char *text, size_t len)
         text = with;
     }
     /* lost console output is part of the story: the note goes last, the text yields room */
-    char note[512], *both = NULL;
-    size_t nl = logs_dropped_note(&a->logs, note, sizeof note);
+    char note[1024], *both = NULL;
+    size_t nl = (size_t)snprintf(note, sizeof note, "%s", a->stuck);
+    nl += logs_dropped_note(&a->logs, note + nl, sizeof note - nl);
     if (nl && (both = malloc(REPORT_TERMLOG_MAX + 1))) {
         size_t keep = len + nl > REPORT_TERMLOG_MAX ? REPORT_TERMLOG_MAX - nl : len;
         memcpy(both, text, keep);
@@ -1236,6 +1370,13 @@ static void write_termlog(struct agent *a, const char *text, size_t len)
         logs_message(&a->logs, "cannot write the termination log %s: %s", path, podrun_strerror(r));
 }
 
+/* What the report's title names, as torchrun does: the script (or module) a Python worker
+ * runs, not the interpreter; the program itself under --no-python. */
+static const char *report_title(struct agent *a)
+{
+    return a->cfg->program && a->cfg->program_argc > 0 ? a->cfg->program[0] : a->argv[0];
+}
+
 /* This node's own failed worker, as only this node knows it. */
 static void local_report(struct agent *a, bool details)
 {
@@ -1248,7 +1389,8 @@ static void local_report(struct agent *a, bool details)
     struct report_failure f = {
         .rank = a->rank_base + a->failed, .local_rank = a->failed, .pid = w->pid,
         .wstatus = w->wstatus, .exec_errno = w->exec_errno, .time = w->exit_time,
-        .host = a->id.host, .program = a->argv[0], .error_file = errfile, .stderr_tail = tail,
+        .host = a->id.host, .program = a->argv[0], .title = report_title(a),
+        .error_file = errfile, .stderr_tail = tail,
         .stderr_tail_len = tl,
     };
     if (er == -EINVAL || er == -EFBIG)
@@ -1287,13 +1429,32 @@ static int decision_code(struct agent *a)
 
 /* The job's failure report on stderr and in the termination log. The node whose worker is the
  * root cause also prints that worker's details (and its own short form goes to the log). */
+/* The job's failure records and, after them, this node's workers that failed on their own
+ * while the others were stopped and that the job's record lacks (their news came after its
+ * decision): the report lists every one of them, as torchrun does. */
+static void add_failed_alone(struct agent *a)
+{
+    for (int i = 0; i < a->wg.n && a->dn < RDZV_MAX_FAILURES; i++) {
+        worker_t *w = &a->wg.w[i];
+        bool known = false;
+        if (!w->failed_alone || w->state != WORKER_EXITED)
+            continue;
+        for (int k = 0; k < a->dn && !known; k++)
+            known = a->dfail[k].node_rank == a->group_rank &&
+                    a->dfail[k].rank == a->rank_base + i;
+        if (!known)
+            fill_alone(a, w, &a->dfail[a->dn++]);
+    }
+}
+
 static void job_report(struct agent *a)
 {
+    add_failed_alone(a);
     size_t cap = 16384;
     char *buf = malloc(cap);
     if (!buf)
         return;
-    size_t n = report_job_format(a->dfail, a->dn, a->argv[0], buf, cap);
+    size_t n = report_job_format(a->dfail, a->dn, report_title(a), buf, cap);
     logs_text(&a->logs, 2, "report", buf, n);
     bool mine = a->own == 0 && a->failed >= 0 && a->dfail[0].rank >= 0 && !a->failed_hang;
     if (mine) {
@@ -1737,6 +1898,10 @@ static int start(struct agent *a)
     a->wg.data = a;
     a->wg.on_exit = on_worker_exit;
     a->wg.on_stopped = on_stopped;
+    a->wg.on_grace_end = on_grace_end;
+    a->wg.stop_to = c->stop_signal_to == CFG_STOP_GROUP    ? WORKERS_STOP_GROUP
+                    : c->stop_signal_to == CFG_STOP_WORKER ? WORKERS_STOP_WORKER
+                                                           : WORKERS_STOP_WORKER_FIRST;
     a->workers_down = true;   /* none started yet */
     /* a PID 1's death takes its whole PID namespace with it: no guard needed there */
     if (!init_is_pid1() && (r = workers_guard_start(&a->wg)))

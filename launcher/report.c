@@ -199,7 +199,7 @@ size_t report_format(const struct report_failure *f, const struct report_error *
     report_cause(f, cause, sizeof cause);
     put(&o, RULE "%s FAILED\n" THIN "Failures:\n  <NO_OTHER_FAILURES>\n" THIN
             "Root Cause (first observed failure):\n[0]:\n",
-        f->program ? f->program : "job");
+        f->title ? f->title : f->program ? f->program : "job");
     put(&o, "  time      : %s\n", when);
     put(&o, "  host      : %s\n", f->host ? f->host : "?");
     put(&o, "  rank      : %d (local_rank: %d)\n", f->rank, f->local_rank);

@@ -21,7 +21,8 @@ struct report_failure {
     int exec_errno;           /* the program could not be started */
     struct timespec time;     /* CLOCK_REALTIME */
     const char *host;
-    const char *program;      /* what was run, for the title and exec errors */
+    const char *program;      /* what was exec'd, for exec errors (and the title without one) */
+    const char *title;        /* the report's "<title> FAILED": the script, module or program */
     const char *error_file;   /* path given in TORCHELASTIC_ERROR_FILE, NULL if none */
     const char *stderr_tail;  /* last lines of its stderr */
     size_t stderr_tail_len;

@@ -9,7 +9,8 @@
  * binding is two system calls (devices/cpu.h), safe in a child of a process with threads.
  *
  * A worker is the leader of its own session, so its process group id is its pid and everything
- * it forks (data loader workers, shells, compilers) is signalled with it. Once the leader is
+ * it forks (data loader workers, shells, compilers) can be signalled with it: forwarded signals
+ * and the final SIGKILL are, a stop's first signal reaches whom stop_to says (workers.h). Once the leader is
  * reaped the group may live on through its descendants; kill(-pgid, 0) tells whether anyone is
  * left, and that is checked again on every reap, so the stop sequence needs no polling. */
 #include "workers.h"
@@ -285,6 +286,8 @@ static void on_timer(uv_timer_t *t)
             finish_stop(g);
             return;
         }
+        if (!g->grace_cut && g->on_grace_end)
+            g->on_grace_end(g, g->grace_ms);
         g->phase = STOP_KILL;
         workers_signal(g, SIGKILL);
         uv_timer_start(&g->timer, on_timer, g->kill_wait_ms, 0);
@@ -311,7 +314,9 @@ worker_t *workers_reaped(worker_group_t *g, pid_t pid, int wstatus)
             close(w->errpipe);
             w->errpipe = -1;
         }
-        group_alive(g, w);
+        /* the worker has had its chance to save: now the rest of its group hears the stop */
+        if (group_alive(g, w) && g->phase == STOP_TERM && g->stop_to == WORKERS_STOP_WORKER_FIRST)
+            kill(-w->pid, g->stop_signal);
         if (g->on_exit)
             g->on_exit(g, w);
     }
@@ -337,20 +342,90 @@ void workers_signal(worker_group_t *g, int sig)
     }
 }
 
+bool workers_exited_unreaped(const worker_t *w, int *wstatus)
+{
+    siginfo_t si = {0};
+    if (w->state != WORKER_RUNNING || w->pid <= 0 ||
+        waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
+        return false;
+    if (si.si_code == CLD_EXITED)
+        *wstatus = (si.si_status & 0xff) << 8;
+    else
+        *wstatus = (si.si_status & 0x7f) | (si.si_code == CLD_DUMPED ? 0x80 : 0);
+    return true;
+}
+
+/* Reads a worker's exec-error pipe: its errno if exec failed, 0 once it succeeded (the pipe
+ * closed on exec), -EAGAIN while the child has not got that far. */
+static int read_errpipe(worker_t *w)
+{
+    int e = 0;
+    ssize_t r = read(w->errpipe, &e, sizeof e);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR))
+        return -EAGAIN;
+    close(w->errpipe);
+    w->errpipe = -1;
+    if (r == (ssize_t)sizeof e)
+        w->exec_errno = e;
+    return w->exec_errno;
+}
+
+void workers_await_exec(worker_group_t *g, int timeout_ms)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        struct pollfd p[64];
+        int n = 0;
+        for (int i = 0; i < g->n && n < 64; i++)
+            if (g->w[i].state == WORKER_RUNNING && g->w[i].errpipe >= 0 &&
+                read_errpipe(&g->w[i]) == -EAGAIN)
+                p[n++] = (struct pollfd){.fd = g->w[i].errpipe, .events = POLLIN};
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long left = timeout_ms - ((t.tv_sec - t0.tv_sec) * 1000L + (t.tv_nsec - t0.tv_nsec) / 1000000);
+        if (n == 0 || left <= 0 || (poll(p, (nfds_t)n, (int)left) < 0 && errno != EINTR))
+            return;
+    }
+}
+
+/* A stop's signal: SIGKILL, and under WORKERS_STOP_GROUP any signal, to every live group; else
+ * to each running worker alone, and to the groups whose worker has already exited. */
+static void stop_signal_all(worker_group_t *g, int sig)
+{
+    if (sig == SIGKILL || g->stop_to == WORKERS_STOP_GROUP) {
+        workers_signal(g, sig);
+        return;
+    }
+    for (int i = 0; i < g->n; i++) {
+        worker_t *w = &g->w[i];
+        if (!group_alive(g, w))
+            continue;
+        if (w->state == WORKER_RUNNING)
+            kill(w->pid, sig);
+        else if (kill(-w->pid, sig) < 0 && errno == ESRCH)
+            mark_gone(g, w);
+    }
+}
+
 void workers_stop_all(worker_group_t *g, int sig, uint64_t grace_ms)
 {
     switch (g->phase) {
     case STOP_NONE:
         g->phase = STOP_TERM;
         g->stop_signal = sig;
-        workers_signal(g, sig);
+        g->grace_ms = grace_ms;
+        g->grace_cut = sig == SIGKILL;
+        stop_signal_all(g, sig);
         /* even when nothing is left, on_stopped comes from the loop, never from inside here */
         uv_timer_start(&g->timer, on_timer, workers_alive(g) ? grace_ms : 0, 0);
         break;
     case STOP_TERM:
-        workers_signal(g, sig);
-        if (sig == SIGKILL)
+        stop_signal_all(g, sig);
+        if (sig == SIGKILL) {
+            g->grace_cut = true;
             uv_timer_start(&g->timer, on_timer, 0, 0);
+        }
         break;
     case STOP_KILL:
         workers_signal(g, SIGKILL);
@@ -365,6 +440,7 @@ void workers_reset(worker_group_t *g)
     uv_timer_stop(&g->timer);
     g->phase = STOP_NONE;
     g->stop_signal = 0;
+    g->grace_cut = false;
     g->running = 0;
     for (int i = 0; i < g->n; i++) {
         worker_t *w = &g->w[i];

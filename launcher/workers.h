@@ -2,9 +2,9 @@
  * process group, started with fork/exec and stopped as groups on the libuv loop.
  *
  * The group never waits for anything itself: init.c reaps, the agent hands every reaped pid to
- * workers_reaped(), and the group calls back. Stopping is SIGTERM (or another signal) to every
- * process group, a grace timer, SIGKILL to whatever is left of the groups, and a bounded wait
- * after that: a process stuck in the kernel is reported and left behind, never waited for. */
+ * workers_reaped(), and the group calls back. Stopping is SIGTERM (or another signal) to the
+ * workers (stop_to: alone, or their groups), a grace timer, SIGKILL to whatever is left of the
+ * groups, and a bounded wait after that: a process stuck in the kernel is reported and left behind, never waited for. */
 #ifndef PODRUN_LAUNCHER_WORKERS_H
 #define PODRUN_LAUNCHER_WORKERS_H
 
@@ -29,13 +29,25 @@ typedef struct worker {
     int exec_errno;            /* the program could not be exec'd: why */
     int errpipe;               /* reads the child's exec errno; -1 once closed */
     struct timespec exit_time; /* CLOCK_REALTIME at reaping */
+    bool failed_alone;         /* the agent's mark: it failed on its own while the others were
+                                  being stopped, not of podrun's stop */
 } worker_t;
 
 typedef struct worker_group worker_group_t;
 typedef void (*workers_exit_cb)(worker_group_t *g, worker_t *w);
 typedef void (*workers_stopped_cb)(worker_group_t *g);
+typedef void (*workers_kill_cb)(worker_group_t *g, uint64_t grace_ms);
 
 enum workers_stop_phase { STOP_NONE, STOP_TERM, STOP_KILL, STOP_DONE };
+
+/* Whom a stop's first signal reaches (README "PID 1, signals, stopping"). A worker's process
+ * group also holds what it forked: torch's DataLoader processes die of a SIGTERM to the group
+ * before the trainer has saved, while a wrapper that does not forward signals (sh run.sh) keeps
+ * a SIGTERM to the worker alone from ever reaching the trainer. WORKER_FIRST: the worker, then
+ * the rest of its group as soon as the worker has exited; WORKER: the worker alone (torch
+ * 1.13); GROUP: the whole group at once (torch 2.x). A group whose worker had already exited
+ * gets it as a group, and the final SIGKILL always goes to the group. */
+enum workers_stop_to { WORKERS_STOP_WORKER_FIRST, WORKERS_STOP_WORKER, WORKERS_STOP_GROUP };
 
 struct worker_group {
     uv_loop_t *loop;
@@ -44,10 +56,14 @@ struct worker_group {
     int running;               /* workers not yet reaped */
     workers_exit_cb on_exit;   /* each worker's exit, as reaped */
     workers_stopped_cb on_stopped;
+    workers_kill_cb on_grace_end; /* the grace passed: SIGKILL follows to every live group */
     void *data;
     uv_timer_t timer;
     enum workers_stop_phase phase;
     int stop_signal;
+    enum workers_stop_to stop_to;
+    uint64_t grace_ms;         /* of the stop under way */
+    bool grace_cut;            /* the stop was escalated to SIGKILL before its grace passed */
     uint64_t kill_wait_ms;
     int guard_fd;              /* write end of the guard's pipe, -1 without a guard */
     pid_t guard_pid;           /* the guard process, 0 without one */
@@ -72,7 +88,14 @@ int workers_spawn(worker_group_t *g, int i, const struct worker_spawn *sp);
 worker_t *workers_reaped(worker_group_t *g, pid_t pid, int wstatus);
 /* Sends sig to every process group that may still have members. */
 void workers_signal(worker_group_t *g, int sig);
-/* sig to every group, then SIGKILL after grace_ms to what is left, then on_stopped once all
+/* A worker not yet reaped has exited (it is a zombie): true, with its status in *wstatus. The
+ * worker stays RUNNING until init.c reaps it. */
+bool workers_exited_unreaped(const worker_t *w, int *wstatus);
+/* Waits (at most timeout_ms) until every running worker has either exec'd its program or failed
+ * to (exec_errno set, before it is reaped): whether a sibling could not start either is known
+ * before a stop's signal can kill it first. */
+void workers_await_exec(worker_group_t *g, int timeout_ms);
+/* sig to every worker (whom it reaches: stop_to), then SIGKILL after grace_ms to what is left, then on_stopped once all
  * groups are gone or WORKERS_KILL_WAIT_MS after the SIGKILL. Calling it again while stopping
  * escalates: sig is sent again and, if sig is SIGKILL, the grace ends now. */
 void workers_stop_all(worker_group_t *g, int sig, uint64_t grace_ms);

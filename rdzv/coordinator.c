@@ -655,8 +655,12 @@ static void decide(coord_t *c, double now)
     d.failures = c->failures;
     d.n = c->n_failures;
     d.own = -1;
-    if (c->closing || (counted && c->restarts_used >= c->p.max_restarts)) {
-        /* a closing store host leaves no store to restart in */
+    int permanent = 0;
+    for (int i = 0; i < c->n_failures; i++)
+        permanent |= c->failures[i].permanent;
+    if (c->closing || permanent || (counted && c->restarts_used >= c->p.max_restarts)) {
+        /* a closing store host leaves no store to restart in; a program that cannot start
+         * would fail the same way in every restart */
         d.action = RDZV_EXIT;
         d.restart_counted = 0;
     } else {

@@ -154,6 +154,7 @@ enum cfg_id {
     CFG_LOCAL_RANKS_FILTER,
     CFG_LOG_LINE_PREFIX,
     CFG_TERM_TIMEOUT,
+    CFG_STOP_SIGNAL_TO,
     CFG_TERMINATION_LOG,
     CFG_HANG_TIMEOUT,
     CFG_DEBUG,
@@ -258,6 +259,9 @@ enum cfg_discovery { CFG_DISCOVERY_AUTO, CFG_DISCOVERY_ENV, CFG_DISCOVERY_K8S,
                      CFG_DISCOVERY_HOSTFILE, CFG_DISCOVERY_NONE };
 /* How podrun writes its own lines (not the workers'): for people, or one JSON object each. */
 enum cfg_log_format { CFG_LOG_HUMAN, CFG_LOG_JSON };
+/* Whom the stop signal reaches first (README "PID 1, signals, stopping"): the worker, then its
+ * process group once it has exited; the worker alone (torch 1.13); its whole group (torch 2.x). */
+enum cfg_stop_to { CFG_STOP_WORKER_FIRST, CFG_STOP_WORKER, CFG_STOP_GROUP };
 /* How Kubernetes discovery orders the pods into node ranks (launcher/discover/k8s_pods.h). */
 enum cfg_k8s_order { CFG_K8S_ORDER_INDEX, CFG_K8S_ORDER_NAME, CFG_K8S_ORDER_IP };
 /* Which GPUs a worker's CUDA sees: all of the node's (torchrun), or its own one by UUID. */
@@ -343,6 +347,7 @@ struct cfg {
     char *local_ranks_filter;       /* "0,2" or NULL for all */
     char *log_line_prefix;          /* template with ${rank} ${local_rank} ${role_name} */
     uint64_t term_timeout_ms;
+    int stop_signal_to;             /* enum cfg_stop_to: whom a stop's first signal reaches */
     char *termination_log;          /* NULL: /dev/termination-log when writable */
     uint64_t hang_timeout_ms;       /* 0: off */
     bool debug;                     /* state changes and every rendezvous line in the log */

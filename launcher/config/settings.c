@@ -20,6 +20,7 @@ static const char *const ds_modes[] = {"off", "node", "head", "local", NULL}; /*
 static const char *const ds_launchers[] = {"pdsh", "ssh", NULL};   /* enum cfg_ds_launcher */
 static const char *const ds_log_levels[] = {"debug", "info", "warning", "error", "critical",
                                             NULL};
+static const char *const stop_tos[] = {"worker-first", "worker", "group", NULL}; /* cfg_stop_to */
 static const char *const log_formats[] = {"human", "json", NULL};       /* enum cfg_log_format */
 static const char *const worker_envs[] = {"torch", "accelerate", "paddle", "deepspeed", NULL};
 static const char *const paddle_modes[] = {"collective", "ps", NULL};  /* enum cfg_paddle_mode */
@@ -187,6 +188,11 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "console line prefix; ${rank} ${local_rank} ${role_name}", NULL},
     [CFG_TERM_TIMEOUT] = {"term-timeout", 0, CFG_T_DUR, OFF(term_timeout_ms), 0, 0, NULL, "25",
         "SECONDS", NULL, 0, "grace between SIGTERM and SIGKILL when stopping workers", NULL},
+    [CFG_STOP_SIGNAL_TO] = {"stop-signal-to", 0, CFG_T_CHOICE, OFF(stop_signal_to), 0, 0, stop_tos,
+        "worker-first", "worker-first|worker|group", NULL, 0,
+        "whom a stop's SIGTERM reaches: the worker, then its process group once it exited; the "
+        "worker alone (torch 1.13); its whole group (torch 2.x). SIGKILL always hits the group",
+        "use 'worker-first', 'worker' or 'group'"},
     [CFG_TERMINATION_LOG] = {"termination-log", 0, CFG_T_OPTSTR, OFF(termination_log), 0, 0,
         NULL, NULL, "PATH", NULL, 0,
         "failure summary file (default /dev/termination-log when writable)", NULL},

@@ -496,6 +496,30 @@ static void rejoin_all(coord_t *c, int n, int k)
     }
 }
 
+/* A failure that no restart can help (the program cannot be started) ends the job with restarts
+ * left, and says so in the record every agent reads. */
+static void test_permanent_failure_exits(void)
+{
+    coord_t *c = running(2, 1);
+    rdzv_decision_t d;
+    rdzv_failure_t f[RDZV_MAX_FAILURES], g;
+    char val[2048];
+    rdzv_failure_init(&g);
+    g.rank = 1;
+    g.exit_code = 127;
+    g.time = now;
+    g.permanent = 1;
+    snprintf(g.reason, sizeof g.reason, "cannot run 'x': No such file or directory");
+    CHECK(rdzv_failure_encode(&g, val, sizeof val) > 0);
+    wr(c, 1, "fail", 0, val);
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_EXIT);
+    CHECK_EQ_INT(d.n, 1);
+    CHECK_EQ_INT(f[0].permanent, 1);
+    coord_free(c);
+}
+
 static void test_restart_counting(void)
 {
     coord_t *c = running(3, 1);
@@ -1319,6 +1343,7 @@ static void test_state_for_status(void)
 int main(void)
 {
     RUN(test_join_fixed_closes_at_max);
+    RUN(test_permanent_failure_exits);
     RUN(test_last_call_min_max);
     RUN(test_max_reached_elastic);
     RUN(test_expected_names_close_early);
