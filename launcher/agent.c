@@ -13,6 +13,8 @@
  *   a worker exits non-zero while RUNNING  → report it to the job (the first one only) and stop
  *                                            the others at once (STOPPING)
  *   the hang watchdog fires                → the same, with "hang" as the reason
+ *   a worker's torch timer expired         → that worker gets the signal the timer asked for,
+ *                                            then the same, with the timer as the reason
  *   every worker exited 0                  → report done; wait for the job to finish
  *   ending (the round's end is known)      → stop the workers at once (STOPPING); its record,
  *                                            stopped or finished, follows a round trip later
@@ -62,6 +64,7 @@
 #include "rdzv/rendezvous.h"
 #include "report.h"
 #include "rundir.h"
+#include "timer_server.h"
 #include "watchdog.h"
 #include "workers.h"
 
@@ -82,6 +85,7 @@ struct agent {
     struct logs logs;
     struct log_stream *streams;    /* 2 per worker: stdout, stderr */
     struct watchdog wd;            /* --hang-timeout */
+    struct timer_server ts;        /* torch's file-based timers (TORCHELASTIC_ENABLE_FILE_TIMER) */
     struct rundir dir;             /* error, heartbeat and log files */
     int n;
 
@@ -380,6 +384,7 @@ static void on_worker_exit(worker_group_t *g, worker_t *w)
 {
     struct agent *a = g->data;
     int code = workers_exit_code(w->wstatus);
+    timer_server_forget(&a->ts, w->index);   /* a dead worker's timers kill nothing */
     health_worker_exit(a->health, a->state != AGENT_RUNNING
                                       ? (a->failed == w->index && a->failed_hang
                                              ? HEALTH_EXIT_HANG
@@ -426,6 +431,77 @@ static void hang_fired(void *arg, int lr, const char *reason)
     local_failure(arg, lr, 0, true, reason);
 }
 
+/* ---------- torch's file-based timers (timer_server.c) ---------- */
+
+/* The local rank of the running worker whose process group holds pid: the worker itself, or a
+ * process it started (a shell's python, a DataLoader). */
+static int timer_rank_of(void *arg, pid_t pid)
+{
+    struct agent *a = arg;
+    if (a->state != AGENT_RUNNING)
+        return -1;
+    pid_t pg = getpgid(pid);
+    for (int i = 0; i < a->wg.n; i++) {
+        worker_t *w = &a->wg.w[i];
+        if (w->state == WORKER_RUNNING && (w->pid == pid || (pg > 0 && w->pid == pg)))
+            return i;
+    }
+    return -1;
+}
+
+/* An expired timer: its process gets the signal it asked for (torch's FileTimerServer sends it
+ * to that pid alone), and the worker has failed like a hung one, with the timer as the reason. */
+static void timer_expired(void *arg, const struct timer_entry *e, double late)
+{
+    struct agent *a = arg;
+    if (a->state != AGENT_RUNNING || a->failed >= 0 || timer_rank_of(a, e->pid) != e->lr)
+        return;   /* stopping already, or the process is gone (its timers went with it) */
+    char reason[RDZV_REASON_MAX], sn[32];
+    if (e->signo <= 0) {
+        logs_message(&a->logs, "rank %d: timer '%s' of pid %d expired; it asked for no signal",
+                     a->rank_base + e->lr, e->scope, (int)e->pid);
+        return;
+    }
+    double after = (double)(long long)((e->expiration - e->acquired) * 10.0 + 0.5) / 10.0;
+    snprintf(reason, sizeof reason, "timer '%.*s' expired after %g s", RDZV_REASON_MAX - 48,
+             e->scope, after > 0 ? after : 0);
+    if (kill(e->pid, e->signo) < 0 && errno != ESRCH)
+        logs_message(&a->logs, "cannot send %s to pid %d: %s",
+                     report_signame(e->signo, sn, sizeof sn), (int)e->pid, strerror(errno));
+    if (a->cfg->debug)
+        logs_message(&a->logs, "rank %d: timer '%s' expired %.3fs ago; %s sent to pid %d",
+                     a->rank_base + e->lr, e->scope, late,
+                     report_signame(e->signo, sn, sizeof sn), (int)e->pid);
+    local_failure(a, e->lr, 0, true, reason);
+}
+
+static void timer_say(void *arg, const char *line)
+{
+    struct agent *a = arg;
+    logs_message(&a->logs, "%s", line);
+}
+
+/* The timers' FIFO: TORCHELASTIC_TIMER_FILE when given, else in the run directory. */
+static int start_timers(struct agent *a)
+{
+    char path[PATH_MAX + 64];
+    if (a->cfg->timer_file)
+        snprintf(path, sizeof path, "%s", a->cfg->timer_file);
+    else
+        snprintf(path, sizeof path, "%s/watchdog_timer.%s.%d", a->dir.base, a->id.name,
+                 (int)getpid());
+    a->ts.rank_of = timer_rank_of;
+    a->ts.expired = timer_expired;
+    a->ts.say = timer_say;
+    a->ts.arg = a;
+    int r = timer_server_open(&a->ts, a->loop, path);
+    if (r)
+        logs_message(&a->logs, "cannot make the timer FIFO %s (TORCHELASTIC_TIMER_FILE): %s%s",
+                     path, podrun_strerror(r),
+                     r == -EEXIST ? "; name a path that is not a file, or remove it" : "");
+    return r;
+}
+
 /* ---------- spawning ---------- */
 
 /* Local rank i's environment and argv: the front-end's launcher's variables for this attempt
@@ -440,6 +516,17 @@ static int worker_env(struct agent *a, int i, char ***env, char ***argv, char *b
     struct cfg *c = a->cfg;
     char errfile[PATH_MAX + 32], hbfile[PATH_MAX + 32], visible[GPU_UUID_LEN];
     int rank = a->rank_base + i;
+    /* what podrun derived, and the timers' FIFO (added only where the inherited environment
+     * does not name it already, which then names this very FIFO) */
+    char timer_var[PATH_MAX + 32], *derived[128];
+    size_t nd = 0;
+    for (char **d = a->derived; d && *d && nd < 126; d++)
+        derived[nd++] = *d;
+    if (a->ts.fd >= 0) {
+        snprintf(timer_var, sizeof timer_var, "TORCHELASTIC_TIMER_FILE=%s", a->ts.path);
+        derived[nd++] = timer_var;
+    }
+    derived[nd] = NULL;
     rank_path(a, i, "error.json", errfile, sizeof errfile);
     rank_path(a, i, "heartbeat", hbfile, sizeof hbfile);
     struct env_worker ew = {
@@ -451,7 +538,7 @@ static int worker_env(struct agent *a, int i, char ***env, char ***argv, char *b
         .restart_count = a->restart_count, .max_restarts = c->max_restarts,
         .run_id = a->run_id, .use_agent_store = true, .error_file = errfile,
         .heartbeat_file = c->hang_timeout_ms ? hbfile : NULL,
-        .derived = a->derived,
+        .derived = derived,
         .cuda_visible_devices =
             node_rank_visible(a->nd, i, visible, sizeof visible) ? visible : NULL,
     };
@@ -1005,6 +1092,7 @@ static void restart(struct agent *a)
         logs_message(&a->logs, "restarting the job in place (the nodes changed; no restart "
                      "used): %s", a->dreason);
     rundir_remove(&a->dir, false);
+    timer_server_clear(&a->ts);
     workers_reset(&a->wg);
     jobenv_cancel(&a->je);
     a->attempt++;
@@ -1145,6 +1233,7 @@ static void close_all(uv_timer_t *t)
     if (a->wg_ready)
         workers_close(&a->wg);
     watchdog_close(&a->wd);
+    timer_server_close(&a->ts);
     init_stop();
     uv_close((uv_handle_t *)&a->exit_timer, NULL);
     uv_close((uv_handle_t *)&a->leave_timer, NULL);
@@ -1333,6 +1422,7 @@ static void enter_exiting(struct agent *a)
         a->exit_code = 1;
     }
     logs_say_dropped(&a->logs);
+    timer_server_stop(&a->ts);   /* before the run directory that may hold the FIFO goes */
     rundir_remove(&a->dir, true);
     /* The workers' groups are gone; what is left among podrun's children left its group
      * (setsid, a daemon) and was adopted by podrun as subreaper: it goes with the job. */
@@ -1708,6 +1798,8 @@ static int start(struct agent *a)
     a->wd.watching = hang_watching;
     a->wd.hung = hang_fired;
     a->wd.arg = a;
+    if (c->file_timer && (r = start_timers(a)))
+        return r;
     char gerr[600];
     r = guards_load(c, &a->guards, gerr, sizeof gerr);
     if (r) {
@@ -1732,6 +1824,7 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     a->envp = envp;
     a->nd = nd;
     a->failed = -1;
+    timer_server_init(&a->ts);
     ssize_t el = readlink("/proc/self/exe", a->exe, sizeof a->exe - 1);
     a->exe[el > 0 ? el : 0] = '\0';
     a->round = -1;

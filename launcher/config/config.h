@@ -156,6 +156,8 @@ enum cfg_id {
     CFG_TERM_TIMEOUT,
     CFG_TERMINATION_LOG,
     CFG_HANG_TIMEOUT,
+    CFG_FILE_TIMER,
+    CFG_TIMER_FILE,
     CFG_DEBUG,
     CFG_HEALTH_PORT,
     CFG_LOG_FORMAT,
@@ -345,6 +347,8 @@ struct cfg {
     uint64_t term_timeout_ms;
     char *termination_log;          /* NULL: /dev/termination-log when writable */
     uint64_t hang_timeout_ms;       /* 0: off */
+    bool file_timer;                /* torch's file-based timers (TORCHELASTIC_ENABLE_FILE_TIMER) */
+    char *timer_file;               /* their FIFO (TORCHELASTIC_TIMER_FILE); NULL: in the run dir */
     bool debug;                     /* state changes and every rendezvous line in the log */
     int health_port;                /* /healthz and /metrics: -1 off, 0 a free port */
     enum cfg_log_format log_format;

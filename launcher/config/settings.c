@@ -192,6 +192,14 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "failure summary file (default /dev/termination-log when writable)", NULL},
     [CFG_HANG_TIMEOUT] = {"hang-timeout", 0, CFG_T_DUR, OFF(hang_timeout_ms), 0, 0, NULL, "0",
         "SECONDS", NULL, 0, "a worker silent this long has failed (0: off)", NULL},
+    [CFG_FILE_TIMER] = {"file-timer", 0, CFG_T_BOOL, OFF(file_timer), 0, 0, NULL, "0", NULL,
+        "TORCHELASTIC_ENABLE_FILE_TIMER", CFG_F_NO_FLAG,
+        "serve torch's file-based timers (torch.distributed.elastic.timer.expires): an expired "
+        "timer's worker gets the signal it asked for and has failed", NULL},
+    [CFG_TIMER_FILE] = {"timer-file", 0, CFG_T_OPTSTR, OFF(timer_file), 0, 0, NULL, NULL, "PATH",
+        "TORCHELASTIC_TIMER_FILE", CFG_F_NO_FLAG,
+        "the timers' FIFO, given to workers as TORCHELASTIC_TIMER_FILE (default: in the run "
+        "directory)", NULL},
     [CFG_DEBUG] = {"debug", 0, CFG_T_BOOL, OFF(debug), 0, 0, NULL, "0", NULL, NULL, 0,
         "log the agent's state changes and every rendezvous line", NULL},
     [CFG_HEALTH_PORT] = {"health-port", 0, CFG_T_OPTPORT, OFF(health_port), 0, 0, NULL, "off",
@@ -215,7 +223,8 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         OFF(exit_code_rdzv_timeout), 1, 255, NULL, "173", "CODE", NULL, 0,
         "exit code when the rendezvous timed out (join_timeout)", NULL},
     [CFG_EXIT_CODE_HANG] = {"exit-code-hang", 0, CFG_T_INT, OFF(exit_code_hang), 1, 255, NULL,
-        "174", "CODE", NULL, 0, "exit code when this node's worker hung (--hang-timeout)", NULL},
+        "174", "CODE", NULL, 0, "exit code when this node's worker hung (--hang-timeout) or its torch "
+        "timer expired", NULL},
     [CFG_EXIT_CODE_PREFLIGHT] = {"exit-code-preflight", 0, CFG_T_INT, OFF(exit_code_preflight),
         1, 255, NULL, "175", "CODE", NULL, 0,
         "exit code when the preflight check stops the job or excludes this node", NULL},
