@@ -140,6 +140,7 @@ struct agent {
     bool je_init;
     bool done_reported;            /* every worker the job waits for exited 0 (this attempt) */
     uint64_t stop_signals;         /* 1 << signo of --signals-to-handle: they stop the job */
+    uint64_t fatal_codes[4];       /* --fatal-exit-codes: bit c of [c / 64] */
     char filter_buf[2][1024];      /* --duplicate-std*-filters, split */
     const char *filter_items[2][64];
     size_t nfilters[2];
@@ -346,6 +347,7 @@ static void local_failure(struct agent *a, int lr, int code, bool hang, const ch
         f.signo = WTERMSIG(w->wstatus);
     else if (!hang)
         f.exit_code = code;
+    f.fatal = !hang && w->state == WORKER_EXITED && cfg_codes_has(a->fatal_codes, code);
     f.time = hang || w->state != WORKER_EXITED
                  ? podrun_time_epoch()
                  : (double)w->exit_time.tv_sec + w->exit_time.tv_nsec / 1e9;
@@ -1335,11 +1337,22 @@ static void local_report(struct agent *a, bool details)
         report_error_free(&e);
 }
 
+/* The failure of the decision whose exit code is not to be retried, or NULL. */
+static const rdzv_failure_t *fatal_failure(const struct agent *a)
+{
+    for (int i = 0; i < a->dn; i++)
+        if (a->dfail[i].fatal)
+            return &a->dfail[i];
+    return NULL;
+}
+
 /* The exit code a stop decision gives this node (README "Exit codes"). */
 static int decision_code(struct agent *a)
 {
     struct cfg *c = a->cfg;
     const rdzv_failure_t *root = &a->dfail[0];
+    if (fatal_failure(a))
+        return c->exit_code_fatal;   /* every node the same: the job is not to be retried */
     if (a->dn == 0)
         return c->exit_code_peer_lost;
     if (a->own == 0 && root->rank >= 0) {
@@ -1368,6 +1381,23 @@ static void job_report(struct agent *a)
     }
     n = report_job_short(a->dfail, a->dn, buf, REPORT_TERMLOG_MAX + 1);
     write_termlog(a, buf, n);
+    free(buf);
+}
+
+/* A failure not to retry: the termination log says so first, then the job's root cause. */
+static void fatal_termlog(struct agent *a, const rdzv_failure_t *f)
+{
+    char *buf = malloc(REPORT_TERMLOG_MAX + 1);
+    if (!buf)
+        return;
+    int n = snprintf(buf, REPORT_TERMLOG_MAX + 1, "podrun: not to be retried: rank %d on %s "
+                     "exited with code %d, one of --fatal-exit-codes; every node exits %d\n",
+                     f->rank, f->node_name, f->signo > 0 ? 128 + f->signo : f->exit_code,
+                     a->exit_code);
+    size_t len = n < 0 ? 0 : (size_t)n;
+    if (len < REPORT_TERMLOG_MAX)
+        len += report_job_short(a->dfail, a->dn, buf + len, REPORT_TERMLOG_MAX + 1 - len);
+    write_termlog(a, buf, len);
     free(buf);
 }
 
@@ -1401,7 +1431,12 @@ static void enter_exiting(struct agent *a)
     } else if (a->decided && a->action == RDZV_EXIT) {
         a->exit_code = decision_code(a);
         job_report(a);
-        logs_message(&a->logs, "the job failed: %s; exit code %d", a->dreason, a->exit_code);
+        const rdzv_failure_t *ff = fatal_failure(a);
+        if (ff)
+            fatal_termlog(a, ff);
+        logs_message(&a->logs, "the job failed: %s%s; exit code %d", a->dreason,
+                     ff ? " (an exit code in --fatal-exit-codes: not retried)" : "",
+                     a->exit_code);
     } else if (a->lost) {
         if (a->failed >= 0)
             local_report(a, false);
@@ -1839,6 +1874,7 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
         return 1;
     }
     cfg_signals_parse(cfg->signals_to_handle, &a->stop_signals, NULL, 0);
+    cfg_codes_parse(cfg->fatal_exit_codes, a->fatal_codes, NULL, 0);
     for (int k = 0; k < 2; k++) {
         a->filter_fd[k] = -1;
         a->nfilters[k] = cfg_filters_split(cfg->dup_filters[k], a->filter_buf[k],

@@ -655,7 +655,10 @@ static void decide(coord_t *c, double now)
     d.failures = c->failures;
     d.n = c->n_failures;
     d.own = -1;
-    if (c->closing || (counted && c->restarts_used >= c->p.max_restarts)) {
+    int fatal = 0;   /* a worker's exit code not to retry: the job exits, whatever is left */
+    for (int i = 0; i < c->n_failures; i++)
+        fatal |= c->failures[i].fatal;
+    if (c->closing || fatal || (counted && c->restarts_used >= c->p.max_restarts)) {
         /* a closing store host leaves no store to restart in */
         d.action = RDZV_EXIT;
         d.restart_counted = 0;
@@ -700,7 +703,8 @@ static void decide(coord_t *c, double now)
         char text[RDZV_LINE_MAX];
         sfmt(text, sizeof text, "job '%s' stopped in round %d: %s%s", c->run_id, c->round,
              d.reason,
-             !c->closing                  ? " (no restarts left)"
+             fatal && !c->closing         ? " (an exit code not to retry)"
+             : !c->closing                ? " (no restarts left)"
              : strstr(d.reason, HOST_CLOSING) ? ""
                                               : " (" HOST_CLOSING ")");
         act_log(c, "%s", text);

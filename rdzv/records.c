@@ -257,6 +257,8 @@ void rdzv_failure_put(kvbuf_t *b, const char *pfx, const rdzv_failure_t *f)
     pkey(k, sizeof k, pfx, "time"), kv_add_double(b, k, f->time);
     pkey(k, sizeof k, pfx, "reason"), kv_add(b, k, f->reason, RDZV_REASON_MAX - 1);
     pkey(k, sizeof k, pfx, "message"), kv_add(b, k, f->message, RDZV_MESSAGE_MAX - 1);
+    if (f->fatal)   /* only when set: a record without it reads as it always did */
+        pkey(k, sizeof k, pfx, "fatal"), kv_add_int(b, k, 1);
 }
 
 void rdzv_failure_take(const char *text, size_t len, const char *pfx, rdzv_failure_t *f)
@@ -278,6 +280,7 @@ void rdzv_failure_take(const char *text, size_t len, const char *pfx, rdzv_failu
     pkey(k, sizeof k, pfx, "time"), f->time = kv_get_double(text, len, k, 0);
     pkey(k, sizeof k, pfx, "reason"), kv_get(text, len, k, f->reason, sizeof f->reason);
     pkey(k, sizeof k, pfx, "message"), kv_get(text, len, k, f->message, sizeof f->message);
+    pkey(k, sizeof k, pfx, "fatal"), f->fatal = kv_get_int(text, len, k, 0) == 1;
     clean_text(f->host, 0), clean_text(f->node_name, 0), clean_text(f->reason, 0);
     clean_text(f->message, 1);
 }

@@ -220,6 +220,8 @@ typedef struct rdzv_failure {
     char reason[RDZV_REASON_MAX];   /* "exited with code 1", "agent lost: connection closed",
                                        "node silent for 3 s", "agent left: SIGTERM", ... */
     char message[RDZV_MESSAGE_MAX]; /* root-cause text from the worker's error file, cut */
+    int fatal;                      /* 1: the exit code is one not to retry (--fatal-exit-codes):
+                                       the job exits without a restart */
 } rdzv_failure_t;
 
 /* Fills a failure with "unknown" values: ranks -1, exit_code -1, signo 0, empty strings. */

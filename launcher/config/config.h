@@ -166,6 +166,8 @@ enum cfg_id {
     CFG_EXIT_CODE_STORE_LOST,
     CFG_EXIT_CODE_RDZV_TIMEOUT,
     CFG_EXIT_CODE_HANG,
+    CFG_FATAL_EXIT_CODES,
+    CFG_EXIT_CODE_FATAL,
     /* the node's devices, the CPU binding of workers and the preflight check (launcher/devices,
      * launcher/preflight) */
     CFG_EXIT_CODE_PREFLIGHT,
@@ -359,6 +361,8 @@ struct cfg {
     int exit_code_store_lost;       /* the job store host was lost */
     int exit_code_rdzv_timeout;     /* the rendezvous did not complete within join_timeout */
     int exit_code_hang;             /* this node's worker hung (--hang-timeout) */
+    char *fatal_exit_codes;         /* a worker exiting with one: no restart (NULL: none) */
+    int exit_code_fatal;            /* every node's code when that happened */
     /* devices, binding, preflight */
     int exit_code_preflight;        /* the preflight check failed (policy fail or exclude) */
     char *sysroot;                  /* root of /proc, /sys, /dev for device discovery; NULL: / */

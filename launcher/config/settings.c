@@ -225,6 +225,14 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_EXIT_CODE_HANG] = {"exit-code-hang", 0, CFG_T_INT, OFF(exit_code_hang), 1, 255, NULL,
         "174", "CODE", NULL, 0, "exit code when this node's worker hung (--hang-timeout) or its torch "
         "timer expired", NULL},
+    [CFG_FATAL_EXIT_CODES] = {"fatal-exit-codes", 0, CFG_T_CODES, OFF(fatal_exit_codes), 0, 0,
+        NULL, NULL, "CODES", NULL, 0,
+        "a worker exiting with one of these (3,42,64-78; 128+N for signal N) stops the job on "
+        "every node without a restart, each exiting --exit-code-fatal", NULL},
+    [CFG_EXIT_CODE_FATAL] = {"exit-code-fatal", 0, CFG_T_INT, OFF(exit_code_fatal), 1, 255, NULL,
+        "93", "CODE", NULL, 0,
+        "every node's exit code when a worker exited with a --fatal-exit-codes code (do not "
+        "retry)", NULL},
     [CFG_EXIT_CODE_PREFLIGHT] = {"exit-code-preflight", 0, CFG_T_INT, OFF(exit_code_preflight),
         1, 255, NULL, "175", "CODE", NULL, 0,
         "exit code when the preflight check stops the job or excludes this node", NULL},
