@@ -46,6 +46,7 @@
 #include <uv.h>
 
 #include "config/values.h"
+#include "devices/gpumem.h"
 #include "devices/node.h"
 #include "discover/identity.h"
 #include "discover/k8s_discover.h"
@@ -71,6 +72,7 @@
 #define AGENT_FLUSH_MS 10000   /* bound on writing the last output to a stalled reader */
 #define AGENT_STRAY_MS 1000    /* grace for descendants that left their worker's group */
 #define AGENT_LEAVE_MS 2000    /* bound on telling the job this node leaves */
+#define AGENT_RECLAIM_MS 1000  /* how often the GPUs' memory is looked at before a restart */
 
 enum agent_state { AGENT_INIT, AGENT_RENDEZVOUS, AGENT_STARTING, AGENT_RUNNING, AGENT_STOPPING,
                    AGENT_EXITING, AGENT_DONE };
@@ -148,6 +150,9 @@ struct agent {
     char rdzv_id_buf[40];
     char last_progress[RDZV_LINE_MAX];   /* the last rendezvous line printed */
     uv_timer_t exit_timer, leave_timer;
+    uv_timer_t reclaim_timer;              /* GPU memory before a restart */
+    uint64_t reclaim_start;                /* loop time the wait began */
+    bool reclaim_said;                     /* the wait was said */
 
     /* --discovery k8s: the watch of the job's pods, and what it found */
     k8s_discover_t *k8s;
@@ -1083,8 +1088,63 @@ static void on_store_log(void *arg, const char *line)
     logs_write(&a->logs, 2, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
+/* -> RENDEZVOUS: the next join. A rejoin that cannot be sent is a lost store. */
+static void rejoin(struct agent *a)
+{
+    set_state(a, AGENT_RENDEZVOUS);
+    health_rdzv_joining(a->health);
+    int r = rdzv_agent_rejoin(a->rz);
+    if (r) {
+        logs_message(&a->logs, "cannot rejoin the job: %s", podrun_strerror(r));
+        a->lost = true;
+        a->exit_code = a->cfg->exit_code_store_lost;
+        advance(a);
+    }
+}
+
+/* Before a restart on a node with GPUs: the memory the exited workers held is freed by the
+ * driver, or by their leftover children, a moment after they are gone, and new workers started
+ * on top of it run out of memory. So the node waits (looking again every AGENT_RECLAIM_MS, on the
+ * loop) until its GPUs hold at most --gpu-memory-tolerance, for --gpu-memory-reclaim-timeout at
+ * most; then it names what still holds memory and restarts anyway. */
+static void on_reclaim_tick(uv_timer_t *t)
+{
+    struct agent *a = t->data;
+    const struct cfg *c = a->cfg;
+    if (a->state != AGENT_STOPPING || a->stop_signal || a->lost || a->quit)
+        return;   /* the job moved on meanwhile */
+    uint64_t used = 0, waited = uv_now(a->loop) - a->reclaim_start;
+    char holders[1024], err[256];
+    double gib = 0;
+    int r = gpumem_used(NULL, &used, holders, sizeof holders, err, sizeof err);
+    gib = (double)used / (1 << 30);
+    if (r) {
+        logs_message(&a->logs, "cannot read the GPUs' memory (%s); restarting without waiting",
+                     err);
+    } else if (used <= c->gpu_memory_tolerance) {
+        if (a->reclaim_said)
+            logs_message(&a->logs, "the GPUs' memory was freed after %.1fs (%.2f GiB in use)",
+                         waited / 1000.0, gib);
+    } else if (waited >= c->gpu_reclaim_timeout_ms) {
+        logs_message(&a->logs, "the GPUs still hold %.2f GiB after %.1fs (tolerance %.0f MiB); "
+                     "held by: %s; restarting anyway", gib, waited / 1000.0,
+                     (double)c->gpu_memory_tolerance / (1 << 20),
+                     holders[0] ? holders : "no compute process NVML names");
+    } else {
+        if (!a->reclaim_said)
+            logs_message(&a->logs, "waiting up to %.1fs for the GPUs' memory to be freed (%.2f "
+                         "GiB in use, tolerance %.0f MiB)", c->gpu_reclaim_timeout_ms / 1000.0,
+                         gib, (double)c->gpu_memory_tolerance / (1 << 20));
+        a->reclaim_said = true;
+        uint64_t left = c->gpu_reclaim_timeout_ms - waited;
+        uv_timer_start(t, on_reclaim_tick, left < AGENT_RECLAIM_MS ? left : AGENT_RECLAIM_MS, 0);
+        return;
+    }
+    rejoin(a);
+}
+
 /* STOPPING -> RENDEZVOUS for the next attempt, once every worker is gone: a fresh attempt
- * directory, a reset worker group, the next join. A rejoin that cannot be sent is a lost store. */
+ * directory, a reset worker group, the GPUs' memory freed (on_reclaim_tick), the next join. */
 static void restart(struct agent *a)
 {
     if (a->restart_counted)
@@ -1100,14 +1160,13 @@ static void restart(struct agent *a)
     a->attempt++;
     a->decided = false;
     a->failed = -1;
-    set_state(a, AGENT_RENDEZVOUS);
-    health_rdzv_joining(a->health);
-    int r = rdzv_agent_rejoin(a->rz);
-    if (r) {
-        logs_message(&a->logs, "cannot rejoin the job: %s", podrun_strerror(r));
-        a->lost = true;
-        a->exit_code = a->cfg->exit_code_store_lost;
-        advance(a);
+    if (a->nd && a->nd->gpus.source == GPU_SOURCE_NVML && a->nd->gpus.n > 0 &&
+        a->cfg->gpu_reclaim_timeout_ms) {
+        a->reclaim_start = uv_now(a->loop);
+        a->reclaim_said = false;
+        uv_timer_start(&a->reclaim_timer, on_reclaim_tick, 0, 0);
+    } else {
+        rejoin(a);
     }
 }
 
@@ -1239,6 +1298,7 @@ static void close_all(uv_timer_t *t)
     init_stop();
     uv_close((uv_handle_t *)&a->exit_timer, NULL);
     uv_close((uv_handle_t *)&a->leave_timer, NULL);
+    uv_close((uv_handle_t *)&a->reclaim_timer, NULL);
 }
 
 /* EXITING -> DONE once the output is drained and the rendezvous closed; strays get their grace
@@ -1416,6 +1476,7 @@ static void enter_exiting(struct agent *a)
         a->pf = NULL;
     }
     watchdog_disarm_all(&a->wd);
+    uv_timer_stop(&a->reclaim_timer);
     jobenv_cancel(&a->je);
     finish_streams(a);
     char msg[RDZV_LINE_MAX + 64];
@@ -1900,6 +1961,8 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     a->exit_timer.data = a;
     uv_timer_init(a->loop, &a->leave_timer);
     a->leave_timer.data = a;
+    uv_timer_init(a->loop, &a->reclaim_timer);
+    a->reclaim_timer.data = a;
 
     r = start(a);
     if (r && a->state < AGENT_RUNNING) {

@@ -192,6 +192,14 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "failure summary file (default /dev/termination-log when writable)", NULL},
     [CFG_HANG_TIMEOUT] = {"hang-timeout", 0, CFG_T_DUR, OFF(hang_timeout_ms), 0, 0, NULL, "0",
         "SECONDS", NULL, 0, "a worker silent this long has failed (0: off)", NULL},
+    [CFG_GPU_RECLAIM_TIMEOUT] = {"gpu-memory-reclaim-timeout", 0, CFG_T_DUR,
+        OFF(gpu_reclaim_timeout_ms), 0, 0, NULL, "50", "SECONDS", NULL, 0,
+        "before a restart, wait up to this long for the node's GPU memory (NVML) to fall to "
+        "--gpu-memory-tolerance, then name what holds it and restart anyway (0: do not wait)",
+        NULL},
+    [CFG_GPU_MEMORY_TOLERANCE] = {"gpu-memory-tolerance", 0, CFG_T_SIZE,
+        OFF(gpu_memory_tolerance), 0, 1L << 50, NULL, "512M", "SIZE", NULL, 0,
+        "GPU memory (all GPUs together) that may still be in use when a restart starts", NULL},
     [CFG_FILE_TIMER] = {"file-timer", 0, CFG_T_BOOL, OFF(file_timer), 0, 0, NULL, "0", NULL,
         "TORCHELASTIC_ENABLE_FILE_TIMER", CFG_F_NO_FLAG,
         "serve torch's file-based timers (torch.distributed.elastic.timer.expires): an expired "
