@@ -56,11 +56,12 @@ static void comm_of(unsigned pid, char *out, size_t len)
         fclose(f);
 }
 
-static void add(char *out, size_t len, const char *fmt, unsigned a, const char *b, double c)
+/* Appends text to out (len bytes), cutting what does not fit. */
+static void append(char *out, size_t len, const char *text)
 {
     size_t u = strlen(out);
     if (u + 1 < len)
-        snprintf(out + u, len - u, fmt, a, b, c);
+        snprintf(out + u, len - u, "%s", text);
 }
 
 /* GPU i's compute processes into holders: "GPU i: pid P (comm) X GiB, ...; ". */
@@ -80,11 +81,15 @@ static void name_holders(struct nvml *n, nvmlDevice_t h, unsigned i, char *out, 
         return;   /* too many to list, or not supported: the total says enough */
     }
     for (unsigned k = 0; k < cnt && k < PROCS_MAX; k++) {
-        char comm[32];
+        char comm[32], one[96];
         comm_of(pids[k], comm, sizeof comm);
-        add(out, len, k == 0 ? "GPU %u: " : "", i, NULL, 0);
-        add(out, len, "pid %u (%s) %.2f GiB", pids[k], comm, (double)bytes[k] / (1 << 30));
-        add(out, len, k + 1 < cnt ? ", " : "; ", 0, NULL, 0);
+        if (k == 0) {
+            snprintf(one, sizeof one, "GPU %u: ", i);
+            append(out, len, one);
+        }
+        snprintf(one, sizeof one, "pid %u (%s) %.2f GiB%s", pids[k], comm,
+                 (double)bytes[k] / (1 << 30), k + 1 < cnt ? ", " : "; ");
+        append(out, len, one);
     }
 }
 
