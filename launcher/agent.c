@@ -13,6 +13,8 @@
  *   a worker exits non-zero while RUNNING  → report it to the job (the first one only) and stop
  *                                            the others at once (STOPPING)
  *   the hang watchdog fires                → the same, with "hang" as the reason
+ *   a worker's torch timer expired         → that worker gets the signal the timer asked for,
+ *                                            then the same, with the timer as the reason
  *   every worker exited 0                  → report done; wait for the job to finish
  *   ending (the round's end is known)      → stop the workers at once (STOPPING); its record,
  *                                            stopped or finished, follows a round trip later
@@ -45,6 +47,7 @@
 #include <uv.h>
 
 #include "config/values.h"
+#include "devices/gpumem.h"
 #include "devices/node.h"
 #include "discover/identity.h"
 #include "discover/k8s_discover.h"
@@ -63,6 +66,7 @@
 #include "rdzv/rendezvous.h"
 #include "report.h"
 #include "rundir.h"
+#include "timer_server.h"
 #include "watchdog.h"
 #include "workers.h"
 
@@ -71,6 +75,7 @@
 #define AGENT_LEAVE_MS 2000    /* bound on telling the job this node leaves */
 #define AGENT_EXEC_WAIT_MS 1000  /* bound on learning whether siblings of a worker that could
                                    not start could not either */
+#define AGENT_RECLAIM_MS 1000  /* how often the GPUs' memory is looked at before a restart */
 
 enum agent_state { AGENT_INIT, AGENT_RENDEZVOUS, AGENT_STARTING, AGENT_RUNNING, AGENT_STOPPING,
                    AGENT_EXITING, AGENT_DONE };
@@ -85,6 +90,7 @@ struct agent {
     struct logs logs;
     struct log_stream *streams;    /* 2 per worker: stdout, stderr */
     struct watchdog wd;            /* --hang-timeout */
+    struct timer_server ts;        /* torch's file-based timers (TORCHELASTIC_ENABLE_FILE_TIMER) */
     struct rundir dir;             /* error, heartbeat and log files */
     int n;
 
@@ -140,6 +146,7 @@ struct agent {
     bool done_reported;            /* every worker the job waits for exited 0 (this attempt) */
     uint64_t stop_signals;         /* 1 << signo of --signals-to-handle: they stop the job */
     uint64_t forwarded;            /* 1 << signo of the signals forwarded to the workers */
+    uint64_t fatal_codes[4];       /* --fatal-exit-codes: bit c of [c / 64] */
     char filter_buf[2][1024];      /* --duplicate-std*-filters, split */
     const char *filter_items[2][64];
     size_t nfilters[2];
@@ -147,6 +154,9 @@ struct agent {
     char rdzv_id_buf[40];
     char last_progress[RDZV_LINE_MAX];   /* the last rendezvous line printed */
     uv_timer_t exit_timer, leave_timer;
+    uv_timer_t reclaim_timer;              /* GPU memory before a restart */
+    uint64_t reclaim_start;                /* loop time the wait began */
+    bool reclaim_said;                     /* the wait was said */
 
     /* --discovery k8s: the watch of the job's pods, and what it found */
     k8s_discover_t *k8s;
@@ -382,6 +392,7 @@ static void fill_failure(struct agent *a, int lr, int ws, double t, const char *
         f->exit_code = workers_exit_code(ws);
     f->time = t;
     f->permanent = ws != -1 && a->wg.w[lr].exec_errno != 0;
+    f->fatal = ws != -1 && cfg_codes_has(a->fatal_codes, workers_exit_code(ws));
     snprintf(f->reason, sizeof f->reason, "%s", reason);
     failure_message(a, lr, f->message, sizeof f->message);
 }
@@ -509,6 +520,7 @@ static void on_worker_exit(worker_group_t *g, worker_t *w)
 {
     struct agent *a = g->data;
     int code = workers_exit_code(w->wstatus);
+    timer_server_forget(&a->ts, w->index);   /* a dead worker's timers kill nothing */
     health_worker_exit(a->health, a->state != AGENT_RUNNING
                                       ? (a->failed == w->index && a->failed_hang
                                              ? HEALTH_EXIT_HANG
@@ -557,6 +569,77 @@ static void hang_fired(void *arg, int lr, const char *reason)
     local_failure(arg, lr, 0, true, reason);
 }
 
+/* ---------- torch's file-based timers (timer_server.c) ---------- */
+
+/* The local rank of the running worker whose process group holds pid: the worker itself, or a
+ * process it started (a shell's python, a DataLoader). */
+static int timer_rank_of(void *arg, pid_t pid)
+{
+    struct agent *a = arg;
+    if (a->state != AGENT_RUNNING)
+        return -1;
+    pid_t pg = getpgid(pid);
+    for (int i = 0; i < a->wg.n; i++) {
+        worker_t *w = &a->wg.w[i];
+        if (w->state == WORKER_RUNNING && (w->pid == pid || (pg > 0 && w->pid == pg)))
+            return i;
+    }
+    return -1;
+}
+
+/* An expired timer: its process gets the signal it asked for (torch's FileTimerServer sends it
+ * to that pid alone), and the worker has failed like a hung one, with the timer as the reason. */
+static void timer_expired(void *arg, const struct timer_entry *e, double late)
+{
+    struct agent *a = arg;
+    if (a->state != AGENT_RUNNING || a->failed >= 0 || timer_rank_of(a, e->pid) != e->lr)
+        return;   /* stopping already, or the process is gone (its timers went with it) */
+    char reason[RDZV_REASON_MAX], sn[32];
+    if (e->signo <= 0) {
+        logs_message(&a->logs, "rank %d: timer '%s' of pid %d expired; it asked for no signal",
+                     a->rank_base + e->lr, e->scope, (int)e->pid);
+        return;
+    }
+    double after = (double)(long long)((e->expiration - e->acquired) * 10.0 + 0.5) / 10.0;
+    snprintf(reason, sizeof reason, "timer '%.*s' expired after %g s", RDZV_REASON_MAX - 48,
+             e->scope, after > 0 ? after : 0);
+    if (kill(e->pid, e->signo) < 0 && errno != ESRCH)
+        logs_message(&a->logs, "cannot send %s to pid %d: %s",
+                     report_signame(e->signo, sn, sizeof sn), (int)e->pid, strerror(errno));
+    if (a->cfg->debug)
+        logs_message(&a->logs, "rank %d: timer '%s' expired %.3fs ago; %s sent to pid %d",
+                     a->rank_base + e->lr, e->scope, late,
+                     report_signame(e->signo, sn, sizeof sn), (int)e->pid);
+    local_failure(a, e->lr, 0, true, reason);
+}
+
+static void timer_say(void *arg, const char *line)
+{
+    struct agent *a = arg;
+    logs_message(&a->logs, "%s", line);
+}
+
+/* The timers' FIFO: TORCHELASTIC_TIMER_FILE when given, else in the run directory. */
+static int start_timers(struct agent *a)
+{
+    char path[PATH_MAX + 64];
+    if (a->cfg->timer_file)
+        snprintf(path, sizeof path, "%s", a->cfg->timer_file);
+    else
+        snprintf(path, sizeof path, "%s/watchdog_timer.%s.%d", a->dir.base, a->id.name,
+                 (int)getpid());
+    a->ts.rank_of = timer_rank_of;
+    a->ts.expired = timer_expired;
+    a->ts.say = timer_say;
+    a->ts.arg = a;
+    int r = timer_server_open(&a->ts, a->loop, path);
+    if (r)
+        logs_message(&a->logs, "cannot make the timer FIFO %s (TORCHELASTIC_TIMER_FILE): %s%s",
+                     path, podrun_strerror(r),
+                     r == -EEXIST ? "; name a path that is not a file, or remove it" : "");
+    return r;
+}
+
 /* ---------- spawning ---------- */
 
 /* Local rank i's environment and argv: the front-end's launcher's variables for this attempt
@@ -571,6 +654,17 @@ static int worker_env(struct agent *a, int i, char ***env, char ***argv, char *b
     struct cfg *c = a->cfg;
     char errfile[PATH_MAX + 32], hbfile[PATH_MAX + 32], visible[GPU_UUID_LEN];
     int rank = a->rank_base + i;
+    /* what podrun derived, and the timers' FIFO (added only where the inherited environment
+     * does not name it already, which then names this very FIFO) */
+    char timer_var[PATH_MAX + 32], *derived[128];
+    size_t nd = 0;
+    for (char **d = a->derived; d && *d && nd < 126; d++)
+        derived[nd++] = *d;
+    if (a->ts.fd >= 0) {
+        snprintf(timer_var, sizeof timer_var, "TORCHELASTIC_TIMER_FILE=%s", a->ts.path);
+        derived[nd++] = timer_var;
+    }
+    derived[nd] = NULL;
     rank_path(a, i, "error.json", errfile, sizeof errfile);
     rank_path(a, i, "heartbeat", hbfile, sizeof hbfile);
     struct env_worker ew = {
@@ -582,7 +676,7 @@ static int worker_env(struct agent *a, int i, char ***env, char ***argv, char *b
         .restart_count = a->restart_count, .max_restarts = c->max_restarts,
         .run_id = a->run_id, .use_agent_store = true, .error_file = errfile,
         .heartbeat_file = c->hang_timeout_ms ? hbfile : NULL,
-        .derived = a->derived,
+        .derived = derived,
         .cuda_visible_devices =
             node_rank_visible(a->nd, i, visible, sizeof visible) ? visible : NULL,
     };
@@ -1149,8 +1243,63 @@ static void on_store_log(void *arg, const char *line)
     logs_write(&a->logs, 2, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
+/* -> RENDEZVOUS: the next join. A rejoin that cannot be sent is a lost store. */
+static void rejoin(struct agent *a)
+{
+    set_state(a, AGENT_RENDEZVOUS);
+    health_rdzv_joining(a->health);
+    int r = rdzv_agent_rejoin(a->rz);
+    if (r) {
+        logs_message(&a->logs, "cannot rejoin the job: %s", podrun_strerror(r));
+        a->lost = true;
+        a->exit_code = a->cfg->exit_code_store_lost;
+        advance(a);
+    }
+}
+
+/* Before a restart on a node with GPUs: the memory the exited workers held is freed by the
+ * driver, or by their leftover children, a moment after they are gone, and new workers started
+ * on top of it run out of memory. So the node waits (looking again every AGENT_RECLAIM_MS, on the
+ * loop) until its GPUs hold at most --gpu-memory-tolerance, for --gpu-memory-reclaim-timeout at
+ * most; then it names what still holds memory and restarts anyway. */
+static void on_reclaim_tick(uv_timer_t *t)
+{
+    struct agent *a = t->data;
+    const struct cfg *c = a->cfg;
+    if (a->state != AGENT_STOPPING || a->stop_signal || a->lost || a->quit)
+        return;   /* the job moved on meanwhile */
+    uint64_t used = 0, waited = uv_now(a->loop) - a->reclaim_start;
+    char holders[1024], err[256];
+    double gib = 0;
+    int r = gpumem_used(NULL, &used, holders, sizeof holders, err, sizeof err);
+    gib = (double)used / (1 << 30);
+    if (r) {
+        logs_message(&a->logs, "cannot read the GPUs' memory (%s); restarting without waiting",
+                     err);
+    } else if (used <= c->gpu_memory_tolerance) {
+        if (a->reclaim_said)
+            logs_message(&a->logs, "the GPUs' memory was freed after %.1fs (%.2f GiB in use)",
+                         waited / 1000.0, gib);
+    } else if (waited >= c->gpu_reclaim_timeout_ms) {
+        logs_message(&a->logs, "the GPUs still hold %.2f GiB after %.1fs (tolerance %.0f MiB); "
+                     "held by: %s; restarting anyway", gib, waited / 1000.0,
+                     (double)c->gpu_memory_tolerance / (1 << 20),
+                     holders[0] ? holders : "no compute process NVML names");
+    } else {
+        if (!a->reclaim_said)
+            logs_message(&a->logs, "waiting up to %.1fs for the GPUs' memory to be freed (%.2f "
+                         "GiB in use, tolerance %.0f MiB)", c->gpu_reclaim_timeout_ms / 1000.0,
+                         gib, (double)c->gpu_memory_tolerance / (1 << 20));
+        a->reclaim_said = true;
+        uint64_t left = c->gpu_reclaim_timeout_ms - waited;
+        uv_timer_start(t, on_reclaim_tick, left < AGENT_RECLAIM_MS ? left : AGENT_RECLAIM_MS, 0);
+        return;
+    }
+    rejoin(a);
+}
+
 /* STOPPING -> RENDEZVOUS for the next attempt, once every worker is gone: a fresh attempt
- * directory, a reset worker group, the next join. A rejoin that cannot be sent is a lost store. */
+ * directory, a reset worker group, the GPUs' memory freed (on_reclaim_tick), the next join. */
 static void restart(struct agent *a)
 {
     if (a->restart_counted)
@@ -1160,19 +1309,19 @@ static void restart(struct agent *a)
         logs_message(&a->logs, "restarting the job in place (the nodes changed; no restart "
                      "used): %s", a->dreason);
     rundir_remove(&a->dir, false);
+    timer_server_clear(&a->ts);
     workers_reset(&a->wg);
     jobenv_cancel(&a->je);
     a->attempt++;
     a->decided = false;
     a->failed = -1;
-    set_state(a, AGENT_RENDEZVOUS);
-    health_rdzv_joining(a->health);
-    int r = rdzv_agent_rejoin(a->rz);
-    if (r) {
-        logs_message(&a->logs, "cannot rejoin the job: %s", podrun_strerror(r));
-        a->lost = true;
-        a->exit_code = a->cfg->exit_code_store_lost;
-        advance(a);
+    if (a->nd && a->nd->gpus.source == GPU_SOURCE_NVML && a->nd->gpus.n > 0 &&
+        a->cfg->gpu_reclaim_timeout_ms) {
+        a->reclaim_start = uv_now(a->loop);
+        a->reclaim_said = false;
+        uv_timer_start(&a->reclaim_timer, on_reclaim_tick, 0, 0);
+    } else {
+        rejoin(a);
     }
 }
 
@@ -1302,9 +1451,11 @@ static void close_all(uv_timer_t *t)
     if (a->wg_ready)
         workers_close(&a->wg);
     watchdog_close(&a->wd);
+    timer_server_close(&a->ts);
     init_stop();
     uv_close((uv_handle_t *)&a->exit_timer, NULL);
     uv_close((uv_handle_t *)&a->leave_timer, NULL);
+    uv_close((uv_handle_t *)&a->reclaim_timer, NULL);
 }
 
 /* EXITING -> DONE once the output is drained and the rendezvous closed; strays get their grace
@@ -1412,11 +1563,22 @@ static void local_report(struct agent *a, bool details)
         report_error_free(&e);
 }
 
+/* The failure of the decision whose exit code is not to be retried, or NULL. */
+static const rdzv_failure_t *fatal_failure(const struct agent *a)
+{
+    for (int i = 0; i < a->dn; i++)
+        if (a->dfail[i].fatal)
+            return &a->dfail[i];
+    return NULL;
+}
+
 /* The exit code a stop decision gives this node (README "Exit codes"). */
 static int decision_code(struct agent *a)
 {
     struct cfg *c = a->cfg;
     const rdzv_failure_t *root = &a->dfail[0];
+    if (fatal_failure(a))
+        return c->exit_code_fatal;   /* every node the same: the job is not to be retried */
     if (a->dn == 0)
         return c->exit_code_peer_lost;
     if (a->own == 0 && root->rank >= 0) {
@@ -1467,6 +1629,23 @@ static void job_report(struct agent *a)
     free(buf);
 }
 
+/* A failure not to retry: the termination log says so first, then the job's root cause. */
+static void fatal_termlog(struct agent *a, const rdzv_failure_t *f)
+{
+    char *buf = malloc(REPORT_TERMLOG_MAX + 1);
+    if (!buf)
+        return;
+    int n = snprintf(buf, REPORT_TERMLOG_MAX + 1, "podrun: not to be retried: rank %d on %s "
+                     "exited with code %d, one of --fatal-exit-codes; every node exits %d\n",
+                     f->rank, f->node_name, f->signo > 0 ? 128 + f->signo : f->exit_code,
+                     a->exit_code);
+    size_t len = n < 0 ? 0 : (size_t)n;
+    if (len < REPORT_TERMLOG_MAX)
+        len += report_job_short(a->dfail, a->dn, buf + len, REPORT_TERMLOG_MAX + 1 - len);
+    write_termlog(a, buf, len);
+    free(buf);
+}
+
 /* -> EXITING: the exit code and the one report for how the job ended (a signal, the job's
  * decision, a lost job, finished), the run directory removed, strays asked to go, the rendezvous
  * closed (the host keeps the store up for the others), and podrun's output drained. */
@@ -1482,6 +1661,7 @@ static void enter_exiting(struct agent *a)
         a->pf = NULL;
     }
     watchdog_disarm_all(&a->wd);
+    uv_timer_stop(&a->reclaim_timer);
     jobenv_cancel(&a->je);
     finish_streams(a);
     char msg[RDZV_LINE_MAX + 64];
@@ -1497,7 +1677,12 @@ static void enter_exiting(struct agent *a)
     } else if (a->decided && a->action == RDZV_EXIT) {
         a->exit_code = decision_code(a);
         job_report(a);
-        logs_message(&a->logs, "the job failed: %s; exit code %d", a->dreason, a->exit_code);
+        const rdzv_failure_t *ff = fatal_failure(a);
+        if (ff)
+            fatal_termlog(a, ff);
+        logs_message(&a->logs, "the job failed: %s%s; exit code %d", a->dreason,
+                     ff ? " (an exit code in --fatal-exit-codes: not retried)" : "",
+                     a->exit_code);
     } else if (a->lost) {
         if (a->failed >= 0)
             local_report(a, false);
@@ -1518,6 +1703,7 @@ static void enter_exiting(struct agent *a)
         a->exit_code = 1;
     }
     logs_say_dropped(&a->logs);
+    timer_server_stop(&a->ts);   /* before the run directory that may hold the FIFO goes */
     rundir_remove(&a->dir, true);
     /* The workers' groups are gone; what is left among podrun's children left its group
      * (setsid, a daemon) and was adopted by podrun as subreaper: it goes with the job. */
@@ -1916,6 +2102,8 @@ static int start(struct agent *a)
     a->wd.watching = hang_watching;
     a->wd.hung = hang_fired;
     a->wd.arg = a;
+    if (c->file_timer && (r = start_timers(a)))
+        return r;
     char gerr[600];
     r = guards_load(c, &a->guards, gerr, sizeof gerr);
     if (r) {
@@ -1940,6 +2128,7 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     a->envp = envp;
     a->nd = nd;
     a->failed = -1;
+    timer_server_init(&a->ts);
     ssize_t el = readlink("/proc/self/exe", a->exe, sizeof a->exe - 1);
     a->exe[el > 0 ? el : 0] = '\0';
     a->round = -1;
@@ -1954,6 +2143,7 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
         return 1;
     }
     cfg_signals_parse(cfg->signals_to_handle, &a->stop_signals, NULL, 0);
+    cfg_codes_parse(cfg->fatal_exit_codes, a->fatal_codes, NULL, 0);
     for (int k = 0; k < 2; k++) {
         a->filter_fd[k] = -1;
         a->nfilters[k] = cfg_filters_split(cfg->dup_filters[k], a->filter_buf[k],
@@ -1979,6 +2169,8 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     a->exit_timer.data = a;
     uv_timer_init(a->loop, &a->leave_timer);
     a->leave_timer.data = a;
+    uv_timer_init(a->loop, &a->reclaim_timer);
+    a->reclaim_timer.data = a;
 
     r = start(a);
     if (r && a->state < AGENT_RUNNING) {

@@ -655,10 +655,13 @@ static void decide(coord_t *c, double now)
     d.failures = c->failures;
     d.n = c->n_failures;
     d.own = -1;
-    int permanent = 0;
-    for (int i = 0; i < c->n_failures; i++)
+    int permanent = 0, fatal = 0;   /* fatal: a worker's exit code not to retry */
+    for (int i = 0; i < c->n_failures; i++) {
         permanent |= c->failures[i].permanent;
-    if (c->closing || permanent || (counted && c->restarts_used >= c->p.max_restarts)) {
+        fatal |= c->failures[i].fatal;
+    }
+    if (c->closing || permanent || fatal ||
+        (counted && c->restarts_used >= c->p.max_restarts)) {
         /* a closing store host leaves no store to restart in; a program that cannot start
          * would fail the same way in every restart */
         d.action = RDZV_EXIT;
@@ -704,7 +707,8 @@ static void decide(coord_t *c, double now)
         char text[RDZV_LINE_MAX];
         sfmt(text, sizeof text, "job '%s' stopped in round %d: %s%s", c->run_id, c->round,
              d.reason,
-             !c->closing                  ? " (no restarts left)"
+             fatal && !c->closing         ? " (an exit code not to retry)"
+             : !c->closing                ? " (no restarts left)"
              : strstr(d.reason, HOST_CLOSING) ? ""
                                               : " (" HOST_CLOSING ")");
         act_log(c, "%s", text);

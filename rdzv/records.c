@@ -259,6 +259,8 @@ void rdzv_failure_put(kvbuf_t *b, const char *pfx, const rdzv_failure_t *f)
     pkey(k, sizeof k, pfx, "message"), kv_add(b, k, f->message, RDZV_MESSAGE_MAX - 1);
     if (f->permanent)   /* only when set: records without it read as they always did */
         pkey(k, sizeof k, pfx, "permanent"), kv_add_int(b, k, 1);
+    if (f->fatal)   /* only when set: a record without it reads as it always did */
+        pkey(k, sizeof k, pfx, "fatal"), kv_add_int(b, k, 1);
 }
 
 void rdzv_failure_take(const char *text, size_t len, const char *pfx, rdzv_failure_t *f)
@@ -281,6 +283,7 @@ void rdzv_failure_take(const char *text, size_t len, const char *pfx, rdzv_failu
     pkey(k, sizeof k, pfx, "reason"), kv_get(text, len, k, f->reason, sizeof f->reason);
     pkey(k, sizeof k, pfx, "message"), kv_get(text, len, k, f->message, sizeof f->message);
     pkey(k, sizeof k, pfx, "permanent"), f->permanent = kv_get_int(text, len, k, 0) == 1;
+    pkey(k, sizeof k, pfx, "fatal"), f->fatal = kv_get_int(text, len, k, 0) == 1;
     clean_text(f->host, 0), clean_text(f->node_name, 0), clean_text(f->reason, 0);
     clean_text(f->message, 1);
 }

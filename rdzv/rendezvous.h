@@ -222,6 +222,8 @@ typedef struct rdzv_failure {
     char message[RDZV_MESSAGE_MAX]; /* root-cause text from the worker's error file, cut */
     int permanent;                  /* 1: no restart can help (the program cannot be started):
                                        the job exits whatever restarts are left */
+    int fatal;                      /* 1: the exit code is one not to retry (--fatal-exit-codes):
+                                       the job exits without a restart */
 } rdzv_failure_t;
 
 /* Fills a failure with "unknown" values: ranks -1, exit_code -1, signo 0, empty strings. */

@@ -633,5 +633,6 @@ void cfg_usage(FILE *f)
                "job (the store port taken, a spawn failure, a node rejected or too late); on\n"
                "every other node the --exit-code-* value for the reason it was stopped (170 peer\n"
                "failure, 171 peer lost, 172 store lost, 173 rendezvous timeout, 174 hang); 175\n"
-               "when the preflight check stopped the job or excluded this node.\n");
+               "when the preflight check stopped the job or excluded this node; 93 on every node\n"
+               "when a worker exited with a --fatal-exit-codes code (no restart is used).\n");
 }

@@ -157,6 +157,10 @@ enum cfg_id {
     CFG_STOP_SIGNAL_TO,
     CFG_TERMINATION_LOG,
     CFG_HANG_TIMEOUT,
+    CFG_FILE_TIMER,
+    CFG_GPU_RECLAIM_TIMEOUT,
+    CFG_GPU_MEMORY_TOLERANCE,
+    CFG_TIMER_FILE,
     CFG_DEBUG,
     CFG_HEALTH_PORT,
     CFG_LOG_FORMAT,
@@ -165,6 +169,8 @@ enum cfg_id {
     CFG_EXIT_CODE_STORE_LOST,
     CFG_EXIT_CODE_RDZV_TIMEOUT,
     CFG_EXIT_CODE_HANG,
+    CFG_FATAL_EXIT_CODES,
+    CFG_EXIT_CODE_FATAL,
     /* the node's devices, the CPU binding of workers and the preflight check (launcher/devices,
      * launcher/preflight) */
     CFG_EXIT_CODE_PREFLIGHT,
@@ -350,6 +356,10 @@ struct cfg {
     int stop_signal_to;             /* enum cfg_stop_to: whom a stop's first signal reaches */
     char *termination_log;          /* NULL: /dev/termination-log when writable */
     uint64_t hang_timeout_ms;       /* 0: off */
+    uint64_t gpu_reclaim_timeout_ms; /* bound on waiting for GPU memory before a restart; 0 off */
+    uint64_t gpu_memory_tolerance;  /* bytes the node's GPUs may still hold at a restart */
+    bool file_timer;                /* torch's file-based timers (TORCHELASTIC_ENABLE_FILE_TIMER) */
+    char *timer_file;               /* their FIFO (TORCHELASTIC_TIMER_FILE); NULL: in the run dir */
     bool debug;                     /* state changes and every rendezvous line in the log */
     int health_port;                /* /healthz and /metrics: -1 off, 0 a free port */
     enum cfg_log_format log_format;
@@ -360,6 +370,8 @@ struct cfg {
     int exit_code_store_lost;       /* the job store host was lost */
     int exit_code_rdzv_timeout;     /* the rendezvous did not complete within join_timeout */
     int exit_code_hang;             /* this node's worker hung (--hang-timeout) */
+    char *fatal_exit_codes;         /* a worker exiting with one: no restart (NULL: none) */
+    int exit_code_fatal;            /* every node's code when that happened */
     /* devices, binding, preflight */
     int exit_code_preflight;        /* the preflight check failed (policy fail or exclude) */
     char *sysroot;                  /* root of /proc, /sys, /dev for device discovery; NULL: / */

@@ -198,6 +198,22 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "failure summary file (default /dev/termination-log when writable)", NULL},
     [CFG_HANG_TIMEOUT] = {"hang-timeout", 0, CFG_T_DUR, OFF(hang_timeout_ms), 0, 0, NULL, "0",
         "SECONDS", NULL, 0, "a worker silent this long has failed (0: off)", NULL},
+    [CFG_GPU_RECLAIM_TIMEOUT] = {"gpu-memory-reclaim-timeout", 0, CFG_T_DUR,
+        OFF(gpu_reclaim_timeout_ms), 0, 0, NULL, "50", "SECONDS", NULL, 0,
+        "before a restart, wait up to this long for the node's GPU memory (NVML) to fall to "
+        "--gpu-memory-tolerance, then name what holds it and restart anyway (0: do not wait)",
+        NULL},
+    [CFG_GPU_MEMORY_TOLERANCE] = {"gpu-memory-tolerance", 0, CFG_T_SIZE,
+        OFF(gpu_memory_tolerance), 0, 1L << 50, NULL, "512M", "SIZE", NULL, 0,
+        "GPU memory (all GPUs together) that may still be in use when a restart starts", NULL},
+    [CFG_FILE_TIMER] = {"file-timer", 0, CFG_T_BOOL, OFF(file_timer), 0, 0, NULL, "0", NULL,
+        "TORCHELASTIC_ENABLE_FILE_TIMER", CFG_F_NO_FLAG,
+        "serve torch's file-based timers (torch.distributed.elastic.timer.expires): an expired "
+        "timer's worker gets the signal it asked for and has failed", NULL},
+    [CFG_TIMER_FILE] = {"timer-file", 0, CFG_T_OPTSTR, OFF(timer_file), 0, 0, NULL, NULL, "PATH",
+        "TORCHELASTIC_TIMER_FILE", CFG_F_NO_FLAG,
+        "the timers' FIFO, given to workers as TORCHELASTIC_TIMER_FILE (default: in the run "
+        "directory)", NULL},
     [CFG_DEBUG] = {"debug", 0, CFG_T_BOOL, OFF(debug), 0, 0, NULL, "0", NULL, NULL, 0,
         "log the agent's state changes and every rendezvous line", NULL},
     [CFG_HEALTH_PORT] = {"health-port", 0, CFG_T_OPTPORT, OFF(health_port), 0, 0, NULL, "off",
@@ -221,7 +237,16 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         OFF(exit_code_rdzv_timeout), 1, 255, NULL, "173", "CODE", NULL, 0,
         "exit code when the rendezvous timed out (join_timeout)", NULL},
     [CFG_EXIT_CODE_HANG] = {"exit-code-hang", 0, CFG_T_INT, OFF(exit_code_hang), 1, 255, NULL,
-        "174", "CODE", NULL, 0, "exit code when this node's worker hung (--hang-timeout)", NULL},
+        "174", "CODE", NULL, 0, "exit code when this node's worker hung (--hang-timeout) or its torch "
+        "timer expired", NULL},
+    [CFG_FATAL_EXIT_CODES] = {"fatal-exit-codes", 0, CFG_T_CODES, OFF(fatal_exit_codes), 0, 0,
+        NULL, NULL, "CODES", NULL, 0,
+        "a worker exiting with one of these (3,42,64-78; 128+N for signal N) stops the job on "
+        "every node without a restart, each exiting --exit-code-fatal", NULL},
+    [CFG_EXIT_CODE_FATAL] = {"exit-code-fatal", 0, CFG_T_INT, OFF(exit_code_fatal), 1, 255, NULL,
+        "93", "CODE", NULL, 0,
+        "every node's exit code when a worker exited with a --fatal-exit-codes code (do not "
+        "retry)", NULL},
     [CFG_EXIT_CODE_PREFLIGHT] = {"exit-code-preflight", 0, CFG_T_INT, OFF(exit_code_preflight),
         1, 255, NULL, "175", "CODE", NULL, 0,
         "exit code when the preflight check stops the job or excludes this node", NULL},

@@ -28,6 +28,7 @@ enum cfg_type_id {
     CFG_T_SIZE,     /* bytes: N with an optional K, M or G (powers of 1024), in [min, max] */
     CFG_T_OPTPORT,  /* a port 0-65535, or off: -1 */
     CFG_T_SIGNALS,  /* SIGNAME,... (text; cfg_signals_parse reads it) */
+    CFG_T_CODES,    /* exit codes N[-M],... (text; cfg_codes_parse reads it); empty: none */
     CFG_T_PYBOOL,   /* a bool kept as Python writes it: "True" / "False" (accelerate's) */
     CFG_T__COUNT
 };

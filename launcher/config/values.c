@@ -637,6 +637,75 @@ static int parse_signals(const struct cfg_setting *s, const char *t, const char 
     return dup_text(t, &v->s);
 }
 
+/* One item of a code list: N or N-M, 1 <= N <= M <= 255. */
+static int code_item(const char *p, size_t n, int *lo, int *hi)
+{
+    char buf[16];
+    while (n && isspace((unsigned char)*p))
+        p++, n--;
+    while (n && isspace((unsigned char)p[n - 1]))
+        n--;
+    if (n == 0 || n >= sizeof buf)
+        return -EINVAL;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    char *end;
+    long a = strtol(buf, &end, 10), b = a;
+    if (end == buf || (*end && *end != '-'))
+        return -EINVAL;
+    if (*end == '-') {
+        char *e2, *q = end + 1;
+        b = strtol(q, &e2, 10);
+        if (e2 == q || *e2)
+            return -EINVAL;
+    }
+    if (a < 1 || b > 255 || a > b || !isdigit((unsigned char)buf[0]))
+        return -EINVAL;
+    *lo = (int)a, *hi = (int)b;
+    return 0;
+}
+
+int cfg_codes_parse(const char *s, uint64_t mask[4], char *bad, size_t badlen)
+{
+    uint64_t m[4] = {0};
+    if (bad && badlen)
+        bad[0] = '\0';
+    for (const char *p = s ? s : ""; *p;) {
+        size_t n = strcspn(p, ",");
+        int lo, hi;
+        if (code_item(p, n, &lo, &hi)) {
+            if (bad && badlen)
+                snprintf(bad, badlen, "%.*s", (int)(n < 64 ? n : 64), p);
+            return -EINVAL;
+        }
+        for (int c = lo; c <= hi; c++)
+            m[c / 64] |= 1ull << (c % 64);
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (mask)
+        memcpy(mask, m, sizeof m);
+    return 0;
+}
+
+bool cfg_codes_has(const uint64_t mask[4], int code)
+{
+    return code > 0 && code < 256 && (mask[code / 64] >> (code % 64)) & 1;
+}
+
+static int parse_codes(const struct cfg_setting *s, const char *t, const char *what,
+                       union cfg_value *v, char *err, size_t errlen)
+{
+    char bad[80];
+    (void)s;
+    v->s = NULL;
+    if (cfg_codes_parse(t, NULL, bad, sizeof bad))
+        return fail(err, errlen, "%s: '%s' is not an exit code; expected codes 1-255 or ranges "
+                    "N-M separated by commas, e.g. 3,42,64-78", what, bad);
+    return *t ? dup_text(t, &v->s) : 0;
+}
+
 size_t cfg_filters_split(const char *s, char *buf, size_t cap, const char **items, size_t max)
 {
     size_t n = 0, o = 0;
@@ -696,5 +765,6 @@ const struct cfg_type cfg_types[CFG_T__COUNT] = {
     [CFG_T_SIZE] = {parse_size, store_u64, NULL, NULL, format_size, false},
     [CFG_T_OPTPORT] = {parse_optport, store_int, NULL, clear_optport, format_optport, false},
     [CFG_T_SIGNALS] = TEXT(parse_signals),
+    [CFG_T_CODES] = TEXT(parse_codes),
     [CFG_T_PYBOOL] = {parse_pybool, store_text, drop_text, clear_text, format_text, true},
 };

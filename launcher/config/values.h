@@ -66,6 +66,12 @@ int cfg_ranks_parse(const char *s, int n, bool *mark, long *bad);
  * them ignored) into a mask of 1 << signo. -EINVAL with the first bad name in bad (cut). */
 int cfg_signals_parse(const char *s, uint64_t *mask, char *bad, size_t badlen);
 
+/* A --fatal-exit-codes list ("3,42,64-78": codes 1-255, ranges inclusive) into mask: bit c of
+ * mask[c / 64]. Empty: no code. -EINVAL with the first bad item in bad (cut). */
+int cfg_codes_parse(const char *s, uint64_t mask[4], char *bad, size_t badlen);
+/* Whether code is in a mask cfg_codes_parse filled. */
+bool cfg_codes_has(const uint64_t mask[4], int code);
+
 /* Splits torch's --duplicate-std*-filters list: items separated by ',', ",," standing for a comma
  * inside one; empty items dropped. The items point into buf (cap bytes); at most max. Returns
  * their number. */

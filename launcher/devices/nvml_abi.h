@@ -50,4 +50,24 @@ _Static_assert(offsetof(nvmlPciInfo_t, device) == 24, "nvmlPciInfo_t.device");
 _Static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "nvmlPciInfo_t.busId");
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t size");
 
+/* nvmlMemory_t, as nvmlDeviceGetMemoryInfo fills it (bytes). */
+typedef struct nvmlMemory_st {
+    unsigned long long total, free, used;
+} nvmlMemory_t;
+
+/* nvmlProcessInfo_t of nvmlDeviceGetComputeRunningProcesses_v3 (and _v2); the unversioned v1
+ * function fills the first two fields only, 16 bytes a process (nvmlProcessInfo_v1_t). */
+typedef struct nvmlProcessInfo_st {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+typedef struct nvmlProcessInfo_v1_st {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
+_Static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t size");
+_Static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t size");
+
 #endif

@@ -5,6 +5,7 @@
  *   count RC                what nvmlDeviceGetCount_v2 returns
  *   affinity RC             what the CPU and memory affinity calls return (3: not supported)
  *   gpu uuid=GPU-… pci=dddd:bb:dd.f name=Model_Name minor=N numa=N cpus=LIST [mig=0|1] [handle=RC]
+ *       [used=BYTES] [procs=PID:BYTES,...]   memory in use and the compute processes holding it
  *   mig gpu=I uuid=MIG-… gi=N ci=N      a MIG device of the I-th gpu line
  * Underscores in a name stand for spaces. Like the real library, every call but nvmlInit_v2 and
  * nvmlErrorString fails with NVML_ERROR_UNINITIALIZED while not initialised, so a caller that
@@ -30,6 +31,10 @@ struct fake_gpu {
     char uuid[96], name[96];
     unsigned domain, bus, dev, fn;
     int minor, numa, mig, handle_rc, nmig;
+    unsigned long long used;
+    int nprocs;
+    unsigned pids[16];
+    unsigned long long pbytes[16];
     cpu_set_t cpus;
     struct {
         struct nvmlDevice_st h;
@@ -71,6 +76,40 @@ static void fake_gpu_line(const char *line)
     g->handle_rc = (int)fake_word_long(line, "handle", 0);
     if (fake_word(line, "cpus", v, sizeof v))
         cpuset_parse(v, &g->cpus);
+    g->used = (unsigned long long)fake_word_long(line, "used", 0);
+    if (fake_word(line, "procs", v, sizeof v))
+        for (char *p = v; *p && g->nprocs < 16;) {
+            g->pids[g->nprocs] = (unsigned)strtoul(p, &p, 10);
+            g->pbytes[g->nprocs++] = *p == ':' ? strtoull(p + 1, &p, 10) : 0;
+            p += *p == ',';
+        }
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m)
+{
+    if (fake_refs <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    const struct fake_gpu *g = &fake_gpus[h->gpu];
+    m->total = 80ULL << 30;
+    m->used = g->used;
+    m->free = m->total - m->used;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned int *n,
+                                                     nvmlProcessInfo_t *p)
+{
+    if (fake_refs <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    const struct fake_gpu *g = &fake_gpus[h->gpu];
+    if (*n < (unsigned)g->nprocs) {
+        *n = (unsigned)g->nprocs;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    *n = (unsigned)g->nprocs;
+    for (int i = 0; i < g->nprocs; i++)
+        p[i] = (nvmlProcessInfo_t){.pid = g->pids[i], .usedGpuMemory = g->pbytes[i]};
+    return NVML_SUCCESS;
 }
 
 static void fake_mig_line(const char *line)

@@ -14,6 +14,7 @@ from cluster import (WORKERS, Agent, Netns, agent_args, killed_on_failure, parse
 FAIL_SH = os.path.join(WORKERS, "fail.sh")
 NOPY = ["--no-python", "--term-timeout", "2"]
 PEER_FAILURE, PEER_LOST, STORE_LOST, HANG = 170, 171, 172, 174
+FATAL = 93   # --exit-code-fatal: a --fatal-exit-codes exit, not to be retried
 STOP_BOUND = 20   # seconds; the workers themselves would run for 300
 
 
@@ -138,6 +139,40 @@ def test_restarts_exhausted(port):
     assert codes == [PEER_FAILURE, 3, PEER_FAILURE]
     starts = [l for l in result_lines(agents[1:2], "start ")]
     assert [parse_kv(l)["restart"] for l in starts] == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_fatal_exit_code_stops_every_node_without_a_restart(port, tmp_path, how):
+    # rank 1 (node 1) exits 42, a code not to retry: restarts are left, none is used
+    logs = [tmp_path / f"term{i}" for i in range(2)]
+    extra = ["--max-restarts", "3"]
+    env = {"FAIL_RANK": "1", "FAIL_UNTIL": "9", "FAIL_EXIT": "42"}
+    if how == "flag":
+        extra += ["--fatal-exit-codes", "7,40-45"]
+    else:
+        env["PODRUN_FATAL_EXIT_CODES"] = "42"
+    marker = f"300.{os.getpid()}{port}"
+    endpoint = f"127.0.0.2:{port}"
+    agents = [Agent(agent_args(2, 1, endpoint, f"127.0.0.{2 + i}",
+                               extra=NOPY + extra + ["--termination-log", str(logs[i])],
+                               script=FAIL_SH), env={"SLEEP": marker, **env}) for i in range(2)]
+    codes = finish(agents, marker)
+    assert codes == [FATAL, FATAL], [a.err for a in agents]
+    starts = result_lines(agents, "start ")
+    assert [parse_kv(l)["restart"] for l in starts] == ["0", "0"]   # no restart used
+    assert all("restarting" not in a.err for a in agents)
+    assert all("not retried" in a.err for a in agents)
+    for p in logs:
+        t = p.read_text()
+        assert t.startswith("podrun: not to be retried: rank 1 on ") and "code 42" in t, t
+
+
+def test_other_exit_codes_still_restart(port):
+    agents, marker = job(2, port, {"FAIL_RANK": "1", "FAIL_UNTIL": "1", "FAIL_EXIT": "3",
+                                   "DONE_AFTER": "0.5"},
+                         extra=["--max-restarts", "1", "--fatal-exit-codes", "42"])
+    codes = finish(agents, marker, timeout=40)
+    assert codes == [0, 0], [a.err for a in agents]
 
 
 def test_node_joins_running_elastic_job(port, tmp_path):

@@ -400,6 +400,8 @@ def check_pod_failure_policy(job_spec, template, cfg):
     codes = exit_codes(cfg)
     # permanent: exactly the codes below 128 fail the job
     assert exit_code_rules(rules, "FailJob") == PERMANENT
+    # "do not retry" (--fatal-exit-codes): every node's code fails the job at once
+    assert int(cfg["exit-code-fatal"][0]) in exit_code_rules(rules, "FailJob")
     # nodes stopped because of another node are replaced, not counted; nothing else is ignored
     ignored = exit_code_rules(rules, "Ignore")
     assert ignored == {codes[r] for r in CONSEQUENCES}

@@ -232,6 +232,22 @@ static void fail(coord_t *c, int i, int round, int rank, double t, const char *r
     wr(c, i, "fail", round, val);
 }
 
+/* A worker's failure whose exit code is one not to retry (--fatal-exit-codes). */
+static void fail_fatal(coord_t *c, int i, int round, int rank, double t)
+{
+    rdzv_failure_t f;
+    char val[2048];
+    rdzv_failure_init(&f);
+    f.rank = rank;
+    f.local_rank = 0;
+    f.exit_code = 42;
+    f.fatal = 1;
+    f.time = t;
+    snprintf(f.reason, sizeof f.reason, "exit code 42");
+    CHECK(rdzv_failure_encode(&f, val, sizeof val) > 0);
+    wr(c, i, "fail", round, val);
+}
+
 static void conn_close(coord_t *c, int i)
 {
     if (i < 64)
@@ -554,6 +570,26 @@ static void test_restart_counting(void)
     char err[32];
     CHECK_EQ_INT(assigned(5, 0, &a, err, sizeof err, NULL, 0), -1);
     CHECK_EQ_STR(err, "ended");
+    coord_free(c);
+}
+
+/* An exit code not to retry ends the job with restarts left, and uses none of them; the record
+ * every agent reads says so, so each agent exits with the same code. */
+static void test_fatal_failure_exits_without_restart(void)
+{
+    coord_t *c = running(3, 5);
+    rdzv_decision_t d;
+    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    fail(c, 0, 0, 0, now, "exit code 1");          /* an ordinary failure first... */
+    fail_fatal(c, 2, 0, 2, now + 0.5);               /* ...and a fatal one in the same pass */
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, &d, f), 0);
+    CHECK_EQ_INT(d.action, RDZV_EXIT);
+    CHECK_EQ_INT(d.restart_counted, 0);
+    CHECK_EQ_INT(d.restart_count, 0);
+    CHECK_EQ_INT(d.n, 2);
+    CHECK(!f[0].fatal && f[1].fatal);
+    CHECK_EQ_INT(f[1].exit_code, 42);
     coord_free(c);
 }
 
@@ -1352,6 +1388,7 @@ int main(void)
     RUN(test_join_timeout_names_missing);
     RUN(test_failure_root_cause);
     RUN(test_restart_counting);
+    RUN(test_fatal_failure_exits_without_restart);
     RUN(test_membership_change_not_counted);
     RUN(test_full_job_waits);
     RUN(test_heartbeat_loss);

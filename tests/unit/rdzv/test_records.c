@@ -54,6 +54,7 @@ static void test_records_roundtrip(void)
         f[i].signo = i == 1 ? 11 : 0;
         f[i].exit_code = i == 1 ? -1 : 3;
         f[i].time = 1700000000.25 + i;
+        f[i].fatal = i == 2;   /* an exit code not to retry crosses nodes with the record */
         snprintf(f[i].reason, sizeof f[i].reason, "exited with code 3");
         snprintf(f[i].message, sizeof f[i].message, "Traceback:\n  line=1\\");
     }
@@ -73,6 +74,8 @@ static void test_records_roundtrip(void)
     CHECK_EQ_INT(e.own, -1);
     CHECK_EQ_INT(e.restart_count, 2);
     CHECK_EQ_STR(e.reason, d.reason);
+    CHECK(!g[0].fatal && !g[1].fatal && g[2].fatal);
+    CHECK(strstr(buf, "fatal") != NULL);
     CHECK_EQ_STR(g[1].node_name, "worker-1");
     CHECK_EQ_INT(g[1].signo, 11);
     CHECK_EQ_INT(g[1].exit_code, -1);

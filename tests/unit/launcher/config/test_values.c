@@ -166,6 +166,28 @@ static void test_conf_items(void)
     CHECK_EQ_INT(cfg_conf_next(&p, key, sizeof key, &val), -E2BIG);
 }
 
+/* --fatal-exit-codes: codes and ranges 1-255, spaces around items; anything else names the item */
+static void test_exit_code_lists(void)
+{
+    uint64_t m[4];
+    char bad[80];
+    CHECK_EQ_INT(cfg_codes_parse("3, 42,64-66,255", m, bad, sizeof bad), 0);
+    CHECK(cfg_codes_has(m, 3) && cfg_codes_has(m, 42) && cfg_codes_has(m, 64));
+    CHECK(cfg_codes_has(m, 65) && cfg_codes_has(m, 66) && cfg_codes_has(m, 255));
+    CHECK(!cfg_codes_has(m, 1) && !cfg_codes_has(m, 67) && !cfg_codes_has(m, 0));
+    CHECK(!cfg_codes_has(m, 256) && !cfg_codes_has(m, -1));
+    CHECK_EQ_INT(cfg_codes_parse("", m, bad, sizeof bad), 0);
+    CHECK(!cfg_codes_has(m, 3));
+    CHECK_EQ_INT(cfg_codes_parse(NULL, m, bad, sizeof bad), 0);
+    const char *no[] = {"0", "256", "3,,4", "x", "5-", "-5", "9-3", "3-4-5", "1e2", "+3", "3;4"};
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
+        CHECK_EQ_INT(cfg_codes_parse(no[i], m, bad, sizeof bad), -EINVAL);
+        CHECK(bad[0] || strstr(no[i], ",,"));
+    }
+    CHECK_EQ_INT(cfg_codes_parse("3,abc,4", m, bad, sizeof bad), -EINVAL);
+    CHECK_EQ_STR(bad, "abc");
+}
+
 int main(void)
 {
     RUN(test_durations);
@@ -173,5 +195,6 @@ int main(void)
     RUN(test_bad_values_say_what_is_expected);
     RUN(test_stream_specs);
     RUN(test_conf_items);
+    RUN(test_exit_code_lists);
     return check_result();
 }
