@@ -376,7 +376,8 @@ struct cfg {
     /* other launchers' settings */
     char *signals_to_handle;        /* signal names that stop the job the way SIGTERM does */
     char *dup_filters[2];           /* --duplicate-std{out,err}-filters (",," is a comma) */
-    char *logs_specs, *event_log_handler;   /* accepted; see README */
+    int logs_specs;                 /* 0: "default", torchrun's layout */
+    char *event_log_handler;        /* accepted; see README */
     int worker_env;                 /* enum cfg_worker_env */
     char *acc[CFG_ACC__COUNT];      /* accelerate's values, index id - CFG_ACC_CONFIG_FILE */
     char *paddle_log_dir;           /* workerlog.N, serverlog.N, endpoints.log */

@@ -265,7 +265,7 @@ def test_duplicate_filters_and_shutdown_timeout(tmp_path):
                            "[rank 1]:loss,x=1"]
     assert sorted((att / "filtered_stderr.log").read_text().splitlines()) == \
         ["[rank 0]:warn-me", "[rank 1]:warn-me"]
-    p = run(["--shutdown_timeout", "7", "--logs-specs", "x", "--event-log-handler", "console",
+    p = run(["--shutdown_timeout", "7", "--logs-specs", "default", "--event-log-handler", "console",
              "--print-config", "t.py"])
     assert p.returncode == 0
     line = [l for l in p.stdout.splitlines() if l.startswith("term-timeout")][0]
