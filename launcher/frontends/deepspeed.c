@@ -338,7 +338,7 @@ static int bind_cores(struct cfg *c, char *err, size_t errlen)
 
 /* What the tables cannot say: DeepSpeed's worker environment (--worker-env deepspeed) on a node
  * that runs workers, --enable_each_rank_log DIR is per-rank log files and nothing on
- * the console (podrun's --log-dir layout), --elastic_training a c10d job of
+ * the console (DeepSpeed's DIR/<YYYYmmddHHMMSS>_rank<N>.log: jobenv_log_fd), --elastic_training a c10d job of
  * --min_elastic_nodes..--max_elastic_nodes nodes around --master_addr, --bind_cores_to_rank
  * (bind_cores). */
 static int deepspeed_finalize(struct cfg *c, char *err, size_t errlen)
@@ -354,9 +354,8 @@ static int deepspeed_finalize(struct cfg *c, char *err, size_t errlen)
     }
     if (c->ds_each_rank_log && strcmp(c->ds_each_rank_log, "None") &&
         c->ds_mode != CFG_DS_MODE_HEAD) {
-        if ((r = op_set(c, CFG_LOG_DIR, c->ds_each_rank_log, CFG_SRC_FLAG, err, errlen,
-                        "--enable_each_rank_log")) ||
-            (r = op_set(c, CFG_REDIRECTS, "3", CFG_SRC_FLAG, err, errlen,
+        /* the files are DeepSpeed's layout (jobenv_log_fd); the console gets nothing */
+        if ((r = op_set(c, CFG_REDIRECTS, "3", CFG_SRC_FLAG, err, errlen,
                         "--enable_each_rank_log")))
             return r;
     }

@@ -386,3 +386,20 @@ def test_venv_script_is_sourced_with_dot_and_must_succeed(tmp_path):
              env_for(), tmp_path)
     rc, out, err = finish(p)
     assert rc != 0 and not results(out), out + err
+
+
+def test_enable_each_rank_log_is_deepspeeds_layout(tmp_path):
+    """--enable_each_rank_log DIR: as DeepSpeed's launch.py, DIR (made if missing) gets one
+    <YYYYmmddHHMMSS>_rank<RANK>.log per worker with its stdout and stderr; the console nothing."""
+    d = tmp_path / "ranklogs"
+    r = subprocess.run([PODRUN, "deepspeed", "--num_gpus", "2", "--enable_each_rank_log", str(d),
+                        "--no_local_rank", "--no_python", "sh", "-c",
+                        'echo "out $RANK"; echo "err $RANK" >&2'],
+                       env=env_for(), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "[rank" not in r.stdout + r.stderr
+    names = sorted(os.listdir(d))
+    assert len(names) == 2 and all(re.fullmatch(r"\d{14}_rank[01]\.log", n) for n in names), names
+    for rank, name in enumerate(names):
+        assert name.endswith(f"_rank{rank}.log")
+        assert sorted((d / name).read_text().splitlines()) == [f"err {rank}", f"out {rank}"]
