@@ -190,6 +190,7 @@ enum cfg_id {
     CFG_LOGS_SPECS,
     CFG_EVENT_LOG_HANDLER,
     CFG_WORKER_ENV,
+    CFG_ACC_AUTO_LAUNCHER,
 #define X(id, type, name, def) CFG_ACC_##id,
     CFG_ACC_SETTINGS(X)
 #undef X
@@ -379,6 +380,9 @@ struct cfg {
     int logs_specs;                 /* 0: "default", torchrun's layout */
     char *event_log_handler;        /* accepted; see README */
     int worker_env;                 /* enum cfg_worker_env */
+    /* accelerate launch named no launcher: its multi-GPU one with more than one GPU, else its
+     * simple launcher, one process (resolved with the node's GPUs) */
+    bool acc_auto_launcher;
     char *acc[CFG_ACC__COUNT];      /* accelerate's values, index id - CFG_ACC_CONFIG_FILE */
     char *paddle_log_dir;           /* workerlog.N, serverlog.N, endpoints.log */
     bool paddle_log_overwrite;

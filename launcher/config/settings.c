@@ -294,6 +294,10 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_EVENT_LOG_HANDLER] = {"event-log-handler", 0, CFG_T_STR, OFF(event_log_handler), 0, 0,
         NULL, "null", "NAME", NULL, 0,
         "accepted for torchrun compatibility (podrun's events are its log lines)", NULL},
+    [CFG_ACC_AUTO_LAUNCHER] = {"accelerate-auto-launcher", 0, CFG_T_BOOL, OFF(acc_auto_launcher),
+        0, 0, NULL, "0", NULL, NULL, CFG_F_NO_ENV | CFG_F_NO_FLAG | CFG_F_ACCELERATE,
+        "accelerate launch without --multi_gpu, --use_*, --cpu or a config file: one process "
+        "(its simple launcher) unless this node has several GPUs", NULL},
     [CFG_WORKER_ENV] = {"worker-env", 0, CFG_T_CHOICE, OFF(worker_env), 0, 0, worker_envs,
         "torch", "torch|accelerate|paddle|deepspeed", NULL, 0,
         "whose environment the workers get (set by the front-end podrun is started as)",
