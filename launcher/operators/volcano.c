@@ -212,7 +212,8 @@ static int task_index(const struct op_ctx *x, long *idx, const char **var, char 
 static int find_task(const struct cfg *c, const struct op_ctx *x, const struct tasks *ts,
                      long *mine, long *pos, char *err, size_t errlen);
 
-/* The task named `name` by the svc plugin (VC_<NAME>_HOSTS or <name>.host), or -1. */
+/* The task named `name` by the svc plugin (VC_<NAME>_HOSTS or <name>.host, either case),
+ * or -1. */
 static long task_named(const struct tasks *ts, const char *name)
 {
     char var[64], file[64];
@@ -221,7 +222,8 @@ static long task_named(const struct tasks *ts, const char *name)
     for (size_t i = 0; i < ts->n; i++) {
         const char *src = ts->t[i].src;
         size_t n = strlen(src), fl = strlen(file);
-        if (ts->t[i].from_file ? n >= fl && !strcasecmp(src + n - fl, file) : !strcmp(src, var))
+        if (ts->t[i].from_file ? n >= fl && !strcasecmp(src + n - fl, file)
+                               : !strcasecmp(src, var))
             return (long)i;
     }
     return -1;
@@ -241,9 +243,7 @@ static long master_task(const struct tasks *ts, const char *addr)
  * task when it is not the master's, else the only other task; -1 when none says. */
 static long worker_task(const struct tasks *ts, long master, long mine)
 {
-    long w = task_named(ts, "WORKER");
-    if (w < 0)
-        w = task_named(ts, "worker");
+    long w = task_named(ts, "worker");
     if (w >= 0 && w != master)
         return w;
     if (mine >= 0 && mine != master)

@@ -44,6 +44,13 @@ static void test_pytorch_plugin_third_task(void)
                   "env VC_MASTER_NUM + VC_WORKER_NUM (Volcano pytorch plugin)");
     CHECK_SETTING(&c, "node-rank", "2", "env RANK (Volcano pytorch plugin)");
     cfg_free(&c);
+    /* MASTER_ADDR an address, not the list's name: the tasks named master and worker */
+    char *byname[] = {"MASTER_ADDR=10.0.0.2", "MASTER_PORT=23456", "WORLD_SIZE=5", "RANK=2",
+                      "VC_TASK_INDEX=1", TB, SVC, NULL};
+    CHECK_EQ_INT(load_pod(&c, byname, NULL, NULL), 0);
+    CHECK_SETTING(&c, "nnodes", "4",
+                  "env VC_MASTER_NUM + VC_WORKER_NUM (Volcano pytorch plugin)");
+    cfg_free(&c);
     char *past[] = {"MASTER_ADDR=job-master-0.job", "MASTER_PORT=23456", "WORLD_SIZE=5",
                     "RANK=4", "VC_TASK_INDEX=3", TB, SVC, NULL};
     CHECK_ERR(load_pod(&c, past, NULL, NULL), "RANK=4 and WORLD_SIZE=5",
