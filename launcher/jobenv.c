@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "env/accelerate.h"
@@ -91,6 +92,24 @@ static int mkdir_p(const char *path)
     return mkdir(p, 0755) < 0 && errno != EEXIST ? -errno : 0;
 }
 
+/* DeepSpeed's launch.py makes the directory and names the files after its start time, local
+ * time to the second. */
+static int ds_rank_log_dir(struct jobenv *je, char *err, size_t errlen)
+{
+    const char *dir = je->cfg->ds_each_rank_log;
+    int r = mkdir_p(dir);
+    if (r)
+        return podrun_failf(r, err, errlen, "cannot create the log directory %s "
+                            "(--enable_each_rank_log): %s; it must be a directory", dir,
+                            strerror(-r));
+    time_t now = time(NULL);
+    struct tm tm;
+    if (!localtime_r(&now, &tm) ||
+        !strftime(je->ds_log_stamp, sizeof je->ds_log_stamp, "%Y%m%d%H%M%S", &tm))
+        snprintf(je->ds_log_stamp, sizeof je->ds_log_stamp, "%lld", (long long)now);
+    return 0;
+}
+
 int jobenv_init(struct jobenv *je, uv_loop_t *loop, const struct cfg *c, char **envp,
                 const char *node_name, char *err, size_t errlen)
 {
@@ -103,6 +122,8 @@ int jobenv_init(struct jobenv *je, uv_loop_t *loop, const struct cfg *c, char **
         snprintf(je->cwd, sizeof je->cwd, ".");
     if (c->worker_env == CFG_WORKER_ENV_ACCELERATE)
         je->physical_cores = physical_cores();
+    if (jobenv_ds_rank_logs(c))
+        return ds_rank_log_dir(je, err, errlen);
     if (c->worker_env != CFG_WORKER_ENV_PADDLE)
         return 0;
     node_ip(c, je->ip, sizeof je->ip);
@@ -445,6 +466,7 @@ static void on_connected(store_aclient_t *cl, int status, void *arg)
 int jobenv_prepare(struct jobenv *je, const rdzv_assignment_t *as, int nproc, const char *dir,
                    jobenv_ready_cb ready, void *data)
 {
+    je->rank_base = as->rank_base;
     if (je->cfg->worker_env != CFG_WORKER_ENV_PADDLE)
         return 0;
     jobenv_cancel(je);
@@ -503,6 +525,14 @@ int jobenv_worker_env(struct jobenv *je, int lr, const struct env_worker *ew, ch
 int jobenv_log_fd(struct jobenv *je, int lr, int stream, int *fd, char *path, size_t plen)
 {
     *fd = -1;
+    if (jobenv_ds_rank_logs(je->cfg)) {
+        /* stdout and stderr in one file, as launch.py's Popen(stdout=f, stderr=f) */
+        snprintf(path, plen, "%s/%s_rank%d.log", je->cfg->ds_each_rank_log, je->ds_log_stamp,
+                 je->rank_base + lr);
+        int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (stream == 1 ? O_TRUNC : 0);
+        *fd = open(path, flags, 0644);
+        return *fd < 0 ? -errno : 0;
+    }
     if (je->cfg->worker_env != CFG_WORKER_ENV_PADDLE || !je->log_dir)
         return 0;
     bool server = jobenv_is_service(je, lr);

@@ -17,6 +17,7 @@
 #define PODRUN_LAUNCHER_JOBENV_H
 
 #include <stdbool.h>
+#include <string.h>
 #include <uv.h>
 
 #include "config/config.h"
@@ -41,6 +42,8 @@ struct jobenv {
     int physical_cores;
     int nservers;                 /* this node's parameter servers: local ranks 0..nservers-1 */
     char *log_dir;                /* paddle's --log_dir, absolute; NULL: none */
+    char ds_log_stamp[32];        /* DeepSpeed's --enable_each_rank_log file names' time */
+    int rank_base;                /* this round's RANK of local rank 0 */
     int *log_fd;                  /* per local rank, -1: none */
 
     /* the round being prepared */
@@ -82,7 +85,16 @@ void jobenv_cancel(struct jobenv *je);
 int jobenv_worker_env(struct jobenv *je, int lr, const struct env_worker *ew, char ***out,
                       struct env_notes *notes);
 
-/* A file that gets both of lr's streams (paddle's workerlog.N / serverlog.N) for stream 1 or 2:
+/* DeepSpeed's --enable_each_rank_log DIR applies: each worker's streams go to
+ * DIR/<YYYYmmddHHMMSS>_rank<RANK>.log (jobenv_log_fd), not to podrun's log directory. */
+static inline bool jobenv_ds_rank_logs(const struct cfg *c)
+{
+    return c->worker_env == CFG_WORKER_ENV_DEEPSPEED && c->ds_each_rank_log &&
+           strcmp(c->ds_each_rank_log, "None") && c->ds_mode != CFG_DS_MODE_HEAD;
+}
+
+/* A file that gets both of lr's streams (paddle's workerlog.N / serverlog.N, DeepSpeed's
+ * <time>_rank<RANK>.log) for stream 1 or 2:
  * a new descriptor the caller closes, or -1 (none). -errno on an error (path names it). */
 int jobenv_log_fd(struct jobenv *je, int lr, int stream, int *fd, char *path, size_t plen);
 

@@ -104,6 +104,10 @@ int logs_init(struct logs *L, uv_loop_t *loop)
     }
     int r = uv_timer_init(loop, &L->drain_timer);
     L->drain_timer.data = L;
+    if (!r && (r = uv_timer_init(loop, &L->partial_timer)) == 0) {
+        L->partial_timer.data = L;
+        L->partial_init = true;
+    }
     return r;
 }
 
@@ -171,6 +175,13 @@ static void sink_kick(struct log_sink *k)
 static void sink_append(struct log_sink *k, const char *a, size_t al, const char *b, size_t bl,
                         bool newline)
 {
+    if (k->open) {
+        /* a worker's partial line is on the console: end it, so that these bytes start a line
+         * of their own and the worker's rest comes on a new, prefixed one */
+        k->open->at_start = true;
+        k->open = NULL;
+        sink_append(k, "\n", 1, "", 0, false);
+    }
     if (k->fd < 0) {
         k->dropped += al + bl + newline;
         return;
@@ -262,13 +273,119 @@ static void filter_line(struct log_stream *s, const char *p, size_t n)
         }
 }
 
+/* One console segment: the prefix when the worker's console line starts here (a lone '\r' at
+ * the start needs none: it moves nothing), then the bytes, then '\n' when the line ends. A
+ * segment that does not end the line leaves the sink open on this stream (sink_append). */
+static void console_segment(struct log_stream *s, const char *p, size_t n, bool eol)
+{
+    struct log_sink *k = s->sink;
+    if (k->open == s)
+        k->open = NULL;   /* this stream's own continuation */
+    bool prefix = s->at_start && !(n == 1 && p[0] == '\r' && !eol);
+    if (prefix)
+        sink_append(k, s->prefix, s->prefix_len, p, n, eol);
+    else
+        sink_append(k, p, n, "", 0, eol);
+    s->at_start = eol || (n && p[n - 1] == '\r');
+    if (!eol)
+        k->open = s;
+}
+
+/* Bytes p[0..n) of the worker's current line to the console: a '\r' inside ends a segment (a
+ * progress bar redraws its line: each redraw gets the prefix); eol ends the line. */
+static void console_send(struct log_stream *s, const char *p, size_t n, bool eol)
+{
+    size_t i = 0;
+    while (i < n) {
+        const char *cr = memchr(p + i, '\r', n - i);
+        if (!cr || (size_t)(cr - p) + 1 == n)
+            break;   /* the last segment, which may end in '\r' ("\r\n") */
+        size_t end = (size_t)(cr - p) + 1;
+        console_segment(s, p + i, end - i, false);
+        i = end;
+    }
+    if (i < n || eol)
+        console_segment(s, p + i, n - i, eol);
+}
+
+/* A whole line: the console gets what it has not shown yet; the filters and the tail get the
+ * whole line. */
 static void emit_line(struct log_stream *s, const char *p, size_t n)
 {
+    size_t shown = s->shown < n ? s->shown : n;
+    s->shown = 0;
+    if (shown && shown == n && s->sink && s->sink->open == s)
+        s->at_start = false;   /* the line was shown: only its end is left */
     if (s->sink) {
-        sink_append(s->sink, s->prefix, s->prefix_len, p, n, true);
+        console_send(s, p + shown, n - shown, true);
         filter_line(s, p, n);
     }
     tail_add(s, p, n);
+}
+
+/* The partial line's unshown bytes up to its last '\r' now (all of them when `all`): a
+ * progress bar shows as it is drawn, not at the next newline. A '\r' that is the last byte
+ * waits, as it may begin "\r\n". */
+static void show_partial(struct log_stream *s, bool all)
+{
+    if (!s->sink || s->shown >= s->len)
+        return;
+    size_t upto = s->len;
+    if (!all) {
+        upto = 0;
+        for (size_t i = s->len - 1; i > s->shown; i--)
+            if (s->line[i - 1] == '\r') {
+                upto = i;
+                break;
+            }
+        if (upto <= s->shown)
+            return;
+    }
+    console_send(s, s->line + s->shown, upto - s->shown, false);
+    s->shown = upto;
+}
+
+/* How long a partial line waits for more bytes before it is shown as it is: a progress bar
+ * (a '\r' in the line) briefly; other text longer, since block-buffered output ends its writes
+ * mid-line and its lines should stay whole on the console. */
+static uint64_t partial_idle_ms(const struct log_stream *s)
+{
+    return memchr(s->line, '\r', s->len) ? LOG_PARTIAL_MS : LOG_PARTIAL_IDLE_MS;
+}
+
+/* A partial line that has sat partial_idle_ms without more bytes is shown as it is; a stream
+ * that is still writing (or paused by podrun) finishes its line first. */
+static void on_partial_timer(uv_timer_t *t)
+{
+    struct logs *L = t->data;
+    uint64_t now = uv_now(L->loop), next = 0;
+    for (int i = 0; i < L->nstreams; i++) {
+        struct log_stream *s = L->streams[i];
+        if (!s->sink || s->eof || s->shown >= s->len)
+            continue;
+        uint64_t age = now - s->last_ms, idle = partial_idle_ms(s);
+        uint64_t wait = age < idle ? idle - age : 0;
+        if (!wait && !s->sink->paused) {
+            show_partial(s, true);
+            sink_kick(s->sink);
+            continue;
+        }
+        wait = wait ? wait : idle;   /* paused: look again later */
+        next = next && next < wait ? next : wait;
+    }
+    if (next)
+        uv_timer_start(&L->partial_timer, on_partial_timer, next, 0);
+}
+
+static void arm_partial(struct log_stream *s)
+{
+    struct logs *L = s->L;
+    if (!s->sink || s->shown >= s->len || !L->partial_init)
+        return;
+    uint64_t idle = partial_idle_ms(s);
+    if (!uv_is_active((uv_handle_t *)&L->partial_timer) ||
+        uv_timer_get_due_in(&L->partial_timer) > idle)
+        uv_timer_start(&L->partial_timer, on_partial_timer, idle, 0);
 }
 
 void logs_set_filter(struct logs *L, int which, int fd, const char *const *items, size_t n)
@@ -311,6 +428,8 @@ static void consume(struct log_stream *s, size_t n)
     s->len = end - start;
     if (start && s->len)
         memmove(s->line, s->line + start, s->len);
+    show_partial(s, false);
+    arm_partial(s);
     if (s->sink)
         sink_kick(s->sink);
 }
@@ -341,6 +460,8 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 static void close_stream(struct log_stream *s)
 {
     flush_partial(s);
+    if (s->sink && s->sink->open == s)
+        s->sink->open = NULL;
     s->eof = true;
     s->reading = false;
     if (s->open) {
@@ -376,6 +497,7 @@ int logs_stream_open(struct logs *L, struct log_stream *s, int which, const char
     s->sink = console ? (which == 2 ? L->err : L->out) : NULL;
     snprintf(s->prefix, sizeof s->prefix, "%s", prefix);
     s->prefix_len = strlen(s->prefix);
+    s->at_start = true;
     if (L->nstreams == L->cap) {
         int nc = L->cap ? L->cap * 2 : 16;
         struct log_stream **ns = realloc(L->streams, (size_t)nc * sizeof *ns);
@@ -621,6 +743,9 @@ void logs_close(struct logs *L)
     if (L->err != L->out)
         sink_close(&L->sink[1], 2);
     uv_close((uv_handle_t *)&L->drain_timer, NULL);
+    if (L->partial_init)
+        uv_close((uv_handle_t *)&L->partial_timer, NULL);
+    L->partial_init = false;
 }
 
 int logs_expand_prefix(const char *tmpl, int rank, int local_rank, const char *role, char *buf,

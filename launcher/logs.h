@@ -18,6 +18,8 @@
 #define LOG_TAIL_BYTES 2048          /* stderr kept per worker for the failure report */
 #define LOG_HIGH_WATER (256 * 1024)
 #define LOG_LOW_WATER (64 * 1024)
+#define LOG_PARTIAL_MS 100           /* a partial progress line ('\r') idle this long is shown */
+#define LOG_PARTIAL_IDLE_MS 1000     /* any other partial line idle this long is shown */
 
 struct logs;
 
@@ -36,6 +38,7 @@ struct log_sink {
     uint64_t dropped;        /* bytes that could not be delivered (reader gone) */
     uint64_t dropped_said;   /* of those, already reported */
     int drop_err;            /* why (an errno value) */
+    struct log_stream *open; /* its partial line is on the console, not yet ended */
 };
 
 struct log_stream {
@@ -49,6 +52,8 @@ struct log_stream {
     size_t prefix_len;
     char *line;              /* LOG_LINE_MAX bytes, allocated on first read */
     size_t len;
+    size_t shown;            /* of line[0..len), the bytes already on the console */
+    bool at_start;           /* the console line of this stream needs the prefix next */
     bool keep_tail;
     char *tail;              /* the last LOG_TAIL_BYTES of complete lines */
     size_t tail_len;
@@ -70,6 +75,8 @@ struct logs {
         size_t n;
     } filter[2];
     uv_timer_t drain_timer;
+    uv_timer_t partial_timer;    /* shows partial lines that went idle (progress bars) */
+    bool partial_init;
     void (*on_drained)(struct logs *L, bool complete);
     void *data;
     /* --log-format json: podrun's own lines as JSON objects naming this node and job; the

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "jobenv.h"
+
 /* snprintf for paths: -ENAMETOOLONG instead of a silently cut path. */
 static int pathf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int pathf(char *buf, size_t len, const char *fmt, ...)
@@ -75,7 +77,8 @@ int rundir_open(struct rundir *d, const struct cfg *cfg)
     memset(d, 0, sizeof *d);
     d->cfg = cfg;
     d->nproc = cfg->nproc_per_node;
-    for (int i = 0; i < d->nproc; i++)
+    /* DeepSpeed's per-rank files are the front-end's own (jobenv_log_fd) */
+    for (int i = 0; i < d->nproc && !jobenv_ds_rank_logs(cfg); i++)
         d->log_files |= cfg->redirect_mask[i] || cfg->tee_mask[i];
     if (cfg->log_dir) {
         d->keep = true;
@@ -123,7 +126,7 @@ int rundir_log_file(const struct rundir *d, int lr, int stream, int *fd, char *p
     bool want = d->log_files ? ((c->redirect_mask[lr] | c->tee_mask[lr]) & stream)
                              : c->log_dir != NULL;
     *fd = -1;
-    if (!want)
+    if (!want || jobenv_ds_rank_logs(c))
         return 0;
     rundir_path(d, lr, stream == 1 ? "stdout.log" : "stderr.log", path, plen);
     *fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

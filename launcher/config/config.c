@@ -245,6 +245,14 @@ static int resolve_nproc(struct cfg *c, int ncpus, int ngpus, char *err, size_t 
         cfg_src_init(&c->src[CFG_NPROC_PER_NODE], CFG_SRC_DERIVED, "%s",
                      "this node's GPUs (deepspeed without a hostfile)");
     }
+    if (c->acc_auto_launcher && ngpus <= 1 && c->nproc_per_node != 1) {
+        /* accelerate turns its multi-GPU launcher on only when it sees several GPUs; else its
+         * simple launcher starts the one process, whatever --num_processes says */
+        c->nproc_kind = CFG_NPROC_NUMBER;
+        c->nproc_per_node = 1;
+        cfg_src_init(&c->src[CFG_NPROC_PER_NODE], CFG_SRC_DERIVED, "%s",
+                     "accelerate's simple launcher (no more than one GPU on this node)");
+    }
     switch (c->nproc_kind) {
     case CFG_NPROC_NUMBER:
         break;

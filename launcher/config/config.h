@@ -197,6 +197,7 @@ enum cfg_id {
     CFG_LOGS_SPECS,
     CFG_EVENT_LOG_HANDLER,
     CFG_WORKER_ENV,
+    CFG_ACC_AUTO_LAUNCHER,
 #define X(id, type, name, def) CFG_ACC_##id,
     CFG_ACC_SETTINGS(X)
 #undef X
@@ -393,8 +394,12 @@ struct cfg {
     /* other launchers' settings */
     char *signals_to_handle;        /* signal names that stop the job the way SIGTERM does */
     char *dup_filters[2];           /* --duplicate-std{out,err}-filters (",," is a comma) */
-    char *logs_specs, *event_log_handler;   /* accepted; see README */
+    int logs_specs;                 /* 0: "default", torchrun's layout */
+    char *event_log_handler;        /* accepted; see README */
     int worker_env;                 /* enum cfg_worker_env */
+    /* accelerate launch named no launcher: its multi-GPU one with more than one GPU, else its
+     * simple launcher, one process (resolved with the node's GPUs) */
+    bool acc_auto_launcher;
     char *acc[CFG_ACC__COUNT];      /* accelerate's values, index id - CFG_ACC_CONFIG_FILE */
     char *paddle_log_dir;           /* workerlog.N, serverlog.N, endpoints.log */
     bool paddle_log_overwrite;

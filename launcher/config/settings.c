@@ -7,6 +7,9 @@
 
 #define OFF(f) offsetof(struct cfg, f)
 
+/* torchrun 2.x looks --logs-specs up in the entry-point group torchrun.logs_specs, where
+ * torch itself registers "default" (DefaultLogsSpecs); podrun has that layout only. */
+static const char *const logs_specs[] = {"default", NULL};
 static const char *const backends[] = {"static", "c10d", "etcd", NULL}; /* enum cfg_backend */
 static const char *const start_methods[] = {"spawn", "fork", "forkserver", NULL};
 static const char *const discoveries[] = {"auto", "env", "k8s", "hostfile", "none", NULL};
@@ -314,11 +317,18 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_DUP_STDERR_FILTERS] = {"duplicate-stderr-filters", 0, CFG_T_OPTSTR,
         OFF(dup_filters[1]), 0, 0, NULL, NULL, "TEXT,...", NULL, 0,
         "the same for stderr, into filtered_stderr.log", NULL},
-    [CFG_LOGS_SPECS] = {"logs-specs", 0, CFG_T_OPTSTR, OFF(logs_specs), 0, 0, NULL, NULL, "NAME",
-        NULL, 0, "accepted for torchrun compatibility (a python entry point; see README)", NULL},
+    [CFG_LOGS_SPECS] = {"logs-specs", 0, CFG_T_CHOICE, OFF(logs_specs), 0, 0, logs_specs,
+        "default", "NAME", NULL, 0,
+        "torchrun's log layout: only 'default' (a python entry point; see README)",
+        "podrun writes torchrun's default log layout and loads no python entry point; "
+        "give --logs-specs default or leave it out"},
     [CFG_EVENT_LOG_HANDLER] = {"event-log-handler", 0, CFG_T_STR, OFF(event_log_handler), 0, 0,
         NULL, "null", "NAME", NULL, 0,
         "accepted for torchrun compatibility (podrun's events are its log lines)", NULL},
+    [CFG_ACC_AUTO_LAUNCHER] = {"accelerate-auto-launcher", 0, CFG_T_BOOL, OFF(acc_auto_launcher),
+        0, 0, NULL, "0", NULL, NULL, CFG_F_NO_ENV | CFG_F_NO_FLAG | CFG_F_ACCELERATE,
+        "accelerate launch without --multi_gpu, --use_*, --cpu or a config file: one process "
+        "(its simple launcher) unless this node has several GPUs", NULL},
     [CFG_WORKER_ENV] = {"worker-env", 0, CFG_T_CHOICE, OFF(worker_env), 0, 0, worker_envs,
         "torch", "torch|accelerate|paddle|deepspeed", NULL, 0,
         "whose environment the workers get (set by the front-end podrun is started as)",

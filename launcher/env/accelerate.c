@@ -232,6 +232,21 @@ static void deepspeed(struct sets *s, char *const *base, const struct cfg *c,
     }
 }
 
+/* The simple launcher's rendezvous address, for a job of several processes or machines
+ * (prepare_simple_launcher_cmd_env): main_process_ip/port, on one machine 127.0.0.1:29500
+ * when not given. Whether it set them. */
+static bool simple_master(struct sets *s, const struct cfg *c)
+{
+    const char *np = acc(c, CFG_ACC_NUM_PROCESSES), *nm = acc(c, CFG_ACC_NUM_MACHINES);
+    const char *ip = acc(c, CFG_ACC_MAIN_PROCESS_IP), *port = acc(c, CFG_ACC_MAIN_PROCESS_PORT);
+    bool machines = nm && atol(nm) > 1;
+    if (!machines && !(np && atol(np) > 1))
+        return false;
+    add(s, "MASTER_ADDR", "%s", ip ? ip : machines ? "None" : "127.0.0.1");
+    add(s, "MASTER_PORT", "%s", port ? port : machines ? "None" : "29500");
+    return true;
+}
+
 int env_accelerate_build(char *const *base, const struct env_worker *w, const struct cfg *c,
                          const struct env_accelerate *m, char ***out, struct env_notes *notes)
 {
@@ -273,9 +288,13 @@ int env_accelerate_build(char *const *base, const struct env_worker *w, const st
                                         "NCCL_ASYNC_ERROR_HANDLING"};
     const char *drop[ENV_TORCH_NUM_VARS + 3];
     size_t nd = 0;
+    bool master = !torch && simple_master(&s, c);
     if (!torch) {
         for (int i = 0; i < ENV_TORCH_NUM_VARS; i++) {
             const char *v = env_get(base, env_torch_vars[i]);
+            if (master && (!strcmp(env_torch_vars[i], "MASTER_ADDR") ||
+                           !strcmp(env_torch_vars[i], "MASTER_PORT")))
+                continue;
             if (v)
                 add(&s, env_torch_vars[i], "%s", v);
             else

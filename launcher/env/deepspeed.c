@@ -482,10 +482,12 @@ int ds_remote_command(const struct ds_remote *r, char **out)
     struct sbuf b = {0};
     char t[512];
     if (r->venv_script) {
-        sb_str(&b, "source ");
+        /* '.', not bash's 'source', which sh lacks; a script that fails stops the host's
+         * agent (and so the job) rather than running it outside the environment */
+        sb_str(&b, ". ");
         shell_word(&b, r->venv_script, false);
         b.n--;   /* the separator comes next */
-        sb_str(&b, "; ");
+        sb_str(&b, " || exit 2; ");
     }
     for (int i = 0; i < r->nexports; i++) {
         const char *eq = strchr(r->exports[i], '=');

@@ -103,7 +103,7 @@ struct ds_remote {
     const char *venv_script;       /* NULL: none */
 };
 
-/* The remote shell command (one string, for `sh -c` or ssh): [source VENV;] export K='V'; ...
+/* The remote shell command (one string, for `sh -c` or ssh): [. VENV || exit 2;] export K='V'; ...
  * cd 'CWD'; 'PODRUN' deepspeed --world_info=... --node_rank=%n ... -- SCRIPT ARGS, every word
  * single-quoted and every '%' doubled except in pdsh's %n and %h (pdsh substitutes in every
  * argument). malloc'd into *out: 0 or -ENOMEM. */

@@ -719,6 +719,29 @@ static int machines_and_rendezvous(struct cfg *c, char *err, size_t errlen)
     return set_from(c, CFG_RDZV_ENDPOINT, text, CFG_ACC_MAIN_PROCESS_PORT, err, errlen);
 }
 
+/* Which launcher accelerate's launch_command picks: --cpu, or a config file whose
+ * distributed_type names none of the multi-GPU, DeepSpeed and FSDP launchers (NO, MULTI_CPU),
+ * is its simple launcher, which starts one process (mpirun, its only way to start more, is
+ * refused here); without a config file or a launcher flag, accelerate decides by the GPUs it
+ * sees (several: multi-GPU), which podrun resolves on the node (accelerate-auto-launcher). */
+static int pick_launcher(struct cfg *c, char *err, size_t errlen)
+{
+    bool paradigm = truthy(c, CFG_ACC_MULTI_GPU) || truthy(c, CFG_ACC_USE_DEEPSPEED) ||
+                    truthy(c, CFG_ACC_USE_FSDP);
+    bool cpu = truthy(c, CFG_ACC_CPU) && from_flag(c, CFG_ACC_CPU);
+    bool file_read = c->src[CFG_ACC_DS_FIELDS].kind == CFG_SRC_FILE;
+    struct cfg_src s;
+    if (cpu || (!paradigm && file_read)) {
+        cfg_src_init(&s, CFG_SRC_FLAG, "%s", cpu ? "--cpu: accelerate's simple launcher"
+                     : "distributed_type: accelerate's simple launcher");
+        return cfg_set(c, CFG_NPROC_PER_NODE, "1", &s, err, errlen);
+    }
+    if (paradigm)
+        return 0;
+    cfg_src_init(&s, CFG_SRC_FLAG, "accelerate launch without a launcher named");
+    return cfg_set(c, CFG_ACC_AUTO_LAUNCHER, "1", &s, err, errlen);
+}
+
 static int accelerate_finalize(struct cfg *c, char *err, size_t errlen)
 {
     int r = check_values(c, err, errlen);
@@ -728,7 +751,7 @@ static int accelerate_finalize(struct cfg *c, char *err, size_t errlen)
     cfg_src_init(&fe, CFG_SRC_FLAG, "accelerate launch");
     if ((r = cfg_set(c, CFG_WORKER_ENV, "accelerate", &fe, err, errlen)))
         return r;
-    if ((r = machines_and_rendezvous(c, err, errlen)))
+    if ((r = machines_and_rendezvous(c, err, errlen)) || (r = pick_launcher(c, err, errlen)))
         return r;
     const char *ids = cfg_acc(c, CFG_ACC_GPU_IDS);
     bool file_read = c->src[CFG_ACC_DS_FIELDS].kind == CFG_SRC_FILE;

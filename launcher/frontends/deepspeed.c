@@ -161,6 +161,20 @@ static int from_world_info(struct cfg *c, char *err, size_t errlen)
     return r;
 }
 
+static int head(struct cfg *c, const char *path, const struct hostfile_resources *active,
+                char *err, size_t errlen);
+
+/* --force_multi without a hostfile: DeepSpeed still goes through its multi-node runner to host
+ * "localhost" (so .deepspeed_env and --venv_script reach the worker), with the job store at
+ * 127.0.0.1. */
+static int local_head(struct cfg *c, const struct hostfile_resources *active, char *err,
+                      size_t errlen)
+{
+    int r = head(c, "local resources", active, err, errlen);
+    return r ? r : op_set(c, CFG_MASTER_ADDR, "127.0.0.1", CFG_SRC_HOSTFILE, err, errlen,
+                          "--force_multi without a hostfile (DeepSpeed)");
+}
+
 /* No hostfile: this machine's devices as DeepSpeed counts them — CUDA_VISIBLE_DEVICES' ids, or
  * --num_gpus of them — under the same selection, as host "localhost". */
 static int local_run(struct cfg *c, char *const *envp, const struct hostfile_select *sel,
@@ -184,7 +198,7 @@ static int local_run(struct cfg *c, char *const *envp, const struct hostfile_sel
         n = (size_t)c->ds_num_gpus;
     int r = set_mode(c, "local", DS_DEFAULT_HOSTFILE " missing", err, errlen);
     bool known = n > 0;
-    if (r || (!known && !sel->include && !sel->exclude))
+    if (r || (!known && !sel->include && !sel->exclude && !c->ds_force_multi))
         return r;   /* nothing to go by: --nproc-per-node's workers, no CUDA_VISIBLE_DEVICES */
     if (!known)
         ids[n++] = 0;   /* the selection is still checked against "localhost:0" */
@@ -199,7 +213,9 @@ static int local_run(struct cfg *c, char *const *envp, const struct hostfile_sel
         r = hostfile_select(&active, &pool, &one, err, errlen);
     if (!r && c->ds_num_gpus > 0 && cvd && (size_t)c->ds_num_gpus < active.nodes[0].nslots)
         active.nodes[0].nslots = (size_t)c->ds_num_gpus;
-    if (!r && known)
+    if (!r && c->ds_force_multi)
+        r = local_head(c, &active, err, errlen);
+    else if (!r && known)
         r = set_devices(c, active.nodes[0].slots, active.nodes[0].nslots,
                         cvd ? "CUDA_VISIBLE_DEVICES" : "--num_gpus", err, errlen);
     hostfile_resources_free(&active);
@@ -322,7 +338,7 @@ static int bind_cores(struct cfg *c, char *err, size_t errlen)
 
 /* What the tables cannot say: DeepSpeed's worker environment (--worker-env deepspeed) on a node
  * that runs workers, --enable_each_rank_log DIR is per-rank log files and nothing on
- * the console (podrun's --log-dir layout), --elastic_training a c10d job of
+ * the console (DeepSpeed's DIR/<YYYYmmddHHMMSS>_rank<N>.log: jobenv_log_fd), --elastic_training a c10d job of
  * --min_elastic_nodes..--max_elastic_nodes nodes around --master_addr, --bind_cores_to_rank
  * (bind_cores). */
 static int deepspeed_finalize(struct cfg *c, char *err, size_t errlen)
@@ -338,9 +354,8 @@ static int deepspeed_finalize(struct cfg *c, char *err, size_t errlen)
     }
     if (c->ds_each_rank_log && strcmp(c->ds_each_rank_log, "None") &&
         c->ds_mode != CFG_DS_MODE_HEAD) {
-        if ((r = op_set(c, CFG_LOG_DIR, c->ds_each_rank_log, CFG_SRC_FLAG, err, errlen,
-                        "--enable_each_rank_log")) ||
-            (r = op_set(c, CFG_REDIRECTS, "3", CFG_SRC_FLAG, err, errlen,
+        /* the files are DeepSpeed's layout (jobenv_log_fd); the console gets nothing */
+        if ((r = op_set(c, CFG_REDIRECTS, "3", CFG_SRC_FLAG, err, errlen,
                         "--enable_each_rank_log")))
             return r;
     }

@@ -116,6 +116,72 @@ static const char *refused(const struct vocab *v, const char *arg, size_t len)
     return NULL;
 }
 
+/* podrun's own setting `id` as a flag, when "--" + arg[2..len) begins its name ('_' and '-'
+ * alike). */
+static bool own_prefix(int id, const char *arg, size_t len)
+{
+    const char *o = cfg_settings[id].name;
+    if (cfg_settings[id].flags & CFG_F_NO_FLAG || strlen(o) < len - 2)
+        return false;
+    for (size_t k = 2; k < len; k++)
+        if ((arg[k] == '_' ? '-' : arg[k]) != o[k - 2])
+            return false;
+    return true;
+}
+
+/* One more candidate for an abbreviation: its spelling goes on the list unless a candidate of
+ * the same option (two spellings of one setting) is there. */
+static void abbrev_add(int key, const char *spelling, int *keys, const char **names, int *n)
+{
+    for (int i = 0; i < *n; i++)
+        if (keys[i] == key)
+            return;
+    if (*n < 8) {
+        keys[*n] = key;
+        names[(*n)++] = spelling;
+    }
+}
+
+/* argparse's abbreviations, which torchrun, DeepSpeed, accelerate and Paddle all parse with:
+ * "--X" that is no option's full spelling stands for the one option whose spelling begins with
+ * it (a word of v, a flag v refuses, or one of podrun's own). 0 with word and id set (id -1 and
+ * why set for a refused flag); 1 when nothing begins with it; -EINVAL when several options do,
+ * with argparse's line. */
+static int abbrev(const struct vocab *v, const char *a, size_t len, const struct fe_word **word,
+                  int *id, const char **why, char *err, size_t errlen)
+{
+    int keys[8], n = 0;
+    const char *names[8];
+    char own[8][64];
+    for (size_t i = 0; v && i < v->nflags; i++)
+        if (!strncmp(v->flags[i].spelling, a, len) && strlen(v->flags[i].spelling) > len)
+            abbrev_add((int)v->flags[i].id, v->flags[i].spelling, keys, names, &n);
+    for (size_t i = 0; v && i < v->nrefused; i++)
+        if (!v->refused[i].prefix && !strncmp(v->refused[i].spelling, a, len))
+            abbrev_add(-1 - (int)i, v->refused[i].spelling, keys, names, &n);
+    for (int i = 0; i < CFG__COUNT; i++)
+        if (own_prefix(i, a, len) && n < 8) {
+            snprintf(own[n], sizeof own[n], "--%s", cfg_settings[i].name);
+            abbrev_add(i, own[n], keys, names, &n);
+        }
+    if (!n)
+        return 1;
+    if (n > 1) {
+        char list[512];
+        size_t at = 0;
+        for (int i = 0; i < n && at < sizeof list; i++)
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", names[i]);
+        return fail(err, errlen, "ambiguous option: %.*s could match %s", (int)len, a, list);
+    }
+    *word = NULL;
+    *id = keys[0];
+    for (size_t i = 0; v && keys[0] >= 0 && i < v->nflags; i++)
+        if (v->flags[i].spelling == names[0])
+            *word = &v->flags[i];
+    *why = keys[0] < 0 ? v->refused[-1 - keys[0]].why : NULL;
+    return 0;
+}
+
 /* Walks the options: a word of the front-end first, else one of podrun's own. A flag's source is
  * its spelling as typed, so --print-config says "--nproc_per_node" when that is what was given. */
 int frontend_parse_args(const struct frontend *fe, struct cfg *c, int argc, char **argv,
@@ -153,6 +219,11 @@ int frontend_parse_args(const struct frontend *fe, struct cfg *c, int argc, char
             w = flag_word(v, a, len);
             id = w ? (int)w->id : cfg_find_flag(a + 2, len - 2);
             cfg_src_init(&s, CFG_SRC_FLAG, "%.*s", (int)(len < 90 ? len : 90), a);
+            int ab = id < 0 && len > 2 ? abbrev(v, a, len, &w, &id, &why, err, errlen) : 1;
+            if (ab < 0)
+                return ab;
+            if (!ab && why)
+                return fail(err, errlen, "%.*s: %s", (int)len, a, why);
             if (id < 0)
                 return fail(err, errlen, "unknown option '%.*s'; see %s --help", (int)len, a,
                             fe->name);

@@ -13,7 +13,8 @@
  *                       for the worker task: node ranks, the same names as a PyTorchJob's (which
  *                       is why Volcano is detected first).
  * Mapping, at the operator rank (a .host file's lines at the hostfile rank):
- *   with the pytorch plugin   node-rank RANK, nnodes WORLD_SIZE, master-addr MASTER_ADDR,
+ *   with the pytorch plugin   node-rank RANK, nnodes the master and worker tasks' pods (the
+ *                       plugin's WORLD_SIZE counts every task's), master-addr MASTER_ADDR,
  *                       master-port MASTER_PORT: the static store on node rank 0, the master pod.
  *                       Its RANK must agree with the task index (worker i is i + 1, the master is
  *                       index 0): they are two plugins' views of one pod.
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "operators/adapter.h"
 #include "operators/hostsource.h"
@@ -207,6 +209,99 @@ static int task_index(const struct op_ctx *x, long *idx, const char **var, char 
     return 0;
 }
 
+static int find_task(const struct cfg *c, const struct op_ctx *x, const struct tasks *ts,
+                     long *mine, long *pos, char *err, size_t errlen);
+
+/* The task named `name` by the svc plugin (VC_<NAME>_HOSTS or <name>.host, either case),
+ * or -1. */
+static long task_named(const struct tasks *ts, const char *name)
+{
+    char var[64], file[64];
+    snprintf(var, sizeof var, "VC_%s_HOSTS", name);
+    snprintf(file, sizeof file, "/%s.host", name);
+    for (size_t i = 0; i < ts->n; i++) {
+        const char *src = ts->t[i].src;
+        size_t n = strlen(src), fl = strlen(file);
+        if (ts->t[i].from_file ? n >= fl && !strcasecmp(src + n - fl, file)
+                               : !strcasecmp(src, var))
+            return (long)i;
+    }
+    return -1;
+}
+
+/* The task whose first host is MASTER_ADDR (the plugin names the master task's pod 0), else
+ * the one named master (the plugin's default --master), or -1. */
+static long master_task(const struct tasks *ts, const char *addr)
+{
+    for (size_t i = 0; i < ts->n; i++)
+        if (ts->t[i].hf.count && !strcmp(ts->t[i].hf.entries[0].host, addr))
+            return (long)i;
+    return task_named(ts, "master");
+}
+
+/* The worker task: the one named worker (the plugin's default --worker), else this pod's
+ * task when it is not the master's, else the only other task; -1 when none says. */
+static long worker_task(const struct tasks *ts, long master, long mine)
+{
+    long w = task_named(ts, "worker");
+    if (w >= 0 && w != master)
+        return w;
+    if (mine >= 0 && mine != master)
+        return mine;
+    return ts->n == 2 && master >= 0 ? 1 - master : -1;
+}
+
+static void count_name(const struct task *t, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", t->num_var[0] ? t->num_var : t->src);
+}
+
+/* The plugin's WORLD_SIZE counts the pods of every task of the job (a TensorBoard task too),
+ * while only the master and worker tasks train: the node count is theirs, from the svc
+ * plugin's lists (the same pods the plugin ranks). Without the lists WORLD_SIZE stands. */
+static int plugin_nnodes(struct cfg *c, const struct op_ctx *x, long ws, long rank, char *err,
+                         size_t errlen)
+{
+    const enum cfg_src_kind k = CFG_SRC_OPERATOR;
+    struct tasks *ts = calloc(1, sizeof *ts);
+    if (!ts)
+        return podrun_failf(-ENOMEM, err, errlen, "out of memory");
+    int r = env_tasks(x, ts, err, errlen);
+    if (!r && ts->n == 0)
+        r = file_tasks(x, ts, err, errlen);
+    long mine = -1, pos = -1, m = -1, w = -1;
+    if (!r && ts->n > 0)
+        r = find_task(c, x, ts, &mine, &pos, err, errlen);
+    if (!r && ts->n > 0) {
+        m = master_task(ts, op_get(x, "MASTER_ADDR"));
+        w = worker_task(ts, m, mine);
+    }
+    if (!r && m >= 0 && w >= 0) {
+        const struct task *mt = &ts->t[m], *wt = &ts->t[w];
+        long n = (long)(mt->hf.count + wt->hf.count);
+        char mn[OP_PATH_MAX], wn[OP_PATH_MAX];
+        count_name(mt, mn, sizeof mn);
+        count_name(wt, wn, sizeof wn);
+        if (mine >= 0 && mine != m && mine != w)
+            r = op_conflict(err, errlen, "this pod is in %s, neither the master task (%s) nor "
+                            "the worker task (%s) the %s ranks (%s); run podrun in those tasks' "
+                            "pods only", ts->t[mine].src, mt->src, wt->src, VCP, VC);
+        else if (rank >= n || ws < n)
+            r = op_conflict(err, errlen, "RANK=%ld and WORLD_SIZE=%ld (%s) do not fit the master "
+                            "and worker tasks' %ld pods (%s + %s) (%s); fix the pod's environment",
+                            rank, ws, VCP, n, mn, wn, VC);
+        else if (n != ws)
+            r = op_setn(c, CFG_NNODES, n, k, err, errlen, "%s + %s (%s)", mn, wn, VCP);
+        else
+            r = op_setn(c, CFG_NNODES, ws, k, err, errlen, "WORLD_SIZE (%s)", VCP);
+    } else if (!r) {
+        r = op_setn(c, CFG_NNODES, ws, k, err, errlen, "WORLD_SIZE (%s)", VCP);
+    }
+    tasks_free(ts);
+    free(ts);
+    return r;
+}
+
 static int apply_plugin(struct cfg *c, const struct op_ctx *x, long idx, const char *ivar,
                         char *err, size_t errlen)
 {
@@ -230,7 +325,7 @@ static int apply_plugin(struct cfg *c, const struct op_ctx *x, long idx, const c
                            idx, VC);
     const enum cfg_src_kind k = CFG_SRC_OPERATOR;
     if ((r = op_setn(c, CFG_NODE_RANK, rank, k, err, errlen, "RANK (%s)", VCP)) ||
-        (r = op_setn(c, CFG_NNODES, ws, k, err, errlen, "WORLD_SIZE (%s)", VCP)) ||
+        (r = plugin_nnodes(c, x, ws, rank, err, errlen)) ||
         (r = op_set(c, CFG_MASTER_ADDR, op_get(x, "MASTER_ADDR"), k, err, errlen,
                     "MASTER_ADDR (%s)", VCP)))
         return r;

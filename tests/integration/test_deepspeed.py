@@ -325,3 +325,57 @@ def test_seed_004_manifest_runs_without_ssh(tmp_path):
     ignore = {v for r in rules if r["action"] == "Ignore" and "onExitCodes" in r
               for v in r["onExitCodes"]["values"]}
     assert fail == set(range(1, 128)) and ignore == {170, 171, 172}
+
+
+def test_force_multi_without_hostfile_goes_through_pdsh(tmp_path):
+    """--force_multi with no hostfile: as DeepSpeed, the multi-node runner to host localhost
+    (pdsh), so .deepspeed_env reaches the workers; the job store is at 127.0.0.1."""
+    (tmp_path / ".deepspeed_env").write_text("DS_EXTRA=from-file\n")
+    port = free_port("127.0.0.1")
+    p = head(["--force_multi", "--num_gpus", "2", "--launcher_args", "-R exec", "--master_port",
+              str(port), "--python", TORCH_PY, DS_WORKER], env_for(), tmp_path)
+    rc, out, err = finish(p)
+    assert rc == 0, out + err
+    res = results(out)
+    assert sorted(res) == [0, 1], out + err
+    assert all(g[9] == "from-file" for g in res.values()), out + err
+    assert re.search(r"^localhost: .*ds rank=1 ", out, re.M), out
+    assert "through pdsh -R exec" in err
+
+
+def test_venv_script_is_sourced_with_dot_and_must_succeed(tmp_path):
+    """--venv_script runs in each host's sh with '.' (sh has no 'source'): what it exports
+    reaches the workers; a script that fails stops the job instead of running it without."""
+    hf = hostfile(tmp_path, FOUR[:2])
+    (tmp_path / "venv.sh").write_text("export DS_EXTRA=from-venv\n")
+    port = free_port("127.0.0.2")
+    p = head(["-H", hf, "--launcher_args", "-R exec", "--master_port", str(port),
+              "--venv_script", str(tmp_path / "venv.sh"), "--python", TORCH_PY, DS_WORKER],
+             env_for(), tmp_path)
+    rc, out, err = finish(p)
+    assert rc == 0, out + err
+    res = results(out)
+    assert sorted(res) == [0, 1, 2] and all(g[9] == "from-venv" for g in res.values()), out + err
+    (tmp_path / "bad.sh").write_text("false\n")
+    p = head(["-H", hf, "--launcher_args", "-R exec", "--master_port", str(port),
+              "--venv_script", str(tmp_path / "bad.sh"), "--python", TORCH_PY, DS_WORKER],
+             env_for(), tmp_path)
+    rc, out, err = finish(p)
+    assert rc != 0 and not results(out), out + err
+
+
+def test_enable_each_rank_log_is_deepspeeds_layout(tmp_path):
+    """--enable_each_rank_log DIR: as DeepSpeed's launch.py, DIR (made if missing) gets one
+    <YYYYmmddHHMMSS>_rank<RANK>.log per worker with its stdout and stderr; the console nothing."""
+    d = tmp_path / "ranklogs"
+    r = subprocess.run([PODRUN, "deepspeed", "--num_gpus", "2", "--enable_each_rank_log", str(d),
+                        "--no_local_rank", "--no_python", "sh", "-c",
+                        'echo "out $RANK"; echo "err $RANK" >&2'],
+                       env=env_for(), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "[rank" not in r.stdout + r.stderr
+    names = sorted(os.listdir(d))
+    assert len(names) == 2 and all(re.fullmatch(r"\d{14}_rank[01]\.log", n) for n in names), names
+    for rank, name in enumerate(names):
+        assert name.endswith(f"_rank{rank}.log")
+        assert sorted((d / name).read_text().splitlines()) == [f"err {rank}", f"out {rank}"]

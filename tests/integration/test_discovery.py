@@ -148,9 +148,12 @@ def test_hostfile_job_finds_own_address(tmp_path):
         net.close()
 
 
-def test_volcano_job_from_its_variables(monkeypatch):
+@pytest.mark.parametrize("third_task", [False, True])
+def test_volcano_job_from_its_variables(monkeypatch, third_task):
     """The issue's pod, three times: a Volcano job with the pytorch plugin (master + 2 workers)
-    on 127.0.0.2-4 starts from the plugins' variables alone; node ranks are the plugin's RANK."""
+    on 127.0.0.2-4 starts from the plugins' variables alone; node ranks are the plugin's RANK.
+    With a third task (TensorBoard) the plugin's WORLD_SIZE counts its pod too: the job is still
+    the master and worker tasks' three nodes."""
     monkeypatch.delenv("PODRUN_MASTER_PORT", raising=False)
     port = free_port("127.0.0.2")
     hosts = "job-worker-0.job,job-worker-1.job"
@@ -162,6 +165,9 @@ def test_volcano_job_from_its_variables(monkeypatch):
         env = {"MASTER_ADDR": "127.0.0.2", "MASTER_PORT": str(port), "WORLD_SIZE": "3",
                "VK_TASK_INDEX": pod["VC_TASK_INDEX"], "VC_MASTER_HOSTS": "job-master-0.job",
                "VC_MASTER_NUM": "1", "VC_WORKER_HOSTS": hosts, "VC_WORKER_NUM": "2", **pod}
+        if third_task:
+            env.update({"WORLD_SIZE": "4", "VC_TENSORBOARD_HOSTS": "job-tensorboard-0.job",
+                        "VC_TENSORBOARD_NUM": "1"})
         agents.append(Agent(["--local-addr", f"127.0.0.{2 + i}", "--no-python", ENV_SH],
                             env=env, name=pod["RANK"]))
     assert wait_all(agents, timeout=120) == [0, 0, 0], [a.err for a in agents]

@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from cluster import WORKERS, Agent, parse_kv, result_lines, wait_all
 from conftest import PODRUN, TORCH_PY, free_port
 from etcd_util import Etcd
@@ -217,8 +219,23 @@ def test_paddle_ps_over_etcd(tmp_path):
         assert "stopping this node's 1 parameter server" in a.err, a.err
 
 
+@pytest.mark.parametrize("args", [["--num_processes", "2"], ["--cpu", "--num_processes", "2"]])
+def test_accelerate_simple_launcher_runs_one_process(tmp_path, args):
+    """Without a launcher flag on a node without GPUs, or with --cpu, accelerate picks its simple
+    launcher: ONE process, with MASTER_ADDR/MASTER_PORT but none of torchrun's ranks."""
+    if os.path.exists("/dev/nvidia0"):
+        pytest.skip("a GPU is present: accelerate would pick its multi-GPU launcher")
+    script = 'echo "w rank=${RANK-unset} ws=${WORLD_SIZE-unset} ma=$MASTER_ADDR mp=$MASTER_PORT"'
+    p = run(["accelerate", "launch", *args, "--no_python", "sh", "-c", script],
+            env={"HF_HOME": str(tmp_path)})
+    assert p.returncode == 0, p.stderr
+    lines = [l for l in p.stdout.splitlines() if "w rank=" in l]
+    assert lines == ["[rank 0]:w rank=unset ws=unset ma=127.0.0.1 mp=29500"], p.stdout
+
+
 def test_program_names_pick_the_front_end(tmp_path):
-    for name, args, want in [("accelerate", ["launch", "--num_processes", "2"], "accelerate launch"),
+    for name, args, want in [("accelerate", ["launch", "--multi_gpu", "--num_processes", "2"],
+                              "accelerate launch"),
                              ("paddle-launch", ["--nproc_per_node", "2"], "paddle"),
                              ("torchrun", ["--nproc_per_node", "2"], "torchrun")]:
         link = tmp_path / name
@@ -263,7 +280,7 @@ def test_duplicate_filters_and_shutdown_timeout(tmp_path):
                            "[rank 1]:loss,x=1"]
     assert sorted((att / "filtered_stderr.log").read_text().splitlines()) == \
         ["[rank 0]:warn-me", "[rank 1]:warn-me"]
-    p = run(["--shutdown_timeout", "7", "--logs-specs", "x", "--event-log-handler", "console",
+    p = run(["--shutdown_timeout", "7", "--logs-specs", "default", "--event-log-handler", "console",
              "--print-config", "t.py"])
     assert p.returncode == 0
     line = [l for l in p.stdout.splitlines() if l.startswith("term-timeout")][0]

@@ -186,3 +186,41 @@ def test_lost_output_is_said_on_the_other_stream(podrun, tmp_path):
     want = "bytes of worker output could not be written to stdout: Broken pipe"
     assert err.count(want) == 1, err
     assert want in term.read_text()
+
+
+def read_until(fd, want, timeout=30):
+    """Bytes from fd until `want` is among them (bounded)."""
+    import select
+    got = b""
+    deadline = time.monotonic() + timeout
+    while want not in got:
+        left = deadline - time.monotonic()
+        assert left > 0, f"waited for {want!r}, got {got!r}"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 4096)
+            assert chunk, f"stdout closed before {want!r}: {got!r}"
+            got += chunk
+    return got
+
+
+def test_progress_bar_shows_before_the_newline(podrun, tmp_path):
+    """A progress bar ('\\r' redraws, as tqdm writes them) reaches the console as it is drawn,
+    each redraw prefixed, while the worker is still inside the line: here it holds the line open
+    until the test has seen the bar and writes to its FIFO."""
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+    script = f"printf 'step 1\\r\\rprog 42%%'; read x < '{fifo}'; echo ' done'"
+    p = subprocess.Popen([podrun, "sh", "-c", script], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        got = read_until(p.stdout.fileno(), b"prog 42%")
+        assert got == b"[rank 0]:step 1\r\r[rank 0]:prog 42%", got
+        with open(fifo, "w") as f:
+            f.write("go\n")
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    assert got + out == b"[rank 0]:step 1\r\r[rank 0]:prog 42% done\n"

@@ -172,7 +172,7 @@ static void test_commands(void)
     };
     char *cmd = NULL, *stop = NULL;
     CHECK_EQ_INT(ds_remote_command(&r, &cmd), 0);
-    CHECK_EQ_STR(cmd, "source '/v/act'; export NCCL_DEBUG='INFO'; export PYTHONPATH='/w:/x y'; "
+    CHECK_EQ_STR(cmd, ". '/v/act' || exit 2; export NCCL_DEBUG='INFO'; export PYTHONPATH='/w:/x y'; "
                       "cd '/w' && exec '/usr/bin/podrun' deepspeed "
                       "'--world_info=eyJhIjogWzBdfQ==' --node_rank=%n '--master_addr=a' "
                       "'--master_port=29500' '--rdzv-id=0123456789abcdef' "

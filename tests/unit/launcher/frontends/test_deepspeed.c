@@ -231,9 +231,11 @@ static void test_sources(void)
     CHECK_SETTING(&c, "numa-binding", "cores", "flag --bind_cores_to_rank");
     CHECK_SETTING(&c, "bind-core-list", "1,3-5", "flag --bind_core_list");
     cfg_free(&c);
-    /* --enable_each_rank_log DIR: per-rank files, nothing on the console */
+    /* --enable_each_rank_log DIR: DeepSpeed's per-rank files (jobenv), not podrun's
+     * --log-dir layout; nothing on the console */
     CHECK_EQ_INT(load_ds(&c, NULL, &m, F("--no_ssh", "--enable_each_rank_log", "/logs")), 0);
-    CHECK_EQ_STR(c.log_dir, "/logs");
+    CHECK(c.log_dir == NULL);
+    CHECK_EQ_STR(c.ds_each_rank_log, "/logs");
     CHECK_EQ_STR(c.redirects, "3");
     cfg_free(&c);
     /* --elastic_training: a c10d job of min..max nodes at --master_addr */

@@ -323,8 +323,46 @@ static void test_operator_vocabulary(void)
     cfg_free(&c);
 }
 
+/* argparse's abbreviations in every front-end: a unique prefix of a long option is that
+ * option, a full spelling wins over longer ones it begins, several options are refused with
+ * argparse's line, and nothing after the program is matched. */
+static void test_abbreviations(void)
+{
+    struct cfg c;
+    char *a1[] = {"torchrun", "--nproc_per", "3", "--max_rest=2", "p", "--nproc", "x", NULL};
+    cfg_init(&c);
+    CHECK_EQ_INT(frontend_load(&fe_torchrun, &c, 7, a1, NULL, err, sizeof err), 0);
+    CHECK_EQ_INT(c.nproc_per_node, 3);
+    CHECK_EQ_STR(c.src[CFG_NPROC_PER_NODE].name, "--nproc_per");
+    CHECK_EQ_INT(c.max_restarts, 2);
+    CHECK_EQ_INT(c.program_argc, 3);
+    CHECK_EQ_STR(c.program_argc == 3 ? c.program[1] : NULL, "--nproc");
+    cfg_free(&c);
+    /* DeepSpeed's own test: --launcher_arg is --launcher_args; --launcher is a full spelling */
+    char *a2[] = {"deepspeed", "--launcher_arg", "-R exec", "--launcher", "pdsh", "p", NULL};
+    cfg_init(&c);
+    CHECK_EQ_INT(frontend_parse_args(&fe_deepspeed, &c, 6, a2, err, sizeof err), 0);
+    CHECK_EQ_STR(c.ds_launcher_args, "-R exec");
+    cfg_free(&c);
+    char *a3[] = {"deepspeed", "--launch", "pdsh", "p", NULL};
+    cfg_init(&c);
+    CHECK_EQ_INT(frontend_parse_args(&fe_deepspeed, &c, 4, a3, err, sizeof err), -EINVAL);
+    CHECK_EQ_STR(err, "ambiguous option: --launch could match --launcher, --launcher_args");
+    cfg_free(&c);
+    char *a4[] = {"accelerate", "launch", "--num_proc", "2", "p", NULL};
+    cfg_init(&c);
+    CHECK_EQ_INT(frontend_parse_args(&fe_accelerate, &c, 5, a4, err, sizeof err), 0);
+    CHECK_EQ_STR(c.src[CFG_ACC_NUM_PROCESSES].name, "--num_proc");
+    cfg_free(&c);
+    /* podrun's own flags too, '_' or '-' */
+    CHECK_EQ_INT(PARSE(&c, NULL, "--print_conf", "p"), 0);
+    CHECK(c.print_config);
+    cfg_free(&c);
+}
+
 int main(void)
 {
+    RUN(test_abbreviations);
     RUN(test_program_name_picks_the_frontend);
     RUN(test_operator_vocabulary);
     RUN(test_nothing_given);

@@ -30,6 +30,40 @@ static void test_pytorch_plugin(void)
     cfg_free(&c);
 }
 
+/* A third task (TensorBoard): the plugin's WORLD_SIZE counts its pod too, but only the master
+ * and worker tasks train, so the node count is theirs; a pod of the third task, or a RANK past
+ * the two tasks' pods, is refused with one line. */
+#define TB "VC_TENSORBOARD_HOSTS=job-tensorboard-0.job", "VC_TENSORBOARD_NUM=1"
+static void test_pytorch_plugin_third_task(void)
+{
+    struct cfg c;
+    char *env[] = {"MASTER_ADDR=job-master-0.job", "MASTER_PORT=23456", "WORLD_SIZE=5",
+                   "RANK=2", "VC_TASK_INDEX=1", TB, SVC, NULL};
+    CHECK_EQ_INT(load_pod(&c, env, NULL, NULL), 0);
+    CHECK_SETTING(&c, "nnodes", "4",
+                  "env VC_MASTER_NUM + VC_WORKER_NUM (Volcano pytorch plugin)");
+    CHECK_SETTING(&c, "node-rank", "2", "env RANK (Volcano pytorch plugin)");
+    cfg_free(&c);
+    /* MASTER_ADDR an address, not the list's name: the tasks named master and worker */
+    char *byname[] = {"MASTER_ADDR=10.0.0.2", "MASTER_PORT=23456", "WORLD_SIZE=5", "RANK=2",
+                      "VC_TASK_INDEX=1", TB, SVC, NULL};
+    CHECK_EQ_INT(load_pod(&c, byname, NULL, NULL), 0);
+    CHECK_SETTING(&c, "nnodes", "4",
+                  "env VC_MASTER_NUM + VC_WORKER_NUM (Volcano pytorch plugin)");
+    cfg_free(&c);
+    char *past[] = {"MASTER_ADDR=job-master-0.job", "MASTER_PORT=23456", "WORLD_SIZE=5",
+                    "RANK=4", "VC_TASK_INDEX=3", TB, SVC, NULL};
+    CHECK_ERR(load_pod(&c, past, NULL, NULL), "RANK=4 and WORLD_SIZE=5",
+              "VC_MASTER_NUM + VC_WORKER_NUM");
+    cfg_free(&c);
+    struct fake_machine tb = {.hostname = "job-tensorboard-0", .fqdn = "job-tensorboard-0.job"};
+    char *tbpod[] = {"MASTER_ADDR=job-master-0.job", "MASTER_PORT=23456", "WORLD_SIZE=5",
+                     "RANK=0", "VC_TASK_INDEX=0", TB, SVC, NULL};
+    CHECK_ERR(load_pod(&c, tbpod, &tb, NULL), "this pod is in VC_TENSORBOARD_HOSTS",
+              "neither the master task");
+    cfg_free(&c);
+}
+
 static void test_plugin_conflicts(void)
 {
     struct cfg c;
@@ -139,6 +173,7 @@ static void test_host_files(void)
 int main(void)
 {
     RUN(test_pytorch_plugin);
+    RUN(test_pytorch_plugin_third_task);
     RUN(test_plugin_conflicts);
     RUN(test_one_task);
     RUN(test_several_tasks);
