@@ -4,11 +4,12 @@ import os
 import re
 import shutil
 
-from cluster import (WORKERS, Agent, Netns, agent_args, parse_kv, result_lines, start_agents,
-                     wait_all)
+from cluster import (WORKERS, Agent, Netns, agent_args, killed_on_failure, parse_kv,
+                     result_lines, start_agents, started_dir, wait_all, wait_started)
 from conftest import free_port
 
 ENV_SH = os.path.join(WORKERS, "env.sh")
+FAIL_SH = os.path.join(WORKERS, "fail.sh")
 NOPY = ["--no-python"]
 
 
@@ -187,3 +188,28 @@ def test_agent_of_another_run_id_is_named_on_both_sides(port):
     assert re.search(r"from 127\.0\.0\.\d+:\d+: .*a node of run 'job-b' reached this job store, "
                      r"which belongs to run 'job-a'; give every node the same --rdzv-id",
                      named[0]), named[0]
+
+
+def test_spare_of_elastic_job_exits_0_and_fixed_size_outsider_fails(port, tmp_path):
+    """A node that an elastic job never needed ends with the job, successfully (torch 2.x's
+    graceful exit for a node left out); in a job of a fixed size such a node is a mix-up and
+    fails, so that no agent says success for workers it never ran."""
+    for nnodes, code in (("1:2", 0), (2, 1)):
+        up, done = started_dir(), tmp_path / f"done{code}"
+        env = {"STARTED_DIR": up, "DONE_FILE": str(done)}
+        endpoint = f"127.0.0.2:{port}"
+        extra = NOPY + ["--rdzv-conf", "last_call_timeout=0.5"]
+        agents = [Agent(agent_args(nnodes, 1, endpoint, f"127.0.0.{2 + i}", extra=extra,
+                                   script=FAIL_SH), env=env, name=f"node{i}") for i in range(2)]
+        with killed_on_failure(agents):
+            wait_started(up, 2, agents=agents)
+            spare = Agent(agent_args(nnodes, 1, endpoint, "127.0.0.4", extra=extra,
+                                     script=FAIL_SH), env=env, name="spare")
+            agents.append(spare)
+            agents[0].wait_err("waits for the next round")
+            done.touch()
+            codes = wait_all(agents)
+        assert codes == [0, 0, code], [a.err for a in agents]
+        assert "nothing ran here" in spare.err if code == 0 else "ran no worker" in spare.err
+        assert "start rank=" not in spare.out
+        port = free_port("127.0.0.2")
