@@ -1745,6 +1745,8 @@ static int etcd_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_d
         agent_free(a);
         return rc;
     }
+    /* the member this node starts with: a switch away from it, however early, is said */
+    sfmt(a->endpoint, sizeof a->endpoint, "%s", etcd_client_endpoint(a->etcd));
     a->closing = 0;
     timer_init(a, &a->ka_timer);
     timer_init(a, &a->prog_timer);
