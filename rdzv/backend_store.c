@@ -12,12 +12,16 @@
  * closed (`pending`, `handles`). */
 #include "rdzv/backend.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "rdzv/acl.h"
 #include "rdzv/aclient.h"
 #include "rdzv/coordinator.h"
 #include "rdzv/server.h"
@@ -53,6 +57,8 @@ typedef struct store_agent {
     uv_timer_t ctimer[COORD_T_COUNT];
 
     /* agent side */
+    int guest;                  /* hosting was inferred and the port was taken on this machine:
+                                   joined the store there, once it names this run */
     store_aclient_t *conn;
     int ready;
     int state, join_k, round, node_rank;
@@ -656,6 +662,14 @@ static void on_prog_timer(uv_timer_t *t)
         podrun_format_duration(a->started + a->p.join_timeout - podrun_time_epoch(), left, sizeof left);
         int hello = store_aclient_hello_error(a->conn);
         sfmt(line, sizeof line,
+                 "rendezvous '%s': the job store at %s:%u refused this node's address %s: it is "
+                 "not in the store's allow-list (--store-allow on the hosting node); retrying "
+                 "(%s left)", a->run_id, a->connect_host, a->port,
+                 a->local_addr ? a->local_addr : "(no --local-addr)", left);
+            progress(a, line);
+            return;
+        }
+        sfmt(line, sizeof line,
                  "rendezvous '%s': waiting for the job store at %s:%u (%s left)%s%s%s", a->run_id,
                  a->connect_host, a->port, left,
                  hello ? "; a program there accepts connections but does not answer as a job "
@@ -702,6 +716,67 @@ static void on_conn_lost(store_aclient_t *c, int status, void *arg)
     agent_fail(a, PODRUN_ESTORELOST, why);
 }
 
+/* CONNECTING -> JOINING: the join goes out and the heartbeats start. */
+static void begin_join(store_agent_t *a)
+{
+    send_join(a);
+    a->ping_sent = uv_now(a->loop);
+    uv_timer_start(&a->hb_timer, on_hb_timer, 0, (uint64_t)(a->p.keep_alive_interval * 1000));
+}
+
+/* A guest joins only a store that hosts its run: the runs key lists one id per line. A store
+ * without the key within GUEST_CHECK_MS is not podrun's. */
+#define GUEST_CHECK_MS 5000
+
+static int runs_name(const char *val, size_t len, const char *run_id)
+{
+    size_t n = strlen(run_id);
+    for (size_t i = 0; i + n <= len;) {
+        const char *nl = memchr(val + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - val) : len;
+        if (end - i == n && memcmp(val + i, run_id, n) == 0)
+            return 1;
+        i = end + 1;
+    }
+    return 0;
+}
+
+static void guest_refused(store_agent_t *a, const char *holder)
+{
+    char why[RDZV_LINE_MAX];
+    sfmt(why, sizeof why, "rendezvous '%s': port %u on this machine is taken by %s; give this "
+         "job another port", a->run_id, a->port, holder);
+    agent_fail(a, PODRUN_EREJECTED, why);
+}
+
+static void on_runs(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
+                    void *arg)
+{
+    (void)c, (void)num;
+    store_agent_t *a = arg;
+    if (req_end(a) || a->state != AS_CONNECTING)
+        return;
+    if (status < 0 || !runs_name(val, len, a->run_id)) {
+        guest_refused(a, "the job store of another run");
+        return;
+    }
+    progress(a, "joining the job store that another agent of this run hosts on this machine");
+    begin_join(a);
+}
+
+static void on_runs_there(store_aclient_t *c, int status, const char *val, size_t len,
+                          int64_t num, void *arg)
+{
+    (void)val, (void)len, (void)num;
+    store_agent_t *a = arg;
+    if (req_end(a) || a->state != AS_CONNECTING)
+        return;
+    if (status < 0)
+        guest_refused(a, "a program that is not a podrun job store");
+    else if (req_begin(a, store_aclient_get(c, RDZV_RUNS_KEY, on_runs, a)) < 0)
+        agent_fail(a, PODRUN_ESTORELOST, "could not read the job store's runs");
+}
+
 /* The connection is up (or gave up at join_timeout: this node could not reach the store): the
  * kernel watches it from now on, the join goes out and the heartbeats start. */
 static void on_connected(store_aclient_t *c, int status, void *arg)
@@ -729,12 +804,16 @@ static void on_connected(store_aclient_t *c, int status, void *arg)
     store_aclient_on_lost(c, on_conn_lost, a);
     store_aclient_liveness(c, (unsigned)window_ms(a));
     a->ready = 1;
-    if (a->state == AS_CONNECTING) {
-        send_join(a);
-        a->ping_sent = uv_now(a->loop);
-        uv_timer_start(&a->hb_timer, on_hb_timer, 0,
-                       (uint64_t)(a->p.keep_alive_interval * 1000));
+    if (a->state != AS_CONNECTING)
+        return;
+    if (a->guest) {
+        /* bounded: a store of another kind may never have the key */
+        const char *key = RDZV_RUNS_KEY;
+        if (req_begin(a, store_aclient_wait(c, &key, 1, GUEST_CHECK_MS, on_runs_there, a)) < 0)
+            agent_fail(a, PODRUN_ESTORELOST, "could not read the job store's runs");
+        return;
     }
+    begin_join(a);
 }
 
 /* How often a joining agent tries the store host: every RDZV_JOIN_RETRY_MS, jittered, so it
@@ -802,6 +881,12 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
 
     if (p->is_host) {
         int rc = host_start(a);
+        /* torchrun's rule: hosting that was only inferred yields to another agent of the same
+         * run on this machine, which bound the port first (checked in on_runs) */
+        if (rc == UV_EADDRINUSE && p->is_host == RDZV_HOST_INFERRED) {
+            a->guest = 1;
+            rc = 0;
+        }
         if (rc < 0) {
             a->closing = 2;
             agent_free(a);
@@ -984,27 +1069,92 @@ static void store_stats(const rdzv_agent_t *base, rdzv_stats_t *out)
     out->store_bytes = st.bytes;
 }
 
+/* ---- who hosts ---- */
+
+static int addr_parse(const char *text, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    if (uv_ip4_addr(text, 0, (struct sockaddr_in *)ss) == 0)
+        return 0;
+    return uv_ip6_addr(text, 0, (struct sockaddr_in6 *)ss);
+}
+
+static int is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return sa->sa_family == AF_INET6 &&
+           (IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127));
+}
+
+/* One of this machine's interfaces holds the address (an InfiniBand port's as well as eth0's). */
+static int is_own_addr(const struct sockaddr *sa)
+{
+    uv_interface_address_t *ifs;
+    int n, found = 0;
+    if (uv_interface_addresses(&ifs, &n) < 0)
+        return 0;
+    for (int i = 0; i < n && !found; i++)
+        found = acl_same_ip((const struct sockaddr *)&ifs[i].address, sa);
+    uv_free_interface_addresses(ifs, n);
+    return found;
+}
+
+/* Does address sa stand for this node: local_addr itself when one is given (agents sharing a
+ * machine each have their own), else loopback or any interface's address. */
+static int addr_is_self(const struct sockaddr *sa, const char *local_addr)
+{
+    if (local_addr) {
+        struct sockaddr_storage la;
+        return addr_parse(local_addr, &la) == 0 &&
+               acl_same_ip(sa, (const struct sockaddr *)&la);
+    }
+    return is_loopback(sa) || is_own_addr(sa);
+}
+
+/* This machine's host name, short or full, either way round ("node-1" and "node-1.example"). */
+static int is_own_name(const char *name)
+{
+    char hn[256];
+    if (strcmp(name, "localhost") == 0)
+        return 1;
+    if (podrun_hostname(hn, sizeof hn) < 0 || !hn[0])
+        return 0;
+    size_t el = strlen(name), hl = strlen(hn);
+    if (strcmp(name, hn) == 0)
+        return 1;
+    if (el < hl && strncmp(hn, name, el) == 0 && hn[el] == '.')
+        return 1;
+    return hl < el && strncmp(name, hn, hl) == 0 && name[hl] == '.';
+}
+
 int rdzv_endpoint_is_local(const char *endpoint_host, const char *local_addr)
 {
     if (!endpoint_host || !*endpoint_host)
         return 0;
-    if (local_addr && *local_addr)
-        return strcmp(endpoint_host, local_addr) == 0;
-    if (strcmp(endpoint_host, "localhost") == 0 || strcmp(endpoint_host, "::1") == 0 ||
-        strncmp(endpoint_host, "127.", 4) == 0)
+    if (local_addr && !*local_addr)
+        local_addr = NULL;
+    if (local_addr && strcmp(endpoint_host, local_addr) == 0)
         return 1;
-    char hn[256];
-    if (podrun_hostname(hn, sizeof hn) < 0 || !hn[0])
+    struct sockaddr_storage ss;
+    if (addr_parse(endpoint_host, &ss) == 0)
+        return addr_is_self((const struct sockaddr *)&ss, local_addr);
+    if (!local_addr && is_own_name(endpoint_host))
+        return 1;
+    /* a name: what it resolves to (once, at start; torchrun asks the resolver too) */
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(endpoint_host, NULL, &hints, &res) != 0)
         return 0;
-    size_t el = strlen(endpoint_host), hl = strlen(hn);
-    if (strcmp(endpoint_host, hn) == 0)
-        return 1;
-    /* "node-1" against "node-1.example" either way round */
-    if (el < hl && strncmp(hn, endpoint_host, el) == 0 && hn[el] == '.')
-        return 1;
-    if (hl < el && strncmp(endpoint_host, hn, hl) == 0 && endpoint_host[hl] == '.')
-        return 1;
-    return 0;
+    int found = 0;
+    for (struct addrinfo *ai = res; ai && !found; ai = ai->ai_next)
+        found = (ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
+                addr_is_self(ai->ai_addr, local_addr);
+    freeaddrinfo(res);
+    return found;
 }
 
 const rdzv_backend_t rdzv_backend_store = {
