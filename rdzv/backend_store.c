@@ -661,7 +661,8 @@ static void on_prog_timer(uv_timer_t *t)
         char line[RDZV_LINE_MAX], left[32];
         podrun_format_duration(a->started + a->p.join_timeout - podrun_time_epoch(), left, sizeof left);
         int hello = store_aclient_hello_error(a->conn);
-        sfmt(line, sizeof line,
+        if (hello == PODRUN_EREFUSED) {
+            sfmt(line, sizeof line,
                  "rendezvous '%s': the job store at %s:%u refused this node's address %s: it is "
                  "not in the store's allow-list (--store-allow on the hosting node); retrying "
                  "(%s left)", a->run_id, a->connect_host, a->port,
@@ -898,8 +899,11 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
     timer_init(a, &a->defer_timer);
     int ms = (int)(a->p.join_timeout * 1000);
     int rc = store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected, a, &a->conn);
-    if (rc == 0)
+    if (rc == 0) {
         store_aclient_auth(a->conn, a->p.token);
+        /* from the advertised address: the one an allow-list lets in */
+        store_aclient_source(a->conn, a->local_addr);
+    }
     if (rc < 0) {
         store_close(&a->base, NULL, NULL);
         return rc;

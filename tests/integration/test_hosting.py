@@ -115,3 +115,34 @@ def test_port_held_by_another_runs_store(port):
     finally:
         first.kill()
         first.wait()
+
+
+def test_allow_list_of_the_agents_addresses(port):
+    """Three agents on one machine at 127.0.0.2-4, the store admitting exactly those: each agent
+    connects from its --local-addr, so none is refused."""
+    allow = "127.0.0.2/32,127.0.0.3/32,127.0.0.4/32"
+    agents = [Agent(agent_args(3, 1, f"127.0.0.2:{port}", f"127.0.0.{2 + i}",
+                               extra=["--no-python", "--store-allow", allow,
+                                      "--rdzv-conf", "join_timeout=30"], script=ENV_SH),
+                    name=f"node{i}") for i in range(3)]
+    assert wait_all(agents) == [0, 0, 0], [a.err for a in agents]
+    assert "refused" not in agents[0].err, agents[0].err
+    assert ranks(agents) == [0, 1, 2]
+
+
+def test_refused_agent_is_told_and_backs_off(port):
+    """An agent outside the allow-list hears that the allow-list refused it (not that another
+    program holds the port), and retries backed off: the store logs a few refusals in the join
+    timeout, not one per 50 ms attempt."""
+    ep = f"127.0.0.2:{port}"
+    extra = ["--no-python", "--store-allow", "127.0.0.2/32",
+             "--rdzv-conf", "join_timeout=8"]   # the timeout is what ends this job
+    agents = [Agent(agent_args(2, 1, ep, f"127.0.0.{2 + i}", extra=extra, script=ENV_SH),
+                    name=f"node{i}") for i in range(2)]
+    codes = wait_all(agents)
+    assert codes[1] != 0
+    err = agents[1].err
+    assert "refused this node's address 127.0.0.3: it is not in the store's allow-list" in err, err
+    assert "does not answer as a job store" not in err, err
+    lines = [l for l in agents[0].err.splitlines() if "refused a connection from 127.0.0.3:" in l]
+    assert 1 <= len(lines) <= 20, agents[0].err
