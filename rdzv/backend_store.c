@@ -21,11 +21,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "podrun/store.h"
 #include "rdzv/acl.h"
 #include "rdzv/aclient.h"
 #include "rdzv/coordinator.h"
 #include "rdzv/server.h"
 #include "rdzv/state.h"
+
+#define GUEST_CHECK_MS 5000   /* holds_this_run's bound */
 
 enum agent_state {
     AS_CONNECTING,
@@ -57,8 +60,6 @@ typedef struct store_agent {
     uv_timer_t ctimer[COORD_T_COUNT];
 
     /* agent side */
-    int guest;                  /* hosting was inferred and the port was taken on this machine:
-                                   joined the store there, once it names this run */
     store_aclient_t *conn;
     int ready;
     int state, join_k, round, node_rank;
@@ -717,67 +718,6 @@ static void on_conn_lost(store_aclient_t *c, int status, void *arg)
     agent_fail(a, PODRUN_ESTORELOST, why);
 }
 
-/* CONNECTING -> JOINING: the join goes out and the heartbeats start. */
-static void begin_join(store_agent_t *a)
-{
-    send_join(a);
-    a->ping_sent = uv_now(a->loop);
-    uv_timer_start(&a->hb_timer, on_hb_timer, 0, (uint64_t)(a->p.keep_alive_interval * 1000));
-}
-
-/* A guest joins only a store that hosts its run: the runs key lists one id per line. A store
- * without the key within GUEST_CHECK_MS is not podrun's. */
-#define GUEST_CHECK_MS 5000
-
-static int runs_name(const char *val, size_t len, const char *run_id)
-{
-    size_t n = strlen(run_id);
-    for (size_t i = 0; i + n <= len;) {
-        const char *nl = memchr(val + i, '\n', len - i);
-        size_t end = nl ? (size_t)(nl - val) : len;
-        if (end - i == n && memcmp(val + i, run_id, n) == 0)
-            return 1;
-        i = end + 1;
-    }
-    return 0;
-}
-
-static void guest_refused(store_agent_t *a, const char *holder)
-{
-    char why[RDZV_LINE_MAX];
-    sfmt(why, sizeof why, "rendezvous '%s': port %u on this machine is taken by %s; give this "
-         "job another port", a->run_id, a->port, holder);
-    agent_fail(a, PODRUN_EREJECTED, why);
-}
-
-static void on_runs(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
-                    void *arg)
-{
-    (void)c, (void)num;
-    store_agent_t *a = arg;
-    if (req_end(a) || a->state != AS_CONNECTING)
-        return;
-    if (status < 0 || !runs_name(val, len, a->run_id)) {
-        guest_refused(a, "the job store of another run");
-        return;
-    }
-    progress(a, "joining the job store that another agent of this run hosts on this machine");
-    begin_join(a);
-}
-
-static void on_runs_there(store_aclient_t *c, int status, const char *val, size_t len,
-                          int64_t num, void *arg)
-{
-    (void)val, (void)len, (void)num;
-    store_agent_t *a = arg;
-    if (req_end(a) || a->state != AS_CONNECTING)
-        return;
-    if (status < 0)
-        guest_refused(a, "a program that is not a podrun job store");
-    else if (req_begin(a, store_aclient_get(c, RDZV_RUNS_KEY, on_runs, a)) < 0)
-        agent_fail(a, PODRUN_ESTORELOST, "could not read the job store's runs");
-}
-
 /* The connection is up (or gave up at join_timeout: this node could not reach the store): the
  * kernel watches it from now on, the join goes out and the heartbeats start. */
 static void on_connected(store_aclient_t *c, int status, void *arg)
@@ -805,16 +745,12 @@ static void on_connected(store_aclient_t *c, int status, void *arg)
     store_aclient_on_lost(c, on_conn_lost, a);
     store_aclient_liveness(c, (unsigned)window_ms(a));
     a->ready = 1;
-    if (a->state != AS_CONNECTING)
-        return;
-    if (a->guest) {
-        /* bounded: a store of another kind may never have the key */
-        const char *key = RDZV_RUNS_KEY;
-        if (req_begin(a, store_aclient_wait(c, &key, 1, GUEST_CHECK_MS, on_runs_there, a)) < 0)
-            agent_fail(a, PODRUN_ESTORELOST, "could not read the job store's runs");
-        return;
+    if (a->state == AS_CONNECTING) {
+        send_join(a);
+        a->ping_sent = uv_now(a->loop);
+        uv_timer_start(&a->hb_timer, on_hb_timer, 0,
+                       (uint64_t)(a->p.keep_alive_interval * 1000));
     }
-    begin_join(a);
 }
 
 /* How often a joining agent tries the store host: every RDZV_JOIN_RETRY_MS, jittered, so it
@@ -836,6 +772,38 @@ static int copy_str(char **dst, const char *src)
 }
 
 static void store_close(rdzv_agent_t *base, void (*closed)(void *), void *arg);
+
+/* Whether the runs key (one id per line) names run_id. */
+static int runs_name(const char *val, size_t len, const char *run_id)
+{
+    size_t n = strlen(run_id);
+    for (size_t i = 0; i + n <= len;) {
+        const char *nl = memchr(val + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - val) : len;
+        if (end - i == n && memcmp(val + i, run_id, n) == 0)
+            return 1;
+        i = end + 1;
+    }
+    return 0;
+}
+
+/* The port this agent meant to host on is taken: is it this run's job store? Asked once, at
+ * start, with a bound (a program that accepts and never answers costs GUEST_CHECK_MS). A store
+ * that wants a token does not show its runs to this check; the taken port stays the error. */
+static int holds_this_run(const store_agent_t *a)
+{
+    podrun_store_t *s;
+    const char *key = RDZV_RUNS_KEY;
+    char *val = NULL;
+    size_t len = 0;
+    if (podrun_store_connect(a->connect_host, a->port, GUEST_CHECK_MS, &s) < 0)
+        return 0;
+    int ok = podrun_store_check(s, &key, 1) == 1 && podrun_store_get(s, key, &val, &len) == 0 &&
+             runs_name(val, len, a->run_id);
+    free(val);
+    podrun_store_close(s);
+    return ok;
+}
 
 /* Starts an agent: the host binds the store now (so a taken port is this call's error) and
  * starts the coordinator; then both connections are made, retried until join_timeout, and the
@@ -883,9 +851,10 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
     if (p->is_host) {
         int rc = host_start(a);
         /* torchrun's rule: hosting that was only inferred yields to another agent of the same
-         * run on this machine, which bound the port first (checked in on_runs) */
-        if (rc == UV_EADDRINUSE && p->is_host == RDZV_HOST_INFERRED) {
-            a->guest = 1;
+         * run on this machine, which bound the port first */
+        if (rc == UV_EADDRINUSE && p->is_host == RDZV_HOST_INFERRED && holds_this_run(a)) {
+            progress(a, "joining the job store that another agent of this run hosts on this "
+                        "machine");
             rc = 0;
         }
         if (rc < 0) {
