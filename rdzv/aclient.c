@@ -19,12 +19,14 @@
 #include "rdzv/aclient.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <sys/random.h>
 
+#include "rdzv/acl.h"
 #include "rdzv/auth.h"
 #include "rdzv/list.h"
 #include "rdzv/wire.h"
@@ -675,7 +677,10 @@ static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
     c->state = S_CONNECTING;
     c->creq.data = c;
     int r = 0;
-    if (c->src.ss_family && c->src.ss_family == ss.ss_family)
+    /* only where the store is on this machine: there the kernel would pick the loopback
+     * address; towards another machine it picks the outgoing interface's, which routes back */
+    if (c->src.ss_family && c->src.ss_family == ss.ss_family &&
+        store_aclient_is_local((struct sockaddr *)&ss))
         r = uv_tcp_bind(&c->tcp, (struct sockaddr *)&c->src, 0);
     if (r == 0)
         r = uv_tcp_connect(&c->creq, &c->tcp, (struct sockaddr *)&ss, on_connected);
@@ -751,6 +756,32 @@ void store_aclient_liveness(store_aclient_t *c, unsigned timeout_ms)
     c->user_timeout_ms = timeout_ms;
     if (c->state == S_READY || c->state == S_VALIDATING)
         apply_liveness(c);
+}
+
+static int is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return sa->sa_family == AF_INET6 &&
+           (IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127));
+}
+
+static int held_here(const struct sockaddr *sa)
+{
+    uv_interface_address_t *ifs;
+    int n, found = 0;
+    if (uv_interface_addresses(&ifs, &n) < 0)
+        return 0;
+    for (int i = 0; i < n && !found; i++)
+        found = acl_same_ip((const struct sockaddr *)&ifs[i].address, sa);
+    uv_free_interface_addresses(ifs, n);
+    return found;
+}
+
+int store_aclient_is_local(const struct sockaddr *sa)
+{
+    return is_loopback(sa) || held_here(sa);
 }
 
 int store_aclient_source(store_aclient_t *c, const char *addr)

@@ -12,7 +12,6 @@
  * closed (`pending`, `handles`). */
 #include "rdzv/backend.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -1052,28 +1051,6 @@ static int addr_parse(const char *text, struct sockaddr_storage *ss)
     return uv_ip6_addr(text, 0, (struct sockaddr_in6 *)ss);
 }
 
-static int is_loopback(const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-    return sa->sa_family == AF_INET6 &&
-           (IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127));
-}
-
-/* One of this machine's interfaces holds the address (an InfiniBand port's as well as eth0's). */
-static int is_own_addr(const struct sockaddr *sa)
-{
-    uv_interface_address_t *ifs;
-    int n, found = 0;
-    if (uv_interface_addresses(&ifs, &n) < 0)
-        return 0;
-    for (int i = 0; i < n && !found; i++)
-        found = acl_same_ip((const struct sockaddr *)&ifs[i].address, sa);
-    uv_free_interface_addresses(ifs, n);
-    return found;
-}
-
 /* Does address sa stand for this node: local_addr itself when one is given (agents sharing a
  * machine each have their own), else loopback or any interface's address. */
 static int addr_is_self(const struct sockaddr *sa, const char *local_addr)
@@ -1083,7 +1060,7 @@ static int addr_is_self(const struct sockaddr *sa, const char *local_addr)
         return addr_parse(local_addr, &la) == 0 &&
                acl_same_ip(sa, (const struct sockaddr *)&la);
     }
-    return is_loopback(sa) || is_own_addr(sa);
+    return store_aclient_is_local(sa);
 }
 
 /* This machine's host name, short or full, either way round ("node-1" and "node-1.example"). */
