@@ -1986,8 +1986,10 @@ static int start_rendezvous(struct agent *a)
         p.is_host = node_rank == 0;
     else if (c->is_host >= 0)
         p.is_host = c->is_host;
+    else if (c->standalone)
+        p.is_host = 1;
     else
-        p.is_host = c->standalone || rdzv_endpoint_is_local(endpoint, local);
+        p.is_host = rdzv_endpoint_is_local(endpoint, local) ? RDZV_HOST_INFERRED : 0;
     a->is_host = p.is_host;
     p.min_nodes = c->nnodes_min;
     p.max_nodes = c->nnodes_max;
@@ -2026,6 +2028,11 @@ static int start_rendezvous(struct agent *a)
     set_state(a, AGENT_RENDEZVOUS);
     health_rdzv_joining(a->health);
     int r = rdzv_agent_start(a->loop, &p, &self, &cb, a, &a->rz);
+    if (!r && p.is_host == RDZV_HOST_INFERRED) {
+        rdzv_stats_t st;
+        rdzv_agent_stats(a->rz, &st);
+        a->is_host = st.hosting;   /* or it joined this run's store, which held the port */
+    }
     if (r) {
         a->rz = NULL;
         if (c->rdzv_backend == CFG_BACKEND_ETCD && r == -ELIBACC)

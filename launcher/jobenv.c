@@ -492,6 +492,7 @@ int jobenv_prepare(struct jobenv *je, const rdzv_assignment_t *as, int nproc, co
         je->ready = NULL;
         return r;
     }
+    store_aclient_source(je->client, je->cfg->local_addr);   /* for the store's allow-list */
     return 1;
 }
 

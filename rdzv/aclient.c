@@ -19,12 +19,14 @@
 #include "rdzv/aclient.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <sys/random.h>
 
+#include "rdzv/acl.h"
 #include "rdzv/auth.h"
 #include "rdzv/list.h"
 #include "rdzv/wire.h"
@@ -73,6 +75,7 @@ struct store_aclient {
     unsigned seed;
     int last_err;
     int hello_err;              /* the last attempt was accepted but not answered as a store */
+    struct sockaddr_storage src; /* store_aclient_source; ss_family 0: the kernel picks */
     fifo_t wire;                /* areq_t on the wire, awaiting replies in order */
     fifo_t held;                /* areq_t held back behind a timed WAIT */
     int waits_out;              /* WAITs on the wire */
@@ -308,7 +311,7 @@ static int deliver(store_aclient_t *c, fifo_node_t *prev, const wire_reply_t *re
         int ok = rep->u32 == q->nonce;
         pop_head(c);
         if (!ok)
-            return PODRUN_EPROTO;
+            return rep->u32 == WIRE_REFUSED ? PODRUN_EREFUSED : PODRUN_EPROTO;
         on_ready_hello(c);
         return 0;
     }
@@ -492,8 +495,11 @@ static void retry_later(store_aclient_t *c)
                               ? PODRUN_ETIMEDOUT : c->last_err ? c->last_err : PODRUN_ETIMEDOUT);
         return;
     }
-    double d = c->retry_ms ? c->retry_ms * (0.5 + (double)rand_r(&c->seed) / RAND_MAX)
-                           : wire_backoff_next(&c->delay, &c->seed);
+    /* a refusal by the allow-list may lift (a pod's address joins it), but not within one
+     * short interval: backed off, so the store logs a few lines, not one per interval */
+    double d = c->retry_ms && c->last_err != PODRUN_EREFUSED
+                   ? c->retry_ms * (0.5 + (double)rand_r(&c->seed) / RAND_MAX)
+                   : wire_backoff_next(&c->delay, &c->seed);
     if (d > (double)left)
         d = (double)left;
     c->state = S_RESOLVING;
@@ -670,7 +676,14 @@ static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
     c->handles++;
     c->state = S_CONNECTING;
     c->creq.data = c;
-    int r = uv_tcp_connect(&c->creq, &c->tcp, (struct sockaddr *)&ss, on_connected);
+    int r = 0;
+    /* only where the store is on this machine: there the kernel would pick the loopback
+     * address; towards another machine it picks the outgoing interface's, which routes back */
+    if (c->src.ss_family && c->src.ss_family == ss.ss_family &&
+        store_aclient_is_local((struct sockaddr *)&ss))
+        r = uv_tcp_bind(&c->tcp, (struct sockaddr *)&c->src, 0);
+    if (r == 0)
+        r = uv_tcp_connect(&c->creq, &c->tcp, (struct sockaddr *)&ss, on_connected);
     if (r < 0) {
         retry(c, r);
         return;
@@ -743,6 +756,49 @@ void store_aclient_liveness(store_aclient_t *c, unsigned timeout_ms)
     c->user_timeout_ms = timeout_ms;
     if (c->state == S_READY || c->state == S_VALIDATING)
         apply_liveness(c);
+}
+
+static int is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return sa->sa_family == AF_INET6 &&
+           (IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127));
+}
+
+static int held_here(const struct sockaddr *sa)
+{
+    uv_interface_address_t *ifs;
+    int n, found = 0;
+    if (uv_interface_addresses(&ifs, &n) < 0)
+        return 0;
+    for (int i = 0; i < n && !found; i++)
+        found = acl_same_ip((const struct sockaddr *)&ifs[i].address, sa);
+    uv_free_interface_addresses(ifs, n);
+    return found;
+}
+
+int store_aclient_is_local(const struct sockaddr *sa)
+{
+    return is_loopback(sa) || held_here(sa);
+}
+
+int store_aclient_source(store_aclient_t *c, const char *addr)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    if (!c)
+        return -EINVAL;
+    if (!addr || !*addr) {
+        c->src.ss_family = 0;
+        return 0;
+    }
+    if (uv_ip4_addr(addr, 0, (struct sockaddr_in *)&ss) &&
+        uv_ip6_addr(addr, 0, (struct sockaddr_in6 *)&ss))
+        return -EINVAL;
+    c->src = ss;
+    return 0;
 }
 
 int store_aclient_hello_error(const store_aclient_t *c)

@@ -40,6 +40,15 @@ int store_aclient_hello_error(const store_aclient_t *c);
  * PODRUN_EAUTH (another token), PODRUN_EAUTHOPEN (the store asks for none) or PODRUN_EAUTHNEEDED
  * (it asks for one), without further attempts. Call it right after store_aclient_connect. */
 void store_aclient_auth(store_aclient_t *c, const auth_key_t *key);
+/* Connects from `addr` (an IPv4 or IPv6 address this machine holds; NULL: the kernel picks)
+ * where the store is on this machine (store_aclient_is_local): a store's allow-list then sees
+ * this node's advertised address, not the loopback address such a connection would come from
+ * (several agents on one machine). Towards another machine the kernel's choice stands: the
+ * outgoing interface's address, which the store can answer. Destinations of the same family
+ * only. -EINVAL when addr is not an address. Call right after connect. */
+int store_aclient_source(store_aclient_t *c, const char *addr);
+/* 1 when the address is loopback or one of this machine's interfaces holds it. */
+int store_aclient_is_local(const struct sockaddr *sa);
 /* Instead of backing off, retries every interval_ms (jittered by +-50%) until the deadline: a
  * joining agent connects within one interval of the server's start, and the load it puts on a
  * refused port or an unanswered name is bounded by the interval. Call right after connect. */

@@ -13,15 +13,21 @@
 #include "rdzv/backend.h"
 
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "podrun/store.h"
+#include "rdzv/acl.h"
 #include "rdzv/aclient.h"
 #include "rdzv/coordinator.h"
 #include "rdzv/server.h"
 #include "rdzv/state.h"
+
+#define GUEST_CHECK_MS 5000   /* holds_this_run's bound */
 
 enum agent_state {
     AS_CONNECTING,
@@ -680,6 +686,15 @@ static void on_prog_timer(uv_timer_t *t)
         char line[RDZV_LINE_MAX], left[32];
         podrun_format_duration(a->started + a->p.join_timeout - podrun_time_epoch(), left, sizeof left);
         int hello = store_aclient_hello_error(a->conn);
+        if (hello == PODRUN_EREFUSED) {
+            sfmt(line, sizeof line,
+                 "rendezvous '%s': the job store at %s:%u refused this node's address %s: it is "
+                 "not in the store's allow-list (--store-allow on the hosting node); retrying "
+                 "(%s left)", a->run_id, a->connect_host, a->port,
+                 a->local_addr ? a->local_addr : "(no --local-addr)", left);
+            progress(a, line);
+            return;
+        }
         sfmt(line, sizeof line,
                  "rendezvous '%s': waiting for the job store at %s:%u (%s left)%s%s%s", a->run_id,
                  a->connect_host, a->port, left,
@@ -838,6 +853,38 @@ static int copy_str(char **dst, const char *src)
 
 static void store_close(rdzv_agent_t *base, void (*closed)(void *), void *arg);
 
+/* Whether the runs key (one id per line) names run_id. */
+static int runs_name(const char *val, size_t len, const char *run_id)
+{
+    size_t n = strlen(run_id);
+    for (size_t i = 0; i + n <= len;) {
+        const char *nl = memchr(val + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - val) : len;
+        if (end - i == n && memcmp(val + i, run_id, n) == 0)
+            return 1;
+        i = end + 1;
+    }
+    return 0;
+}
+
+/* The port this agent meant to host on is taken: is it this run's job store? Asked once, at
+ * start, with a bound (a program that accepts and never answers costs GUEST_CHECK_MS). A store
+ * that wants a token does not show its runs to this check; the taken port stays the error. */
+static int holds_this_run(const store_agent_t *a)
+{
+    podrun_store_t *s;
+    const char *key = RDZV_RUNS_KEY;
+    char *val = NULL;
+    size_t len = 0;
+    if (podrun_store_connect(a->connect_host, a->port, GUEST_CHECK_MS, &s) < 0)
+        return 0;
+    int ok = podrun_store_check(s, &key, 1) == 1 && podrun_store_get(s, key, &val, &len) == 0 &&
+             runs_name(val, len, a->run_id);
+    free(val);
+    podrun_store_close(s);
+    return ok;
+}
+
 /* Starts an agent: the host binds the store now (so a taken port is this call's error) and
  * starts the coordinator; then both connections are made, retried until join_timeout, and the
  * join goes out once both are up (on_connected). A node that does not host needs the store's
@@ -883,6 +930,13 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
 
     if (p->is_host) {
         int rc = host_start(a);
+        /* torchrun's rule: hosting that was only inferred yields to another agent of the same
+         * run on this machine, which bound the port first */
+        if (rc == UV_EADDRINUSE && p->is_host == RDZV_HOST_INFERRED && holds_this_run(a)) {
+            progress(a, "joining the job store that another agent of this run hosts on this "
+                        "machine");
+            rc = 0;
+        }
         if (rc < 0) {
             a->closing = 2;
             agent_free(a);
@@ -894,8 +948,11 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
     timer_init(a, &a->defer_timer);
     int ms = (int)(a->p.join_timeout * 1000);
     int rc = store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected, a, &a->conn);
-    if (rc == 0)
+    if (rc == 0) {
         store_aclient_auth(a->conn, a->p.token);
+        /* from the advertised address: the one an allow-list lets in */
+        store_aclient_source(a->conn, a->local_addr);
+    }
     if (rc < 0) {
         store_close(&a->base, NULL, NULL);
         return rc;
@@ -1065,27 +1122,70 @@ static void store_stats(const rdzv_agent_t *base, rdzv_stats_t *out)
     out->store_bytes = st.bytes;
 }
 
+/* ---- who hosts ---- */
+
+static int addr_parse(const char *text, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    if (uv_ip4_addr(text, 0, (struct sockaddr_in *)ss) == 0)
+        return 0;
+    return uv_ip6_addr(text, 0, (struct sockaddr_in6 *)ss);
+}
+
+/* Does address sa stand for this node: local_addr itself when one is given (agents sharing a
+ * machine each have their own), else loopback or any interface's address. */
+static int addr_is_self(const struct sockaddr *sa, const char *local_addr)
+{
+    if (local_addr) {
+        struct sockaddr_storage la;
+        return addr_parse(local_addr, &la) == 0 &&
+               acl_same_ip(sa, (const struct sockaddr *)&la);
+    }
+    return store_aclient_is_local(sa);
+}
+
+/* This machine's host name, short or full, either way round ("node-1" and "node-1.example"). */
+static int is_own_name(const char *name)
+{
+    char hn[256];
+    if (strcmp(name, "localhost") == 0)
+        return 1;
+    if (podrun_hostname(hn, sizeof hn) < 0 || !hn[0])
+        return 0;
+    size_t el = strlen(name), hl = strlen(hn);
+    if (strcmp(name, hn) == 0)
+        return 1;
+    if (el < hl && strncmp(hn, name, el) == 0 && hn[el] == '.')
+        return 1;
+    return hl < el && strncmp(name, hn, hl) == 0 && name[hl] == '.';
+}
+
 int rdzv_endpoint_is_local(const char *endpoint_host, const char *local_addr)
 {
     if (!endpoint_host || !*endpoint_host)
         return 0;
-    if (local_addr && *local_addr)
-        return strcmp(endpoint_host, local_addr) == 0;
-    if (strcmp(endpoint_host, "localhost") == 0 || strcmp(endpoint_host, "::1") == 0 ||
-        strncmp(endpoint_host, "127.", 4) == 0)
+    if (local_addr && !*local_addr)
+        local_addr = NULL;
+    if (local_addr && strcmp(endpoint_host, local_addr) == 0)
         return 1;
-    char hn[256];
-    if (podrun_hostname(hn, sizeof hn) < 0 || !hn[0])
+    struct sockaddr_storage ss;
+    if (addr_parse(endpoint_host, &ss) == 0)
+        return addr_is_self((const struct sockaddr *)&ss, local_addr);
+    if (!local_addr && is_own_name(endpoint_host))
+        return 1;
+    /* a name: what it resolves to (once, at start; torchrun asks the resolver too) */
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(endpoint_host, NULL, &hints, &res) != 0)
         return 0;
-    size_t el = strlen(endpoint_host), hl = strlen(hn);
-    if (strcmp(endpoint_host, hn) == 0)
-        return 1;
-    /* "node-1" against "node-1.example" either way round */
-    if (el < hl && strncmp(hn, endpoint_host, el) == 0 && hn[el] == '.')
-        return 1;
-    if (hl < el && strncmp(endpoint_host, hn, hl) == 0 && endpoint_host[hl] == '.')
-        return 1;
-    return 0;
+    int found = 0;
+    for (struct addrinfo *ai = res; ai && !found; ai = ai->ai_next)
+        found = (ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
+                addr_is_self(ai->ai_addr, local_addr);
+    freeaddrinfo(res);
+    return found;
 }
 
 const rdzv_backend_t rdzv_backend_store = {

@@ -37,7 +37,9 @@
     X(PODRUN_EAUTH, "the job store holds another rendezvous token than this node")              \
     X(PODRUN_EAUTHOPEN, "the job store asks for no rendezvous token, but this node has one")      \
     X(PODRUN_EAUTHNEEDED, "the job store asks for a rendezvous token, and this node has none")   \
-    X(PODRUN_ERUNID, "the job store belongs to another run than this node's --rdzv-id")
+    X(PODRUN_ERUNID, "the job store belongs to another run than this node's --rdzv-id")    \
+    X(PODRUN_EREFUSED, "the job store refused this node's address: it is not in the store's "    \
+                       "allow-list (--store-allow)")
 
 enum podrun_error {
     PODRUN_EBADOP = -5001,  /* wire: an opcode the connection's dialect does not have */
@@ -52,6 +54,7 @@ enum podrun_error {
     PODRUN_EAUTHOPEN,       /* store handshake: this node has a token, the store asks for none */
     PODRUN_EAUTHNEEDED,     /* store handshake: the store asks for a token this node lacks */
     PODRUN_ERUNID,          /* rendezvous: the store serves another run id than this node's */
+    PODRUN_EREFUSED,        /* store accept: the source address is outside the allow-list */
 };
 
 /* The words for any code a podrun function returned: podrun's own from the table, an errno's

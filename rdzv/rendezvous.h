@@ -154,13 +154,17 @@
 /* The lost() callback gets PODRUN_EJOINTIMEOUT, PODRUN_ESTORELOST, PODRUN_ESTORESILENT,
  * PODRUN_EREJECTED or PODRUN_EENDED (rdzv/common.h). */
 
+#define RDZV_HOST_INFERRED 2
+
 typedef struct rdzv_params {
     const char *backend;       /* "store" (c10d and static: the job store hosted by one agent);
                                   NULL: "store" */
     const char *run_id;        /* job id; keys live under "podrun/<run_id>/" */
     const char *endpoint_host; /* where the store is (c10d endpoint or static master addr) */
     uint16_t endpoint_port;
-    int is_host;               /* 1: this agent starts the store and the coordinator */
+    int is_host;               /* 1: this agent starts the store and the coordinator;
+                                  RDZV_HOST_INFERRED: the same, but where the port is taken on
+                                  this machine by the store of this run, it joins that one */
     int min_nodes, max_nodes;
     int want_rank;             /* --node-rank, or -1 */
     int max_restarts;
@@ -306,8 +310,10 @@ typedef struct rdzv_stats {
 /* Zeroes for a backend that keeps none. */
 void rdzv_agent_stats(const rdzv_agent_t *a, rdzv_stats_t *out);
 
-/* c10d host rule without any lookup: 1 when `endpoint_host` is `local_addr`, or (no local_addr)
- * when it is this machine's hostname (short or full), "localhost" or a loopback address. */
+/* c10d host rule (torchrun's, widened to every interface): 1 when `endpoint_host` is, or
+ * resolves to, `local_addr`; or (no local_addr) when it is this machine's hostname (short or
+ * full) or "localhost", or is or resolves to a loopback address or an address one of this
+ * machine's interfaces holds. A name is looked up once, blocking (getaddrinfo). */
 int rdzv_endpoint_is_local(const char *endpoint_host, const char *local_addr);
 
 #endif

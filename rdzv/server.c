@@ -767,6 +767,12 @@ static int conn_admitted(conn_t *c)
     peer_name(c, name, sizeof name);
     podrun_logf(&c->srv->log, "refused a connection from %s: not in the job store's allow-list "
                               "(--store-allow, and the job's own pods or hosts)", name);
+    /* the client's answer to its hello: it was refused, not served by some other program */
+    char m[4];
+    for (int i = 0; i < 4; i++)
+        m[i] = (char)(WIRE_REFUSED >> (8 * i));
+    uv_buf_t b = uv_buf_init(m, sizeof m);
+    (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
     return 0;
 }
 

@@ -67,6 +67,9 @@ typedef enum wire_op {
 } wire_op_t;
 
 #define WIRE_MAGIC 0x3C85F7CEu
+/* podrun's store writes these 4 bytes (as a u32) to a connection its allow-list refuses, then
+ * closes it: podrun's client tells "refused" from "something else holds the port". */
+#define WIRE_REFUSED 0x21434C41u
 /* CheckResponseType, WaitResponseType and 1.13's WatchResponseType. */
 enum { WIRE_READY = 0, WIRE_NOT_READY = 1 };
 enum { WIRE_STOP_WAITING = 0, WIRE_WAIT_CANCELED = 1 };

@@ -983,6 +983,11 @@ static int names_self(const char *h, const struct hostfile_self *me)
     return name_eq(h, n, me->hostname) || name_eq(h, n, me->fqdn);
 }
 
+int hostfile_names_self(const char *host, const struct hostfile_self *me)
+{
+    return names_self(host, me);
+}
+
 /* "w-3, w-3.job.ns.svc, 10.0.0.5": this machine's names for a message. */
 static void self_text(char *out, size_t cap, const struct hostfile_self *me)
 {

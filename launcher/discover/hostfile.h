@@ -136,6 +136,9 @@ struct hostfile_self {
     size_t naddrs;
 };
 
+/* Whether hostfile host `host` (after any "user@") names this machine, by the rule below. */
+int hostfile_names_self(const char *host, const struct hostfile_self *me);
+
 /* Finds the one line of hf that names this node, and its node rank: the line's index among the
  * active nodes (active NULL: among all lines). A line names this node when its host (after any
  * "user@") is one of its addresses, or equals its hostname or FQDN ignoring case and a trailing

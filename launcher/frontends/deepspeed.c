@@ -8,7 +8,7 @@
  *    FQDN or a local address: operators/hostsource.h) and runs its share, nobody ssh-es anywhere;
  *  - a hostfile whose selection leaves several hosts (or --force_multi): this is the head; it
  *    starts one podrun agent per host through pdsh (or ssh) and waits (launcher/fanout.c);
- *  - one host left: it runs here;
+ *  - one host left: it runs here when it is this machine, else the head starts it there;
  *  - no hostfile at the default /job/hostfile: this machine alone, as DeepSpeed does after its
  *    warning (main prints it); a hostfile named with -H that is missing is an error (DeepSpeed
  *    silently runs a one-node job then, deepspeedai/DeepSpeed#5221).
@@ -250,6 +250,32 @@ static int head(struct cfg *c, const char *path, const struct hostfile_resources
     return r;
 }
 
+/* Whether the one host left is this machine ("localhost", its host name, FQDN or one of its
+ * addresses; --local_addr stands for its addresses). Another host runs the job there, through
+ * the head: DeepSpeed's runner starts it locally instead (deepspeedai/DeepSpeed#713). */
+static bool is_this_machine(const struct cfg *c, const struct discover_host *host,
+                            const char *name)
+{
+    const char *at = strrchr(name, '@');
+    if (at)
+        name = at + 1;
+    if (!strcmp(name, "localhost") || (c->local_addr && !strcmp(name, c->local_addr)))
+        return true;
+    if (!host)
+        return true;   /* nothing to tell it by: as DeepSpeed, here */
+    /* the FQDN may cost a resolver lookup: only when the short names did not match */
+    for (int fqdn = 0; fqdn < 2; fqdn++) {
+        struct hostfile_self me;
+        if (host->self(host, fqdn, &me))
+            return true;
+        if (c->local_addr)
+            me.naddrs = 0;
+        if (hostfile_names_self(name, &me))
+            return true;
+    }
+    return false;
+}
+
 static int deepspeed_discover(struct cfg *c, char *const *envp, const struct discover_host *host,
                               char *err, size_t errlen)
 {
@@ -300,7 +326,8 @@ static int deepspeed_discover(struct cfg *c, char *const *envp, const struct dis
             r = fail(-EINVAL, err, errlen, "%s line %u: host %.64s has slots=0, so no worker; "
                      "give it slots=N (N >= 1) or leave it out (-e %.64s)", path,
                      active.nodes[i].line, active.nodes[i].host, active.nodes[i].host);
-    if (!r && (active.count > 1 || c->ds_force_multi)) {
+    if (!r && (active.count > 1 || c->ds_force_multi ||
+               !is_this_machine(c, host, active.nodes[0].host))) {
         r = head(c, path, &active, err, errlen);
     } else if (!r) {
         /* one host: it runs here, as DeepSpeed's local launch does */

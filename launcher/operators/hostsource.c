@@ -54,6 +54,37 @@ int hostsource_find_self(const struct hostfile *hf, const struct hostfile_resour
     return r;
 }
 
+/* A node rank given above the file (flag, PODRUN_*, PET_*, config file): DeepSpeed's --no_ssh
+ * --node_rank N takes the Nth selected line and never looks for this machine in the file. */
+static bool given_rank(const struct cfg *c)
+{
+    return c->src[CFG_NODE_RANK].kind > CFG_SRC_HOSTFILE && c->node_rank >= 0;
+}
+
+/* The line at the given node rank (among `active`, or all lines). *mine says whether the
+ * machine's own names also pick that line, so that its address is this node's to bind. */
+static int at_given_rank(const struct hostfile *hf, const struct hostfile_resources *active,
+                         const struct cfg *c, const struct discover_host *host, size_t *entry,
+                         size_t *node_rank, bool *mine, char *err, size_t errlen)
+{
+    size_t n = active ? active->count : hf->count, want = (size_t)c->node_rank, e = want;
+    if (want >= n)
+        return fail(-EINVAL, err, errlen, "%s %d is not below the %zu hosts selected in %s",
+                    c->src[CFG_NODE_RANK].name, c->node_rank, n, hf->name);
+    for (e = 0; active && e < hf->count && hf->entries[e].line != active->nodes[want].line;)
+        e++;
+    if (e >= hf->count)
+        return fail(-EINVAL, err, errlen, "%s: no line for node rank %d", hf->name,
+                    c->node_rank);
+    size_t self_e, self_rank;
+    char ignored[256];
+    *mine = hostsource_find_self(hf, active, c, host, &self_e, &self_rank, ignored,
+                                 sizeof ignored) == 0 && self_rank == want;
+    *entry = e;
+    *node_rank = want;
+    return 0;
+}
+
 /* A line's host as an address for others: without "user@" and IPv6 brackets. */
 static void host_text(const char *h, char *out, size_t cap)
 {
@@ -69,7 +100,7 @@ static void host_text(const char *h, char *out, size_t cap)
 /* The values, once this node's line is known. `first` is node rank 0's host and line. */
 static int set_values(struct cfg *c, const char *file, const char *label, size_t rank,
                       size_t nnodes, const struct hostfile_entry *me, const char *first,
-                      unsigned first_line, int slots, char *err, size_t errlen)
+                      unsigned first_line, int slots, bool mine, char *err, size_t errlen)
 {
     const char *lo = label ? " (" : "", *lc = label ? ")" : "", *l = label ? label : "";
     char h[HOSTFILE_NAME_MAX + 1];
@@ -91,7 +122,7 @@ static int set_values(struct cfg *c, const char *file, const char *label, size_t
                                   "%s line %u%s%s%s", file, me->line, lo, l, lc)))
         return r;
     host_text(me->host, h, sizeof h);
-    if (op_is_addr(h))
+    if (mine && op_is_addr(h))
         return op_set(c, CFG_LOCAL_ADDR, h, CFG_SRC_HOSTFILE, err, errlen, "%s line %u%s%s%s",
                       file, me->line, lo, l, lc);
     return 0;
@@ -109,7 +140,10 @@ int hostsource_apply_parsed(struct cfg *c, const struct discover_host *host,
     int r = 0;
     if (sel && !(r = hostfile_resources_from(&pool, hf, -1, err, errlen)))
         r = hostfile_select(&active, &pool, sel, err, errlen);
-    if (!r)
+    bool mine = true;   /* the line is this machine's own (its address may be bound) */
+    if (!r && given_rank(c))
+        r = at_given_rank(hf, sel ? &active : NULL, c, host, &entry, &rank, &mine, err, errlen);
+    else if (!r)
         r = hostsource_find_self(hf, sel ? &active : NULL, c, host, &entry, &rank, err, errlen);
     if (!r) {
         const struct hostfile_entry *me = &hf->entries[entry];
@@ -117,8 +151,8 @@ int hostsource_apply_parsed(struct cfg *c, const struct discover_host *host,
         const char *first = sel ? active.nodes[0].host : hf->entries[0].host;
         unsigned first_line = sel ? active.nodes[0].line : hf->entries[0].line;
         int slots = sel ? (int)active.nodes[rank].nslots : me->slots;
-        r = set_values(c, hf->name, label, rank, nnodes, me, first, first_line, slots, err,
-                       errlen);
+        r = set_values(c, hf->name, label, rank, nnodes, me, first, first_line, slots, mine,
+                       err, errlen);
         if (!r && out) {
             out->node_rank = rank;
             out->nnodes = nnodes;

@@ -1010,8 +1010,10 @@ int pf_start(const struct pf_params *p, preflight_t **out)
                                   pf_ms(2 * pf->timeout_ms), pf_connected, pf, &pf->sc);
         if (r < 0)
             pf->ops--;
-        else   /* the check's keys lie under "podrun/": with a token, only for those who hold it */
+        else {   /* the check's keys lie under "podrun/": with a token, only for those who hold it */
             store_aclient_auth(pf->sc, pf->has_token ? &pf->token : NULL);
+            store_aclient_source(pf->sc, pf->bind[0] ? pf->bind : NULL);
+        }
     }
     if (r < 0) {
         if (pf->srv)

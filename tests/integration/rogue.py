@@ -11,6 +11,7 @@ V2 = {"VALIDATE": 0, "SET": 1, "COMPARE_SET": 2, "GET": 3, "ADD": 4, "CHECK": 5,
       "PING": 13, "LIST": 17}
 V1 = {"SET": 0, "GET": 2, "GETNUMKEYS": 6}
 MAGIC = 0x3C85F7CE
+REFUSED = struct.pack("<I", 0x21434C41)   # rdzv/wire.h WIRE_REFUSED: refused by the allow-list
 
 
 def vec(b):
@@ -44,11 +45,23 @@ class Rogue:
         return b
 
     def closed(self):
-        """True when the store closed this connection (EOF or reset) within the timeout."""
+        """True when the store closed this connection (EOF or reset) within the timeout, having
+        sent nothing or only the allow-list's refusal (REFUSED)."""
+        got = b""
         try:
-            return self.s.recv(1) == b""
+            while len(got) <= len(REFUSED):
+                c = self.s.recv(8)
+                if not c:
+                    return got in (b"", REFUSED)
+                got += c
         except ConnectionResetError:
-            return True
+            return got in (b"", REFUSED)
+        return False
+
+    def refused(self):
+        """True when the allow-list refused this connection: its 4 bytes, then the close."""
+        b = self.s.recv(8)
+        return b == REFUSED and self.closed()
 
     def op(self, name, *args):
         return bytes([self.ops[name]]) + b"".join(args)

@@ -263,6 +263,37 @@ def test_no_ssh_three_agents_one_hostfile(tmp_path):
     assert outs["127.0.0.2"][2][4] == "1"
 
 
+def test_no_ssh_node_rank_given(tmp_path):
+    """DeepSpeed's documented `--no_ssh --node_rank N`: the hostfile names the hosts by names
+    this machine does not have; each agent takes the Nth line as given, never looks for itself."""
+    hf = hostfile(tmp_path, ["worker-0 slots=1", "worker-1 slots=2"])
+    port = free_port("127.0.0.2")
+    agents = [head(["-H", hf, "--no_ssh", "--node_rank", str(i), "--master_addr", "127.0.0.2",
+                    "--local_addr", f"127.0.0.{2 + i}", "--master_port", str(port),
+                    "--python", TORCH_PY, DS_WORKER], env_for(), tmp_path) for i in range(2)]
+    outs = []
+    for p in agents:
+        rc, out, err = finish(p)
+        assert rc == 0, out + err
+        outs.append(results(out))
+    assert sorted(outs[0]) == [0] and sorted(outs[1]) == [1, 2]
+    assert outs[1][2][1:6] == ("1", "3", "2", "1", "2")
+
+
+def test_include_one_other_host_runs_there(tmp_path):
+    """`-i HOST` selecting one host that is not this machine: the job runs on that host, through
+    pdsh, as DeepSpeed means it to (deepspeedai/DeepSpeed#713), not on the head."""
+    hf = hostfile(tmp_path, FOUR[:2])
+    port = free_port("127.0.0.3")
+    p = head(["-H", hf, "-i", "127.0.0.3:1", "--launcher_args", "-R exec", "--master_port",
+              str(port), "--python", TORCH_PY, DS_WORKER], env_for(), tmp_path)
+    rc, out, err = finish(p)
+    assert rc == 0, out + err
+    assert sorted(results(out)) == [0], out + err
+    assert re.search(r"^127\.0\.0\.3: .*ds rank=0 .* cvd=1 ", out, re.M), out
+    assert "through pdsh -R exec" in err
+
+
 @pytest.mark.parametrize("args,text", [
     (["--launcher", "slurm", "x.py"], "srun podrun deepspeed --no_ssh"),
     (["--launcher", "OpenMPI", "x.py"], "--launcher openmpi is not supported"),

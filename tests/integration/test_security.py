@@ -49,7 +49,7 @@ def test_token_keeps_strangers_out(tmp_path):
         assert all(p.read_text() == "\n" for p in marks.glob("up.*"))
         # outside the allow-list: refused at accept
         r = Rogue(port, "127.0.0.9")
-        assert r.closed()
+        assert r.refused()      # told so in 4 bytes, then closed
         # a worker key stays open to every client; podrun's keys are not even listed
         r = Rogue(port, "127.0.0.17")
         r.set("user/x", "1")

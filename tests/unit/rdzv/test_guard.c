@@ -14,6 +14,7 @@
 #include "../check.h"
 #include "rdzv/aclient.h"
 #include "rdzv/server.h"
+#include "rdzv/wire.h"
 
 static uv_loop_t *loop;
 static store_server_t *srv;
@@ -222,9 +223,20 @@ static void test_allow(void)
     CHECK_EQ_INT(nlogs, before + 1);
     CHECK(strstr(lastlog, "refused a connection from 127.0.0.2:") &&
           strstr(lastlog, "allow-list"));
-    char b;
-    CHECK(read(fd, &b, 1) <= 0);
+    /* told so (WIRE_REFUSED, 4 bytes), then closed */
+    unsigned char b[8];
+    CHECK_EQ_INT((int)read(fd, b, sizeof b), 4);
+    CHECK_EQ_INT((int)(b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24), (int)WIRE_REFUSED);
+    CHECK(read(fd, b, 1) <= 0);
     close(fd);
+    /* podrun's client from there (store_aclient_source) hears the refusal as what it is */
+    res_t r = {0};
+    CHECK_EQ_INT(store_aclient_connect(loop, "127.0.0.1", store_server_port(srv), 600, on_conn,
+                                       &r, &c), 0);
+    CHECK_EQ_INT(store_aclient_source(c, "127.0.0.2"), 0);
+    spin(&r.done, 5000);
+    CHECK(r.done);
+    CHECK_EQ_INT(r.status, PODRUN_EREFUSED);
     /* the list is the caller's: once it holds the source, the source is in */
     CHECK_EQ_INT(acl_add(&acl, "127.0.0.2"), 0);
     fd = socket(AF_INET, SOCK_STREAM, 0);

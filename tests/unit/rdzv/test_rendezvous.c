@@ -545,6 +545,24 @@ static void test_endpoint_is_local(void)
     CHECK_EQ_INT(rdzv_endpoint_is_local(hn, NULL), 1);
     CHECK_EQ_INT(rdzv_endpoint_is_local("store.invalid", NULL), 0);
     CHECK_EQ_INT(rdzv_endpoint_is_local("", NULL), 0);
+    /* a name that resolves to --local-addr; to another loopback address it is not this agent's */
+    CHECK_EQ_INT(rdzv_endpoint_is_local("localhost", "127.0.0.1"), 1);
+    CHECK_EQ_INT(rdzv_endpoint_is_local("localhost", "127.0.0.2"), 0);
+    CHECK_EQ_INT(rdzv_endpoint_is_local("::1", NULL), 1);
+    /* without --local-addr, any interface's address is this node's (bare metal, SLURM) */
+    uv_interface_address_t *ifs;
+    int n;
+    char ip[64];
+    CHECK_EQ_INT(uv_interface_addresses(&ifs, &n), 0);
+    for (int i = 0; i < n; i++) {
+        if (ifs[i].is_internal || ifs[i].address.address4.sin_family != AF_INET)
+            continue;
+        uv_ip4_name(&ifs[i].address.address4, ip, sizeof ip);
+        CHECK_EQ_INT(rdzv_endpoint_is_local(ip, NULL), 1);
+        CHECK_EQ_INT(rdzv_endpoint_is_local(ip, "127.0.0.2"), 0);
+    }
+    uv_free_interface_addresses(ifs, n);
+    CHECK_EQ_INT(rdzv_endpoint_is_local("198.51.100.254", NULL), 0);   /* TEST-NET-2: nobody's */
 }
 
 /* The API picks the backend by name; one it does not know is refused before anything starts. */

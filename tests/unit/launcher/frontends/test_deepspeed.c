@@ -100,8 +100,19 @@ static const struct row rows[] = {
      "worker-0:0 worker-1:0", "worker-0"},
     {HF, "login", F("--num_nodes", "1", "--force_multi"), NULL, "head", 0, 1, 1, NULL,
      "worker-0:0,1", "worker-0"},
-    /* one host left: it runs here */
-    {HF, "login", F("-i", "worker-1:1,3"), NULL, "node", 0, 1, 2, "1,3", NULL, "127.0.0.1"},
+    /* one host left: it runs here when it is this machine, else the head starts it there */
+    {HF, "worker-1", F("-i", "worker-1:1,3"), NULL, "node", 0, 1, 2, "1,3", NULL, "127.0.0.1"},
+    {HF, "login", F("-i", "worker-1:1,3"), NULL, "head", 0, 1, 1, NULL, "worker-1:1,3",
+     "worker-1"},
+    {HF, "login", F("-i", "worker-2", "--local_addr", "10.0.0.7"), NULL, "head", 0, 1, 1, NULL,
+     "worker-2:0", "worker-2"},
+    /* --no_ssh --node_rank N: the Nth selected line, whatever this machine is called */
+    {HF, "elsewhere", F("--no_ssh", "--node_rank", "2"), NULL, "node", 2, 3, 1, "0", NULL,
+     "worker-0"},
+    {HF, "elsewhere", F("--no_ssh", "-i", "worker-1:0,1@worker-2", "--node_rank=0"), NULL, "node",
+     0, 2, 2, "0,1", NULL, "worker-1"},
+    {HF, "worker-1", F("--no_ssh", "--node_rank", "0"), NULL, "node", 0, 3, 2, "0,1", NULL,
+     "worker-0"},
     /* an agent the head started */
     {NULL, "h", F("--world_info=eyJ3b3JrZXItMCI6IFswLCAxXSwgIndvcmtlci0xIjogWzAsIDJdfQ",
                   "--node_rank=1", "--master_addr=worker-0"), NULL, "node", 1, 2, 2, "0,2", NULL,
@@ -168,6 +179,8 @@ static const struct bad bads[] = {
     {HF, "worker-0", F("-i", "worker-2:3"), "No slot '3' specified on host 'worker-2'"},
     {HF, "worker-2", F("--no_ssh", "-e", "worker-2"), "worker-2"},
     {HF, "elsewhere", F("--no_ssh"), "elsewhere"},
+    {HF, "elsewhere", F("--no_ssh", "--node_rank", "3"),
+     "--node_rank 3 is not below the 3 hosts selected in /job/hostfile"},
     {"a slots=1\nb slots=0\n", "x", NULL, "/job/hostfile line 2: host b has slots=0"},
     {NULL, "h", F("--num_nodes", "2"), "Num nodes is >1 but no extra nodes available via hostfile"},
     {NULL, "h", F("-H", "/data/hostfile"), "cannot read hostfile /data/hostfile"},
