@@ -853,20 +853,6 @@ static int copy_str(char **dst, const char *src)
 
 static void store_close(rdzv_agent_t *base, void (*closed)(void *), void *arg);
 
-/* Whether the runs key (one id per line) names run_id. */
-static int runs_name(const char *val, size_t len, const char *run_id)
-{
-    size_t n = strlen(run_id);
-    for (size_t i = 0; i + n <= len;) {
-        const char *nl = memchr(val + i, '\n', len - i);
-        size_t end = nl ? (size_t)(nl - val) : len;
-        if (end - i == n && memcmp(val + i, run_id, n) == 0)
-            return 1;
-        i = end + 1;
-    }
-    return 0;
-}
-
 /* The port this agent meant to host on is taken: is it this run's job store? Asked once, at
  * start, with a bound (a program that accepts and never answers costs GUEST_CHECK_MS). A store
  * that wants a token does not show its runs to this check; the taken port stays the error. */
@@ -879,7 +865,7 @@ static int holds_this_run(const store_agent_t *a)
     if (podrun_store_connect(a->connect_host, a->port, GUEST_CHECK_MS, &s) < 0)
         return 0;
     int ok = podrun_store_check(s, &key, 1) == 1 && podrun_store_get(s, key, &val, &len) == 0 &&
-             runs_name(val, len, a->run_id);
+             len > 0 && runs_name(val, len, a->run_id);
     free(val);
     podrun_store_close(s);
     return ok;
