@@ -243,7 +243,7 @@ static int compose_mine(struct jobenv *je, int nproc, char *err, size_t errlen)
 {
     const struct cfg *c = je->cfg;
     int ns = je->nservers, nt = nproc - ns;
-    int ports[MAX_PORTS];
+    int ports[MAX_PORTS] = {0};
     if (nproc + 1 > MAX_PORTS)
         return podrun_failf(-E2BIG, err, errlen, "too many workers");
     int r = 0;

@@ -1343,6 +1343,7 @@ static int parse_expected(coord_t *c, const char *list)
     c->exp_joined = calloc((size_t)cap, sizeof *c->exp_joined);
     if (!c->exp_names || !c->exp_joined)
         return -ENOMEM;
+    c->n_exp = 0; /* the list is built from empty; exp_find reads only what it holds */
     const char *p = list;
     while (*p) {
         const char *e = strchr(p, ',');

@@ -185,11 +185,11 @@ static void unlink_link(ks_link_t *l)
     l->e = NULL;
 }
 
-/* A link's key was written: one key fewer missing. */
-static void satisfy(keyspace_t *ks, ks_link_t *l)
+/* A link's key was written and the link is out of the key's list: one key fewer missing. */
+static void arrived(keyspace_t *ks, ks_link_t *l)
 {
     ks_waiter_t *w = l->w;
-    unlink_link(l);
+    l->e = NULL;
     if (--w->missing > 0)
         return;
     ks_owner_t *o = w->owner;
@@ -199,10 +199,17 @@ static void satisfy(keyspace_t *ks, ks_link_t *l)
         ks->on_ready(ks->arg, o);
 }
 
+static void satisfy(keyspace_t *ks, ks_link_t *l)
+{
+    list_unlink(&l->node);
+    arrived(ks, l);
+}
+
 static void wake_all(keyspace_t *ks, ks_entry_t *e)
 {
-    while (!list_empty(&e->waiters))
-        satisfy(ks, LINK(e->waiters.first));
+    list_node_t *n;
+    while ((n = list_shift(&e->waiters)))
+        arrived(ks, LINK(n));
 }
 
 static void notify(keyspace_t *ks, ks_entry_t *e, int type, const char *old, size_t oldlen)
@@ -232,7 +239,7 @@ static int store_value(keyspace_t *ks, ks_entry_t *e, const char *val, size_t vl
         e->val = NULL;
         e->vcap = 0;
     }
-    if (vlen + 1 > e->vcap || e->vcap > 4 * (vlen + 64)) {
+    if (vlen >= e->vcap || e->vcap > 4 * (vlen + 64)) { /* vcap 0: no buffer */
         char *p = malloc(vlen + 1);
         if (!p) {
             if (keep) {
@@ -508,9 +515,9 @@ int keyspace_wait(keyspace_t *ks, ks_owner_t *owner, const wire_str_t *keys, siz
 size_t keyspace_cancel_waits(keyspace_t *ks, ks_owner_t *owner)
 {
     size_t n = 0;
-    while (!list_empty(&owner->waiters)) {
-        ks_waiter_t *w = container_of(owner->waiters.first, ks_waiter_t, onode);
-        list_unlink(&w->onode);
+    list_node_t *on;
+    while ((on = list_shift(&owner->waiters))) {
+        ks_waiter_t *w = container_of(on, ks_waiter_t, onode);
         for (size_t i = 0; i < w->nlinks; i++) {
             ks_entry_t *e = w->links[i].e;
             if (e) {
@@ -545,10 +552,10 @@ int keyspace_watch(keyspace_t *ks, ks_owner_t *owner, const char *key, size_t kl
 void keyspace_release(keyspace_t *ks, ks_owner_t *owner)
 {
     keyspace_cancel_waits(ks, owner);
-    while (!list_empty(&owner->watches)) {
-        ks_watch_t *w = container_of(owner->watches.first, ks_watch_t, onode);
+    list_node_t *on;
+    while ((on = list_shift(&owner->watches))) {
+        ks_watch_t *w = container_of(on, ks_watch_t, onode);
         ks_entry_t *e = w->e;
-        list_unlink(&w->onode);
         if (e)
             list_unlink(&w->enode);
         free(w);

@@ -345,7 +345,7 @@ int commands_k8s_main(int argc, char **argv)
     struct run r = {.last_count = -1};
     const char *ns = getenv("NAMESPACE");
     int rc = parse_args(&r, argc, argv, &ns);
-    if (rc)
+    if (rc || !r.cmd || !r.args) /* without an error, parse_args named the command and its args */
         return rc < 0 ? 0 : rc;
     int wait = r.cmd->kind == CMD_WAIT_RUNNING || r.cmd->kind == CMD_WAIT_READY;
     if (!wait && r.timeout_s == 0)
@@ -357,7 +357,7 @@ int commands_k8s_main(int argc, char **argv)
     k8s_source_from_env(&src);
     struct k8s_creds creds;
     char err[1024];
-    if ((rc = k8s_creds_load(&src, &creds, err, sizeof err))) {
+    if (k8s_creds_load(&src, &creds, err, sizeof err)) {
         fprintf(stderr, "podrun k8s: %s\n", err);
         return K8S_EXIT_API;
     }

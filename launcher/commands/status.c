@@ -70,6 +70,8 @@ struct opts {
 /* "1.5s", "800ms", "3m" or "2" (seconds) for the watch interval. */
 static int parse_seconds(const char *s, double *out)
 {
+    if (!s) /* an option without its value */
+        return -1;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -453,7 +455,7 @@ int commands_status_main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+:hw", lopts, NULL)) != -1) {
         switch (c) {
         case O_ID:
-            if (!*optarg)
+            if (!optarg || !*optarg)
                 return usage_error("--rdzv-id needs a job id%s", "");
             o.run_id = optarg;
             break;

@@ -299,6 +299,7 @@ static int parse_line(const struct parser *ps, enum hostfile_dialect d, struct p
 {
     const char *p = ps->ln->p;
     size_t n = ps->ln->n;
+    *e = (struct parsed){"", 0, HOSTFILE_SLOTS_UNSET, HOSTFILE_SLOTS_UNSET};
     if (n > HOSTFILE_LINE_MAX)
         return line_fail(ps, "line is longer than %d bytes; a line names one host",
                          HOSTFILE_LINE_MAX);
@@ -308,7 +309,6 @@ static int parse_line(const struct parser *ps, enum hostfile_dialect d, struct p
             return line_fail(ps, "control byte 0x%02x; a hostfile is plain text", c);
     }
     strip(&p, &n);
-    e->slots = e->max_slots = HOSTFILE_SLOTS_UNSET;
     int rc;
     if (d == HOSTFILE_DEEPSPEED) {
         if (n == 0 || p[0] == '#')
@@ -316,7 +316,6 @@ static int parse_line(const struct parser *ps, enum hostfile_dialect d, struct p
         rc = parse_deepspeed(ps, p, n, e);
         if (rc)
             return rc;
-        rc = 1;
     } else if ((rc = parse_any(ps, p, n, e)) <= 0) {
         return rc;
     }
@@ -806,7 +805,7 @@ static int select_list(struct hostfile_resources *out, const struct hostfile_res
     int rc = 0, ids[HOSTFILE_SLOTS_MAX];
     quote_str(s.q, sizeof s.q, text);
     s.order = malloc(pool->count * sizeof *s.order + 1);
-    s.seq = malloc(pool->count * sizeof *s.seq + 1);
+    s.seq = calloc(pool->count + 1, sizeof *s.seq);
     s.m = calloc(pool->count + 1, sizeof *s.m);
     if (!s.order || !s.seq || !s.m) {
         rc = fail(err, errlen, -ENOMEM, "out of memory");

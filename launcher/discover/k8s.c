@@ -397,8 +397,8 @@ static void w_fatal(k8s_watch_t *w, int err, const char *fmt, ...)
 const char *k8s_creds_token(const struct k8s_creds *c, char *buf, size_t cap)
 {
     if (c->token_file) {
-        char *t;
-        if (cap > 1 && read_file(c->token_file, cap - 1, &t, NULL) == 0) {
+        char *t = NULL;
+        if (cap > 1 && read_file(c->token_file, cap - 1, &t, NULL) == 0 && t) {
             trim(t);
             if (*t && !strpbrk(t, "\r\n"))
                 snprintf(buf, cap, "%s", t);

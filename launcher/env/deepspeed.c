@@ -286,7 +286,7 @@ int env_deepspeed_build(char *const *base, const struct env_worker *w, const str
     }
     if (d->devices) {
         mid[n++] = p;
-        p += sprintf(p, "CUDA_VISIBLE_DEVICES=%s", d->devices) + 1;
+        sprintf(p, "CUDA_VISIBLE_DEVICES=%s", d->devices); /* the last string */
     }
     mid[n] = NULL;
     int r = env_torch_build(mid, w, out, notes);

@@ -117,7 +117,7 @@ int env_torch_build(char *const *base, const struct env_worker *w, char ***out,
     }
     if (w->cuda_visible_devices) {
         arr[n++] = p;
-        p += sprintf(p, "CUDA_VISIBLE_DEVICES=%s", w->cuda_visible_devices) + 1;
+        sprintf(p, "CUDA_VISIBLE_DEVICES=%s", w->cuda_visible_devices); /* the last string */
     }
     arr[n] = NULL;
     *out = arr;

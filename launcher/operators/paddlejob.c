@@ -222,9 +222,11 @@ static int parse_training_operator(struct paddlejob_env *p, char *const *envp, c
         (r = dup_var(envp, "PADDLE_JOB_ID", &p->job_id)) ||
         (r = dup_var(envp, "POD_IP_DUMMY", &p->pod_ip)))
         return podrun_failf(r, err, errlen, "out of memory");
-    if (podrun_hostport_parse(p->master, host, sizeof host, &port, &has_port) || !has_port) {
+    if (!p->master || podrun_hostport_parse(p->master, host, sizeof host, &port, &has_port) ||
+        !has_port) {
         char q[80];
-        hostlist_quote(q, sizeof q, p->master, strlen(p->master));
+        const char *m = p->master ? p->master : "";
+        hostlist_quote(q, sizeof q, m, strlen(m));
         return podrun_failf(-EINVAL, err, errlen, "PADDLE_MASTER='%s' (%s): expected HOST:PORT",
                             q, TO);
     }

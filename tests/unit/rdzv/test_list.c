@@ -38,6 +38,27 @@ static void test_list(void)
     CHECK(list_empty(&h));
 }
 
+/* list_shift takes the first node off and leaves the rest linked to the head */
+static void test_list_shift(void)
+{
+    item_t it[3] = {{.v = 0}, {.v = 1}, {.v = 2}};
+    list_head_t h = {0};
+    CHECK(list_shift(&h) == NULL);
+    for (int i = 0; i < 3; i++)
+        list_push(&h, &it[i].node);
+    int want = 2, seen = 0;
+    for (list_node_t *n; (n = list_shift(&h)); seen++) {
+        CHECK_EQ_INT(ITEM(n)->v, want--);
+        CHECK(n->next == NULL && n->pprev == NULL);
+        CHECK(h.first == NULL || h.first->pprev == &h.first);
+    }
+    CHECK_EQ_INT(seen, 3);
+    CHECK(list_empty(&h));
+    list_push(&h, &it[1].node); /* usable again once empty */
+    list_unlink(&it[1].node);
+    CHECK(list_empty(&h));
+}
+
 static void test_fifo(void)
 {
     item_t it[4] = {{.v = 0}, {.v = 1}, {.v = 2}, {.v = 3}};
@@ -59,6 +80,7 @@ static void test_fifo(void)
 int main(void)
 {
     RUN(test_list);
+    RUN(test_list_shift);
     RUN(test_fifo);
     return check_result();
 }
