@@ -16,7 +16,8 @@ import yaml
 
 from cluster import WORKERS, Agent, agent_args
 from conftest import PODRUN, ROOT, free_port
-from test_watch import get, wait_for
+from launch_util import wait_for
+from test_watch import get
 
 MONITORING = ROOT / "docker" / "monitoring"
 PROMTOOL = shutil.which("promtool")
@@ -41,7 +42,7 @@ class Prometheus:
              f"--storage.tsdb.path={tmp_path / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}"],
             stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for("prometheus ready", lambda: self.proc.poll() is None and
+        wait_for(what="prometheus ready", pred=lambda: self.proc.poll() is None and
                  get(self.port, "/-/ready")[0] == 200 or self.proc.poll() is not None,
                  timeout=60)
         assert self.proc.poll() is None, self.output()
@@ -110,7 +111,7 @@ def test_prometheus_scrapes_a_job_through_failure_and_restart(port, tmp_path):
             got = prom.query(promql)
             return sorted(got) == sorted(targets) and all(v == want for v in got.values())
         # round 0 running on every node, as Prometheus scraped it
-        wait_for("round 0 in prometheus", lambda: every(
+        wait_for(what="round 0 in prometheus", pred=lambda: every(
             'podrun_agent_state{state="running"} * on(instance) podrun_rendezvous_rounds_total',
             1), timeout=60, every=0.5)
         assert every('podrun_restarts_total{counted="true"}', 0)
@@ -118,10 +119,10 @@ def test_prometheus_scrapes_a_job_through_failure_and_restart(port, tmp_path):
         assert every("up", 1)
 
         fail_gate.touch()   # rank 2 fails; the job restarts in place (round 1)
-        wait_for("round 1 in prometheus", lambda: every(
+        wait_for(what="round 1 in prometheus", pred=lambda: every(
             'podrun_agent_state{state="running"} * on(instance) podrun_rendezvous_rounds_total',
             2), timeout=60, every=0.5)
-        wait_for("restart counted", lambda: every('podrun_restarts_total{counted="true"}', 1),
+        wait_for(what="restart counted", pred=lambda: every('podrun_restarts_total{counted="true"}', 1),
                  timeout=30, every=0.5)
         assert every("podrun_restarts_used", 1) and every("podrun_max_restarts", 2)
         assert every("podrun_failure_push_seconds_count", 1)
@@ -158,7 +159,7 @@ def test_promtool_checks_metrics_and_rules(port):
                           "while :; do sleep 0.1; done"], env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
     try:
-        wait_for("running", lambda: "running" in get(hp, "/healthz")[1], timeout=30)
+        wait_for(what="running", pred=lambda: "running" in get(hp, "/healthz")[1], timeout=30)
         st, body = get(hp, "/metrics")
         r = subprocess.run([PROMTOOL, "check", "metrics"], input=body, capture_output=True,
                            text=True, timeout=30)

@@ -314,7 +314,7 @@ def test_status_of_a_job_with_a_token(tmp_path):
                          script=FAIL_SH), env=env, name="tok")
     try:
         endpoint = f"127.0.0.2:{port}"
-        r = wait_for(lambda: (lambda x: x.returncode == 0 and x)(
+        r = wait_for(lambda: (lambda x: x.returncode == 0 and "running" in x.stdout and x)(
             subprocess.run([PODRUN, "status", endpoint], capture_output=True, text=True,
                            env=dict(os.environ, PODRUN_RDZV_TOKEN=token), timeout=30)),
             30, "the job running", every=0.3)
