@@ -1996,6 +1996,7 @@ static int start_rendezvous(struct agent *a)
     p.want_rank = (c->rdzv_backend == CFG_BACKEND_STATIC && node_rank >= 0) || rank_given
                       ? node_rank
                       : -1;
+    p.segment_size = c->segment_size;
     p.max_restarts = c->max_restarts;
     p.join_timeout = (double)c->join_timeout_ms / 1000.0;
     p.last_call_timeout = (double)c->last_call_timeout_ms / 1000.0;
@@ -2022,7 +2023,8 @@ static int start_rendezvous(struct agent *a)
     }
     p.token = a->guards.has_token ? &a->guards.token : NULL;
     p.allow = a->guards.has_allow ? &a->guards.allow : NULL;
-    rdzv_node_desc_t self = {a->id.name, local, a->n, jobenv_node_service(&a->je)};
+    rdzv_node_desc_t self = {a->id.name, local, a->n, jobenv_node_service(&a->je),
+                             a->nd ? a->nd->gpus.fabric : NULL};
     rdzv_callbacks_t cb = {on_assigned,      on_rdzv_stopped, on_rdzv_finished, on_rdzv_lost,
                            on_rdzv_progress, on_rdzv_ending,  on_store_log};
     set_state(a, AGENT_RENDEZVOUS);

@@ -23,6 +23,8 @@
 typedef struct coord_params {
     const char *run_id;
     int min_nodes, max_nodes, max_restarts;
+    int segment_size;       /* > 1: a round takes, per NVLink domain, a multiple of this many
+                               nodes; the rest wait as spares (divides min and max nodes) */
     double join_timeout, last_call_timeout, close_timeout;
     double keep_alive_interval;
     int keep_alive_max_attempt;
