@@ -1158,9 +1158,10 @@ static void on_rdzv_lost(void *arg, int err, const char *why);
 static void on_rdzv_finished(void *arg)
 {
     struct agent *a = arg;
-    if (a->round < 0 && a->cfg->nnodes_min < a->cfg->nnodes_max) {
+    if (a->round < 0 && (a->cfg->nnodes_min < a->cfg->nnodes_max || a->cfg->segment_size > 1)) {
         /* an elastic job that did not need this node: a spare's end, not a failure (torch 2.x
-         * exits such a node gracefully too); its operator must not count a failed pod */
+         * exits such a node gracefully too); its operator must not count a failed pod. With
+         * --segment-size a node outside the whole segments is such a spare too. */
         logs_message(&a->logs, "rendezvous '%s': the job finished without needing this node "
                      "(a spare of a %d:%d-node job); nothing ran here", a->run_id,
                      a->cfg->nnodes_min, a->cfg->nnodes_max);

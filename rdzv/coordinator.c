@@ -260,6 +260,8 @@ static int exp_find(const coord_t *c, const char *name)
  * given as node ranks when every joined node of a fixed-size job named its rank, else counted.
  * The target is what closes the round: MAX in a fixed-size job, everyone expected when that is
  * known, else MIN. `timed_out` phrases the line as the round's final word. */
+static int ready_nodes(coord_t *c);
+
 static void progress_line(coord_t *c, double now, int timed_out, char *out, size_t cap)
 {
     char missing[512] = "", joined[512] = "", left[32];
@@ -330,6 +332,11 @@ static void progress_line(coord_t *c, double now, int timed_out, char *out, size
                  "rendezvous '%s' round %d: %d/%d nodes joined, waiting for %s (joined so far: "
                  "%s; %s left)",
                  c->run_id, c->round, c->joined, target, missing, joined, left);
+    }
+    if (c->p.segment_size > 1) {
+        size_t used = strlen(out);
+        sfmt(out + used, cap - used, "; %d of them in whole segments of %d", ready_nodes(c),
+             c->p.segment_size);
     }
 }
 
