@@ -17,13 +17,13 @@ A_TEXT = "aaaaaaaa-0000-0000-0000-000000000001/1"
 B_TEXT = "bbbbbbbb-0000-0000-0000-000000000002/1"
 
 
-def node_env(tmp_path, i, cluster, extra=None):
+def node_env(tmp_path, i, cluster, extra=None, fabric=""):
     """Node i's environment: its own fake NVML with one GPU in `cluster` (None: no fabric)."""
     conf = tmp_path / f"nvml{i}.conf"
     lines = [f"gpu uuid=GPU-0000000{i}-0000-0000-0000-000000000000 pci=0000:0{i + 1}:00.0 "
              f"name=Fake_GPU minor={i} numa=0"]
     if cluster:
-        lines.append(f"fabric cluster={cluster} clique=1")
+        lines.append(f"fabric cluster={cluster} clique=1 {fabric}")
     conf.write_text("\n".join(lines) + "\n")
     env = {"PODRUN_FAKE_NVML": str(conf), "LD_LIBRARY_PATH": FAKES,
            "PODRUN_NODE_NAME": f"node{i}",
@@ -41,6 +41,18 @@ def start(tmp_path, port, i, cluster, nnodes, extra, script, env=None):
 def group_rank(agent, tag):
     (line,) = result_lines([agent], tag)
     return int(parse_kv(line)["group_rank" if tag == "env " else "rank"])
+
+
+def test_env_shows_the_nvlink_domain(podrun, tmp_path):
+    """The domain is read from the versioned call, or the older one where the driver lacks it;
+    a GPU whose fabric registration has not completed has none."""
+    for i, (fabric, want) in enumerate((("", A_TEXT), ("v=0", A_TEXT), ("state=2", None))):
+        r = run(podrun, "env", env=node_env(tmp_path, i, DOMAIN_A, fabric=fabric))
+        assert r.returncode == 0, r.stderr
+        if want:
+            assert f"NVLink domain {want} (GPU fabric cluster/clique)" in r.stdout
+        else:
+            assert "NVLink domain" not in r.stdout
 
 
 def test_domains_get_contiguous_node_ranks(port, tmp_path):
