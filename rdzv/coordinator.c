@@ -48,6 +48,7 @@ typedef struct cnode {
     cdesc_t d;
     char *strs;
     int state, connected, join_k, node_rank, done, exp_idx;
+    int was_member; /* a member of the last round (whole segments keep it before a spare) */
     int assign_k; /* the join whose assign key holds an answer, -1: none */
     double last_seen;
 } cnode_t;
@@ -468,7 +469,8 @@ static void open_round(coord_t *c, int round, double now)
     /* live members of the previous round are expected back; waiting nodes join right away */
     for (size_t i = 0; i < c->n_nodes; i++) {
         cnode_t *n = c->nodes[i];
-        if (n->state == NS_MEMBER || n->state == NS_STOPPED) {
+        n->was_member = n->state == NS_MEMBER || n->state == NS_STOPPED;
+        if (n->was_member) {
             n->state = NS_STOPPED;
             c->expected_missing++;
         }
@@ -506,7 +508,8 @@ static int seg_nodes(coord_t *c, int s1, int s2, int **ix, rdzv_rank_node_t **rn
             cnode_t *m = c->nodes[i];
             (*ix)[k] = (int)i;
             (*rn)[k++] = (rdzv_rank_node_t){m->d.name, m->d.addr, m->ids, m->d.want_rank,
-                                            m->d.nproc, -1, 0, m->d.domain};
+                                            m->d.nproc, -1, 0, m->d.domain,
+                                            m->was_member || m->state == NS_MEMBER};
         }
     return n;
 }
@@ -589,7 +592,7 @@ static void close_round(coord_t *c, double now)
                 cnode_t *m = c->nodes[i];
                 v[k] = m;
                 rn[k++] = (rdzv_rank_node_t){m->d.name, m->d.addr, m->ids, m->d.want_rank,
-                                             m->d.nproc, -1, 0, m->d.domain};
+                                             m->d.nproc, -1, 0, m->d.domain, 0};
             }
         world = rdzv_assign_ranks(rn, n, order);
     }
@@ -660,13 +663,18 @@ static void close_round(coord_t *c, double now)
 }
 
 /* After any change to who has joined: close now (MAX joined, or MIN and everyone expected), or
- * arm the last call once MIN is reached, or take it back when a drop-out leaves fewer than MIN. */
+ * arm the last call once MIN is reached, or take it back when a drop-out leaves fewer than MIN.
+ * With whole segments a restart round that is full but still expects members of the last round
+ * waits for them until the last call: spares must not take the place of survivors that are on
+ * their way back (a member that is gone is not expected). */
 static void check_close(coord_t *c, double now)
 {
     if (c->phase != COORD_OPEN)
         return;
     int n = ready_nodes(c);
-    if (n >= c->p.max_nodes ||
+    int full = n >= c->p.max_nodes &&
+               !(c->p.segment_size > 1 && c->round > 0 && c->expected_missing > 0);
+    if (full ||
         (n >= c->p.min_nodes && c->expect_known && c->expected_missing <= 0)) {
         close_round(c, now);
     } else if (n >= c->p.min_nodes && !c->last_call_armed) {

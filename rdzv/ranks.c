@@ -115,8 +115,13 @@ int rdzv_pick_segments(const rdzv_rank_node_t *nodes, int n, int seg, int max, i
         int whole = (j - i) / seg * seg;
         if (whole > room - taken)
             whole = room - taken;
-        for (int k = i; k < j; k++)
-            take[v[k] - nodes] = j - i < seg ? -1 : k - i < whole;
+        int got = 0;
+        for (int pass = 1; pass >= 0; pass--)   /* the last round's members first */
+            for (int k = i; k < j; k++)
+                if ((v[k]->keep != 0) == pass) {
+                    take[v[k] - nodes] = j - i < seg ? -1 : got < whole;
+                    got += got < whole;
+                }
         taken += whole;
         i = j;
     }

@@ -17,6 +17,8 @@ typedef struct rdzv_rank_node {
     int node_rank, rank_base;     /* out */
     const char *domain;           /* NVLink domain, the first sort key; NULL or "": none (one
                                      domain of its own, before every named one) */
+    int keep;                     /* rdzv_pick_segments: a member of the last round, taken
+                                     before the other nodes of its domain */
 } rdzv_rank_node_t;
 
 /* Gives each of nodes[0..n) its node_rank (0..n-1, each once) and rank_base, and order[r] the
@@ -26,9 +28,10 @@ typedef struct rdzv_rank_node {
  * or -ENOMEM. */
 long long rdzv_assign_ranks(rdzv_rank_node_t *nodes, int n, int *order);
 
-/* Whole segments (--segment-size seg > 1): which of nodes[0..n) a round takes. Per domain, in the
- * sort order above, the first floor(count / seg) * seg of its nodes, domains in sort order, until
- * `max` nodes (rounded down to a multiple of seg) are taken. take[i] is 1 for a node taken, 0 for
+/* Whole segments (--segment-size seg > 1): which of nodes[0..n) a round takes. Per domain,
+ * floor(count / seg) * seg of its nodes: the members of the last round (keep) first, so that a
+ * restart keeps the survivors and a spare only fills a gap, then the others in the sort order
+ * above; domains in sort order, until `max` nodes (rounded down to a multiple of seg) are taken. take[i] is 1 for a node taken, 0 for
  * one left to wait (the remainder of its domain, or no room), -1 for one whose domain has fewer
  * than seg nodes joined. Returns the number taken, or -ENOMEM. */
 int rdzv_pick_segments(const rdzv_rank_node_t *nodes, int n, int seg, int max, int *take);

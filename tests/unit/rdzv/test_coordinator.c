@@ -698,6 +698,42 @@ static void test_segments_elastic_restart(void)
     coord_free(c);
 }
 
+/* A restart keeps the nodes that ran: a spare that sorts first does not push a survivor out. */
+static void test_segments_restart_keeps_survivors(void)
+{
+    mk_segment = 2;
+    coord_t *c = mk(2, 2, 2, NULL);
+    mk_segment = 0;
+    join_in(c, 0, "A/1", "a-2");
+    join_in(c, 1, "A/1", "a-3");
+    CHECK_EQ_INT(node_rank_of(0, 0), 0);
+    join_in(c, 2, "A/1", "a-1");   /* a spare */
+    fail(c, 0, 0, 0, now, "exited with code 1");
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), 0);
+    join_domain = "A/1";
+    join(c, 0, "a-2", 1, -1, 1);
+    CHECK_EQ_INT(node_rank_of(0, 1), -1);   /* full, but a-3 is expected back: it waits */
+    CHECK(W.timer[COORD_T_LAST_CALL] > 0);
+    join(c, 1, "a-3", 1, -1, 1);
+    join_domain = NULL;
+    CHECK_EQ_INT(node_rank_of(0, 1), 0);
+    CHECK_EQ_INT(node_rank_of(1, 1), 1);
+    rdzv_assignment_t a;
+    CHECK_EQ_INT(assigned(2, 0, &a, NULL, 0, NULL, 0), 0);
+    /* a member that is gone is not waited for: the spare takes its place at once */
+    fail(c, 1, 1, 1, now, "exited with code 1");
+    run_timers(c);
+    CHECK_EQ_INT(end_of(1, NULL, NULL), 0);
+    conn_close(c, 1);
+    join_domain = "A/1";
+    join(c, 0, "a-2", 1, -1, 2);
+    join_domain = NULL;
+    CHECK_EQ_INT(node_rank_of(2, 0), 0);
+    CHECK_EQ_INT(node_rank_of(0, 2), 1);
+    coord_free(c);
+}
+
 static void test_full_job_waits(void)
 {
     coord_t *c = running(2, 1);
@@ -1461,6 +1497,7 @@ int main(void)
     RUN(test_full_job_waits);
     RUN(test_segments_fixed);
     RUN(test_segments_elastic_restart);
+    RUN(test_segments_restart_keeps_survivors);
     RUN(test_heartbeat_loss);
     RUN(test_conn_timed_out);
     RUN(test_conn_closed_without_done);

@@ -16,8 +16,8 @@ static void test_natural_sort(void)
 }
 
 
-#define NODE(name, addr, id, want, nproc) {name, addr, id, want, nproc, -7, -7, NULL}
-#define DNODE(dom, name, want) {name, "", name, want, 1, -7, -7, dom}
+#define NODE(name, addr, id, want, nproc) {name, addr, id, want, nproc, -7, -7, NULL, 0}
+#define DNODE(dom, name, want) {name, "", name, want, 1, -7, -7, dom, 0}
 
 /* Every node rank once, order[] its inverse, rank_base the running sum in node-rank order. */
 static void check_consistent(const rdzv_rank_node_t *v, int n, const int *order, long long world)
@@ -159,6 +159,15 @@ static void test_pick_bounded_by_max(void)
     /* MAX that is no multiple of the segment counts whole segments below it */
     CHECK_EQ_INT(rdzv_pick_segments(v, 6, 4, 6, take), 4);
     CHECK_EQ_INT(take[2], -1);
+    /* the last round's members (a-3, a-4) are taken before a-1 and a-2, which sort first */
+    v[4].keep = v[5].keep = 1;
+    CHECK_EQ_INT(rdzv_pick_segments(v, 6, 2, 2, take), 2);
+    CHECK_EQ_INT(take[4], 1);
+    CHECK_EQ_INT(take[5], 1);
+    CHECK_EQ_INT(take[0], 0);
+    CHECK_EQ_INT(take[1], 0);
+    CHECK_EQ_INT(take[2], 0);
+    v[4].keep = v[5].keep = 0;
     /* segments of 1 take everyone up to MAX */
     CHECK_EQ_INT(rdzv_pick_segments(v, 6, 1, 8, take), 6);
 }
