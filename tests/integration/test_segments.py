@@ -5,8 +5,9 @@ import os
 
 from cluster import (WORKERS, Agent, agent_args, killed_on_failure, parse_kv, result_lines,
                      started_dir, wait_all, wait_started)
-from conftest import BUILD
-from launch_util import run
+from conftest import BUILD, free_port
+from etcd_util import Etcd, etcd_agent
+from launch_util import run, wait_for
 
 FAKES = str(BUILD / "tests" / "fakes")
 FAIL_SH = os.path.join(WORKERS, "fail.sh")
@@ -127,3 +128,32 @@ def test_segment_size_must_divide_nnodes(podrun):
     assert r.returncode == 2
     assert "--segment-size 4 must divide both ends of --nnodes 4:6" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_etcd_domains_and_segments(tmp_path):
+    """The etcd backend reads the domain from the same join record: 3 nodes of A, 2 of B,
+    --nnodes 4 --segment-size 2, all five joined before the round closes (fixed size: it closes
+    only once 4 nodes form whole segments, and B's second node comes last)."""
+    e = Etcd(1)
+    try:
+        rid = f"seg-{os.getpid()}-{free_port()}"
+        domains = {0: DOMAIN_B, 1: DOMAIN_A, 2: DOMAIN_B, 3: DOMAIN_A, 4: DOMAIN_A}
+        extra = ["--no-python", "--segment-size", "2"]
+
+        def agent(i):
+            env = node_env(tmp_path, i, domains[i])
+            return etcd_agent(i, 4, e.endpoints(), rid, ENV_SH, extra=extra, env=env)
+        agents = {i: agent(i) for i in (0, 1, 3, 4)}
+        with killed_on_failure(list(agents.values())):
+            # the round is open with four joined and only one whole segment among them
+            wait_for(lambda: any("4 nodes joined" in a.err_now() and
+                                 "2 of them in whole segments of 2" in a.err_now()
+                                 for a in agents.values()), 60, "four nodes joined")
+            agents[2] = agent(2)
+            ordered = [agents[i] for i in range(5)]
+            codes = wait_all(ordered, timeout=120)
+        assert codes == [0] * 5, [a.err for a in ordered]
+        assert {i: group_rank(agents[i], "env ") for i in range(4)} == {1: 0, 3: 1, 0: 2, 2: 3}
+        assert "nothing ran here" in agents[4].err
+    finally:
+        e.stop()
