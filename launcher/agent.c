@@ -1158,9 +1158,10 @@ static void on_rdzv_lost(void *arg, int err, const char *why);
 static void on_rdzv_finished(void *arg)
 {
     struct agent *a = arg;
-    if (a->round < 0 && a->cfg->nnodes_min < a->cfg->nnodes_max) {
+    if (a->round < 0 && (a->cfg->nnodes_min < a->cfg->nnodes_max || a->cfg->segment_size > 1)) {
         /* an elastic job that did not need this node: a spare's end, not a failure (torch 2.x
-         * exits such a node gracefully too); its operator must not count a failed pod */
+         * exits such a node gracefully too); its operator must not count a failed pod. With
+         * --segment-size a node outside the whole segments is such a spare too. */
         logs_message(&a->logs, "rendezvous '%s': the job finished without needing this node "
                      "(a spare of a %d:%d-node job); nothing ran here", a->run_id,
                      a->cfg->nnodes_min, a->cfg->nnodes_max);
@@ -1996,6 +1997,7 @@ static int start_rendezvous(struct agent *a)
     p.want_rank = (c->rdzv_backend == CFG_BACKEND_STATIC && node_rank >= 0) || rank_given
                       ? node_rank
                       : -1;
+    p.segment_size = c->segment_size;
     p.max_restarts = c->max_restarts;
     p.join_timeout = (double)c->join_timeout_ms / 1000.0;
     p.last_call_timeout = (double)c->last_call_timeout_ms / 1000.0;
@@ -2022,7 +2024,8 @@ static int start_rendezvous(struct agent *a)
     }
     p.token = a->guards.has_token ? &a->guards.token : NULL;
     p.allow = a->guards.has_allow ? &a->guards.allow : NULL;
-    rdzv_node_desc_t self = {a->id.name, local, a->n, jobenv_node_service(&a->je)};
+    rdzv_node_desc_t self = {a->id.name, local, a->n, jobenv_node_service(&a->je),
+                             a->nd ? a->nd->gpus.fabric : NULL};
     rdzv_callbacks_t cb = {on_assigned,      on_rdzv_stopped, on_rdzv_finished, on_rdzv_lost,
                            on_rdzv_progress, on_rdzv_ending,  on_store_log};
     set_state(a, AGENT_RENDEZVOUS);

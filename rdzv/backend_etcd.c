@@ -155,6 +155,7 @@ typedef struct etcd_agent {
     rdzv_params_t p;
     char *run_id, *local_addr, *expected, *cacert, *cert, *key;
     char name[RDZV_NAME_MAX], addr[RDZV_NAME_MAX], hostname[RDZV_NAME_MAX];
+    char domain[RDZV_NAME_MAX]; /* NVLink domain, "" none */
     int nproc, service;   /* service: a node of parameter servers (rendezvous.h) */
     rdzv_callbacks_t cb;
     void *arg;
@@ -955,6 +956,7 @@ static void lead_resume(etcd_agent_t *a)
         .run_id = a->run_id,
         .min_nodes = a->p.min_nodes,
         .max_nodes = a->p.max_nodes,
+        .segment_size = a->p.segment_size,
         .max_restarts = a->p.max_restarts,
         .join_timeout = a->p.join_timeout,
         .last_call_timeout = a->p.last_call_timeout,
@@ -1466,6 +1468,7 @@ static int join_value(etcd_agent_t *a, char *val, size_t cap)
     sfmt(d.host, sizeof d.host, "%s", a->hostname);
     d.nproc = a->nproc;
     d.service = a->service;
+    sfmt(d.domain, sizeof d.domain, "%s", a->domain);
     d.want_rank = a->p.want_rank;
     d.pid = (int)getpid();
     int len = rdzv_desc_encode(&d, val, cap);
@@ -1692,6 +1695,7 @@ static int etcd_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_d
     a->arg = arg;
     a->nproc = self->nproc;
     a->service = self->service;
+    sfmt(a->domain, sizeof a->domain, "%s", self->domain ? self->domain : "");
     a->node_rank = -1;
     a->end_round = -1;
     a->closing = 2; /* until started: agent_free alone */

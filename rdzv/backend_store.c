@@ -44,6 +44,7 @@ typedef struct store_agent {
     rdzv_params_t p;
     char *run_id, *endpoint_host, *local_addr, *expected;
     char name[RDZV_NAME_MAX], addr[RDZV_NAME_MAX], hostname[RDZV_NAME_MAX];
+    char domain[RDZV_NAME_MAX]; /* NVLink domain, "" none */
     int nproc, service;
     rdzv_callbacks_t cb;
     void *arg;
@@ -384,6 +385,7 @@ static int host_start(store_agent_t *a)
         .run_id = a->run_id,
         .min_nodes = a->p.min_nodes,
         .max_nodes = a->p.max_nodes,
+        .segment_size = a->p.segment_size,
         .max_restarts = a->p.max_restarts,
         .join_timeout = a->p.join_timeout,
         .last_call_timeout = a->p.last_call_timeout,
@@ -594,6 +596,7 @@ static void send_join(store_agent_t *a)
     sfmt(d.host, sizeof d.host, "%s", a->hostname);
     d.nproc = a->nproc;
     d.service = a->service;
+    sfmt(d.domain, sizeof d.domain, "%s", a->domain);
     d.want_rank = a->p.want_rank;
     d.pid = (int)getpid();
     int len = rdzv_desc_encode(&d, val, sizeof val);
@@ -894,6 +897,7 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
     a->arg = arg;
     a->nproc = self->nproc;
     a->service = self->service;
+    sfmt(a->domain, sizeof a->domain, "%s", self->domain ? self->domain : "");
     a->node_rank = -1;
     a->started = podrun_time_epoch();
     if (copy_str(&a->run_id, p->run_id) || copy_str(&a->endpoint_host, p->endpoint_host) ||

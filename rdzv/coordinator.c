@@ -37,7 +37,7 @@ enum fail_kind { FK_WORKER, FK_LEFT, FK_LOST, FK_SILENT, FK_JOINED };
  * their own length (strs), not in three RDZV_NAME_MAX arrays, since a 1000-node job keeps a
  * thousand of these. Before the first join the strings are "". */
 typedef struct cdesc {
-    const char *name, *addr, *host;
+    const char *name, *addr, *host, *domain; /* domain: NVLink domain, "" none */
     int nproc, want_rank, pid;
     int service;   /* a node of services (parameter servers): its "done" is not waited for */
 } cdesc_t;
@@ -48,6 +48,7 @@ typedef struct cnode {
     cdesc_t d;
     char *strs;
     int state, connected, join_k, node_rank, done, exp_idx;
+    int was_member; /* a member of the last round (whole segments keep it before a spare) */
     int assign_k; /* the join whose assign key holds an answer, -1: none */
     double last_seen;
 } cnode_t;
@@ -260,6 +261,8 @@ static int exp_find(const coord_t *c, const char *name)
  * given as node ranks when every joined node of a fixed-size job named its rank, else counted.
  * The target is what closes the round: MAX in a fixed-size job, everyone expected when that is
  * known, else MIN. `timed_out` phrases the line as the round's final word. */
+static int ready_nodes(coord_t *c);
+
 static void progress_line(coord_t *c, double now, int timed_out, char *out, size_t cap)
 {
     char missing[512] = "", joined[512] = "", left[32];
@@ -330,6 +333,11 @@ static void progress_line(coord_t *c, double now, int timed_out, char *out, size
                  "rendezvous '%s' round %d: %d/%d nodes joined, waiting for %s (joined so far: "
                  "%s; %s left)",
                  c->run_id, c->round, c->joined, target, missing, joined, left);
+    }
+    if (c->p.segment_size > 1) {
+        size_t used = strlen(out);
+        sfmt(out + used, cap - used, "; %d of them in whole segments of %d", ready_nodes(c),
+             c->p.segment_size);
     }
 }
 
@@ -461,14 +469,17 @@ static void open_round(coord_t *c, int round, double now)
     /* live members of the previous round are expected back; waiting nodes join right away */
     for (size_t i = 0; i < c->n_nodes; i++) {
         cnode_t *n = c->nodes[i];
-        if (n->state == NS_MEMBER || n->state == NS_STOPPED) {
+        n->was_member = n->state == NS_MEMBER || n->state == NS_STOPPED;
+        if (n->was_member) {
             n->state = NS_STOPPED;
             c->expected_missing++;
         }
     }
     c->members = c->done = 0;
-    /* ... up to MAX: the rest keep waiting for the round after */
-    for (size_t i = 0; i < c->n_nodes && c->joined < c->p.max_nodes; i++) {
+    /* ... up to MAX: the rest keep waiting for the round after (with segments all join, and the
+       close picks whole segments among them) */
+    for (size_t i = 0; i < c->n_nodes && (c->joined < c->p.max_nodes || c->p.segment_size > 1);
+         i++) {
         cnode_t *n = c->nodes[i];
         if (n->state == NS_WAITING) {
             c->waiting--;
@@ -478,12 +489,97 @@ static void open_round(coord_t *c, int round, double now)
     check_close(c, now);
 }
 
+/* The nodes in state s1 or s2 as rdzv_rank_node_t, ix[i] their index in c->nodes; their number,
+ * or -ENOMEM. */
+static int seg_nodes(coord_t *c, int s1, int s2, int **ix, rdzv_rank_node_t **rn)
+{
+    int n = 0;
+    for (size_t i = 0; i < c->n_nodes; i++)
+        n += c->nodes[i]->state == s1 || c->nodes[i]->state == s2;
+    *ix = malloc((size_t)(n ? n : 1) * sizeof **ix);
+    *rn = malloc((size_t)(n ? n : 1) * sizeof **rn);
+    if (!*ix || !*rn) {
+        free(*ix), free(*rn);
+        return -ENOMEM;
+    }
+    int k = 0;
+    for (size_t i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i]->state == s1 || c->nodes[i]->state == s2) {
+            cnode_t *m = c->nodes[i];
+            (*ix)[k] = (int)i;
+            (*rn)[k++] = (rdzv_rank_node_t){m->d.name, m->d.addr, m->ids, m->d.want_rank,
+                                            m->d.nproc, -1, 0, m->d.domain,
+                                            m->was_member || m->state == NS_MEMBER};
+        }
+    return n;
+}
+
+/* One line for each domain left out for having fewer than --segment-size nodes. */
+static void seg_log_small(coord_t *c, const rdzv_rank_node_t *rn, const int *take, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int first = take[i] < 0, count = 0;
+        for (int j = 0; j < n && first; j++)
+            if (take[j] < 0 && strcmp(rn[j].domain, rn[i].domain) == 0) {
+                first = j >= i;
+                count++;
+            }
+        if (first)
+            act_log(c,
+                    "rendezvous '%s' round %d: NVLink domain %s has %d node%s, fewer than "
+                    "--segment-size %d: left out",
+                    c->run_id, c->round, *rn[i].domain ? rn[i].domain : "(none)", count,
+                    count == 1 ? "" : "s", c->p.segment_size);
+    }
+}
+
+/* Whole segments (coord_params.segment_size): how many of the nodes in state s1 or s2 a round can
+ * take. With `apply` (joined nodes, at the close), the others go back to waiting for a later
+ * round (spares), and a domain too small for one segment is named. The count, or -ENOMEM. */
+static int seg_pick(coord_t *c, int s1, int s2, int apply)
+{
+    int *ix;
+    rdzv_rank_node_t *rn;
+    int n = seg_nodes(c, s1, s2, &ix, &rn);
+    if (n < 0)
+        return n;
+    int *take = malloc((size_t)(n ? n : 1) * sizeof *take);
+    int got = take ? rdzv_pick_segments(rn, n, c->p.segment_size, c->p.max_nodes, take)
+                   : -ENOMEM;
+    if (got >= 0 && apply) {
+        seg_log_small(c, rn, take, n);
+        for (int i = 0; i < n; i++)
+            if (take[i] <= 0) {
+                cnode_t *m = c->nodes[ix[i]];
+                unadmit(c, m, ix[i]);
+                m->state = NS_WAITING;
+                c->waiting++;
+                act_log(c, "rendezvous '%s' round %d: %s waits as a spare (no whole segment of "
+                           "%d nodes of its NVLink domain is left for it)",
+                        c->run_id, c->round, node_label(m), c->p.segment_size);
+            }
+    }
+    free(take), free(ix), free(rn);
+    return got;
+}
+
+/* The joined nodes that count towards closing: all of them, or whole segments. */
+static int ready_nodes(coord_t *c)
+{
+    if (c->p.segment_size <= 1)
+        return c->joined;
+    int got = seg_pick(c, NS_JOINED, NS_JOINED, 0);
+    return got < 0 ? 0 : got;
+}
+
 /* Closes the open round: ranks for every joined node (rdzv_assign_ranks), a fresh namespace for
  * the workers (queued before any assignment, so no worker of this attempt can read a key of the
  * last one), then each node's assignment on its join's key. Without memory nothing changes and
  * the join timer closes the round later. */
 static void close_round(coord_t *c, double now)
 {
+    if (c->p.segment_size > 1 && seg_pick(c, NS_JOINED, NS_JOINED, 1) < 0)
+        return; /* the join timer retries */
     int n = c->joined, services = 0;
     cnode_t **v = malloc((size_t)n * sizeof *v);
     rdzv_rank_node_t *rn = malloc((size_t)n * sizeof *rn);
@@ -496,7 +592,7 @@ static void close_round(coord_t *c, double now)
                 cnode_t *m = c->nodes[i];
                 v[k] = m;
                 rn[k++] = (rdzv_rank_node_t){m->d.name, m->d.addr, m->ids, m->d.want_rank,
-                                             m->d.nproc, -1, 0};
+                                             m->d.nproc, -1, 0, m->d.domain, 0};
             }
         world = rdzv_assign_ranks(rn, n, order);
     }
@@ -567,13 +663,18 @@ static void close_round(coord_t *c, double now)
 }
 
 /* After any change to who has joined: close now (MAX joined, or MIN and everyone expected), or
- * arm the last call once MIN is reached, or take it back when a drop-out leaves fewer than MIN. */
+ * arm the last call once MIN is reached, or take it back when a drop-out leaves fewer than MIN.
+ * With whole segments a restart round that is full but still expects members of the last round
+ * waits for them until the last call: spares must not take the place of survivors that are on
+ * their way back (a member that is gone is not expected). */
 static void check_close(coord_t *c, double now)
 {
     if (c->phase != COORD_OPEN)
         return;
-    int n = c->joined;
-    if (n >= c->p.max_nodes ||
+    int n = ready_nodes(c);
+    int full = n >= c->p.max_nodes &&
+               !(c->p.segment_size > 1 && c->round > 0 && c->expected_missing > 0);
+    if (full ||
         (n >= c->p.min_nodes && c->expect_known && c->expected_missing <= 0)) {
         close_round(c, now);
     } else if (n >= c->p.min_nodes && !c->last_call_armed) {
@@ -836,22 +937,32 @@ static cnode_t *node_for(coord_t *c, uint64_t conn, uint64_t id, const char *ids
 static int node_set_desc(cnode_t *n, const rdzv_desc_rec_t *d)
 {
     size_t ln = strlen(d->name) + 1, la = strlen(d->addr) + 1, lh = strlen(d->host) + 1;
-    char *s = malloc(ln + la + lh);
+    size_t ld = strlen(d->domain) + 1;
+    char *s = malloc(ln + la + lh + ld);
     if (!s)
         return -ENOMEM;
     memcpy(s, d->name, ln);
     memcpy(s + ln, d->addr, la);
     memcpy(s + ln + la, d->host, lh);
+    memcpy(s + ln + la + lh, d->domain, ld);
     free(n->strs);
     n->strs = s;
     n->d.name = s;
     n->d.addr = s + ln;
     n->d.host = s + ln + la;
+    n->d.domain = s + ln + la + lh;
     n->d.nproc = d->nproc;
     n->d.want_rank = d->want_rank;
     n->d.pid = d->pid;
     n->d.service = d->service;
     return 0;
+}
+
+/* With segments: would the waiting nodes and the members make a larger round (a new whole
+ * segment) than the running one? */
+static int seg_grows(coord_t *c)
+{
+    return seg_pick(c, NS_MEMBER, NS_WAITING, 0) > c->members;
 }
 
 /* A node's k-th join. Admitted to the open round; queued for the next while one runs (an elastic
@@ -894,7 +1005,8 @@ static void on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, siz
     /* running: wait for the next round; an elastic job with room restarts for it now */
     n->state = NS_WAITING;
     c->waiting++;
-    if (c->elastic && c->members + c->waiting <= c->p.max_nodes && !c->stopped) {
+    if (c->elastic && !c->stopped &&
+        (c->p.segment_size > 1 ? seg_grows(c) : c->members + c->waiting <= c->p.max_nodes)) {
         char why[RDZV_REASON_MAX];
         sfmt(why, sizeof why, "membership change: %.100s joined", node_label(n));
         stop_round(c, FK_JOINED, NULL, why, now);
@@ -1189,7 +1301,7 @@ void coord_on_timer(coord_t *c, int timer, double now)
     case COORD_T_JOIN:
         if (c->phase != COORD_OPEN)
             break;
-        if (c->joined >= c->p.min_nodes) {
+        if (ready_nodes(c) >= c->p.min_nodes) {
             close_round(c, now);
         } else {
             progress_line(c, now, 1, line, sizeof line);
@@ -1199,7 +1311,7 @@ void coord_on_timer(coord_t *c, int timer, double now)
         break;
     case COORD_T_LAST_CALL:
         c->last_call_armed = 0;
-        if (c->phase == COORD_OPEN && c->joined >= c->p.min_nodes)
+        if (c->phase == COORD_OPEN && ready_nodes(c) >= c->p.min_nodes)
             close_round(c, now);
         break;
     case COORD_T_SWEEP:
@@ -1371,7 +1483,7 @@ static int parse_expected(coord_t *c, const char *list)
 coord_t *coord_new(const coord_params_t *p, double now)
 {
     if (!p || !p->run_id || p->min_nodes < 1 || p->max_nodes < p->min_nodes ||
-        p->max_nodes > (1 << 20) || p->max_restarts < 0 || p->keep_alive_interval <= 0 ||
+        p->segment_size < 0 || p->max_nodes > (1 << 20) || p->max_restarts < 0 || p->keep_alive_interval <= 0 ||
         p->keep_alive_max_attempt < 1 || p->progress_interval <= 0)
         return NULL;
     coord_t *c = calloc(1, sizeof *c);

@@ -5,7 +5,9 @@
  * that made them, and timer expiries, each with an explicit `now` (epoch seconds). Outputs are
  * actions, queued in order and drained with coord_next_action: keys to set (in-process, waking
  * remote WAITs), timers to arm or cancel, log lines, "delete the workers' keys", and "closed".
- * Work per input is O(1) except at a round's close (O(N log N)) and sweeps (O(N)).
+ * Work per input is O(1) except at a round's close (O(N log N)) and sweeps (O(N)); with whole
+ * segments (segment_size > 1) a join in an open round also costs O(N log N), to count the nodes
+ * that form whole segments.
  *
  * The records it reads and writes are rdzv/records.h; who gets which rank is rdzv/ranks.h. */
 #ifndef PODRUN_RDZV_COORDINATOR_H
@@ -23,6 +25,8 @@
 typedef struct coord_params {
     const char *run_id;
     int min_nodes, max_nodes, max_restarts;
+    int segment_size;       /* > 1: a round takes, per NVLink domain, a multiple of this many
+                               nodes; the rest wait as spares (divides min and max nodes) */
     double join_timeout, last_call_timeout, close_timeout;
     double keep_alive_interval;
     int keep_alive_max_attempt;

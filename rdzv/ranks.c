@@ -40,7 +40,9 @@ static int cmp_nodes(const void *pa, const void *pb)
 {
     const rdzv_rank_node_t *a = *(const rdzv_rank_node_t *const *)pa;
     const rdzv_rank_node_t *b = *(const rdzv_rank_node_t *const *)pb;
-    int r = rdzv_natural_cmp(a->name, b->name);
+    int r = strcmp(a->domain ? a->domain : "", b->domain ? b->domain : "");
+    if (!r)
+        r = rdzv_natural_cmp(a->name, b->name);
     if (!r)
         r = rdzv_natural_cmp(a->addr, b->addr);
     if (!r)
@@ -86,4 +88,43 @@ long long rdzv_assign_ranks(rdzv_rank_node_t *nodes, int n, int *order)
         base += nodes[order[r]].nproc;
     }
     return base;
+}
+
+static int same_domain(const rdzv_rank_node_t *a, const rdzv_rank_node_t *b)
+{
+    return strcmp(a->domain ? a->domain : "", b->domain ? b->domain : "") == 0;
+}
+
+int rdzv_pick_segments(const rdzv_rank_node_t *nodes, int n, int seg, int max, int *take)
+{
+    if (n <= 0)
+        return 0;
+    if (seg < 1)
+        seg = 1;
+    const rdzv_rank_node_t **v = malloc((size_t)n * sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    for (int i = 0; i < n; i++)
+        v[i] = &nodes[i];
+    qsort(v, (size_t)n, sizeof *v, cmp_nodes);
+    int room = max / seg * seg, taken = 0;
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && same_domain(v[i], v[j]))
+            j++;
+        int whole = (j - i) / seg * seg;
+        if (whole > room - taken)
+            whole = room - taken;
+        int got = 0;
+        for (int pass = 1; pass >= 0; pass--)   /* the last round's members first */
+            for (int k = i; k < j; k++)
+                if ((v[k]->keep != 0) == pass) {
+                    take[v[k] - nodes] = j - i < seg ? -1 : got < whole;
+                    got += got < whole;
+                }
+        taken += whole;
+        i = j;
+    }
+    free(v);
+    return taken;
 }

@@ -212,6 +212,8 @@ int rdzv_desc_encode(const rdzv_desc_rec_t *d, char *buf, size_t cap)
     kv_add_int(&b, "pid", d->pid);
     if (d->service)   /* only then: a record without it is what every other node sends */
         kv_add_int(&b, "service", 1);
+    if (d->domain[0])
+        kv_add(&b, "domain", d->domain, RDZV_NAME_MAX - 1);
     return kv_result(&b);
 }
 
@@ -222,7 +224,9 @@ int rdzv_desc_decode(const char *text, size_t len, rdzv_desc_rec_t *d)
         return -EINVAL;
     kv_get(text, len, "addr", d->addr, sizeof d->addr);
     kv_get(text, len, "host", d->host, sizeof d->host);
+    kv_get(text, len, "domain", d->domain, sizeof d->domain);
     clean_text(d->name, 0), clean_text(d->addr, 0), clean_text(d->host, 0);
+    clean_text(d->domain, 0);
     d->nproc = clamp_int(kv_get_int(text, len, "nproc", -1), 0, 1 << 20, -1);
     d->want_rank = clamp_int(kv_get_int(text, len, "want_rank", -1), -1, 1 << 24, -2);
     d->pid = clamp_int(kv_get_int(text, len, "pid", 0), 0, 1 << 30, 0);

@@ -55,6 +55,8 @@ typedef struct rdzv_desc_rec {
     char name[RDZV_NAME_MAX], addr[RDZV_NAME_MAX], host[RDZV_NAME_MAX];
     int nproc, want_rank, pid;
     int service;   /* its workers are services the job does not wait for; "service=1" */
+    char domain[RDZV_NAME_MAX]; /* its NVLink domain ("<cluster uuid>/<clique>"), "" none: sent
+                                   only when set, so a record without it reads as before */
 } rdzv_desc_rec_t;
 
 /* Each encoder returns the length written (< cap) or -ENOSPC. */

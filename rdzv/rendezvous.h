@@ -167,6 +167,8 @@ typedef struct rdzv_params {
                                   this machine by the store of this run, it joins that one */
     int min_nodes, max_nodes;
     int want_rank;             /* --node-rank, or -1 */
+    int segment_size;          /* --segment-size: rounds take whole segments of this many nodes
+                                  of one NVLink domain (0, 1: off); divides min and max nodes */
     int max_restarts;
     double join_timeout;       /* seconds; defaults (when <= 0): 600 */
     double last_call_timeout;  /* 30 */
@@ -203,6 +205,8 @@ typedef struct rdzv_node_desc {
     int nproc;         /* workers on this node */
     int service;       /* 1: its workers are services (parameter servers): the job has finished
                           when every other member is done, and then they are stopped */
+    const char *domain; /* its NVLink domain (GPU fabric cluster UUID and clique), NULL or ""
+                           none: nodes of one domain get contiguous node ranks */
 } rdzv_node_desc_t;
 
 typedef struct rdzv_assignment {

@@ -376,6 +376,12 @@ static int resolve_endpoint(struct cfg *c, char *err, size_t errlen)
                     "job's node count or this node's rank so that they fit", c->node_rank, what,
                     c->nnodes_max, nwhat);
     }
+    if (c->segment_size > 1 &&
+        (c->nnodes_min % c->segment_size || c->nnodes_max % c->segment_size))
+        return fail(err, errlen, "--segment-size %d must divide both ends of --nnodes %d:%d (a "
+                    "round is a whole number of segments): give --nnodes as multiples of %d, or "
+                    "another --segment-size", c->segment_size, c->nnodes_min, c->nnodes_max,
+                    c->segment_size);
     if (c->discovery == CFG_DISCOVERY_K8S && c->src[CFG_NNODES].kind == CFG_SRC_DEFAULT)
         return fail(err, errlen, "--discovery k8s waits for the job's pods: give their number "
                     "with --nnodes N (or MIN:MAX)");

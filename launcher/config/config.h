@@ -91,6 +91,7 @@ enum cfg_id {
     CFG_NPROC_PER_NODE,
     CFG_NNODES,
     CFG_NODE_RANK,
+    CFG_SEGMENT_SIZE,
     CFG_RDZV_BACKEND,
     CFG_RDZV_ENDPOINT,
     CFG_RDZV_ID,
@@ -299,6 +300,7 @@ struct cfg {
     int nproc_per_node;             /* resolved by cfg_finalize */
     int nnodes_min, nnodes_max;
     int node_rank;
+    int segment_size;           /* 1: off */
     enum cfg_backend rdzv_backend;
     char *rdzv_host;                /* --rdzv-endpoint host; NULL: derived in cfg_finalize */
     int rdzv_port;                  /* 0: the backend's default, or a free port when given */

@@ -36,6 +36,10 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "nodes in the job", NULL},
     [CFG_NODE_RANK] = {"node-rank", 0, CFG_T_INT, OFF(node_rank), 0, 65535, NULL, "0", "N", NULL,
         0, "this node's rank (static rendezvous)", NULL},
+    [CFG_SEGMENT_SIZE] = {"segment-size", 0, CFG_T_INT, OFF(segment_size), 1, 65535, NULL, "1",
+        "N", NULL, 0,
+        "rounds take whole segments: per NVLink domain (GPU fabric cluster and clique) a "
+        "multiple of N nodes, the rest wait as spares; N divides both ends of --nnodes", NULL},
     [CFG_RDZV_BACKEND] = {"rdzv-backend", 0, CFG_T_CHOICE, OFF(rdzv_backend), 0, 0, backends,
         "static", "static|c10d|etcd", NULL, 0, "rendezvous backend",
         "unknown rendezvous backend; use 'c10d', 'static' or 'etcd'"},

@@ -43,6 +43,8 @@ struct gpu_nvml {
     nvmlReturn_t (*cpu_scoped)(nvmlDevice_t, unsigned int, unsigned long *, unsigned int);
     nvmlReturn_t (*cpu_affinity)(nvmlDevice_t, unsigned int, unsigned long *);
     nvmlReturn_t (*mem_affinity)(nvmlDevice_t, unsigned int, unsigned long *, unsigned int);
+    nvmlReturn_t (*fabric_v)(nvmlDevice_t, nvmlGpuFabricInfoV_t *);
+    nvmlReturn_t (*fabric)(nvmlDevice_t, nvmlGpuFabricInfo_t *);
     const char *(*error_string)(nvmlReturn_t);
 };
 
@@ -104,6 +106,8 @@ static int gpu_nvml_open(struct gpu_nvml *n, const char *soname, char *err, size
         {"nvmlDeviceGetCpuAffinity", NULL, &n->cpu_affinity, true},
         {"nvmlDeviceGetMemoryAffinity", NULL, &n->mem_affinity, true},
         {"nvmlErrorString", NULL, &n->error_string, true},
+        {"nvmlDeviceGetGpuFabricInfoV", NULL, &n->fabric_v, true},
+        {"nvmlDeviceGetGpuFabricInfo", NULL, &n->fabric, true},
     };
     rc = dl_bind(&n->lib, syms, sizeof syms / sizeof syms[0], err, errlen);
     if (rc < 0)
@@ -163,6 +167,40 @@ static void gpu_nvml_locality(const struct gpu_nvml *n, nvmlDevice_t h, struct g
     }
 }
 
+/* The GPU's NVLink domain into g->fabric, when it has none yet: the versioned call first, the
+ * older one on drivers without it. A GPU whose registration has not completed has no domain. A
+ * node whose GPUs report different domains keeps the first and says so in the note. */
+static void gpu_nvml_fabric(const struct gpu_nvml *n, nvmlDevice_t h, struct gpu_list *g)
+{
+    nvmlGpuFabricInfoV_t f;
+    memset(&f, 0, sizeof f);
+    f.version = nvmlGpuFabricInfo_v2;
+    nvmlReturn_t rc = n->fabric_v ? n->fabric_v(h, &f) : NVML_ERROR_NOT_SUPPORTED;
+    if (rc != NVML_SUCCESS && n->fabric) {
+        nvmlGpuFabricInfo_t o;
+        memset(&o, 0, sizeof o);
+        rc = n->fabric(h, &o);
+        memcpy(f.clusterUuid, o.clusterUuid, sizeof f.clusterUuid);
+        f.status = o.status;
+        f.cliqueId = o.cliqueId;
+        f.state = o.state;
+    }
+    if (rc != NVML_SUCCESS || f.state != NVML_GPU_FABRIC_STATE_COMPLETED ||
+        f.status != NVML_SUCCESS)
+        return;
+    const unsigned char *u = f.clusterUuid;
+    char dom[GPU_FABRIC_LEN];
+    snprintf(dom, sizeof dom,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x/%u", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+             u[15], f.cliqueId);
+    if (!g->fabric[0])
+        memcpy(g->fabric, dom, sizeof dom);
+    else if (strcmp(g->fabric, dom) != 0)
+        gpu_note(g, "GPUs of this node are in different NVLink domains (%s, %s); the node "
+                    "joins as %s", g->fabric, dom, g->fabric);
+}
+
 static void gpu_dev_init(struct gpu_dev *d, int index)
 {
     memset(d, 0, sizeof *d);
@@ -198,6 +236,7 @@ static int gpu_nvml_device(const struct gpu_nvml *n, unsigned int i, struct gpu_
         d->minor = (int)minor;
     gpu_nvml_migs(n, h, d);
     gpu_nvml_locality(n, h, d);
+    gpu_nvml_fabric(n, h, g);
     g->n++;
     return 0;
 }

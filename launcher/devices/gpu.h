@@ -20,6 +20,7 @@
 #define GPU_NAME_LEN 96
 #define GPU_PCI_LEN 16      /* "0000:3b:00.0" */
 #define GPU_NOTE_LEN 512
+#define GPU_FABRIC_LEN 64  /* "<cluster uuid>/<clique id>" */
 
 enum gpu_source {
     GPU_SOURCE_NONE,        /* no GPU found: a CPU-only node */
@@ -52,6 +53,8 @@ struct gpu_list {
     int n;
     struct gpu_dev dev[GPU_MAX];
     char note[GPU_NOTE_LEN];    /* why a richer source was not used, devices skipped; "" none */
+    char fabric[GPU_FABRIC_LEN]; /* the NVLink domain of the first GPU whose fabric registration
+                                    completed, "<cluster uuid>/<clique id>"; "" none (NVML only) */
 };
 
 struct gpu_opts {

@@ -285,6 +285,8 @@ static void node_print_gpus(const struct node_devices *nd, FILE *f)
                 d->pci[0] ? d->pci : "(no PCI id)", d->numa_node, cpus[0] ? cpus : "unknown",
                 d->mig == 1 ? ", MIG" : "");
     }
+    if (g->fabric[0])
+        fprintf(f, "%-11s NVLink domain %s (GPU fabric cluster/clique)\n", "", g->fabric);
     if (g->note[0])
         fprintf(f, "%-11s %s\n", "", g->note);
     if (nd->visible.note[0])

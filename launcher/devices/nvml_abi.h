@@ -68,6 +68,35 @@ typedef struct nvmlProcessInfo_v1_st {
 } nvmlProcessInfo_v1_t;
 
 _Static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t size");
+
+/* The NVLink fabric a GPU belongs to (multi-node NVLink, e.g. GB200 NVL72): GPUs with the same
+ * clusterUuid and cliqueId share one NVLink domain. Valid once state is COMPLETED and status is
+ * NVML_SUCCESS. nvmlDeviceGetGpuFabricInfoV takes the versioned struct (version set by the caller);
+ * the older nvmlDeviceGetGpuFabricInfo the unversioned one. */
+#define NVML_GPU_FABRIC_UUID_LEN 16
+#define NVML_GPU_FABRIC_STATE_COMPLETED 3
+typedef unsigned char nvmlGpuFabricState_t;
+typedef struct nvmlGpuFabricInfo_st {
+    unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    nvmlGpuFabricState_t state;
+} nvmlGpuFabricInfo_t;
+typedef struct nvmlGpuFabricInfo_v2_st {
+    unsigned int version;
+    unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    nvmlGpuFabricState_t state;
+    unsigned int healthMask;
+} nvmlGpuFabricInfoV_t;
+#define nvmlGpuFabricInfo_v2 ((unsigned int)(sizeof(nvmlGpuFabricInfoV_t) | (2u << 24)))
+
+_Static_assert(offsetof(nvmlGpuFabricInfo_t, cliqueId) == 20, "nvmlGpuFabricInfo_t.cliqueId");
+_Static_assert(sizeof(nvmlGpuFabricInfo_t) == 28, "nvmlGpuFabricInfo_t size");
+_Static_assert(offsetof(nvmlGpuFabricInfoV_t, cliqueId) == 24, "nvmlGpuFabricInfoV_t.cliqueId");
+_Static_assert(offsetof(nvmlGpuFabricInfoV_t, state) == 28, "nvmlGpuFabricInfoV_t.state");
+_Static_assert(sizeof(nvmlGpuFabricInfoV_t) == 36, "nvmlGpuFabricInfoV_t size");
 _Static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t size");
 
 #endif

@@ -7,6 +7,8 @@
  *   gpu uuid=GPU-… pci=dddd:bb:dd.f name=Model_Name minor=N numa=N cpus=LIST [mig=0|1] [handle=RC]
  *       [used=BYTES] [procs=PID:BYTES,...]   memory in use and the compute processes holding it
  *   mig gpu=I uuid=MIG-… gi=N ci=N      a MIG device of the I-th gpu line
+ *   fabric cluster=32HEX clique=N [state=N] [status=RC] [v=0]   every GPU's NVLink domain
+ *       (nvmlDeviceGetGpuFabricInfo[V]; state defaults to 3, completed; v=0: no versioned call)
  * Underscores in a name stand for spaces. Like the real library, every call but nvmlInit_v2 and
  * nvmlErrorString fails with NVML_ERROR_UNINITIALIZED while not initialised, so a caller that
  * queries after nvmlShutdown is caught. fake_nvml_counts() reports init/shutdown calls. */
@@ -126,8 +128,12 @@ static void fake_mig_line(const char *line)
     g->migs[k].ci = (int)fake_word_long(line, "ci", 0);
 }
 
+static void fake_fabric_reset(void);
+static void fake_fabric_line(const char *line);
+
 static void fake_load(void)
 {
+    fake_fabric_reset();
     fake_ngpus = fake_init_rc = fake_count_rc = fake_affinity_rc = 0;
     FILE *f = fake_conf_open("PODRUN_FAKE_NVML");
     if (!f) {
@@ -146,6 +152,8 @@ static void fake_load(void)
             fake_gpu_line(line);
         else if (strncmp(line, "mig ", 4) == 0)
             fake_mig_line(line);
+        else if (strncmp(line, "fabric ", 7) == 0)
+            fake_fabric_line(line);
     }
     fclose(f);
 }
@@ -327,5 +335,64 @@ nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t h, unsigned int words, uns
     memset(mask, 0, words * sizeof *mask);
     if ((unsigned)node / (8 * sizeof(unsigned long)) < words)
         mask[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
+    return NVML_SUCCESS;
+}
+
+/* ---- NVLink fabric: one domain for every GPU of the machine ---- */
+
+static struct {
+    int set, versioned;
+    unsigned char uuid[NVML_GPU_FABRIC_UUID_LEN];
+    unsigned int clique, state;
+    int status;
+} fake_fab;
+
+static void fake_fabric_reset(void)
+{
+    memset(&fake_fab, 0, sizeof fake_fab);
+}
+
+static void fake_fabric_line(const char *line)
+{
+    char v[64];
+    fake_fabric_reset();
+    if (fake_word(line, "cluster", v, sizeof v))
+        for (int i = 0; i < NVML_GPU_FABRIC_UUID_LEN && v[2 * i] && v[2 * i + 1]; i++) {
+            char b[3] = {v[2 * i], v[2 * i + 1], 0};
+            fake_fab.uuid[i] = (unsigned char)strtoul(b, NULL, 16);
+        }
+    fake_fab.clique = (unsigned int)fake_word_long(line, "clique", 0);
+    fake_fab.state = (unsigned int)fake_word_long(line, "state", NVML_GPU_FABRIC_STATE_COMPLETED);
+    fake_fab.status = (int)fake_word_long(line, "status", NVML_SUCCESS);
+    fake_fab.versioned = (int)fake_word_long(line, "v", 1);
+    fake_fab.set = 1;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t h, nvmlGpuFabricInfoV_t *f)
+{
+    FAKE_READY();
+    if (!h || !f || f->version != nvmlGpuFabricInfo_v2)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!fake_fab.set || !fake_fab.versioned)
+        return NVML_ERROR_NOT_SUPPORTED;
+    memcpy(f->clusterUuid, fake_fab.uuid, sizeof f->clusterUuid);
+    f->status = fake_fab.status;
+    f->cliqueId = fake_fab.clique;
+    f->state = (nvmlGpuFabricState_t)fake_fab.state;
+    f->healthMask = 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t h, nvmlGpuFabricInfo_t *f)
+{
+    FAKE_READY();
+    if (!h || !f)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!fake_fab.set)
+        return NVML_ERROR_NOT_SUPPORTED;
+    memcpy(f->clusterUuid, fake_fab.uuid, sizeof f->clusterUuid);
+    f->status = fake_fab.status;
+    f->cliqueId = fake_fab.clique;
+    f->state = (nvmlGpuFabricState_t)fake_fab.state;
     return NVML_SUCCESS;
 }

@@ -154,6 +154,8 @@ static void advance(coord_t *c, double dt)
     }
 }
 
+static int mk_segment; /* coord_params.segment_size of the next mk */
+
 static coord_t *mk(int min, int max, int restarts, const char *expected)
 {
     w_reset();
@@ -163,6 +165,7 @@ static coord_t *mk(int min, int max, int restarts, const char *expected)
         .run_id = "job1",
         .min_nodes = min,
         .max_nodes = max,
+        .segment_size = mk_segment,
         .max_restarts = restarts,
         .join_timeout = 600,
         .last_call_timeout = 30,
@@ -196,9 +199,13 @@ static void wr(coord_t *c, int i, const char *what, int num, const char *val)
     drain(c);
 }
 
+static const char *join_domain; /* the NVLink domain of the next join, NULL none */
+
 static void join(coord_t *c, int i, const char *name, int nproc, int want, int k)
 {
     rdzv_desc_rec_t d = {0};
+    if (join_domain)
+        snprintf(d.domain, sizeof d.domain, "%s", join_domain);
     char val[1024];
     snprintf(d.name, sizeof d.name, "%s", name);
     snprintf(d.addr, sizeof d.addr, "10.0.0.%d", i + 1);
@@ -627,6 +634,103 @@ static void test_membership_change_not_counted(void)
     CHECK_EQ_INT(a.round, 2);
     CHECK_EQ_INT(a.nnodes, 3);
     CHECK_EQ_INT(a.node_rank, 2);
+    coord_free(c);
+}
+
+static void join_in(coord_t *c, int i, const char *domain, const char *name)
+{
+    join_domain = domain;
+    join(c, i, name, 1, -1, 0);
+    join_domain = NULL;
+}
+
+/* --segment-size 2, 4 nodes: 3 of domain A, 2 of B, 1 of C. Two of A and both of B run, with
+ * the nodes of each domain on contiguous node ranks; the third of A waits as a spare; C, too
+ * small for a segment, is named and left out. */
+static void test_segments_fixed(void)
+{
+    mk_segment = 2;
+    coord_t *c = mk(4, 4, 0, NULL);
+    mk_segment = 0;
+    join_in(c, 0, "B/1", "n-1");
+    join_in(c, 1, "A/1", "n-2");
+    join_in(c, 2, "C/1", "n-3");
+    join_in(c, 3, "A/1", "n-4");
+    join_in(c, 4, "A/1", "n-5");
+    CHECK_EQ_INT(node_rank_of(1, 0), -1); /* 5 joined, but only 2 in whole segments */
+    join_in(c, 5, "B/1", "n-6");
+    CHECK_EQ_INT(node_rank_of(1, 0), 0);
+    CHECK_EQ_INT(node_rank_of(3, 0), 1);
+    CHECK_EQ_INT(node_rank_of(0, 0), 2);
+    CHECK_EQ_INT(node_rank_of(5, 0), 3);
+    rdzv_assignment_t a;
+    CHECK_EQ_INT(assigned(4, 0, &a, NULL, 0, NULL, 0), 0);   /* n-5: a spare, no answer */
+    CHECK_EQ_INT(assigned(2, 0, &a, NULL, 0, NULL, 0), 0);
+    CHECK(logs_contain("n-5 waits as a spare"));
+    CHECK(logs_contain("NVLink domain C/1 has 1 node, fewer than --segment-size 2: left out"));
+    coord_info_t info;
+    coord_info(c, &info);
+    CHECK_EQ_INT(info.members, 4);
+    CHECK_EQ_INT(info.waiting, 2);
+    coord_free(c);
+}
+
+/* Elastic 2:4 with segments of 2: the round closes with one segment; a single node of another
+ * domain does not restart it, the second one does (a new whole segment). */
+static void test_segments_elastic_restart(void)
+{
+    mk_segment = 2;
+    coord_t *c = mk(2, 4, 0, NULL);
+    mk_segment = 0;
+    join_in(c, 0, "A/1", "a-1");
+    CHECK(W.timer[COORD_T_LAST_CALL] < 0);   /* one node is no segment: no last call yet */
+    join_in(c, 1, "A/1", "a-2");
+    CHECK(W.timer[COORD_T_LAST_CALL] > 0);
+    advance(c, 31);
+    CHECK_EQ_INT(node_rank_of(0, 0), 0);
+    CHECK_EQ_INT(node_rank_of(1, 0), 1);
+    join_in(c, 2, "B/1", "b-1");
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), -1);
+    join_in(c, 3, "B/1", "b-2");
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), 0);   /* membership change: round 1 takes both */
+    coord_free(c);
+}
+
+/* A restart keeps the nodes that ran: a spare that sorts first does not push a survivor out. */
+static void test_segments_restart_keeps_survivors(void)
+{
+    mk_segment = 2;
+    coord_t *c = mk(2, 2, 2, NULL);
+    mk_segment = 0;
+    join_in(c, 0, "A/1", "a-2");
+    join_in(c, 1, "A/1", "a-3");
+    CHECK_EQ_INT(node_rank_of(0, 0), 0);
+    join_in(c, 2, "A/1", "a-1");   /* a spare */
+    fail(c, 0, 0, 0, now, "exited with code 1");
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), 0);
+    join_domain = "A/1";
+    join(c, 0, "a-2", 1, -1, 1);
+    CHECK_EQ_INT(node_rank_of(0, 1), -1);   /* full, but a-3 is expected back: it waits */
+    CHECK(W.timer[COORD_T_LAST_CALL] > 0);
+    join(c, 1, "a-3", 1, -1, 1);
+    join_domain = NULL;
+    CHECK_EQ_INT(node_rank_of(0, 1), 0);
+    CHECK_EQ_INT(node_rank_of(1, 1), 1);
+    rdzv_assignment_t a;
+    CHECK_EQ_INT(assigned(2, 0, &a, NULL, 0, NULL, 0), 0);
+    /* a member that is gone is not waited for: the spare takes its place at once */
+    fail(c, 1, 1, 1, now, "exited with code 1");
+    run_timers(c);
+    CHECK_EQ_INT(end_of(1, NULL, NULL), 0);
+    conn_close(c, 1);
+    join_domain = "A/1";
+    join(c, 0, "a-2", 1, -1, 2);
+    join_domain = NULL;
+    CHECK_EQ_INT(node_rank_of(2, 0), 0);
+    CHECK_EQ_INT(node_rank_of(0, 2), 1);
     coord_free(c);
 }
 
@@ -1391,6 +1495,9 @@ int main(void)
     RUN(test_fatal_failure_exits_without_restart);
     RUN(test_membership_change_not_counted);
     RUN(test_full_job_waits);
+    RUN(test_segments_fixed);
+    RUN(test_segments_elastic_restart);
+    RUN(test_segments_restart_keeps_survivors);
     RUN(test_heartbeat_loss);
     RUN(test_conn_timed_out);
     RUN(test_conn_closed_without_done);

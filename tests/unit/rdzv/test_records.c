@@ -126,6 +126,27 @@ static void test_untrusted_text(void)
 }
 
 /* The only keys under "podrun/" a client may write (the store refuses every other). */
+/* The NVLink domain is written only when set: a record without it is byte for byte what older
+ * agents send, and it reads back as "" (no domain). */
+static void test_desc_domain(void)
+{
+    rdzv_desc_rec_t d = {0}, e;
+    char buf[1024];
+    snprintf(d.name, sizeof d.name, "node-1");
+    d.nproc = 8;
+    d.want_rank = -1;
+    int len = rdzv_desc_encode(&d, buf, sizeof buf);
+    CHECK(len > 0);
+    CHECK(strstr(buf, "domain=") == NULL);
+    CHECK_EQ_INT(rdzv_desc_decode(buf, (size_t)len, &e), 0);
+    CHECK_EQ_STR(e.domain, "");
+    snprintf(d.domain, sizeof d.domain, "0011aabb-0000-0000-0000-000000000001/7");
+    len = rdzv_desc_encode(&d, buf, sizeof buf);
+    CHECK_EQ_INT(rdzv_desc_decode(buf, (size_t)len, &e), 0);
+    CHECK_EQ_STR(e.domain, "0011aabb-0000-0000-0000-000000000001/7");
+    CHECK_EQ_INT(e.nproc, 8);
+}
+
 static void test_agent_record_key(void)
 {
     const char *p = "podrun/job/";
@@ -155,6 +176,7 @@ static void test_agent_record_key(void)
 int main(void)
 {
     RUN(test_kv_codec);
+    RUN(test_desc_domain);
     RUN(test_agent_record_key);
     RUN(test_untrusted_text);
     RUN(test_records_roundtrip);
