@@ -209,6 +209,11 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_GPU_MEMORY_TOLERANCE] = {"gpu-memory-tolerance", 0, CFG_T_SIZE,
         OFF(gpu_memory_tolerance), 0, 1L << 50, NULL, "512M", "SIZE", NULL, 0,
         "GPU memory (all GPUs together) that may still be in use when a restart starts", NULL},
+    [CFG_HEALTH_CHECK_INTERVAL] = {"health-check-interval", 0, CFG_T_DUR,
+        OFF(health_check_interval_ms), 0, 0, NULL, "0", "SECONDS", NULL, 0,
+        "while workers run, check the GPUs (NVML: critical Xid, lost GPU, new uncorrectable ECC "
+        "errors, retired pages pending) and the links (NCCL_IB_HCA ports ACTIVE, the NCCL socket "
+        "interface up) this often; a bad one is this node's failure (0: off)", NULL},
     [CFG_FILE_TIMER] = {"file-timer", 0, CFG_T_BOOL, OFF(file_timer), 0, 0, NULL, "0", NULL,
         "TORCHELASTIC_ENABLE_FILE_TIMER", CFG_F_NO_FLAG,
         "serve torch's file-based timers (torch.distributed.elastic.timer.expires): an expired "
