@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "devices/gpuwatch.h"
-#include "devices/linkwatch.h"
+#include "launcher/devices/gpuwatch.h"
+#include "launcher/devices/linkwatch.h"
 
 #define HEALTHCHECK_WHY 256
 

@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "devices/dl.h"
-#include "devices/nvml_abi.h"
+#include "launcher/devices/dl.h"
+#include "launcher/devices/nvml_abi.h"
 
 #define GPUWATCH_MAX 64
 #define GPUWATCH_EVENTS 64   /* events taken per check: a storm is not drained in one go */
