@@ -668,36 +668,42 @@ static void health_watch(struct agent *a)
     healthcheck_start(&a->hc, worker_var(a, "NCCL_IB_HCA"), off && strcmp(off, "0") != 0, ifs);
 }
 
-/* A bad GPU or link is this node's failure: pushed to the job as a record of the node, the
- * workers stopped. Where the job can go on without the node (--nnodes MIN:MAX still holds and it
- * does not host the job store), the node also leaves, as --preflight-policy exclude does. */
+/* A bad GPU or link is this node's failure, pushed to the job at once and the workers stopped.
+ * Where the job can go on without the node (--nnodes MIN:MAX still holds and it does not host
+ * the job store) the push is the node leaving, as under --preflight-policy exclude: the job
+ * restarts without it and uses no restart; else it is a failure record of the node. */
 static void health_failed(void *arg, const char *why)
 {
     struct agent *a = arg;
     if (a->state != AGENT_RUNNING || a->failed >= 0 || a->health_bad)
         return;
     a->health_bad = true;
-    rdzv_failure_t f;
-    rdzv_failure_init(&f);
-    snprintf(f.host, sizeof f.host, "%s", a->id.host);
-    snprintf(f.node_name, sizeof f.node_name, "%s", a->id.name);
-    f.node_rank = a->group_rank;
-    f.time = podrun_time_epoch();
-    snprintf(f.reason, sizeof f.reason, "health check: %s", why);
-    send_failure(a, &f);
-    snprintf(a->stop_why, sizeof a->stop_why, "this node failed its health check: %s", why);
-    say_stopping(a, a->stop_why, workers_alive(&a->wg), SIGTERM);
-    stop_job(a, SIGTERM, NULL);
+    char reason[RDZV_REASON_MAX];
+    snprintf(reason, sizeof reason, "health check: %s", why);
     rdzv_stats_t st = {0};
     if (a->rz)
         rdzv_agent_stats(a->rz, &st);
     int left = a->group_world_size - 1;
-    if (a->cfg->nnodes_min < a->cfg->nnodes_max && left >= a->cfg->nnodes_min && left > 0 &&
-        !st.hosting) {
+    bool out = a->cfg->nnodes_min < a->cfg->nnodes_max && left >= a->cfg->nnodes_min &&
+               left > 0 && !st.hosting;
+    if (!out) {
+        rdzv_failure_t f;
+        rdzv_failure_init(&f);
+        snprintf(f.host, sizeof f.host, "%s", a->id.host);
+        snprintf(f.node_name, sizeof f.node_name, "%s", a->id.name);
+        f.node_rank = a->group_rank;
+        f.time = podrun_time_epoch();
+        snprintf(f.reason, sizeof f.reason, "%s", reason);
+        send_failure(a, &f);
+    }
+    snprintf(a->stop_why, sizeof a->stop_why, "this node failed its health check: %s", why);
+    say_stopping(a, a->stop_why, workers_alive(&a->wg), SIGTERM);
+    stop_job(a, SIGTERM, NULL);
+    if (out) {
         logs_message(&a->logs, "health check: this node takes itself out of the job; the job "
                      "goes on with the other %d; exit code %d", left,
                      a->cfg->exit_code_preflight);
-        pf_quit(a, f.reason);
+        pf_quit(a, reason);
     }
 }
 

@@ -87,10 +87,20 @@ static int index_of(const struct gpuwatch *w, nvmlDevice_t h)
     return -1;
 }
 
+/* GPU i's UUID cut to what tells GPUs apart ("GPU-8932f937..."): a failure's reason is one short
+ * line in every node's report. */
+static void short_uuid(const struct gpuwatch *w, int i, char *out, size_t len)
+{
+    const char *u = i >= 0 ? w->gpu[i].uuid : "?";
+    snprintf(out, len, "%.12s%s", u, strlen(u) > 12 ? "..." : "");
+}
+
 /* "GPU i (uuid): what" into why; returns 1. */
 static int bad(const struct gpuwatch *w, int i, char *why, size_t len, const char *what)
 {
-    snprintf(why, len, "GPU %d (%s): %s", i, i >= 0 ? w->gpu[i].uuid : "?", what);
+    char uuid[16];
+    short_uuid(w, i, uuid, sizeof uuid);
+    snprintf(why, len, "GPU %d (%s): %s", i, uuid, what);
     return 1;
 }
 
@@ -114,9 +124,12 @@ static int take_events(struct gpuwatch *w, char *why, size_t len, char *note, si
             snprintf(what, sizeof what, "Xid %llu, %s", e.eventData, m);
             return bad(w, i, why, len, what);
         }
-        if (note && nlen && !note[0])
-            snprintf(note, nlen, "GPU %d (%s): Xid %llu (not one that fails the node)", i,
-                     i >= 0 ? w->gpu[i].uuid : "?", e.eventData);
+        if (note && nlen && !note[0]) {
+            char uuid[16];
+            short_uuid(w, i, uuid, sizeof uuid);
+            snprintf(note, nlen, "GPU %d (%s): Xid %llu (not one that fails the node)", i, uuid,
+                     e.eventData);
+        }
     }
     return 0;
 }
@@ -130,15 +143,15 @@ static int check_gpu(struct gpuwatch *w, unsigned i, char *why, size_t len)
     if (w->gpu[i].ecc_known &&
         (r = w->ecc_total(w->gpu[i].h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
                           &ecc)) == NVML_SUCCESS && ecc > w->gpu[i].ecc) {
-        snprintf(what, sizeof what, "%llu new uncorrectable ECC error%s (%llu since the driver "
-                 "loaded)", ecc - w->gpu[i].ecc, ecc - w->gpu[i].ecc == 1 ? "" : "s", ecc);
+        snprintf(what, sizeof what, "%llu new uncorrectable ECC error%s (%llu in all)",
+                 ecc - w->gpu[i].ecc, ecc - w->gpu[i].ecc == 1 ? "" : "s", ecc);
         w->gpu[i].ecc = ecc;
         return bad(w, (int)i, why, len, what);
     }
     int p = 0;
     if (r == NVML_SUCCESS && w->gpu[i].pending_known &&
         (r = w->pending(w->gpu[i].h, &p)) == NVML_SUCCESS && p == NVML_FEATURE_ENABLED)
-        return bad(w, (int)i, why, len, "retired memory pages pending (the GPU needs a reset)");
+        return bad(w, (int)i, why, len, "retired pages pending (the GPU needs a reset)");
     if (r == NVML_ERROR_GPU_IS_LOST)
         return bad(w, (int)i, why, len, "lost from the bus (NVML: GPU is lost)");
     return 0;

@@ -45,8 +45,8 @@ struct gpuwatch {
  * notes its ECC count. 0; -ENOENT without NVML, -ENODEV when it fails; why in err. Zero GPUs is
  * not an error (nothing to watch). */
 int gpuwatch_open(struct gpuwatch *w, const char *soname, char *err, size_t elen);
-/* One check: 0 when every GPU is well; 1 with "GPU 3 (GPU-…): Xid 79, fallen off the bus" in
- * why for the first that is not. Non-critical Xids are named in note ("" if none). */
+/* One check: 0 when every GPU is well; 1 with "GPU 3 (GPU-8932f937...): Xid 79, fallen off the
+ * bus" in why for the first that is not. A non-critical Xid is named in note ("" if none). */
 int gpuwatch_check(struct gpuwatch *w, char *why, size_t len, char *note, size_t nlen);
 void gpuwatch_close(struct gpuwatch *w);
 

@@ -107,12 +107,12 @@ static void test_xid_injected(void)
     CHECK_EQ_INT(gpuwatch_check(&w, why, sizeof why, note, sizeof note), 0);
     put_health("xid gpu=1 xid=13\n");   /* an application's fault: said, not failed */
     CHECK_EQ_INT(gpuwatch_check(&w, why, sizeof why, note, sizeof note), 0);
-    snprintf(expect, sizeof expect, "GPU 1 (%s): Xid 13 (not one that fails the node)",
+    snprintf(expect, sizeof expect, "GPU 1 (%.12s...): Xid 13 (not one that fails the node)",
              FX_GPU_UUID[1]);
     CHECK_EQ_STR(note, expect);
     put_health("xid gpu=1 xid=13\nxid gpu=3 xid=79\n");
     CHECK_EQ_INT(gpuwatch_check(&w, why, sizeof why, note, sizeof note), 1);
-    snprintf(expect, sizeof expect, "GPU 3 (%s): Xid 79, fallen off the bus", FX_GPU_UUID[3]);
+    snprintf(expect, sizeof expect, "GPU 3 (%.12s...): Xid 79, fallen off the bus", FX_GPU_UUID[3]);
     CHECK_EQ_STR(why, expect);
     /* each event is taken once */
     CHECK_EQ_INT(gpuwatch_check(&w, why, sizeof why, note, sizeof note), 0);
@@ -128,17 +128,17 @@ static void test_ecc_pending_lost(void)
         return;
     put_health("ecc gpu=2 count=7\n");
     CHECK_EQ_INT(gpuwatch_check(&w, why, sizeof why, NULL, 0), 1);
-    snprintf(expect, sizeof expect, "GPU 2 (%s): 2 new uncorrectable ECC errors (7 since the "
-             "driver loaded)", FX_GPU_UUID[2]);
+    snprintf(expect, sizeof expect, "GPU 2 (%.12s...): 2 new uncorrectable ECC errors (7 in all)",
+             FX_GPU_UUID[2]);
     CHECK_EQ_STR(why, expect);
     put_health("ecc gpu=2 count=7\npending gpu=4\n");
     CHECK_EQ_INT(gpuwatch_check(&w, why, sizeof why, NULL, 0), 1);
-    snprintf(expect, sizeof expect, "GPU 4 (%s): retired memory pages pending (the GPU needs a "
+    snprintf(expect, sizeof expect, "GPU 4 (%.12s...): retired pages pending (the GPU needs a "
              "reset)", FX_GPU_UUID[4]);
     CHECK_EQ_STR(why, expect);
     put_health("ecc gpu=2 count=7\nlost gpu=6\n");
     CHECK_EQ_INT(gpuwatch_check(&w, why, sizeof why, NULL, 0), 1);
-    snprintf(expect, sizeof expect, "GPU 6 (%s): lost from the bus (NVML: GPU is lost)",
+    snprintf(expect, sizeof expect, "GPU 6 (%.12s...): lost from the bus (NVML: GPU is lost)",
              FX_GPU_UUID[6]);
     CHECK_EQ_STR(why, expect);
     gpuwatch_close(&w);
