@@ -47,6 +47,7 @@ static nvmlReturn_t take_gpu(struct gpuwatch *w, unsigned i)
                      &w->gpu[i].ecc) == NVML_SUCCESS;
     int p = 0;
     w->gpu[i].pending_known = w->pending && w->pending(w->gpu[i].h, &p) == NVML_SUCCESS;
+    w->gpu[i].pending = p == NVML_FEATURE_ENABLED;
     return NVML_SUCCESS;
 }
 
@@ -61,7 +62,8 @@ int gpuwatch_open(struct gpuwatch *w, const char *soname, char *err, size_t elen
     if (r != NVML_SUCCESS) {
         snprintf(err, elen, "%s: nvmlInit failed (NVML error %d)", so, r);
         dl_close(&w->lib);
-        return -ENODEV;
+        /* the library without its driver: a node without NVIDIA GPUs */
+        return r == NVML_ERROR_DRIVER_NOT_LOADED ? -ENOENT : -ENODEV;
     }
     w->open = true;
     if (w->set_create && w->reg && w->wait && w->set_create(&w->set) != NVML_SUCCESS)
@@ -150,8 +152,11 @@ static int check_gpu(struct gpuwatch *w, unsigned i, char *why, size_t len)
     }
     int p = 0;
     if (r == NVML_SUCCESS && w->gpu[i].pending_known &&
-        (r = w->pending(w->gpu[i].h, &p)) == NVML_SUCCESS && p == NVML_FEATURE_ENABLED)
+        (r = w->pending(w->gpu[i].h, &p)) == NVML_SUCCESS && p == NVML_FEATURE_ENABLED &&
+        !w->gpu[i].pending) {
+        w->gpu[i].pending = true;
         return bad(w, (int)i, why, len, "retired pages pending (the GPU needs a reset)");
+    }
     if (r == NVML_ERROR_GPU_IS_LOST)
         return bad(w, (int)i, why, len, "lost from the bus (NVML: GPU is lost)");
     return 0;

@@ -1,4 +1,4 @@
-/* launcher/devices/watch_rules.c — the pure judgements of the checks during a run (watch_rules.h). */
+/* launcher/devices/watch_rules.c — the pure judgements of the checks during a run. */
 #include "devices/watch_rules.h"
 
 #include <ctype.h>

@@ -144,6 +144,21 @@ static void test_ecc_pending_lost(void)
     gpuwatch_close(&w);
 }
 
+/* A GPU whose pages were pending before the watch began is not news; one that turns so is. */
+static void test_pending_from_the_start(void)
+{
+    struct gpuwatch w;
+    char why[256];
+    put_health("pending gpu=0\n");
+    if (watch(&w))
+        return;
+    CHECK_EQ_INT(gpuwatch_check(&w, why, sizeof why, NULL, 0), 0);
+    put_health("pending gpu=0\npending gpu=1\n");
+    CHECK_EQ_INT(gpuwatch_check(&w, why, sizeof why, NULL, 0), 1);
+    CHECK(strncmp(why, "GPU 1 (", 7) == 0);
+    gpuwatch_close(&w);
+}
+
 static void test_no_events(void)
 {
     struct gpuwatch w;
@@ -208,6 +223,7 @@ int main(void)
     RUN(test_gpus_well);
     RUN(test_xid_injected);
     RUN(test_ecc_pending_lost);
+    RUN(test_pending_from_the_start);
     RUN(test_no_events);
     RUN(test_no_nvml);
     RUN(test_links);
