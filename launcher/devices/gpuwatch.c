@@ -42,11 +42,15 @@ static nvmlReturn_t take_gpu(struct gpuwatch *w, unsigned i)
     /* a GPU without events (some vGPUs) is still asked for its counts */
     if (w->set)
         (void)w->reg(w->gpu[i].h, nvmlEventTypeXidCriticalError, w->set);
-    w->gpu[i].ecc_known = w->ecc_total &&
-        w->ecc_total(w->gpu[i].h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
-                     &w->gpu[i].ecc) == NVML_SUCCESS;
+    /* a query that is not supported is not asked again; a GPU already lost is, and the first
+     * check says so */
+    nvmlReturn_t e = w->ecc_total ? w->ecc_total(w->gpu[i].h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                 NVML_VOLATILE_ECC, &w->gpu[i].ecc)
+                                  : NVML_ERROR_NOT_SUPPORTED;
+    w->gpu[i].ecc_known = e == NVML_SUCCESS || e == NVML_ERROR_GPU_IS_LOST;
     int p = 0;
-    w->gpu[i].pending_known = w->pending && w->pending(w->gpu[i].h, &p) == NVML_SUCCESS;
+    e = w->pending ? w->pending(w->gpu[i].h, &p) : NVML_ERROR_NOT_SUPPORTED;
+    w->gpu[i].pending_known = e == NVML_SUCCESS || e == NVML_ERROR_GPU_IS_LOST;
     w->gpu[i].pending = p == NVML_FEATURE_ENABLED;
     return NVML_SUCCESS;
 }

@@ -159,6 +159,19 @@ static void test_pending_from_the_start(void)
     gpuwatch_close(&w);
 }
 
+/* A GPU lost before the watch began is found at the first check, not left unasked. */
+static void test_lost_from_the_start(void)
+{
+    struct gpuwatch w;
+    char why[256];
+    put_health("lost gpu=5\n");
+    if (watch(&w))
+        return;
+    CHECK_EQ_INT(gpuwatch_check(&w, why, sizeof why, NULL, 0), 1);
+    CHECK(strncmp(why, "GPU 5 (", 7) == 0 && strstr(why, "lost from the bus"));
+    gpuwatch_close(&w);
+}
+
 static void test_no_events(void)
 {
     struct gpuwatch w;
@@ -224,6 +237,7 @@ int main(void)
     RUN(test_xid_injected);
     RUN(test_ecc_pending_lost);
     RUN(test_pending_from_the_start);
+    RUN(test_lost_from_the_start);
     RUN(test_no_events);
     RUN(test_no_nvml);
     RUN(test_links);
