@@ -67,6 +67,7 @@
 #include "report.h"
 #include "rundir.h"
 #include "timer_server.h"
+#include "healthcheck.h"
 #include "watchdog.h"
 #include "workers.h"
 
@@ -91,6 +92,8 @@ struct agent {
     struct log_stream *streams;    /* 2 per worker: stdout, stderr */
     struct watchdog wd;            /* --hang-timeout */
     struct timer_server ts;        /* torch's file-based timers (TORCHELASTIC_ENABLE_FILE_TIMER) */
+    struct healthcheck hc;         /* GPUs and links while workers run (--health-check-interval) */
+    bool health_bad;               /* this node failed a check in this attempt */
     struct rundir dir;             /* error, heartbeat and log files */
     int n;
 
@@ -270,6 +273,7 @@ static void stop_job(struct agent *a, int sig, const char *why)
     if (a->state == AGENT_RUNNING)
         set_state(a, AGENT_STOPPING);
     watchdog_disarm_all(&a->wd);
+    healthcheck_stop(&a->hc);
     if (!a->workers_down)
         workers_stop_all(&a->wg, sig, a->cfg->term_timeout_ms);
 }
@@ -640,6 +644,75 @@ static int start_timers(struct agent *a)
     return r;
 }
 
+/* ---------- the checks while the workers run (healthcheck.c) ---------- */
+
+static void pf_quit(struct agent *a, const char *reason);
+
+/* What the workers are told NAME is: their inherited environment, else what podrun derived. */
+static const char *worker_var(struct agent *a, const char *name)
+{
+    size_t nl = strlen(name);
+    for (int k = 0; k < 2; k++)
+        for (char **e = k ? a->derived : a->envp; e && *e; e++)
+            if (strncmp(*e, name, nl) == 0 && (*e)[nl] == '=')
+                return *e + nl + 1;
+    return NULL;
+}
+
+/* The links NCCL was told to use are watched from the moment this attempt's workers run. */
+static void health_watch(struct agent *a)
+{
+    const char *ifs = worker_var(a, "NCCL_SOCKET_IFNAME"), *off = worker_var(a, "NCCL_IB_DISABLE");
+    if (!ifs && a->nd && a->nd->nic_known && a->nd->nic.ifname[0])
+        ifs = a->nd->nic.ifname;   /* NCCL picks it on its own */
+    healthcheck_start(&a->hc, worker_var(a, "NCCL_IB_HCA"), off && strcmp(off, "0") != 0, ifs);
+}
+
+/* A bad GPU or link is this node's failure, pushed to the job at once and the workers stopped.
+ * Where the job can go on without the node (--nnodes MIN:MAX still holds and it does not host
+ * the job store) the push is the node leaving, as under --preflight-policy exclude: the job
+ * restarts without it and uses no restart; else it is a failure record of the node. */
+static void health_failed(void *arg, const char *why)
+{
+    struct agent *a = arg;
+    if (a->state != AGENT_RUNNING || a->failed >= 0 || a->health_bad)
+        return;
+    a->health_bad = true;
+    char reason[RDZV_REASON_MAX];
+    snprintf(reason, sizeof reason, "health check: %s", why);
+    rdzv_stats_t st = {0};
+    if (a->rz)
+        rdzv_agent_stats(a->rz, &st);
+    int left = a->group_world_size - 1;
+    bool out = a->cfg->nnodes_min < a->cfg->nnodes_max && left >= a->cfg->nnodes_min &&
+               left > 0 && !st.hosting;
+    if (!out) {
+        rdzv_failure_t f;
+        rdzv_failure_init(&f);
+        snprintf(f.host, sizeof f.host, "%s", a->id.host);
+        snprintf(f.node_name, sizeof f.node_name, "%s", a->id.name);
+        f.node_rank = a->group_rank;
+        f.time = podrun_time_epoch();
+        snprintf(f.reason, sizeof f.reason, "%s", reason);
+        send_failure(a, &f);
+    }
+    snprintf(a->stop_why, sizeof a->stop_why, "this node failed its health check: %s", why);
+    say_stopping(a, a->stop_why, workers_alive(&a->wg), SIGTERM);
+    stop_job(a, SIGTERM, NULL);
+    if (out) {
+        logs_message(&a->logs, "health check: this node takes itself out of the job; the job "
+                     "goes on with the other %d; exit code %d", left,
+                     a->cfg->exit_code_preflight);
+        pf_quit(a, reason);
+    }
+}
+
+static void health_say(void *arg, const char *line)
+{
+    struct agent *a = arg;
+    logs_message(&a->logs, "%s", line);
+}
+
 /* ---------- spawning ---------- */
 
 /* Local rank i's environment and argv: the front-end's launcher's variables for this attempt
@@ -786,6 +859,8 @@ static void start_workers(struct agent *a, int err, const char *why)
             snprintf(reason, sizeof reason, "could not start: %s", podrun_strerror(r));
         health_worker_exit(a->health, HEALTH_EXIT_SPAWN);
         local_failure(a, lr, 1, false, reason);
+    } else {
+        health_watch(a);
     }
 }
 
@@ -1316,6 +1391,7 @@ static void restart(struct agent *a)
     a->attempt++;
     a->decided = false;
     a->failed = -1;
+    a->health_bad = false;
     if (a->nd && a->nd->gpus.source == GPU_SOURCE_NVML && a->nd->gpus.n > 0 &&
         a->cfg->gpu_reclaim_timeout_ms) {
         a->reclaim_start = uv_now(a->loop);
@@ -1453,6 +1529,7 @@ static void close_all(uv_timer_t *t)
         workers_close(&a->wg);
     watchdog_close(&a->wd);
     timer_server_close(&a->ts);
+    healthcheck_close(&a->hc);
     init_stop();
     uv_close((uv_handle_t *)&a->exit_timer, NULL);
     uv_close((uv_handle_t *)&a->leave_timer, NULL);
@@ -1582,6 +1659,8 @@ static int decision_code(struct agent *a)
         return c->exit_code_fatal;   /* every node the same: the job is not to be retried */
     if (a->dn == 0)
         return c->exit_code_peer_lost;
+    if (a->own == 0 && root->rank < 0 && a->health_bad)
+        return c->exit_code_preflight;   /* this node's own health check: the node is bad */
     if (a->own == 0 && root->rank >= 0) {
         if (a->failed < 0)   /* a record of ours we no longer know: trust it */
             return root->signo > 0 ? 128 + root->signo : root->exit_code > 0 ? root->exit_code : 1;
@@ -1670,6 +1749,10 @@ static void enter_exiting(struct agent *a)
     if (a->stop_signal) {
         int n = snprintf(msg, sizeof msg, "podrun: stopped by %s; exit code %d\n",
                          report_signame(a->stop_signal, sn, sizeof sn), a->exit_code);
+        write_termlog(a, msg, (size_t)n);
+    } else if (a->quit && a->health_bad) {
+        int n = snprintf(msg, sizeof msg, "podrun: this node failed its health check and left "
+                         "the job: %s; exit code %d\n", a->hc.last_why, a->exit_code);
         write_termlog(a, msg, (size_t)n);
     } else if (a->quit) {
         int n = snprintf(msg, sizeof msg, "podrun: the preflight check stopped this node; exit "
@@ -1861,6 +1944,11 @@ static void health_snapshot(void *arg, struct health_snapshot *s)
     }
     if (a->rz)
         rdzv_agent_stats(a->rz, &s->rdzv);
+    s->check_on = a->hc.interval_ms > 0;
+    s->check_ok = a->hc.last_ok;
+    s->check_time = a->hc.last_time;
+    s->checks = a->hc.checks;
+    s->check_failures = a->hc.failures;
     size_t cap = sizeof s->reason;
     s->healthy = 1;
     switch (a->state) {
@@ -2139,6 +2227,10 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     a->nd = nd;
     a->failed = -1;
     timer_server_init(&a->ts);
+    healthcheck_init(&a->hc, uv_default_loop(), cfg->health_check_interval_ms);
+    a->hc.failed = health_failed;
+    a->hc.say = health_say;
+    a->hc.arg = a;
     ssize_t el = readlink("/proc/self/exe", a->exe, sizeof a->exe - 1);
     a->exe[el > 0 ? el : 0] = '\0';
     a->round = -1;

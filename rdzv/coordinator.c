@@ -1165,7 +1165,7 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
         break;
     case OP_LEAVE:
         if (n->state != NS_GONE) {
-            char why[RDZV_REASON_MAX], r[64];
+            char why[RDZV_REASON_MAX], r[RDZV_REASON_MAX - 12];   /* after "agent left: " */
             size_t l = vlen < sizeof r - 1 ? vlen : sizeof r - 1;
             memcpy(r, val ? val : "", val ? l : 0);
             r[val ? l : 0] = '\0';

@@ -161,6 +161,7 @@ enum cfg_id {
     CFG_FILE_TIMER,
     CFG_GPU_RECLAIM_TIMEOUT,
     CFG_GPU_MEMORY_TOLERANCE,
+    CFG_HEALTH_CHECK_INTERVAL,
     CFG_TIMER_FILE,
     CFG_DEBUG,
     CFG_HEALTH_PORT,
@@ -361,6 +362,7 @@ struct cfg {
     uint64_t hang_timeout_ms;       /* 0: off */
     uint64_t gpu_reclaim_timeout_ms; /* bound on waiting for GPU memory before a restart; 0 off */
     uint64_t gpu_memory_tolerance;  /* bytes the node's GPUs may still hold at a restart */
+    uint64_t health_check_interval_ms; /* GPU and link checks while workers run; 0 off */
     bool file_timer;                /* torch's file-based timers (TORCHELASTIC_ENABLE_FILE_TIMER) */
     char *timer_file;               /* their FIFO (TORCHELASTIC_TIMER_FILE); NULL: in the run dir */
     bool debug;                     /* state changes and every rendezvous line in the log */

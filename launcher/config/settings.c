@@ -213,6 +213,12 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_GPU_MEMORY_TOLERANCE] = {"gpu-memory-tolerance", 0, CFG_T_SIZE,
         OFF(gpu_memory_tolerance), 0, 1L << 50, NULL, "512M", "SIZE", NULL, 0,
         "GPU memory (all GPUs together) that may still be in use when a restart starts", NULL},
+    [CFG_HEALTH_CHECK_INTERVAL] = {"health-check-interval", 0, CFG_T_DUR,
+        OFF(health_check_interval_ms), 0, 0, NULL, "5", "SECONDS", NULL, 0,
+        "while workers run, check the GPUs (NVML: a critical Xid, a GPU lost, new uncorrectable "
+        "ECC errors, retired pages pending) and NCCL's links (the NCCL_IB_HCA ports still "
+        "ACTIVE, the NCCL_SOCKET_IFNAME interface still up) this often; a bad one is this node's "
+        "failure, and under --nnodes MIN:MAX the node leaves the job (0: off)", NULL},
     [CFG_FILE_TIMER] = {"file-timer", 0, CFG_T_BOOL, OFF(file_timer), 0, 0, NULL, "0", NULL,
         "TORCHELASTIC_ENABLE_FILE_TIMER", CFG_F_NO_FLAG,
         "serve torch's file-based timers (torch.distributed.elastic.timer.expires): an expired "
@@ -256,7 +262,8 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "retry)", NULL},
     [CFG_EXIT_CODE_PREFLIGHT] = {"exit-code-preflight", 0, CFG_T_INT, OFF(exit_code_preflight),
         1, 255, NULL, "175", "CODE", NULL, 0,
-        "exit code when the preflight check stops the job or excludes this node", NULL},
+        "exit code when the preflight check stops the job or excludes this node, or this node "
+        "fails its --health-check-interval check", NULL},
     [CFG_SYSROOT] = {"sysroot", 0, CFG_T_OPTSTR, OFF(sysroot), 0, 0, NULL, NULL, "DIR", NULL, 0,
         "read /proc, /sys and /dev under DIR (a copy of another machine's tree, or a test's)",
         NULL},

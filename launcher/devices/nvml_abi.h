@@ -20,6 +20,7 @@ enum {
     NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
     NVML_ERROR_LIBRARY_NOT_FOUND = 12,
     NVML_ERROR_GPU_IS_LOST = 15,
     NVML_ERROR_UNKNOWN = 999,
@@ -98,5 +99,21 @@ _Static_assert(offsetof(nvmlGpuFabricInfoV_t, cliqueId) == 24, "nvmlGpuFabricInf
 _Static_assert(offsetof(nvmlGpuFabricInfoV_t, state) == 28, "nvmlGpuFabricInfoV_t.state");
 _Static_assert(sizeof(nvmlGpuFabricInfoV_t) == 36, "nvmlGpuFabricInfoV_t size");
 _Static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t size");
+
+/* Events (nvmlEventSetWait_v2): a critical Xid's number is in eventData. */
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+#define nvmlEventTypeXidCriticalError 0x0000000000000008ULL
+typedef struct nvmlEventData_st {
+    nvmlDevice_t device;
+    unsigned long long eventType;
+    unsigned long long eventData;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+_Static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t size");
+
+/* nvmlDeviceGetTotalEccErrors: uncorrected errors since the driver loaded (volatile). */
+#define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
+#define NVML_VOLATILE_ECC 0
+#define NVML_FEATURE_ENABLED 1
 
 #endif

@@ -121,6 +121,19 @@ static void render_rdzv(const struct health_snapshot *s, struct prom *p)
             "nodes the coordinator dropped for missing heartbeats", (double)r->silent_nodes);
 }
 
+static void render_checks(const struct health_snapshot *s, struct prom *p)
+{
+    if (!s->check_on)
+        return;
+    gauge(p, "podrun_health_check_last_time_seconds",
+          "when the GPUs and links were last checked (epoch s; 0: not yet)", s->check_time);
+    gauge(p, "podrun_health_check_ok", "1 when the last check found the GPUs and links well",
+          s->check_ok);
+    counter(p, "podrun_health_checks_total", "checks of the GPUs and links", (double)s->checks);
+    counter(p, "podrun_health_check_failures_total", "checks that found a GPU or link bad",
+            (double)s->check_failures);
+}
+
 static void render_port(const struct httpd_stats *h, struct prom *p)
 {
     prom_family(p, "podrun_health_requests_total", "counter",
@@ -148,5 +161,6 @@ void health_counters_render(const struct health_counters *c, const struct health
     render_agent(s, l, out);
     render_events(c, out);
     render_rdzv(s, out);
+    render_checks(s, out);
     render_port(h, out);
 }

@@ -15,7 +15,9 @@
  *   store_hosted, store_connections, store_connections_total,
  *   store_requests_total{op}, store_keys, store_bytes,
  *   rendezvous_silent_nodes_total                                     the host's, 0 elsewhere
- *   health_requests_total{code}, health_refused_total{reason}         the health port's own */
+ *   health_requests_total{code}, health_refused_total{reason}         the health port's own
+ *   health_check_last_time_seconds, health_check_ok, health_checks_total,
+ *   health_check_failures_total           --health-check-interval's GPU and link checks */
 #ifndef PODRUN_LAUNCHER_HEALTH_COUNTERS_H
 #define PODRUN_LAUNCHER_HEALTH_COUNTERS_H
 
@@ -55,6 +57,10 @@ struct health_snapshot {
     int round, node_rank, nnodes, world_size, restart_count; /* -1 before the first round */
     int restarts_used, max_restarts;  /* counted restarts of the job so far, --max-restarts */
     rdzv_stats_t rdzv;          /* zeroes before the rendezvous started */
+    /* --health-check-interval: the last check of the GPUs and links (check_on 0: off) */
+    int check_on, check_ok;
+    double check_time;          /* epoch s; 0: none yet */
+    uint64_t checks, check_failures;
 };
 
 struct health_labels {

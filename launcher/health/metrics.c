@@ -84,6 +84,8 @@ static void put_value(struct prom *p, double v)
         put(p, v > 0 ? "+Inf" : "-Inf", 4);
     else if (v > -1e15 && v < 1e15 && v == (double)(long long)v)
         putf(p, "%.0f", v);
+    else if (v >= 1e6 || v <= -1e6)
+        putf(p, "%.15g", v);   /* an epoch time keeps its milliseconds */
     else
         putf(p, "%.9g", v);
 }

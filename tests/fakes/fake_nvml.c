@@ -9,6 +9,13 @@
  *   mig gpu=I uuid=MIG-… gi=N ci=N      a MIG device of the I-th gpu line
  *   fabric cluster=32HEX clique=N [state=N] [status=RC] [v=0]   every GPU's NVLink domain
  *       (nvmlDeviceGetGpuFabricInfo[V]; state defaults to 3, completed; v=0: no versioned call)
+ * $PODRUN_FAKE_NVML_HEALTH names a second file, re-read at every health query (events, ECC,
+ * retired pages), so a test changes a GPU's health while podrun runs:
+ *   xid gpu=I xid=N          a critical-Xid event; each line is delivered once, in order
+ *   ecc gpu=I count=N        the volatile uncorrected ECC count (default 0)
+ *   pending gpu=I            retired pages pending
+ *   lost gpu=I               every health query on that GPU: NVML_ERROR_GPU_IS_LOST
+ *   noevents                 nvmlEventSetCreate is not supported
  * Underscores in a name stand for spaces. Like the real library, every call but nvmlInit_v2 and
  * nvmlErrorString fails with NVML_ERROR_UNINITIALIZED while not initialised, so a caller that
  * queries after nvmlShutdown is caught. fake_nvml_counts() reports init/shutdown calls. */
@@ -111,6 +118,131 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned in
     *n = (unsigned)g->nprocs;
     for (int i = 0; i < g->nprocs; i++)
         p[i] = (nvmlProcessInfo_t){.pid = g->pids[i], .usedGpuMemory = g->pbytes[i]};
+    return NVML_SUCCESS;
+}
+
+/* ---------- health: events, ECC, retired pages ($PODRUN_FAKE_NVML_HEALTH) ---------- */
+
+struct nvmlEventSet_st {
+    unsigned long long registered;   /* a bit per GPU index */
+};
+
+static struct nvmlEventSet_st fake_set;
+static int fake_xids_taken;          /* xid lines delivered so far */
+
+struct fake_health {
+    unsigned long long ecc[FAKE_GPUS];
+    int pending[FAKE_GPUS], lost[FAKE_GPUS];
+    int noevents;
+};
+
+/* The health file now; *xid_gpu and *xid: the taken-th xid line (gpu -1: none). */
+static void fake_health_load(struct fake_health *h, int taken, int *xid_gpu, long *xid)
+{
+    memset(h, 0, sizeof *h);
+    *xid_gpu = -1;
+    FILE *f = fake_conf_open("PODRUN_FAKE_NVML_HEALTH");
+    if (!f)
+        return;
+    char line[FAKE_LINE_MAX];
+    int nx = 0;
+    while (fgets(line, sizeof line, f)) {
+        long g = fake_word_long(line, "gpu", -1);
+        if (strncmp(line, "noevents", 8) == 0)
+            h->noevents = 1;
+        if (g < 0 || g >= FAKE_GPUS)
+            continue;
+        if (strncmp(line, "xid ", 4) == 0 && nx++ == taken) {
+            *xid_gpu = (int)g;
+            *xid = fake_word_long(line, "xid", 0);
+        } else if (strncmp(line, "ecc ", 4) == 0) {
+            h->ecc[g] = (unsigned long long)fake_word_long(line, "count", 0);
+        } else if (strncmp(line, "pending ", 8) == 0) {
+            h->pending[g] = 1;
+        } else if (strncmp(line, "lost ", 5) == 0) {
+            h->lost[g] = 1;
+        }
+    }
+    fclose(f);
+}
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
+{
+    struct fake_health h;
+    int g;
+    long x;
+    if (fake_refs <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    fake_health_load(&h, -1, &g, &x);
+    if (h.noevents)
+        return NVML_ERROR_NOT_SUPPORTED;
+    fake_set.registered = 0;
+    *set = &fake_set;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
+{
+    (void)set;
+    return fake_refs <= 0 ? NVML_ERROR_UNINITIALIZED : NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t h, unsigned long long types, nvmlEventSet_t set)
+{
+    if (fake_refs <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    if (types & nvmlEventTypeXidCriticalError)
+        set->registered |= 1ULL << h->gpu;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int ms)
+{
+    struct fake_health h;
+    int g;
+    long x;
+    (void)ms;   /* never waits: the tests ask with 0 */
+    if (fake_refs <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    fake_health_load(&h, fake_xids_taken, &g, &x);
+    if (g < 0 || g >= fake_ngpus || !(set->registered >> g & 1))
+        return NVML_ERROR_TIMEOUT;
+    fake_xids_taken++;
+    memset(data, 0, sizeof *data);
+    data->device = &fake_gpus[g].h;
+    data->eventType = nvmlEventTypeXidCriticalError;
+    data->eventData = (unsigned long long)x;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int type, int counter,
+                                         unsigned long long *count)
+{
+    struct fake_health h;
+    int g;
+    long x;
+    if (fake_refs <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    if (type != NVML_MEMORY_ERROR_TYPE_UNCORRECTED || counter != NVML_VOLATILE_ECC)
+        return NVML_ERROR_NOT_SUPPORTED;
+    fake_health_load(&h, -1, &g, &x);
+    if (h.lost[d->gpu])
+        return NVML_ERROR_GPU_IS_LOST;
+    *count = h.ecc[d->gpu];
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t d, int *pending)
+{
+    struct fake_health h;
+    int g;
+    long x;
+    if (fake_refs <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    fake_health_load(&h, -1, &g, &x);
+    if (h.lost[d->gpu])
+        return NVML_ERROR_GPU_IS_LOST;
+    *pending = h.pending[d->gpu] ? NVML_FEATURE_ENABLED : 0;
     return NVML_SUCCESS;
 }
 

@@ -107,7 +107,9 @@ static void test_agent_page(void)
     struct health_snapshot s = {.state = "running", .healthy = 1, .workers = 4,
                                 .workers_running = 4, .round = 1, .node_rank = 0, .nnodes = 3,
                                 .world_size = 12, .restart_count = 1, .restarts_used = 1,
-                                .max_restarts = 3};
+                                .max_restarts = 3, .check_on = 1, .check_ok = 1,
+                                .check_time = 1795797563.480, .checks = 40,
+                                .check_failures = 0};
     s.rdzv.hosting = 1;
     s.rdzv.heartbeats = 17;
     s.rdzv.store_connections = 3;
@@ -137,6 +139,11 @@ static void test_agent_page(void)
     CHECK(sample(p.buf, "podrun_store_requests_total{op=\"SET\"}") == 9);
     CHECK(sample(p.buf, "podrun_health_requests_total{code=\"2xx\"}") == 5);
     CHECK(sample(p.buf, "podrun_health_refused_total{reason=\"busy\"}") == 2);
+    /* the last health check; its time keeps its milliseconds */
+    CHECK(strstr(p.buf, "\npodrun_health_check_last_time_seconds 1795797563.48\n") != NULL);
+    CHECK(sample(p.buf, "podrun_health_check_ok") == 1);
+    CHECK(sample(p.buf, "podrun_health_checks_total") == 40);
+    CHECK(sample(p.buf, "podrun_health_check_failures_total") == 0);
     prom_free(&p);
     /* before the first round and off the host: no round gauges, no store's */
     struct health_snapshot s0 = {.state = "rendezvous", .healthy = 1, .round = -1};
@@ -146,6 +153,7 @@ static void test_agent_page(void)
     CHECK(strstr(p.buf, "podrun_rendezvous_round ") == NULL);
     CHECK(strstr(p.buf, "podrun_store_keys") == NULL);
     CHECK(sample(p.buf, "podrun_store_hosted") == 0);
+    CHECK(strstr(p.buf, "podrun_health_check") == NULL);   /* --health-check-interval 0 */
     prom_free(&p);
 }
 

@@ -1,0 +1,81 @@
+/* launcher/healthcheck.c — the GPU and link checks on the agent's loop (healthcheck.h). */
+#include "healthcheck.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rdzv/common.h"
+
+void healthcheck_init(struct healthcheck *h, uv_loop_t *loop, uint64_t interval_ms)
+{
+    memset(h, 0, sizeof *h);
+    h->interval_ms = interval_ms;
+    h->last_ok = true;
+    if (!interval_ms)
+        return;
+    uv_timer_init(loop, &h->timer);
+    h->timer.data = h;
+    h->handle = true;
+}
+
+static void on_check(uv_timer_t *t)
+{
+    struct healthcheck *h = t->data;
+    char why[HEALTHCHECK_WHY], note[HEALTHCHECK_WHY];
+    int bad = gpuwatch_check(&h->gpus, why, sizeof why, note, sizeof note);
+    if (note[0])
+        h->say(h->arg, note);
+    if (!bad)
+        bad = linkwatch_check(&h->links, why, sizeof why);
+    h->last_time = podrun_time_epoch();
+    h->last_ok = !bad;
+    h->checks++;
+    if (!bad)
+        return;
+    h->failures++;
+    snprintf(h->last_why, sizeof h->last_why, "%s", why);
+    uv_timer_stop(&h->timer);   /* one failure per attempt: the job is being stopped */
+    h->failed(h->arg, why);
+}
+
+static void open_nvml(struct healthcheck *h)
+{
+    char err[512], line[600];
+    h->nvml_tried = true;
+    int r = gpuwatch_open(&h->gpus, NULL, err, sizeof err);
+    if (r == 0 && h->gpus.n > 0 && !h->gpus.set) {
+        snprintf(line, sizeof line, "health check: NVML cannot report Xid events here; the "
+                 "GPUs' ECC counts and retired pages are still checked");
+        h->say(h->arg, line);
+    } else if (r == -ENODEV) {
+        snprintf(line, sizeof line, "health check: the GPUs are not checked: %s", err);
+        h->say(h->arg, line);
+    }   /* -ENOENT: no NVML, a node without NVIDIA GPUs: nothing to say */
+}
+
+void healthcheck_start(struct healthcheck *h, const char *ib_hca, int ib_off,
+                       const char *ifnames)
+{
+    if (!h->interval_ms)
+        return;
+    if (!h->nvml_tried)
+        open_nvml(h);
+    linkwatch_open(&h->links, ib_hca, ib_off, ifnames);
+    uv_timer_start(&h->timer, on_check, h->interval_ms, h->interval_ms);
+}
+
+void healthcheck_stop(struct healthcheck *h)
+{
+    if (h->handle)
+        uv_timer_stop(&h->timer);
+}
+
+void healthcheck_close(struct healthcheck *h)
+{
+    healthcheck_stop(h);
+    gpuwatch_close(&h->gpus);
+    if (h->handle)
+        uv_close((uv_handle_t *)&h->timer, NULL);
+    h->handle = false;
+}

@@ -1,0 +1,49 @@
+/* launcher/healthcheck.h — `--health-check-interval`: the node's GPUs and NCCL's links checked
+ * on the agent's loop while its workers run (devices/gpuwatch.h, devices/linkwatch.h).
+ *
+ * One uv_timer, no thread: each check is a few NVML calls per GPU (events taken without
+ * waiting) and one small sysfs read per link, bounded by the counts of both. NVML is opened once
+ * when the watch starts, not per check. The first bad finding is reported through `failed` and
+ * the checks stop until healthcheck_start is called again (the next attempt). */
+#ifndef PODRUN_LAUNCHER_HEALTHCHECK_H
+#define PODRUN_LAUNCHER_HEALTHCHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "launcher/devices/gpuwatch.h"
+#include "launcher/devices/linkwatch.h"
+
+#define HEALTHCHECK_WHY 256
+
+struct healthcheck {
+    uv_timer_t timer;
+    bool handle;                /* timer initialised (to be closed) */
+    bool nvml_tried;            /* NVML is opened at the first start only */
+    uint64_t interval_ms;       /* 0: off */
+    struct gpuwatch gpus;
+    struct linkwatch links;
+    /* the last check, for /metrics */
+    double last_time;           /* epoch s; 0: none yet */
+    bool last_ok;
+    uint64_t checks, failures;
+    char last_why[HEALTHCHECK_WHY];
+    void (*failed)(void *arg, const char *why);
+    void (*say)(void *arg, const char *line);
+    void *arg;
+};
+
+/* Off until healthcheck_start; interval_ms 0 keeps it off for good. */
+void healthcheck_init(struct healthcheck *h, uv_loop_t *loop, uint64_t interval_ms);
+/* Starts checking for an attempt whose workers run: NVML is opened the first time (its absence
+ * is said once and the links are still watched), the links to watch are taken now (ib_hca,
+ * ib_off and ifnames as linkwatch_open), and the first check runs one interval from now. */
+void healthcheck_start(struct healthcheck *h, const char *ib_hca, int ib_off,
+                       const char *ifnames);
+/* No checks until the next start. */
+void healthcheck_stop(struct healthcheck *h);
+/* Closes NVML and the timer. */
+void healthcheck_close(struct healthcheck *h);
+
+#endif

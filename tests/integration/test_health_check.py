@@ -1,0 +1,153 @@
+"""--health-check-interval: while the workers run, each agent checks its GPUs through NVML (here
+the fake libnvidia-ml, whose health answers come from a file the test rewrites mid-run:
+tests/fakes/fake_nvml.c) and the links NCCL was told to use through sysfs (a fixture tree,
+tests/fixtures/mkmachine, whose port state and operstate files the test rewrites). A bad GPU or
+link is that node's failure, pushed to every agent at once; under --nnodes MIN:MAX the node
+takes itself out and the job goes on."""
+import os
+import re
+import subprocess
+import urllib.request
+
+from cluster import Agent, killed_on_failure, wait_all
+from conftest import BUILD
+from launch_util import wait_for
+
+MKMACHINE = str(BUILD / "tests" / "fixtures" / "mkmachine")
+FAKES = str(BUILD / "tests" / "fakes")
+GPU3 = "GPU-2a3b4c5d..."   # the UUID, cut to what tells GPUs apart
+# runs until stopped in the first round of 3 nodes; any later round finishes at once
+WORKER = ('echo "up world=$GROUP_WORLD_SIZE"; '
+          'if [ "$GROUP_WORLD_SIZE" = "$HOLD_WORLD" ]; then exec sleep 300; fi; echo finished')
+INTERVAL = "100ms"
+
+
+class Node:
+    """One agent's machine: a fixture tree, its NVML files and the worker's done flag."""
+
+    def __init__(self, tmp_path, i):
+        self.root = tmp_path / f"machine{i}"
+        self.root.mkdir()
+        subprocess.run([MKMACHINE, str(self.root), "--no-mig", "--dev-infiniband"], check=True)
+        (self.root / "sys/class/net/eth1").mkdir(parents=True)
+        (self.root / "sys/class/net/eth1/operstate").write_text("up\n")
+        self.health = self.root / "health.conf"
+        self.health.write_text("")
+        self.term = self.root / "termination-log"
+
+    def env(self):
+        return {"PODRUN_SYSROOT": str(self.root), "PODRUN_FAKE_NVML": str(self.root / "nvml.conf"),
+                "PODRUN_FAKE_NVML_HEALTH": str(self.health),
+                "PODRUN_FAKE_IBVERBS": str(self.root / "verbs.conf"), "LD_LIBRARY_PATH": FAKES,
+                "NCCL_IB_HCA": "=mlx5_0:1", "NCCL_SOCKET_IFNAME": "=eth1",
+                "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"}
+
+    def write(self, rel, text):
+        """Rewrites a file as the kernel or the driver would: in one go."""
+        tmp = self.root / (rel + ".new")
+        tmp.write_text(text)
+        os.replace(tmp, self.root / rel)
+
+
+def start(tmp_path, port, n, nnodes=None, hold=None, extra=(), worker=WORKER):
+    nodes = [Node(tmp_path, i) for i in range(n)]
+    agents = []
+    for i, node in enumerate(nodes):
+        env = node.env()
+        env["HOLD_WORLD"] = str(hold or n)
+        args = ["--nnodes", str(nnodes or n), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", f"127.0.0.2:{port}", "--rdzv-id", "hc",
+                "--local-addr", f"127.0.0.{2 + i}", "--health-check-interval", INTERVAL,
+                "--termination-log", str(node.term), *extra, "--no-python", "sh", "-c", worker]
+        agents.append(Agent(args, env=env, name=f"node{i}"))
+    return nodes, agents
+
+
+def wait_running(agents):
+    for a in agents:
+        wait_for(lambda a=a: "up world=" in a.out_now() or a.proc.poll() is not None, 60,
+                 f"{a.name}'s worker to run")
+        assert a.proc.poll() is None, a.err_now()
+
+
+def check_named_everywhere(nodes, agents, what):
+    for node, a in zip(nodes, agents):
+        assert what in a.err, (a.name, a.err)
+        assert what in node.term.read_text(), (a.name, node.term.read_text())
+
+
+def test_xid_stops_every_agent_and_names_the_gpu(tmp_path, port):
+    nodes, agents = start(tmp_path, port, 3)
+    with killed_on_failure(agents):
+        wait_running(agents)
+        nodes[1].write("health.conf", "xid gpu=3 xid=79\n")
+        codes = wait_all(agents, timeout=60)
+    assert codes == [171, 175, 171], [a.err for a in agents]
+    what = f"GPU 3 ({GPU3}): Xid 79, fallen off the bus"
+    check_named_everywhere(nodes, agents, what)
+    assert "this node failed its health check: " + what in agents[1].err
+    assert "finished" not in "".join(a.out for a in agents)
+
+
+def test_port_down_stops_every_agent(tmp_path, port):
+    nodes, agents = start(tmp_path, port, 2)
+    with killed_on_failure(agents):
+        wait_running(agents)
+        nodes[1].write("sys/class/infiniband/mlx5_0/ports/1/state", "1: DOWN\n")
+        codes = wait_all(agents, timeout=60)
+    assert codes == [171, 175], [a.err for a in agents]
+    check_named_everywhere(nodes, agents, "mlx5_0 port 1: DOWN (was ACTIVE)")
+
+
+def test_interface_down_stops_every_agent(tmp_path, port):
+    nodes, agents = start(tmp_path, port, 2)
+    with killed_on_failure(agents):
+        wait_running(agents)
+        nodes[0].write("sys/class/net/eth1/operstate", "down\n")
+        codes = wait_all(agents, timeout=60)
+    assert codes == [175, 171], [a.err for a in agents]
+    check_named_everywhere(nodes, agents, "interface eth1 (NCCL_SOCKET_IFNAME): down (was up)")
+
+
+def metrics(a):
+    m = re.search(r"serving /healthz and /metrics on port (\d+)", a.err_now())
+    if not m:
+        return {}
+    with urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return {k: float(v) for k, v in re.findall(r"^(podrun_health_check\w*) (\S+)$", text, re.M)}
+
+
+def test_healthy_nodes_run_on_and_the_checks_are_metrics(tmp_path, port):
+    done = tmp_path / "done"
+    worker = f'echo "up world=$GROUP_WORLD_SIZE"; while [ ! -e {done} ]; do sleep 0.05; done'
+    nodes, agents = start(tmp_path, port, 2, extra=["--health-port", "0"], worker=worker)
+    with killed_on_failure(agents):
+        wait_running(agents)
+        for a in agents:   # several checks pass on every node
+            wait_for(lambda a=a: metrics(a).get("podrun_health_checks_total", 0) >= 5, 30,
+                     f"{a.name}'s checks")
+            m = metrics(a)
+            assert m["podrun_health_check_ok"] == 1 and m["podrun_health_check_failures_total"] == 0
+            assert m["podrun_health_check_last_time_seconds"] > 0
+        done.write_text("")
+        codes = wait_all(agents, timeout=60)
+    assert codes == [0, 0], [a.err for a in agents]
+    for a in agents:
+        assert "health check" not in a.err
+
+
+def test_min_max_takes_the_node_out_and_the_job_goes_on(tmp_path, port):
+    nodes, agents = start(tmp_path, port, 3, nnodes="2:3", hold=3,
+                          extra=["--rdzv-conf", "last_call_timeout=1"])
+    with killed_on_failure(agents):
+        wait_running(agents)
+        nodes[2].write("health.conf", "ecc gpu=5 count=1\n")
+        codes = wait_all(agents, timeout=90)
+    assert codes == [0, 0, 175], [a.err for a in agents]
+    what = "GPU 5 (GPU-4d5e6f70...): 1 new uncorrectable ECC error (1 in all)"
+    assert "health check: this node takes itself out of the job" in agents[2].err
+    assert what in nodes[2].term.read_text()
+    for a in agents[:2]:
+        assert what in a.err, a.err
+        assert "up world=2" in a.out and "finished" in a.out, a.out
