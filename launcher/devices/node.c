@@ -30,15 +30,35 @@ int node_probe(struct node_devices *nd, const struct cfg *c, char *const *envp)
                                  node_getenv(envp, "CUDA_VISIBLE_DEVICES"),
                                  node_getenv(envp, "CUDA_DEVICE_ORDER")};
     gpu_visible_resolve(&nd->gpus, &ve, &nd->visible);
-    ib_discover(NULL, &nd->ib);
     shm_stat(&nd->shm);
     shm_verdict(&nd->shm, nd->shm_warning, sizeof nd->shm_warning);
-    nd->topo_known = cpu_topo_read(&nd->topo) == 0;
     if (cpu_allowed(&nd->allowed) < 0)
         CPU_ZERO(&nd->allowed);
     snprintf(nd->nic_note, sizeof nd->nic_note, "the master's address is known after the "
              "rendezvous");
     return 0;
+}
+
+/* The HCAs matter to NCCL only, which needs a GPU on this node or runs between nodes. */
+static void node_probe_hcas(struct node_devices *nd)
+{
+    if (!nd->ib_probed)
+        ib_discover(NULL, &nd->ib);
+    nd->ib_probed = true;
+}
+
+/* The CPU topology is read by --numa-binding only: a hundred sysfs files. */
+static void node_probe_topology(struct node_devices *nd)
+{
+    if (!nd->topo_probed)
+        nd->topo_known = cpu_topo_read(&nd->topo) == 0;
+    nd->topo_probed = true;
+}
+
+void node_probe_all(struct node_devices *nd)
+{
+    node_probe_hcas(nd);
+    node_probe_topology(nd);
 }
 
 int node_gpu_count(const struct node_devices *nd)
@@ -52,7 +72,7 @@ static void node_derive(struct node_devices *nd)
     struct nccl_facts f = {
         .gpus = &nd->gpus,
         .visible = &nd->visible,
-        .ib = &nd->ib,
+        .ib = nd->ib_probed ? &nd->ib : NULL,
         .nic = nd->nic_known ? &nd->nic : NULL,
         .nlocal = nd->nlocal,
         .per_rank_visible = nd->per_rank,
@@ -83,7 +103,10 @@ int node_plan(struct node_devices *nd, const struct cfg *c, char *err, size_t er
     nd->per_rank = c->virtual_local_rank || c->visible_devices == CFG_VISIBLE_PER_RANK;
     snprintf(nd->local_addr, sizeof nd->local_addr, "%s", c->local_addr ? c->local_addr : "");
     nd->mode = node_mode(c->numa_binding);
+    if (nd->visible.n > 0 || c->nnodes_max > 1)
+        node_probe_hcas(nd);
     if (nd->mode != BINDING_NONE) {
+        node_probe_topology(nd);
         if (!nd->topo_known) {
             snprintf(err, errlen, "--numa-binding %s: no CPU topology under %s/sys/devices/system/"
                      "cpu: run without --numa-binding", binding_mode_name(nd->mode),

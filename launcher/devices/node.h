@@ -3,9 +3,10 @@
  *
  * The agent probes at start, before the configuration is final (--nproc-per-node gpu|auto count
  * the GPUs found): GPUs (NVML, else procfs and /dev, never CUDA), which of them CUDA shows a
- * worker, HCAs, /dev/shm, the CPU topology and this container's cpuset. Once the number of workers
- * is known, node_plan computes each local rank's CPU set and derives the NCCL/Gloo/CUDA/OpenMP
- * variables (env/nccl.h). The interface towards the master needs the master's address, which a
+ * worker, /dev/shm and this container's cpuset. Once the configuration is known, node_plan reads
+ * what the job's settings use (the HCAs, the CPU topology), computes each local rank's CPU set
+ * and derives the NCCL/Gloo/CUDA/OpenMP variables (env/nccl.h); a one-node job without a GPU
+ * reads neither. The interface towards the master needs the master's address, which a
  * multi-node agent knows only after the rendezvous: node_set_master derives it then (and the
  * environment again), so the variables are final before the first worker starts.
  *
@@ -32,9 +33,11 @@ struct node_devices {
     struct gpu_list gpus;
     struct gpu_visible visible;
     struct ib_info ib;
+    bool ib_probed;                 /* the HCAs were read (a job with a GPU or several nodes) */
     struct shm_info shm;
     char shm_warning[300];          /* "" when /dev/shm is large enough */
     struct cpu_topo topo;
+    bool topo_probed;               /* the topology was read (--numa-binding, `podrun env`) */
     bool topo_known;                /* /sys/devices/system/cpu was read */
     cpu_set_t allowed;              /* this container's CPUs (sched_getaffinity) */
 
@@ -58,6 +61,11 @@ struct node_devices {
  * NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER). Never fails for want of
  * devices: a CPU-only node has no GPU and no HCA. 0, or -ENAMETOOLONG for a sysroot too long. */
 int node_probe(struct node_devices *nd, const struct cfg *c, char *const *envp);
+
+/* What only some jobs need, read now: the HCAs and the CPU topology (`podrun env` shows them).
+ * A job reads them in node_plan when its settings use them: the HCAs for a job with a GPU visible
+ * here or more than one node (NCCL's variables), the topology under --numa-binding. */
+void node_probe_all(struct node_devices *nd);
 
 /* The number of CUDA devices a worker could be given (cfg_finalize's ngpus). */
 int node_gpu_count(const struct node_devices *nd);
