@@ -1057,7 +1057,7 @@ static void derive_env(struct agent *a)
     if (a->gai_pending)
         return;   /* its callback goes on with the attempt */
     unsigned char bin[sizeof(struct in6_addr)];
-    if (uv_inet_pton(AF_INET, a->master_addr, bin) == 0 ||
+    if (!node_needs_master(a->nd) || uv_inet_pton(AF_INET, a->master_addr, bin) == 0 ||
         uv_inet_pton(AF_INET6, a->master_addr, bin) == 0) {
         /* a numeric address needs no lookup, and a lookup would start libuv's thread pool */
         master_known(a, a->master_addr, NULL);
@@ -1085,6 +1085,8 @@ static void on_assigned(void *arg, const rdzv_assignment_t *as)
         return;
     a->group_rank = as->node_rank;
     a->group_world_size = as->nnodes;
+    if (as->nnodes > 1)   /* a node count that discovery learned after the plan */
+        a->nd->several_nodes = true;
     a->rank_base = as->rank_base;
     a->world_size = as->world_size;
     a->restart_count = as->restart_count;

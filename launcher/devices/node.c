@@ -20,7 +20,6 @@ static const char *node_getenv(char *const *envp, const char *name)
 
 int node_probe(struct node_devices *nd, const struct cfg *c, char *const *envp)
 {
-    memset(nd, 0, sizeof *nd);
     int rc = sysroot_set(c->sysroot);
     if (rc < 0)
         return rc;
@@ -103,7 +102,8 @@ int node_plan(struct node_devices *nd, const struct cfg *c, char *err, size_t er
     nd->per_rank = c->virtual_local_rank || c->visible_devices == CFG_VISIBLE_PER_RANK;
     snprintf(nd->local_addr, sizeof nd->local_addr, "%s", c->local_addr ? c->local_addr : "");
     nd->mode = node_mode(c->numa_binding);
-    if (nd->visible.n > 0 || c->nnodes_max > 1)
+    nd->several_nodes = c->nnodes_max > 1;
+    if (nd->visible.n > 0 || nd->several_nodes)
         node_probe_hcas(nd);
     if (nd->mode != BINDING_NONE) {
         node_probe_topology(nd);
@@ -156,12 +156,20 @@ static void node_local_interface(struct node_devices *nd)
     nd->nic_note[0] = '\0';
 }
 
+bool node_needs_master(const struct node_devices *nd)
+{
+    return nd->several_nodes || nd->visible.n > 0 || nd->local_addr[0];
+}
+
 void node_set_master(struct node_devices *nd, const char *master, const char *why)
 {
     char err[256];
     nd->nic_known = false;
     memset(&nd->nic, 0, sizeof nd->nic);
-    if (!master) {
+    if (!node_needs_master(nd)) {
+        snprintf(nd->nic_note, sizeof nd->nic_note, "one node and no GPU: no traffic leaves the "
+                 "node, so no interface is named (torchrun names none)");
+    } else if (!master) {
         snprintf(nd->nic_note, sizeof nd->nic_note, "%s", why ? why : "the master is unknown");
     } else if (nic_for_master(master, &nd->nic, err, sizeof err) < 0) {
         snprintf(nd->nic_note, sizeof nd->nic_note, "%s", err);

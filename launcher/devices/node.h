@@ -47,6 +47,7 @@ struct node_devices {
     struct binding_rank *bind;      /* nlocal entries; NULL when workers are not bound */
     bool per_rank;                  /* one GPU per worker, by UUID */
     char local_addr[INET6_ADDRSTRLEN];    /* --local-addr (a numeric address), "" none */
+    bool several_nodes;             /* the job may have more than one node */
 
     /* the interface towards the master (node_set_master) */
     bool nic_known;
@@ -57,7 +58,8 @@ struct node_devices {
     char *const *envp;              /* the inherited environment the variables were derived over */
 };
 
-/* Probes the node under c->sysroot (NULL: /) with the inherited environment (for
+/* nd is zeroed (calloc'd: most of it stays untouched on a node without GPUs). Probes the node
+ * under c->sysroot (NULL: /) with the inherited environment (for
  * NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER). Never fails for want of
  * devices: a CPU-only node has no GPU and no HCA. 0, or -ENAMETOOLONG for a sysroot too long. */
 int node_probe(struct node_devices *nd, const struct cfg *c, char *const *envp);
@@ -74,6 +76,11 @@ int node_gpu_count(const struct node_devices *nd);
  * derived variables. -EINVAL with one line in err naming the setting and the fix when the binding
  * cannot be made (a GPU's NUMA node unknown, no usable CPU near it, fewer cores than workers). */
 int node_plan(struct node_devices *nd, const struct cfg *c, char *err, size_t errlen);
+
+/* Whether the interface towards the master matters: the job may span nodes, or NCCL may run here
+ * (a GPU is visible), or --local-addr names the interface. A one-node job without a GPU gets no
+ * NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME, as from torchrun: node_set_master then says why. */
+bool node_needs_master(const struct node_devices *nd);
 
 /* The interface towards `master`, a numeric address (the agent resolves the name on its loop
  * first; NULL: it did not resolve, and `why` says so), or the one holding --local-addr when that
