@@ -1084,6 +1084,8 @@ static void say_line(void *arg, const char *text)
     logs_write(&a->logs, 2, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
+static void master_known(struct agent *a, const char *host, const char *why);
+
 /* The master's address is known (or not): the interface towards it, and with it every variable
  * the workers get, is derived once and said once; then this attempt goes on. */
 static void on_master_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
@@ -1104,7 +1106,12 @@ static void on_master_resolved(uv_getaddrinfo_t *req, int status, struct addrinf
     uv_freeaddrinfo(res);
     snprintf(why, sizeof why, "the master %s does not resolve here (%s)", a->master_addr,
              status ? uv_strerror(status) : "no address");
-    node_set_master(a->nd, host[0] ? host : NULL, why);
+    master_known(a, host[0] ? host : NULL, why);
+}
+
+static void master_known(struct agent *a, const char *host, const char *why)
+{
+    node_set_master(a->nd, host, why);
     free(a->derived);
     a->derived = NULL;
     if (node_worker_vars(a->nd, &a->derived))
@@ -1124,6 +1131,13 @@ static void derive_env(struct agent *a)
 {
     if (a->gai_pending)
         return;   /* its callback goes on with the attempt */
+    unsigned char bin[sizeof(struct in6_addr)];
+    if (!node_needs_master(a->nd) || uv_inet_pton(AF_INET, a->master_addr, bin) == 0 ||
+        uv_inet_pton(AF_INET6, a->master_addr, bin) == 0) {
+        /* a numeric address needs no lookup, and a lookup would start libuv's thread pool */
+        master_known(a, a->master_addr, NULL);
+        return;
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     a->gai.data = a;
     int r = uv_getaddrinfo(a->loop, &a->gai, on_master_resolved, a->master_addr, NULL, &hints);
@@ -1146,6 +1160,8 @@ static void on_assigned(void *arg, const rdzv_assignment_t *as)
         return;
     a->group_rank = as->node_rank;
     a->group_world_size = as->nnodes;
+    if (as->nnodes > 1)   /* a node count that discovery learned after the plan */
+        a->nd->several_nodes = true;
     a->rank_base = as->rank_base;
     a->world_size = as->world_size;
     a->restart_count = as->restart_count;

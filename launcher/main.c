@@ -117,7 +117,7 @@ static int run_job(const struct frontend *fe, int argc, char **argv)
     /* the devices first: --nproc-per-node gpu|auto count the GPUs */
     struct node_devices *nd = NULL;
     if (!r)
-        r = commands_node_prepare(&cfg, environ, &nd, err, sizeof err);
+        r = commands_node_prepare(&cfg, environ, false, &nd, err, sizeof err);
     if (r) {
         fprintf(stderr, "podrun: %s\n", err);
         cfg_free(&cfg);

@@ -25,6 +25,11 @@ static int pathf(char *buf, size_t len, const char *fmt, ...)
 
 static int mkdir_p(char *path)
 {
+    /* the parents exist but for the first worker's directory: one call then, not one per level */
+    if (mkdir(path, 0755) == 0 || errno == EEXIST)
+        return 0;
+    if (errno != ENOENT)
+        return -errno;
     for (char *p = path + 1; *p; p++) {
         if (*p != '/')
             continue;

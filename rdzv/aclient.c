@@ -650,6 +650,8 @@ static void on_attempt_timeout(uv_timer_t *t)
         retry(c, PODRUN_ETIMEDOUT);
 }
 
+static void connect_to(store_aclient_t *c, struct sockaddr_storage ss);
+
 static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
 {
     store_aclient_t *c = gai->data;
@@ -667,6 +669,11 @@ static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
     struct sockaddr_storage ss;
     memcpy(&ss, res->ai_addr, res->ai_addrlen);
     uv_freeaddrinfo(res);
+    connect_to(c, ss);
+}
+
+static void connect_to(store_aclient_t *c, struct sockaddr_storage ss)
+{
     if (uv_tcp_init(c->loop, &c->tcp) < 0) {
         connect_failed(c, -ENOMEM);
         return;
@@ -702,6 +709,14 @@ static void attempt(store_aclient_t *c)
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     c->state = S_RESOLVING;
+    /* a numeric address needs no lookup, and a lookup would start libuv's thread pool */
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    if (uv_ip4_addr(c->host, c->port, (struct sockaddr_in *)&ss) == 0 ||
+        uv_ip6_addr(c->host, c->port, (struct sockaddr_in6 *)&ss) == 0) {
+        connect_to(c, ss);
+        return;
+    }
     c->gai.data = c;
     c->handles++; /* the pending lookup keeps c alive */
     int r = uv_getaddrinfo(c->loop, &c->gai, on_resolved, c->host, port, &hints);

@@ -25,9 +25,10 @@ int commands_preflight_nccl_main(int argc, char **argv);
 
 /* For a job and for `podrun env` alike, once every layer of cfg is in: the node's devices probed
  * (*out, calloc'd: node_free and free it), cfg finalized with their GPU count, the binding and the
- * variables planned. 0, or a negative code with one line in err (a usage error). */
-int commands_node_prepare(struct cfg *cfg, char **envp, struct node_devices **out, char *err,
-                          size_t errlen);
+ * variables planned. everything: also what the job's settings do not use (`podrun env` shows all
+ * of the node). 0, or a negative code with one line in err (a usage error). */
+int commands_node_prepare(struct cfg *cfg, char **envp, bool everything,
+                          struct node_devices **out, char *err, size_t errlen);
 
 /* The address the workers' MASTER_ADDR will be: the job store's host. */
 const char *commands_master(const struct cfg *cfg);

@@ -34,8 +34,8 @@ static int env_cpu_count(void)
     return n > 0 ? (int)n : 1;
 }
 
-int commands_node_prepare(struct cfg *cfg, char **envp, struct node_devices **out, char *err,
-                          size_t errlen)
+int commands_node_prepare(struct cfg *cfg, char **envp, bool everything,
+                          struct node_devices **out, char *err, size_t errlen)
 {
     struct node_devices *nd = calloc(1, sizeof *nd);
     int r = 0;
@@ -44,6 +44,8 @@ int commands_node_prepare(struct cfg *cfg, char **envp, struct node_devices **ou
     if (node_probe(nd, cfg, envp) < 0)
         r = podrun_failf(-EINVAL, err, errlen, "--sysroot '%s': path too long; give a shorter one",
                          cfg->sysroot);
+    if (!r && everything)
+        node_probe_all(nd);
     if (!r)
         r = cfg_finalize(cfg, env_cpu_count(), node_gpu_count(nd), err, errlen);
     if (!r)
@@ -87,7 +89,7 @@ int commands_env_main(int argc, char **argv)
         cfg_set_program(&cfg, none, 1);
     struct node_devices *nd = NULL;
     if (!r)
-        r = commands_node_prepare(&cfg, environ, &nd, err, sizeof err);
+        r = commands_node_prepare(&cfg, environ, true, &nd, err, sizeof err);
     if (r) {
         fprintf(stderr, "podrun env: %s\n", err);
         cfg_free(&cfg);

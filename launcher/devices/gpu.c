@@ -390,7 +390,9 @@ int gpu_discover(const struct gpu_opts *opts, struct gpu_list *out)
 {
     if (!out)
         return -EINVAL;
-    memset(out, 0, sizeof *out);
+    /* each entry is cleared as a GPU is found: clearing all of them would touch 76 KiB for none */
+    out->n = 0;
+    out->note[0] = '\0';
     out->source = gpu_find(opts, out);
     qsort(out->dev, (size_t)out->n, sizeof out->dev[0], gpu_cmp);
     if (out->source != GPU_SOURCE_NVML)

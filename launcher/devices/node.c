@@ -20,7 +20,6 @@ static const char *node_getenv(char *const *envp, const char *name)
 
 int node_probe(struct node_devices *nd, const struct cfg *c, char *const *envp)
 {
-    memset(nd, 0, sizeof *nd);
     int rc = sysroot_set(c->sysroot);
     if (rc < 0)
         return rc;
@@ -30,15 +29,35 @@ int node_probe(struct node_devices *nd, const struct cfg *c, char *const *envp)
                                  node_getenv(envp, "CUDA_VISIBLE_DEVICES"),
                                  node_getenv(envp, "CUDA_DEVICE_ORDER")};
     gpu_visible_resolve(&nd->gpus, &ve, &nd->visible);
-    ib_discover(NULL, &nd->ib);
     shm_stat(&nd->shm);
     shm_verdict(&nd->shm, nd->shm_warning, sizeof nd->shm_warning);
-    nd->topo_known = cpu_topo_read(&nd->topo) == 0;
     if (cpu_allowed(&nd->allowed) < 0)
         CPU_ZERO(&nd->allowed);
     snprintf(nd->nic_note, sizeof nd->nic_note, "the master's address is known after the "
              "rendezvous");
     return 0;
+}
+
+/* The HCAs matter to NCCL only, which needs a GPU on this node or runs between nodes. */
+static void node_probe_hcas(struct node_devices *nd)
+{
+    if (!nd->ib_probed)
+        ib_discover(NULL, &nd->ib);
+    nd->ib_probed = true;
+}
+
+/* The CPU topology is read by --numa-binding only: a hundred sysfs files. */
+static void node_probe_topology(struct node_devices *nd)
+{
+    if (!nd->topo_probed)
+        nd->topo_known = cpu_topo_read(&nd->topo) == 0;
+    nd->topo_probed = true;
+}
+
+void node_probe_all(struct node_devices *nd)
+{
+    node_probe_hcas(nd);
+    node_probe_topology(nd);
 }
 
 int node_gpu_count(const struct node_devices *nd)
@@ -52,7 +71,7 @@ static void node_derive(struct node_devices *nd)
     struct nccl_facts f = {
         .gpus = &nd->gpus,
         .visible = &nd->visible,
-        .ib = &nd->ib,
+        .ib = nd->ib_probed ? &nd->ib : NULL,
         .nic = nd->nic_known ? &nd->nic : NULL,
         .nlocal = nd->nlocal,
         .per_rank_visible = nd->per_rank,
@@ -83,7 +102,11 @@ int node_plan(struct node_devices *nd, const struct cfg *c, char *err, size_t er
     nd->per_rank = c->virtual_local_rank || c->visible_devices == CFG_VISIBLE_PER_RANK;
     snprintf(nd->local_addr, sizeof nd->local_addr, "%s", c->local_addr ? c->local_addr : "");
     nd->mode = node_mode(c->numa_binding);
+    nd->several_nodes = c->nnodes_max > 1;
+    if (nd->visible.n > 0 || nd->several_nodes)
+        node_probe_hcas(nd);
     if (nd->mode != BINDING_NONE) {
+        node_probe_topology(nd);
         if (!nd->topo_known) {
             snprintf(err, errlen, "--numa-binding %s: no CPU topology under %s/sys/devices/system/"
                      "cpu: run without --numa-binding", binding_mode_name(nd->mode),
@@ -133,12 +156,20 @@ static void node_local_interface(struct node_devices *nd)
     nd->nic_note[0] = '\0';
 }
 
+bool node_needs_master(const struct node_devices *nd)
+{
+    return nd->several_nodes || nd->visible.n > 0 || nd->local_addr[0];
+}
+
 void node_set_master(struct node_devices *nd, const char *master, const char *why)
 {
     char err[256];
     nd->nic_known = false;
     memset(&nd->nic, 0, sizeof nd->nic);
-    if (!master) {
+    if (!node_needs_master(nd)) {
+        snprintf(nd->nic_note, sizeof nd->nic_note, "one node and no GPU: no traffic leaves the "
+                 "node, so no interface is named (torchrun names none)");
+    } else if (!master) {
         snprintf(nd->nic_note, sizeof nd->nic_note, "%s", why ? why : "the master is unknown");
     } else if (nic_for_master(master, &nd->nic, err, sizeof err) < 0) {
         snprintf(nd->nic_note, sizeof nd->nic_note, "%s", err);

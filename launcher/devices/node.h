@@ -3,9 +3,10 @@
  *
  * The agent probes at start, before the configuration is final (--nproc-per-node gpu|auto count
  * the GPUs found): GPUs (NVML, else procfs and /dev, never CUDA), which of them CUDA shows a
- * worker, HCAs, /dev/shm, the CPU topology and this container's cpuset. Once the number of workers
- * is known, node_plan computes each local rank's CPU set and derives the NCCL/Gloo/CUDA/OpenMP
- * variables (env/nccl.h). The interface towards the master needs the master's address, which a
+ * worker, /dev/shm and this container's cpuset. Once the configuration is known, node_plan reads
+ * what the job's settings use (the HCAs, the CPU topology), computes each local rank's CPU set
+ * and derives the NCCL/Gloo/CUDA/OpenMP variables (env/nccl.h); a one-node job without a GPU
+ * reads neither. The interface towards the master needs the master's address, which a
  * multi-node agent knows only after the rendezvous: node_set_master derives it then (and the
  * environment again), so the variables are final before the first worker starts.
  *
@@ -32,9 +33,11 @@ struct node_devices {
     struct gpu_list gpus;
     struct gpu_visible visible;
     struct ib_info ib;
+    bool ib_probed;                 /* the HCAs were read (a job with a GPU or several nodes) */
     struct shm_info shm;
     char shm_warning[300];          /* "" when /dev/shm is large enough */
     struct cpu_topo topo;
+    bool topo_probed;               /* the topology was read (--numa-binding, `podrun env`) */
     bool topo_known;                /* /sys/devices/system/cpu was read */
     cpu_set_t allowed;              /* this container's CPUs (sched_getaffinity) */
 
@@ -44,6 +47,7 @@ struct node_devices {
     struct binding_rank *bind;      /* nlocal entries; NULL when workers are not bound */
     bool per_rank;                  /* one GPU per worker, by UUID */
     char local_addr[INET6_ADDRSTRLEN];    /* --local-addr (a numeric address), "" none */
+    bool several_nodes;             /* the job may have more than one node */
 
     /* the interface towards the master (node_set_master) */
     bool nic_known;
@@ -54,10 +58,16 @@ struct node_devices {
     char *const *envp;              /* the inherited environment the variables were derived over */
 };
 
-/* Probes the node under c->sysroot (NULL: /) with the inherited environment (for
+/* nd is zeroed (calloc'd: most of it stays untouched on a node without GPUs). Probes the node
+ * under c->sysroot (NULL: /) with the inherited environment (for
  * NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER). Never fails for want of
  * devices: a CPU-only node has no GPU and no HCA. 0, or -ENAMETOOLONG for a sysroot too long. */
 int node_probe(struct node_devices *nd, const struct cfg *c, char *const *envp);
+
+/* What only some jobs need, read now: the HCAs and the CPU topology (`podrun env` shows them).
+ * A job reads them in node_plan when its settings use them: the HCAs for a job with a GPU visible
+ * here or more than one node (NCCL's variables), the topology under --numa-binding. */
+void node_probe_all(struct node_devices *nd);
 
 /* The number of CUDA devices a worker could be given (cfg_finalize's ngpus). */
 int node_gpu_count(const struct node_devices *nd);
@@ -66,6 +76,11 @@ int node_gpu_count(const struct node_devices *nd);
  * derived variables. -EINVAL with one line in err naming the setting and the fix when the binding
  * cannot be made (a GPU's NUMA node unknown, no usable CPU near it, fewer cores than workers). */
 int node_plan(struct node_devices *nd, const struct cfg *c, char *err, size_t errlen);
+
+/* Whether the interface towards the master matters: the job may span nodes, or NCCL may run here
+ * (a GPU is visible), or --local-addr names the interface. A one-node job without a GPU gets no
+ * NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME, as from torchrun: node_set_master then says why. */
+bool node_needs_master(const struct node_devices *nd);
 
 /* The interface towards `master`, a numeric address (the agent resolves the name on its loop
  * first; NULL: it did not resolve, and `why` says so), or the one holding --local-addr when that

@@ -7,6 +7,9 @@
 
 bool env_is(const char *entry, const char *name)
 {
+    /* called for every inherited variable, for each name, for each worker: most differ at once */
+    if (name[0] && entry[0] != name[0])
+        return false;
     size_t n = strlen(name);
     return !strncmp(entry, name, n) && entry[n] == '=';
 }
