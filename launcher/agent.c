@@ -1282,7 +1282,7 @@ static void on_rdzv_finished(void *arg)
     advance(a);
 }
 
-/* The exit code for losing the job this way (README "Exit codes"). */
+/* The exit code for losing the job this way (doc/failures.md#exit-status). */
 static int lost_code(struct agent *a, int err)
 {
     switch (err) {
@@ -1666,7 +1666,7 @@ static const rdzv_failure_t *fatal_failure(const struct agent *a)
     return NULL;
 }
 
-/* The exit code a stop decision gives this node (README "Exit codes"). */
+/* The exit code a stop decision gives this node (doc/failures.md#exit-status). */
 static int decision_code(struct agent *a)
 {
     struct cfg *c = a->cfg;

@@ -40,7 +40,7 @@ typedef void (*workers_kill_cb)(worker_group_t *g, uint64_t grace_ms);
 
 enum workers_stop_phase { STOP_NONE, STOP_TERM, STOP_KILL, STOP_DONE };
 
-/* Whom a stop's first signal reaches (README "PID 1, signals, stopping"). A worker's process
+/* Whom a stop's first signal reaches (doc/failures.md#pid-1-signals-stopping). A worker's process
  * group also holds what it forked: torch's DataLoader processes die of a SIGTERM to the group
  * before the trainer has saved, while a wrapper that does not forward signals (sh run.sh) keeps
  * a SIGTERM to the worker alone from ever reaching the trainer. WORKER_FIRST: the worker, then

@@ -185,7 +185,7 @@ typedef struct rdzv_params {
     uint16_t store_port;       /* this node's job store, which serves the workers while the node
                                   has node rank 0; 0: a free port */
     double read_timeout;       /* 60: how long etcd may fail before this agent gives up */
-    /* Who may use the job's store (README "Security"): with a token, every agent connection
+    /* Who may use the job's store (doc/store.md#security): with a token, every agent connection
      * passes the token handshake (rdzv/auth.h) and the store keeps podrun's keys from any
      * other; NULL: the store is open (backend "store"; etcd's own TLS guards the etcd
      * backend's records). The node that hosts a store refuses sources outside `allow` at

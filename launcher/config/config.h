@@ -268,8 +268,9 @@ enum cfg_discovery { CFG_DISCOVERY_AUTO, CFG_DISCOVERY_ENV, CFG_DISCOVERY_K8S,
                      CFG_DISCOVERY_HOSTFILE, CFG_DISCOVERY_NONE };
 /* How podrun writes its own lines (not the workers'): for people, or one JSON object each. */
 enum cfg_log_format { CFG_LOG_HUMAN, CFG_LOG_JSON };
-/* Whom the stop signal reaches first (README "PID 1, signals, stopping"): the worker, then its
- * process group once it has exited; the worker alone (torch 1.13); its whole group (torch 2.x). */
+/* Whom the stop signal reaches first (doc/failures.md#pid-1-signals-stopping): the worker,
+ * then its process group once it has exited; the worker alone (torch 1.13); its whole group
+ * (torch 2.x). */
 enum cfg_stop_to { CFG_STOP_WORKER_FIRST, CFG_STOP_WORKER, CFG_STOP_GROUP };
 /* How Kubernetes discovery orders the pods into node ranks (launcher/discover/k8s_pods.h). */
 enum cfg_k8s_order { CFG_K8S_ORDER_INDEX, CFG_K8S_ORDER_NAME, CFG_K8S_ORDER_IP };
@@ -322,7 +323,7 @@ struct cfg {
     char *k8s_selector;             /* NULL: derived from this pod's own labels */
     char *k8s_namespace;            /* NULL: the service account's (or kubeconfig context's) */
     enum cfg_k8s_order k8s_order;
-    /* who may use the job store (README "Security") */
+    /* who may use the job store (doc/store.md#security) */
     char *rdzv_token_file;          /* the job's token, read by the agent; NULL: none */
     char *rdzv_token;               /* PODRUN_RDZV_TOKEN: the token itself; never printed */
     char *store_allow;              /* CIDR,...: sources the store accepts; NULL: any */
@@ -369,7 +370,7 @@ struct cfg {
     int health_port;                /* /healthz and /metrics: -1 off, 0 a free port */
     enum cfg_log_format log_format;
     /* exit codes for the ways a node can be stopped by something other than its own worker's
-     * exit status (README "Exit codes") */
+     * exit status (doc/failures.md#exit-status) */
     int exit_code_peer_failure;     /* a worker on another node failed */
     int exit_code_peer_lost;        /* another agent or node was lost, left or went silent */
     int exit_code_store_lost;       /* the job store host was lost */
@@ -399,7 +400,7 @@ struct cfg {
     char *signals_to_handle;        /* signal names that stop the job the way SIGTERM does */
     char *dup_filters[2];           /* --duplicate-std{out,err}-filters (",," is a comma) */
     int logs_specs;                 /* 0: "default", torchrun's layout */
-    char *event_log_handler;        /* accepted; see README */
+    char *event_log_handler;        /* accepted; see doc/frontends.md#torchrun */
     int worker_env;                 /* enum cfg_worker_env */
     /* accelerate launch named no launcher: its multi-GPU one with more than one GPU, else its
      * simple launcher, one process (resolved with the node's GPUs) */

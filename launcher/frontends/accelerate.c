@@ -11,8 +11,9 @@
  * Which of config file and command line wins is accelerate's rule (_validate_launch_command):
  * a config key is taken only where the command line left the value at None. Flags whose default
  * is not None (--same_network, --rdzv_backend, --enable_cpu_affinity) therefore never take the
- * file's value; podrun matches that and README says so. The keys of the file's sections
- * (deepspeed_config, fsdp_config, dynamo_config) win unless the flag was given. */
+ * file's value; podrun matches that and doc/frontends.md#accelerate-launch says so. The keys of
+ * the file's sections (deepspeed_config, fsdp_config, dynamo_config) win unless the flag was
+ * given. */
 #include "frontends/frontend.h"
 
 #include <ctype.h>

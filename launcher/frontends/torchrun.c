@@ -3,7 +3,7 @@
  * underscore ones), torch 2.x's newer flags (but --numa-binding and --virtual-local-rank, which
  * are the device layer's), PET_<NAME> for every flag (argparse action=env), and the variables
  * its agent reads. podrun applies the PET_ rule to its own settings too, as it answers to every
- * PODRUN_<NAME>: README promises both for every option. */
+ * PODRUN_<NAME>: doc/usage.md#usage promises both for every option. */
 #include "frontends/frontend.h"
 
 /* --numa-binding and --virtual-local-rank are torch 2.9/2.10's; podrun's own flags of the same

@@ -1,4 +1,4 @@
-"""The job store lets only the job in (README "Security"): with a token, a stranger on the store's
+"""The job store lets only the job in (doc/store.md#security): with a token, a stranger on the store's
 port can neither read nor write podrun's keys, nor steer the job with forged records, a replayed
 handshake or junk, while torch's workers use the same port as always; the allow-list refuses
 sources outside it at accept. Without a token the store stays open to reads, as documented."""

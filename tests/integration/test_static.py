@@ -115,6 +115,115 @@ def test_readme_two_line_dockerfile_copies_what_the_podrun_stage_holds():
     assert m.group(3) in ("/usr/local/bin/", "/usr/local/bin/podrun")
 
 
+# ---- the documentation's links ----------------------------------------------------------------
+# README.md is the front page and doc/*.md hold one topic each. Code cites a page's section as
+# doc/<page>.md#<anchor>; a heading renamed or moved to another page must not leave a citation
+# or a link pointing at nothing.
+
+DOC_PAGES = sorted((ROOT / "doc").glob("*.md"))
+CODE_DIRS = ("launcher", "rdzv", "include", "scripts", "docker", "tests")
+
+
+def github_anchors(path):
+    """The anchors GitHub gives a markdown file's headings: lower case, punctuation but '-'
+    and '_' dropped, spaces to '-', '-1', '-2', ... for repeats; code blocks hold no headings."""
+    seen, fence = {}, False
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            fence = not fence
+            continue
+        m = re.match(r"#{1,6} (.*)", line)
+        if m and not fence:
+            a = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            n = seen.get(a, 0)
+            seen[a] = n + 1
+            yield a if n == 0 else f"{a}-{n}"
+
+
+def link_problem(base, target):
+    """None where TARGET (FILE or FILE#ANCHOR, relative to folder BASE) exists, else why."""
+    name, _, anchor = target.partition("#")
+    path = (base / name).resolve() if name else base
+    if not path.exists():
+        return f"{target}: no file {path.relative_to(ROOT) if ROOT in path.parents else path}"
+    if anchor and path.suffix == ".md" and anchor not in set(github_anchors(path)):
+        return f"{target}: {path.relative_to(ROOT)} has no heading with anchor '{anchor}'"
+    return None
+
+
+def markdown_links(path):
+    """(line number, target) of each link in a markdown file to a file or anchor of the tree."""
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        for target in re.findall(r"\]\(([^)\s]+)\)", line):
+            if not re.match(r"[a-z]+:", target):
+                yield n, target
+
+
+def code_files():
+    yield ROOT / "meson.build"
+    yield ROOT / "doc" / "podrun.1"
+    for d in CODE_DIRS:
+        for f in sorted((ROOT / d).rglob("*")):
+            if f.is_file() and "corpus" not in f.parts and "__pycache__" not in f.parts:
+                yield f
+
+
+def test_markdown_links_reach_a_page_and_heading():
+    bad = []
+    for md in [ROOT / "README.md", *DOC_PAGES]:
+        for n, target in markdown_links(md):
+            # "#anchor" is this file's own heading
+            why = link_problem(md.parent, md.name + target if target.startswith("#") else target)
+            if why:
+                bad.append(f"{md.relative_to(ROOT)}:{n}: {why}")
+    assert not bad, "\n".join(bad)
+
+
+def test_code_cites_pages_that_have_the_heading():
+    bad, cited = [], 0
+    for f in code_files():
+        try:
+            text = f.read_text()
+        except UnicodeDecodeError:
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            for target in re.findall(r"(?<![\w/.])((?:doc/[\w-]+\.md|README\.md)#[\w-]+)", line):
+                cited += 1
+                why = link_problem(ROOT, target)
+                if why:
+                    bad.append(f"{f.relative_to(ROOT)}:{n}: {why}")
+            if re.search(r'README[ ]"', line):
+                bad.append(f"{f.relative_to(ROOT)}:{n}: cites a README heading by name; "
+                           "cite the page: doc/<page>.md#<anchor>")
+    assert cited, "the code cites doc pages"
+    assert not bad, "\n".join(bad)
+
+
+def test_readme_links_every_page():
+    linked = {(ROOT / t.partition("#")[0]).resolve()
+              for _, t in markdown_links(ROOT / "README.md") if not t.startswith("#")}
+    assert DOC_PAGES
+    missing = [p.name for p in DOC_PAGES if p.resolve() not in linked]
+    assert not missing, f"README.md links no page named {missing}"
+
+
+
+def exit_code_table(path):
+    """The rows of the first table whose header is '| situation | podrun exits | flag |'."""
+    lines = path.read_text().splitlines()
+    start = lines.index("| situation | podrun exits | flag |")
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    return rows
+
+
+def test_readme_exit_codes_are_the_failures_page_table():
+    # operators match the README's table; doc/failures.md#exit-status holds it with the story
+    assert exit_code_table(ROOT / "README.md") == exit_code_table(ROOT / "doc" / "failures.md")
+
 # ---- the roots --------------------------------------------------------------------------------
 
 def network_reason():
