@@ -659,13 +659,17 @@ static const char *worker_var(struct agent *a, const char *name)
     return NULL;
 }
 
-/* The links NCCL was told to use are watched from the moment this attempt's workers run. */
+/* The GPUs the workers see and the links NCCL was told to use are watched from the moment this
+ * attempt's workers run. A node whose traffic never leaves it (one node, no GPU) has no link to
+ * watch, and a node without GPUs no GPU: such a job checks nothing and probes nothing. */
 static void health_watch(struct agent *a)
 {
     const char *ifs = worker_var(a, "NCCL_SOCKET_IFNAME"), *off = worker_var(a, "NCCL_IB_DISABLE");
     if (!ifs && a->nd && a->nd->nic_known && a->nd->nic.ifname[0])
         ifs = a->nd->nic.ifname;   /* NCCL picks it on its own */
-    healthcheck_start(&a->hc, worker_var(a, "NCCL_IB_HCA"), off && strcmp(off, "0") != 0, ifs);
+    bool gpus = a->nd && node_gpu_count(a->nd) > 0, links = a->nd && node_needs_master(a->nd);
+    healthcheck_start(&a->hc, gpus, links, worker_var(a, "NCCL_IB_HCA"),
+                      off && strcmp(off, "0") != 0, ifs);
 }
 
 /* A bad GPU or link is this node's failure, pushed to the job at once and the workers stopped.

@@ -54,14 +54,15 @@ static void open_nvml(struct healthcheck *h)
     }   /* -ENOENT: no NVML, a node without NVIDIA GPUs: nothing to say */
 }
 
-void healthcheck_start(struct healthcheck *h, const char *ib_hca, int ib_off,
-                       const char *ifnames)
+void healthcheck_start(struct healthcheck *h, bool gpus, bool links, const char *ib_hca,
+                       int ib_off, const char *ifnames)
 {
-    if (!h->interval_ms)
+    if (!h->interval_ms || (!gpus && !links))
         return;
-    if (!h->nvml_tried)
+    if (gpus && !h->nvml_tried)
         open_nvml(h);
-    linkwatch_open(&h->links, ib_hca, ib_off, ifnames);
+    if (links)
+        linkwatch_open(&h->links, ib_hca, ib_off, ifnames);
     uv_timer_start(&h->timer, on_check, h->interval_ms, h->interval_ms);
 }
 

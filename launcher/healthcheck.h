@@ -36,11 +36,11 @@ struct healthcheck {
 
 /* Off until healthcheck_start; interval_ms 0 keeps it off for good. */
 void healthcheck_init(struct healthcheck *h, uv_loop_t *loop, uint64_t interval_ms);
-/* Starts checking for an attempt whose workers run: NVML is opened the first time (its absence
- * is said once and the links are still watched), the links to watch are taken now (ib_hca,
- * ib_off and ifnames as linkwatch_open), and the first check runs one interval from now. */
-void healthcheck_start(struct healthcheck *h, const char *ib_hca, int ib_off,
-                       const char *ifnames);
+/* Starts checking for an attempt whose workers run: the GPUs when `gpus` (NVML is opened the
+ * first time; its absence is said once), the links when `links` (ib_hca, ib_off and ifnames as
+ * linkwatch_open); neither: nothing is checked. The first check runs one interval from now. */
+void healthcheck_start(struct healthcheck *h, bool gpus, bool links, const char *ib_hca,
+                       int ib_off, const char *ifnames);
 /* No checks until the next start. */
 void healthcheck_stop(struct healthcheck *h);
 /* Closes NVML and the timer. */
