@@ -139,7 +139,8 @@ def test_bash_completion(tmp_path, monkeypatch):
     script = install(tmp_path) / "bash-completion" / "completions" / "podrun"
     opts, _ = help_options()
     assert set(complete(script, "podrun", "--")) == opts
-    assert complete(script, "podrun", "--health") == ["--health-port"]
+    assert complete(script, "podrun", "--health-p") == ["--health-port"]
+    assert complete(script, "podrun", "--health") == ["--health-check-interval", "--health-port"]
     assert complete(script, "podrun", "--log-format", "") == ["human", "json"]
     assert complete(script, "podrun", "--discovery", "") == ["auto", "env", "hostfile", "k8s",
                                                              "none"]

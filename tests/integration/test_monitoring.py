@@ -42,10 +42,15 @@ class Prometheus:
              f"--storage.tsdb.path={tmp_path / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}"],
             stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for(what="prometheus ready", pred=lambda: self.proc.poll() is None and
-                 get(self.port, "/-/ready")[0] == 200 or self.proc.poll() is not None,
-                 timeout=60)
-        assert self.proc.poll() is None, self.output()
+        try:
+            wait_for(what="prometheus ready", pred=lambda: self.proc.poll() is None and
+                     get(self.port, "/-/ready")[0] == 200 or self.proc.poll() is not None,
+                     timeout=60)
+            assert self.proc.poll() is None, self.output()
+        except BaseException:
+            self.proc.kill()   # a prometheus that never got ready is not left running
+            self.proc.wait(30)
+            raise
 
     def output(self):
         self.log.seek(0)
