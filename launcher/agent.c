@@ -627,11 +627,15 @@ static void timer_say(void *arg, const char *line)
 static int start_timers(struct agent *a)
 {
     char path[PATH_MAX + 64];
-    if (a->cfg->timer_file)
-        snprintf(path, sizeof path, "%s", a->cfg->timer_file);
-    else
-        snprintf(path, sizeof path, "%s/watchdog_timer.%s.%d", a->dir.base, a->id.name,
-                 (int)getpid());
+    int n = a->cfg->timer_file
+                ? snprintf(path, sizeof path, "%s", a->cfg->timer_file)
+                : snprintf(path, sizeof path, "%s/watchdog_timer.%s.%d", a->dir.base,
+                           a->id.name, (int)getpid());
+    if (n < 0 || (size_t)n >= sizeof path) {
+        logs_message(&a->logs, "cannot make the timer FIFO: its path is too long "
+                     "(TORCHELASTIC_TIMER_FILE)");
+        return -ENAMETOOLONG;
+    }
     a->ts.rank_of = timer_rank_of;
     a->ts.expired = timer_expired;
     a->ts.say = timer_say;

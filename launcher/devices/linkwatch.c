@@ -43,7 +43,7 @@ static void add_ifs(struct linkwatch *w, const char *spec)
             sysroot_read(st, sizeof st, "/sys/class/net/%s/operstate", e->d_name) <= 0 ||
             !watch_if_up(st))
             continue;
-        snprintf(w->ifs[w->nifs++], LINKWATCH_NAME, "%s", e->d_name);
+        memcpy(w->ifs[w->nifs++], e->d_name, strlen(e->d_name) + 1);   /* fits: checked above */
     }
     if (d)
         closedir(d);

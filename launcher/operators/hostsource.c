@@ -2,6 +2,7 @@
 #include "operators/hostsource.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +68,7 @@ static int at_given_rank(const struct hostfile *hf, const struct hostfile_resour
                          const struct cfg *c, const struct discover_host *host, size_t *entry,
                          size_t *node_rank, bool *mine, char *err, size_t errlen)
 {
-    size_t n = active ? active->count : hf->count, want = (size_t)c->node_rank, e = want;
+    size_t n = active ? active->count : hf->count, want = (size_t)c->node_rank, e;
     if (want >= n)
         return fail(-EINVAL, err, errlen, "%s %d is not below the %zu hosts selected in %s",
                     c->src[CFG_NODE_RANK].name, c->node_rank, n, hf->name);
@@ -76,7 +77,7 @@ static int at_given_rank(const struct hostfile *hf, const struct hostfile_resour
     if (e >= hf->count)
         return fail(-EINVAL, err, errlen, "%s: no line for node rank %d", hf->name,
                     c->node_rank);
-    size_t self_e, self_rank;
+    size_t self_e = 0, self_rank = SIZE_MAX;   /* set by a search that finds this machine */
     char ignored[256];
     *mine = hostsource_find_self(hf, active, c, host, &self_e, &self_rank, ignored,
                                  sizeof ignored) == 0 && self_rank == want;
