@@ -8,10 +8,10 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 
 from cluster import WORKERS, Agent, Netns, agent_args, parse_kv, result_lines, wait_all
 from conftest import TORCH_PY, free_port
+from launch_util import wait_for
 
 ENV_SH = os.path.join(WORKERS, "env.sh")
 PADDLE_ENV = os.path.join(WORKERS, "paddle_env.py")
@@ -91,15 +91,14 @@ def test_paddle_two_launchers_one_host(tmp_path):
 
 
 def wait_listening(port, proc, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
+    def listening():
         assert proc.poll() is None, "the hosting agent exited"
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
+            return True
         except OSError:
-            assert time.monotonic() < deadline, "nobody listens on the port"
-            time.sleep(0.1)
+            return False
+    wait_for(listening, timeout, "the hosting agent listening", every=0.1)
 
 
 def test_port_held_by_another_runs_store(port):

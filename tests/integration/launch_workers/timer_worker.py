@@ -57,7 +57,7 @@ if mode == "overrun":
             print(f"deadline rank={rank} t={time.time() + after:.6f}", flush=True)
             time.sleep(after + 30)   # far past the timer: the agent must end this
             print(f"survived rank={rank}", flush=True)
-    time.sleep(after + 30)
+    time.sleep(after + 30)   # the other ranks wait for the job's stop, which the agent sends
 elif mode == "release":
     for _ in range(50):
         with timer.expires(after=after, scope=scope):
