@@ -32,7 +32,7 @@
  *                                            termination log, close the rendezvous (the host
  *                                            keeps the store up until the others are gone),
  *                                            flush, close, return. */
-#include "agent.h"
+#include "launcher/agent.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -46,30 +46,30 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "config/values.h"
-#include "devices/gpumem.h"
-#include "devices/node.h"
-#include "discover/identity.h"
-#include "discover/k8s_discover.h"
-#include "env/argv.h"
-#include "env/deepspeed.h"
-#include "env/torch.h"
-#include "guards.h"
-#include "health/health.h"
-#include "init.h"
-#include "jobenv.h"
-#include "logs.h"
-#include "preflight/preflight.h"
+#include "launcher/config/values.h"
+#include "launcher/devices/gpumem.h"
+#include "launcher/devices/node.h"
+#include "launcher/discover/identity.h"
+#include "launcher/discover/k8s_discover.h"
+#include "launcher/env/argv.h"
+#include "launcher/env/deepspeed.h"
+#include "launcher/env/torch.h"
+#include "launcher/guards.h"
+#include "launcher/health/health.h"
+#include "launcher/init.h"
+#include "launcher/jobenv.h"
+#include "launcher/logs.h"
+#include "launcher/preflight/preflight.h"
 #include "podrun/version.h"
-#include "rdzv/common.h"
-#include "rdzv/http.h"
+#include "rdzv/base/common.h"
+#include "rdzv/base/http.h"
 #include "rdzv/rendezvous.h"
-#include "report.h"
-#include "rundir.h"
-#include "timer_server.h"
-#include "healthcheck.h"
-#include "watchdog.h"
-#include "workers.h"
+#include "launcher/report.h"
+#include "launcher/rundir.h"
+#include "launcher/timer_server.h"
+#include "launcher/healthcheck.h"
+#include "launcher/watchdog.h"
+#include "launcher/workers.h"
 
 #define AGENT_FLUSH_MS 10000   /* bound on writing the last output to a stalled reader */
 #define AGENT_STRAY_MS 1000    /* grace for descendants that left their worker's group */

@@ -12,8 +12,8 @@
 #ifndef PODRUN_LAUNCHER_AGENT_H
 #define PODRUN_LAUNCHER_AGENT_H
 
-#include "config/config.h"
-#include "devices/node.h"
+#include "launcher/config/config.h"
+#include "launcher/devices/node.h"
 
 /* Runs the job described by cfg (finalized) on the node nd describes (node_plan done) to the end
  * and returns podrun's exit status. */

@@ -5,7 +5,7 @@
  * are handled in one place. Every child runs in a process group of its own: a Ctrl-C at the
  * terminal reaches the head alone, which then stops the job on purpose instead of pdsh's
  * "one Ctrl-C prints status" dance. */
-#include "fanout.h"
+#include "launcher/fanout.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,11 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "env/deepspeed.h"
-#include "env/environ.h"
-#include "frontends/deepspeed.h"
-#include "operators/adapter.h"
-#include "rdzv/common.h"
+#include "launcher/env/deepspeed.h"
+#include "launcher/env/environ.h"
+#include "launcher/frontends/deepspeed.h"
+#include "launcher/operators/adapter.h"
+#include "rdzv/base/common.h"
 
 #define FANOUT_MAX 1024          /* pdsh -f: DeepSpeed's PDSH_MAX_FAN_OUT */
 #define FANOUT_STOP_GRACE_MS 10000   /* after the agents' own --term-timeout */

@@ -16,7 +16,7 @@
 #ifndef PODRUN_LAUNCHER_FANOUT_H
 #define PODRUN_LAUNCHER_FANOUT_H
 
-#include "config/config.h"
+#include "launcher/config/config.h"
 
 /* Runs the head. opts/nopts: the user's options (main's argv between the program name and the
  * script), passed on to the agents less the head's own words. Returns the exit code. */

@@ -1,5 +1,5 @@
 /* launcher/guards.c — the job store's guards from the config (see guards.h). */
-#include "guards.h"
+#include "launcher/guards.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rdzv/common.h"
+#include "rdzv/base/common.h"
 
 /* The token file's bytes: at most AUTH_TOKEN_MAX plus room for line ends and blanks. */
 static int read_token(const char *path, auth_key_t *key, char *err, size_t elen)

@@ -6,9 +6,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "config/config.h"
-#include "rdzv/acl.h"
-#include "rdzv/auth.h"
+#include "launcher/config/config.h"
+#include "rdzv/store/acl.h"
+#include "rdzv/store/auth.h"
 
 struct guards {
     bool has_token;

@@ -1,11 +1,11 @@
 /* launcher/healthcheck.c — the GPU and link checks on the agent's loop (healthcheck.h). */
-#include "healthcheck.h"
+#include "launcher/healthcheck.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "rdzv/common.h"
+#include "rdzv/base/common.h"
 
 void healthcheck_init(struct healthcheck *h, uv_loop_t *loop, uint64_t interval_ms)
 {

@@ -16,7 +16,7 @@
  * (as tini does) so podrun never stops when writing to a terminal it does not control, and
  * SIGPIPE is ignored so a closed stdout reader becomes an EPIPE error, not podrun's death.
  * Children get all of that undone before exec (init_child_reset). */
-#include "init.h"
+#include "launcher/init.h"
 
 #include <dirent.h>
 #include <errno.h>

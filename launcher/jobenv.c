@@ -1,6 +1,6 @@
 /* launcher/jobenv.c — the workers' environment per front-end, and paddle's endpoint agreement
  * through the job store (see jobenv.h). */
-#include "jobenv.h"
+#include "launcher/jobenv.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,11 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "env/accelerate.h"
-#include "env/deepspeed.h"
-#include "env/environ.h"
-#include "env/paddle.h"
-#include "rdzv/common.h"
+#include "launcher/env/accelerate.h"
+#include "launcher/env/deepspeed.h"
+#include "launcher/env/environ.h"
+#include "launcher/env/paddle.h"
+#include "rdzv/base/common.h"
 
 #define MAX_PORTS 2049   /* servers + trainers + the master candidate */
 

@@ -20,10 +20,10 @@
 #include <string.h>
 #include <uv.h>
 
-#include "config/config.h"
-#include "env/paddle.h"
-#include "env/torch.h"
-#include "rdzv/aclient.h"
+#include "launcher/config/config.h"
+#include "launcher/env/paddle.h"
+#include "launcher/env/torch.h"
+#include "rdzv/store/aclient.h"
 #include "rdzv/rendezvous.h"
 
 #define JOBENV_IP_MAX 64

@@ -1,5 +1,5 @@
 /* launcher/jsonline.c — JSON lines (jsonline.h). */
-#include "jsonline.h"
+#include "launcher/jsonline.h"
 
 #include <stdio.h>
 #include <stdlib.h>

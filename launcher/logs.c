@@ -11,7 +11,7 @@
  * end. Regular files and terminals are written directly: they do not stall the way a pipe with
  * a stopped reader does. When stdout and stderr are the same file they share one queue, so
  * lines stay whole there too. */
-#include "logs.h"
+#include "launcher/logs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,8 +23,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "jsonline.h"
-#include "rdzv/common.h"
+#include "launcher/jsonline.h"
+#include "rdzv/base/common.h"
 
 static void sink_kick(struct log_sink *k);
 

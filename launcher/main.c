@@ -11,13 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "commands/commands.h"
-#include "config/config.h"
-#include "devices/node.h"
-#include "discover/identity.h"
-#include "fanout.h"
-#include "frontends/frontend.h"
+#include "launcher/agent.h"
+#include "launcher/commands/commands.h"
+#include "launcher/config/config.h"
+#include "launcher/devices/node.h"
+#include "launcher/discover/identity.h"
+#include "launcher/fanout.h"
+#include "launcher/frontends/frontend.h"
 #include "podrun/version.h"
 
 extern char **environ;

@@ -5,7 +5,7 @@
  * lines of the worker's stderr, which is where the reason is when the worker wrote no error
  * file. The termination-log form puts the identity and the cause first, because Kubernetes
  * keeps only the first 4096 bytes. */
-#include "report.h"
+#include "launcher/report.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* launcher/rundir.c — the run directory (see rundir.h). */
-#include "rundir.h"
+#include "launcher/rundir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "jobenv.h"
+#include "launcher/jobenv.h"
 
 /* snprintf for paths: -ENAMETOOLONG instead of a silently cut path. */
 static int pathf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "config/config.h"
+#include "launcher/config/config.h"
 
 struct rundir {
     const struct cfg *cfg;

@@ -1,5 +1,5 @@
 /* launcher/timer_server.c — torch's file-based timer watchdog on the loop (timer_server.h). */
-#include "timer_server.h"
+#include "launcher/timer_server.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rdzv/common.h"
+#include "rdzv/base/common.h"
 
 #define READ_BUDGET (64 * 1024)   /* bytes read per wake-up: the loop has other work */
 #define COMPLAINTS_MAX 20         /* bad requests said; the rest are dropped silently */

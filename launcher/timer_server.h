@@ -15,7 +15,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "timers.h"
+#include "launcher/timers.h"
 
 struct timer_server {
     int fd;                          /* the FIFO, -1 when off */

@@ -1,12 +1,12 @@
 /* launcher/watchdog.c — the hang watchdog (see watchdog.h). */
-#include "watchdog.h"
+#include "launcher/watchdog.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "rdzv/common.h"
+#include "rdzv/base/common.h"
 
 int watchdog_init(struct watchdog *w, uv_loop_t *loop, int n, uint64_t timeout_ms)
 {

@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "logs.h"
-#include "rundir.h"
+#include "launcher/logs.h"
+#include "launcher/rundir.h"
 
 struct watchdog {
     uv_timer_t *timers;                 /* one per worker; NULL: the watchdog is off */

@@ -13,7 +13,7 @@
  * and the final SIGKILL are, a stop's first signal reaches whom stop_to says (workers.h). Once the leader is
  * reaped the group may live on through its descendants; kill(-pgid, 0) tells whether anyone is
  * left, and that is checked again on every reap, so the stop sequence needs no polling. */
-#include "workers.h"
+#include "launcher/workers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,8 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "devices/cpu.h"
-#include "init.h"
+#include "launcher/devices/cpu.h"
+#include "launcher/init.h"
 
 int workers_exit_code(int ws)
 {

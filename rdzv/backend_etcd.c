@@ -92,12 +92,12 @@
 #include <unistd.h>
 
 #include "rdzv/coordinator.h"
-#include "rdzv/etcd_client.h"
-#include "rdzv/etcd_json.h"
-#include "rdzv/etcd_state.h"
+#include "rdzv/etcd/client.h"
+#include "rdzv/etcd/json.h"
+#include "rdzv/etcd/state.h"
 #include "rdzv/records.h"
-#include "rdzv/server.h"
-#include "rdzv/u64map.h"
+#include "rdzv/store/server.h"
+#include "rdzv/base/u64map.h"
 
 #define TXN_MAX_PUTS 120              /* etcd's default --max-txn-ops is 128 */
 #define SWEEP_OFF (365.0 * 24 * 3600) /* the coordinator's silence sweep: leases do that here */

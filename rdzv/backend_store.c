@@ -21,11 +21,11 @@
 #include <unistd.h>
 
 #include "podrun/store.h"
-#include "rdzv/acl.h"
-#include "rdzv/aclient.h"
+#include "rdzv/store/acl.h"
+#include "rdzv/store/aclient.h"
 #include "rdzv/coordinator.h"
-#include "rdzv/server.h"
-#include "rdzv/state.h"
+#include "rdzv/store/server.h"
+#include "rdzv/status.h"
 
 #define GUEST_CHECK_MS 5000   /* holds_this_run's bound */
 
@@ -348,18 +348,18 @@ static void publish_state(store_agent_t *a)
     coord_info_t info;
     coord_info(a->coord, &info);
     size_t cap = (size_t)info.members + (size_t)info.joined + (size_t)info.waiting + 64;
-    rdzv_state_node_t *nodes = malloc(cap * sizeof *nodes);
+    rdzv_status_node_t *nodes = malloc(cap * sizeof *nodes);
     if (!nodes)
         return;
-    rdzv_state_t st;
+    rdzv_status_t st;
     coord_state(a->coord, podrun_time_epoch(), &st, nodes, cap);
     a->pub_round = info.round;
     a->pub_phase = info.phase;
     char *text = NULL;
-    long len = rdzv_state_encode(&st, 4u << 20, &text);
+    long len = rdzv_status_encode(&st, 4u << 20, &text);
     if (len >= 0) {
         char key[320];
-        sfmt(key, sizeof key, "%s%s", a->prefix, RDZV_STATE_KEY);
+        sfmt(key, sizeof key, "%s%s", a->prefix, RDZV_STATUS_KEY);
         store_server_set(a->server, key, strlen(key), text, (size_t)len);
     }
     free(text);

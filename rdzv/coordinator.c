@@ -10,8 +10,8 @@
 #include "rdzv/coordinator.h"
 
 #include "rdzv/ranks.h"
-#include "rdzv/state.h"
-#include "rdzv/u64map.h"
+#include "rdzv/status.h"
+#include "rdzv/base/u64map.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -1544,7 +1544,7 @@ void coord_free(coord_t *c)
 
 static int cmp_node_rank(const void *pa, const void *pb)
 {
-    const rdzv_state_node_t *a = pa, *b = pb;
+    const rdzv_status_node_t *a = pa, *b = pb;
     if ((a->node_rank < 0) != (b->node_rank < 0))
         return a->node_rank < 0 ? 1 : -1;
     return a->node_rank < b->node_rank ? -1 : a->node_rank > b->node_rank;
@@ -1553,7 +1553,7 @@ static int cmp_node_rank(const void *pa, const void *pb)
 /* Members first in node-rank order with their global rank ranges (contiguous per node, as
  * close_round gave them), then the nodes joined, waiting or expected back. Nodes that are gone
  * or never joined are not the job's. */
-int coord_state(const coord_t *c, double now, rdzv_state_t *st, rdzv_state_node_t *nodes,
+int coord_state(const coord_t *c, double now, rdzv_status_t *st, rdzv_status_node_t *nodes,
                 size_t cap)
 {
     memset(st, 0, sizeof *st);
@@ -1588,7 +1588,7 @@ int coord_state(const coord_t *c, double now, rdzv_state_t *st, rdzv_state_node_
         st->n_total++;
         if (k >= cap)
             continue;
-        rdzv_state_node_t *o = &nodes[k++];
+        rdzv_status_node_t *o = &nodes[k++];
         sfmt(o->name, sizeof o->name, "%s", node_label(n));
         sfmt(o->addr, sizeof o->addr, "%s", n->d.addr);
         o->phase = phase;

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rdzv/common.h"
+#include "rdzv/base/common.h"
 #include "rdzv/records.h"
 #include "rdzv/rendezvous.h"
 
@@ -132,12 +132,12 @@ typedef struct coord_resume {
  * phase or id, or a coordinator that had input), or -ENOMEM. */
 int coord_resume(coord_t *c, const coord_resume_t *r, double now);
 
-/* The job's state for `podrun status` (rdzv/state.h) as of `now`: at most cap nodes, members
+/* The job's state for `podrun status` (rdzv/status.h) as of `now`: at most cap nodes, members
  * first in node-rank order; st->nodes points at `nodes`. */
-struct rdzv_state;
-struct rdzv_state_node;
-int coord_state(const coord_t *c, double now, struct rdzv_state *st,
-                struct rdzv_state_node *nodes, size_t cap);
+struct rdzv_status;
+struct rdzv_status_node;
+int coord_state(const coord_t *c, double now, struct rdzv_status *st,
+                struct rdzv_status_node *nodes, size_t cap);
 /* Nodes dropped for silence (no record or heartbeat for the keep-alive window) so far. */
 unsigned long coord_silent_nodes(const coord_t *c);
 

@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "rdzv/common.h"
+#include "rdzv/base/common.h"
 #include "rdzv/rendezvous.h"
 
 /* The key of a node's record: "<prefix>n/<ids>/<what>[/<num>]" (num < 0: none), prefix being

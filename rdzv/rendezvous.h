@@ -19,8 +19,8 @@
  *
  * Each agent has a random 64-bit id (16 hex digits, <id> below) and one connection. It waits
  * for a key with a WAIT and the GET of that key in one write; the store parks the GET behind the
- * WAIT and answers both in one write once the key exists (rdzv/server.c), while the agent's SETs
- * (join, heartbeats, reports) are applied the moment they arrive, also behind its WAIT.
+ * WAIT and answers both in one write once the key exists (rdzv/store/server.c), while the agent's
+ * SETs (join, heartbeats, reports) are applied the moment they arrive, also behind its WAIT.
  *
  *   key                      written by    value
  *   P n/<id>/join/<k>        agent (SET)   node descriptor: name, addr, host, nproc, want_rank, pid
@@ -139,7 +139,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "rdzv/common.h"
+#include "rdzv/base/common.h"
 
 #define RDZV_NAME_MAX 128    /* node names, addresses, hosts (with the NUL) */
 #define RDZV_REASON_MAX 128
@@ -152,7 +152,7 @@
 #define RDZV_JOIN_RETRY_RATE 10240 /* attempts per second a whole job makes at most (Joining) */
 
 /* The lost() callback gets PODRUN_EJOINTIMEOUT, PODRUN_ESTORELOST, PODRUN_ESTORESILENT,
- * PODRUN_EREJECTED or PODRUN_EENDED (rdzv/common.h). */
+ * PODRUN_EREJECTED or PODRUN_EENDED (rdzv/base/common.h). */
 
 #define RDZV_HOST_INFERRED 2
 
@@ -186,10 +186,10 @@ typedef struct rdzv_params {
                                   has node rank 0; 0: a free port */
     double read_timeout;       /* 60: how long etcd may fail before this agent gives up */
     /* Who may use the job's store (doc/store.md#security): with a token, every agent connection
-     * passes the token handshake (rdzv/auth.h) and the store keeps podrun's keys from any
+     * passes the token handshake (rdzv/store/auth.h) and the store keeps podrun's keys from any
      * other; NULL: the store is open (backend "store"; etcd's own TLS guards the etcd
      * backend's records). The node that hosts a store refuses sources outside `allow` at
-     * accept (rdzv/acl.h; it stays the caller's and may change while the agent runs; NULL:
+     * accept (rdzv/store/acl.h; it stays the caller's and may change while the agent runs; NULL:
      * any). */
     const struct auth_key *token;
     const struct acl *allow;
@@ -308,7 +308,7 @@ typedef struct rdzv_stats {
     unsigned long silent_nodes;      /* nodes dropped for silence */
     size_t store_connections;        /* open now */
     uint64_t store_accepted;         /* connections accepted in all */
-    uint64_t store_ops[32];          /* requests handled, by opcode (rdzv/wire.h) */
+    uint64_t store_ops[32];          /* requests handled, by opcode (rdzv/store/wire.h) */
     size_t store_keys, store_bytes;  /* held now */
 } rdzv_stats_t;
 /* Zeroes for a backend that keeps none. */

@@ -6,8 +6,8 @@
 
 #include <stddef.h>
 
-#include "config/config.h"
-#include "devices/node.h"
+#include "launcher/config/config.h"
+#include "launcher/devices/node.h"
 
 /* `podrun store`: the job store alone in the foreground, or a small client for one. */
 int commands_store_main(int argc, char **argv);

@@ -8,7 +8,7 @@
  * CPUs under --numa-binding. The master is the job's (--rdzv-endpoint, else --master-addr, else what
  * discovery finds in a scheduler's pod or a hostfile), resolved here as the agent would after its
  * rendezvous. */
-#include "commands/commands.h"
+#include "launcher/commands/commands.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -17,11 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config/config.h"
-#include "devices/node.h"
-#include "discover/identity.h"
-#include "frontends/frontend.h"
-#include "rdzv/common.h"
+#include "launcher/config/config.h"
+#include "launcher/devices/node.h"
+#include "launcher/discover/identity.h"
+#include "launcher/frontends/frontend.h"
+#include "rdzv/base/common.h"
 
 extern char **environ;
 

@@ -6,7 +6,7 @@
  * it had to work around: the waits follow a watch of the pods instead of listing them every 5 s
  * (the progress line is printed when the count changes), errors are one line on stderr instead
  * of a traceback, and the exit status says what happened (see usage). */
-#include "commands/commands.h"
+#include "launcher/commands/commands.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -19,10 +19,10 @@
 #include <arpa/inet.h>
 #include <uv.h>
 
-#include "discover/k8s.h"
-#include "discover/k8s_pods.h"
-#include "rdzv/common.h"
-#include "rdzv/http.h"
+#include "launcher/discover/k8s.h"
+#include "launcher/discover/k8s_pods.h"
+#include "rdzv/base/common.h"
+#include "rdzv/base/http.h"
 
 enum {
     K8S_EXIT_OK = 0,

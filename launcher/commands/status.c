@@ -1,11 +1,11 @@
 /* launcher/commands/status.c — `podrun status HOST[:PORT]`: how a running job is doing, read from
  * its job store by anyone who can reach it. Read-only: it connects, checks and gets the keys the
- * coordinator publishes (rdzv/state.h) and writes nothing.
+ * coordinator publishes (rdzv/status.h) and writes nothing.
  *
  * Exit status: 0 the job is running, forming or finished; 1 it ended without finishing (a
  * failure with no restarts left, a rendezvous timeout); 2 usage; 3 no job store answers there, or
  * it hosts no podrun job (the job has ended, or not started). */
-#include "commands/commands.h"
+#include "launcher/commands/commands.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -19,11 +19,11 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "jsonline.h"
+#include "launcher/jsonline.h"
 #include "podrun/store.h"
-#include "rdzv/auth.h"
-#include "rdzv/common.h"
-#include "rdzv/state.h"
+#include "rdzv/store/auth.h"
+#include "rdzv/base/common.h"
+#include "rdzv/status.h"
 
 #define STATUS_NODES_MAX 65536   /* nodes listed; a bigger job is counted, not listed */
 #define STATUS_DEFAULT_PORT 29400
@@ -96,7 +96,7 @@ static void fmt_age(double seconds, char *buf, size_t cap)
         podrun_format_duration(seconds, buf, cap);
 }
 
-static const char *phase_word(const rdzv_state_t *s)
+static const char *phase_word(const rdzv_status_t *s)
 {
     if (s->phase == RDZV_JOB_RUNNING)
         return "running";
@@ -109,13 +109,13 @@ static const char *phase_word(const rdzv_state_t *s)
 
 /* How long ago `t` (host clock) was, seen from the record's own time, plus how old the record
  * is by this machine's clock (0 when the clocks disagree the other way). */
-static double age_of(const rdzv_state_t *s, double t, double now)
+static double age_of(const rdzv_status_t *s, double t, double now)
 {
     double rec_age = now - s->time;
     return (s->time - t) + (rec_age > 0 ? rec_age : 0);
 }
 
-static void print_failure(const rdzv_state_t *s, double now)
+static void print_failure(const rdzv_status_t *s, double now)
 {
     if (s->failure_round < 0) {
         printf("last failure: none\n");
@@ -143,7 +143,7 @@ static void print_failure(const rdzv_state_t *s, double now)
     }
 }
 
-static void print_text(const struct opts *o, const rdzv_state_t *s, double now)
+static void print_text(const struct opts *o, const rdzv_status_t *s, double now)
 {
     char since[32], rec[32];
     fmt_age(age_of(s, s->round_since, now), since, sizeof since);
@@ -160,7 +160,7 @@ static void print_text(const struct opts *o, const rdzv_state_t *s, double now)
         printf("  %-9s %-11s %-7s %-20s %-24s %-9s %s\n", "node rank", "ranks", "workers",
                "node", "address", "state", "last heartbeat");
         for (int i = 0; i < s->n_nodes; i++) {
-            const rdzv_state_node_t *n = &s->nodes[i];
+            const rdzv_status_node_t *n = &s->nodes[i];
             char rank[16] = "-", ranks[32] = "-", hb[32];
             if (n->node_rank >= 0) {
                 snprintf(rank, sizeof rank, "%d", n->node_rank);
@@ -178,7 +178,7 @@ static void print_text(const struct opts *o, const rdzv_state_t *s, double now)
 
 /* ---- the same as JSON ------------------------------------------------------------------- */
 
-static void print_json(const struct opts *o, const rdzv_state_t *s)
+static void print_json(const struct opts *o, const rdzv_status_t *s)
 {
     struct jsonbuf b;
     jsonbuf_init(&b);
@@ -201,7 +201,7 @@ static void print_json(const struct opts *o, const rdzv_state_t *s)
     jsonbuf_field(&b, 0, "line", s->line);
     jsonbuf_raw(&b, ",\"nodes\":[");
     for (int i = 0; i < s->n_nodes; i++) {
-        const rdzv_state_node_t *n = &s->nodes[i];
+        const rdzv_status_node_t *n = &s->nodes[i];
         if (i)
             jsonbuf_raw(&b, ",");
         jsonbuf_field(&b, 1, "name", n->name);
@@ -254,7 +254,7 @@ static int get_existing(podrun_store_t *st, const char *key, char **val, size_t 
 
 /* One look at every job the store hosts (or the one named): printed, and the exit status of
  * what was seen. */
-static int look(const struct opts *o, podrun_store_t *st, rdzv_state_node_t *nodes, int first)
+static int look(const struct opts *o, podrun_store_t *st, rdzv_status_node_t *nodes, int first)
 {
     char *runs = NULL;
     size_t rlen = 0;
@@ -285,15 +285,15 @@ static int look(const struct opts *o, podrun_store_t *st, rdzv_state_node_t *nod
             continue;
         char key[RDZV_NAME_MAX + 32], *text = NULL;
         size_t tlen = 0;
-        snprintf(key, sizeof key, "podrun/%s/%s", id, RDZV_STATE_KEY);
+        snprintf(key, sizeof key, "podrun/%s/%s", id, RDZV_STATUS_KEY);
         r = get_existing(st, key, &text, &tlen);
-        rdzv_state_t s;
+        rdzv_status_t s;
         if (r < 0) {
             free(runs);
             fprintf(stderr, "podrun status: %s: %s\n", o->addr, podrun_store_strerror(r));
             return -1;
         }
-        if (r == 0 || rdzv_state_decode(text, tlen, &s, nodes, STATUS_NODES_MAX) < 0) {
+        if (r == 0 || rdzv_status_decode(text, tlen, &s, nodes, STATUS_NODES_MAX) < 0) {
             printf("job '%s' at %s: no state published yet\n", id, o->addr);
             free(text);
             shown++;
@@ -347,8 +347,8 @@ static int load_token(const struct opts *o, auth_key_t *key)
     return 0;
 }
 
-/* The token handshake (rdzv/auth.h) as two GETs on this connection, so that a job whose agents
- * hold a token lets this reader see its keys. 0, or -1 with the line said. */
+/* The token handshake (rdzv/store/auth.h) as two GETs on this connection, so that a job whose
+ * agents hold a token lets this reader see its keys. 0, or -1 with the line said. */
 static int authenticate(const struct opts *o, podrun_store_t *st)
 {
     auth_key_t key;
@@ -400,7 +400,7 @@ static int connect_store(const struct opts *o, podrun_store_t **st)
 
 static int run(const struct opts *o)
 {
-    rdzv_state_node_t *nodes = malloc(STATUS_NODES_MAX * sizeof *nodes);
+    rdzv_status_node_t *nodes = malloc(STATUS_NODES_MAX * sizeof *nodes);
     if (!nodes) {
         fprintf(stderr, "podrun status: out of memory\n");
         return 1;

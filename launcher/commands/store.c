@@ -1,7 +1,7 @@
 /* launcher/commands/store.c — `podrun store`: the job store alone in the foreground (a drop-in
  * TCPStore server for any job, torch 1.13 and 2.x clients alike), and a small shell client for
  * looking into a running store. */
-#include "commands/commands.h"
+#include "launcher/commands/commands.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -14,8 +14,8 @@
 #include <uv.h>
 
 #include "podrun/store.h"
-#include "rdzv/common.h"
-#include "rdzv/server.h"
+#include "rdzv/base/common.h"
+#include "rdzv/store/server.h"
 
 static const char usage[] =
     "usage: podrun store [--host H] [--port P] [LIMITS]     run a job store in the foreground\n"

@@ -1,19 +1,19 @@
 /* launcher/config/config.c — the struct's life, the sources and their ranks, cfg_set,
  * cfg_finalize, --print-config and --help (see config.h). */
-#include "config/config.h"
+#include "launcher/config/config.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/settings.h"
-#include "config/values.h"
-#include "env/environ.h"
-#include "rdzv/acl.h"
-#include "rdzv/auth.h"
-#include "rdzv/common.h"
-#include "rdzv/etcd_json.h"
+#include "launcher/config/settings.h"
+#include "launcher/config/values.h"
+#include "launcher/env/environ.h"
+#include "rdzv/store/acl.h"
+#include "rdzv/store/auth.h"
+#include "rdzv/base/common.h"
+#include "rdzv/etcd/json.h"
 
 /* One line about a bad input into err, and -EINVAL. */
 #define fail(err, len, ...) podrun_failf(-EINVAL, err, len, __VA_ARGS__)

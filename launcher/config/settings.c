@@ -1,5 +1,5 @@
 /* launcher/config/settings.c — the table of settings (see settings.h). */
-#include "config/settings.h"
+#include "launcher/config/settings.h"
 
 #include <ctype.h>
 #include <stdio.h>

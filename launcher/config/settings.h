@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "config/config.h"
+#include "launcher/config/config.h"
 
 /* The kinds of value (values.c has one parse/format entry per kind). */
 enum cfg_type_id {

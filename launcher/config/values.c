@@ -1,5 +1,5 @@
 /* launcher/config/values.c — parse and format for each kind of value (see values.h). */
-#include "config/values.h"
+#include "launcher/config/values.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzv/common.h"
-#include "rdzv/etcd_json.h"
+#include "rdzv/base/common.h"
+#include "rdzv/etcd/json.h"
 
 #define FIELD(c, s, type) ((type *)((char *)(c) + (s)->off))
 #define CFIELD(c, s, type) ((const type *)((const char *)(c) + (s)->off))

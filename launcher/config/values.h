@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config/settings.h"
+#include "launcher/config/settings.h"
 
 /* One parsed value, before it is stored. */
 union cfg_value {

@@ -1,5 +1,5 @@
 /* launcher/devices/binding.c — which CPUs each local worker is bound to (pure; see binding.h). */
-#include "binding.h"
+#include "launcher/devices/binding.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpuset.h"
+#include "launcher/devices/cpuset.h"
 
 static const char *const binding_names[] = {
     [BINDING_NONE] = "none",           [BINDING_NODE] = "node",

@@ -28,7 +28,7 @@
 #include <sched.h>
 #include <stddef.h>
 
-#include "cpu.h"
+#include "launcher/devices/cpu.h"
 
 enum binding_mode {
     BINDING_NONE,

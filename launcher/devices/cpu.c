@@ -1,5 +1,5 @@
 /* launcher/devices/cpu.c — the node's CPU topology (see cpu.h). */
-#include "cpu.h"
+#include "launcher/devices/cpu.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -8,8 +8,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cpuset.h"
-#include "sysroot.h"
+#include "launcher/devices/cpuset.h"
+#include "launcher/devices/sysroot.h"
 
 /* set_mempolicy's mode (linux/mempolicy.h), spelled here to keep the uapi header out. */
 #define CPU_MPOL_BIND 2

@@ -1,5 +1,5 @@
 /* launcher/devices/cpuset.c — CPU sets in the forms the kernel and NVML write them (pure). */
-#include "cpuset.h"
+#include "launcher/devices/cpuset.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* launcher/devices/dl.c — optional native libraries, loaded at run time (see dl.h). */
-#include "dl.h"
+#include "launcher/devices/dl.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -4,7 +4,7 @@
  * mounts only the container's GPUs there); /dev/nvidia<minor> (a count only — a minor is not a
  * CUDA ordinal). Every source's result is sorted by PCI address, the order NVML and
  * CUDA_DEVICE_ORDER=PCI_BUS_ID use. */
-#include "gpu.h"
+#include "launcher/devices/gpu.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "cpuset.h"
-#include "dl.h"
-#include "nvml_abi.h"
-#include "sysroot.h"
+#include "launcher/devices/cpu.h"
+#include "launcher/devices/cpuset.h"
+#include "launcher/devices/dl.h"
+#include "launcher/devices/nvml_abi.h"
+#include "launcher/devices/sysroot.h"
 
 #define GPU_NVML_SONAME "libnvidia-ml.so.1"
 #define GPU_MASK_WORDS (CPU_SETSIZE / (8 * sizeof(unsigned long)))

@@ -1,12 +1,12 @@
 /* launcher/devices/gpumem.c — GPU memory in use, and by whom, from NVML (gpumem.h). */
-#include "devices/gpumem.h"
+#include "launcher/devices/gpumem.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "devices/dl.h"
-#include "devices/nvml_abi.h"
+#include "launcher/devices/dl.h"
+#include "launcher/devices/nvml_abi.h"
 
 #define PROCS_MAX 64   /* processes named per GPU */
 

@@ -1,11 +1,11 @@
 /* launcher/devices/gpuwatch.c — the GPUs watched through NVML during a run (gpuwatch.h). */
-#include "devices/gpuwatch.h"
+#include "launcher/devices/gpuwatch.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "devices/watch_rules.h"
+#include "launcher/devices/watch_rules.h"
 
 static int bind(struct gpuwatch *w, const char *soname, char *err, size_t elen)
 {

@@ -1,5 +1,5 @@
 /* launcher/devices/ib.c — InfiniBand and RoCE ports, and whether they can be used (see ib.h). */
-#include "ib.h"
+#include "launcher/devices/ib.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dl.h"
-#include "sysroot.h"
-#include "verbs_abi.h"
+#include "launcher/devices/dl.h"
+#include "launcher/devices/sysroot.h"
+#include "launcher/devices/verbs_abi.h"
 
 #define IB_VERBS_SONAME "libibverbs.so.1"
 #define IB_GID_SCAN_MAX 256    /* GID table entries looked at per port */

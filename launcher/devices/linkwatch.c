@@ -1,13 +1,13 @@
 /* launcher/devices/linkwatch.c — NCCL's links watched through sysfs (linkwatch.h). */
-#include "devices/linkwatch.h"
+#include "launcher/devices/linkwatch.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/sysroot.h"
-#include "devices/watch_rules.h"
+#include "launcher/devices/sysroot.h"
+#include "launcher/devices/watch_rules.h"
 
 static bool port_active(const char *hca, int port)
 {

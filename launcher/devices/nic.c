@@ -1,5 +1,5 @@
 /* launcher/devices/nic.c — the interface the workers' sockets should use (see nic.h). */
-#include "nic.h"
+#include "launcher/devices/nic.h"
 
 #include <errno.h>
 #include <ifaddrs.h>
@@ -14,7 +14,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "sysroot.h"
+#include "launcher/devices/sysroot.h"
 
 /* Interfaces NCCL and Gloo should not be pointed at by a guess. */
 static const char *const nic_skip_prefixes[] = {"lo", "docker", "veth", "virbr"};

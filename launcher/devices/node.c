@@ -1,13 +1,13 @@
 /* launcher/devices/node.c — this node's devices, probed once, and what the workers get from them
  * (see node.h). */
-#include "node.h"
+#include "launcher/devices/node.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpuset.h"
-#include "sysroot.h"
+#include "launcher/devices/cpuset.h"
+#include "launcher/devices/sysroot.h"
 
 static const char *node_getenv(char *const *envp, const char *name)
 {

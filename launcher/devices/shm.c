@@ -1,12 +1,12 @@
 /* launcher/devices/shm.c — whether /dev/shm is large enough (see shm.h). */
-#include "shm.h"
+#include "launcher/devices/shm.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
 
-#include "sysroot.h"
+#include "launcher/devices/sysroot.h"
 
 int shm_stat(struct shm_info *out)
 {

@@ -1,5 +1,5 @@
 /* launcher/devices/sysroot.c — one root for /proc, /sys and /dev (see sysroot.h). */
-#include "sysroot.h"
+#include "launcher/devices/sysroot.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* launcher/devices/visible.c — which GPUs CUDA shows a worker (pure; see visible.h). */
-#include "visible.h"
+#include "launcher/devices/visible.h"
 
 #include <ctype.h>
 #include <errno.h>

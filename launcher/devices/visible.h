@@ -28,7 +28,7 @@
 
 #include <stdbool.h>
 
-#include "gpu.h"
+#include "launcher/devices/gpu.h"
 
 struct gpu_slot {
     int gpu;                     /* index into gpu_list.dev */

@@ -1,5 +1,5 @@
 /* launcher/devices/watch_rules.c — the pure judgements of the checks during a run. */
-#include "devices/watch_rules.h"
+#include "launcher/devices/watch_rules.h"
 
 #include <ctype.h>
 #include <stdlib.h>

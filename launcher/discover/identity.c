@@ -1,6 +1,6 @@
 /* launcher/discover/identity.c — this node's name and address, and the machine as discovery reads
  * it (see identity.h). */
-#include "discover/identity.h"
+#include "launcher/discover/identity.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rdzv/common.h"
+#include "rdzv/base/common.h"
 
 void identity_resolve(struct identity *id, const struct cfg *c)
 {

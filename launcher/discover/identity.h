@@ -3,8 +3,8 @@
 #ifndef PODRUN_LAUNCHER_DISCOVER_IDENTITY_H
 #define PODRUN_LAUNCHER_DISCOVER_IDENTITY_H
 
-#include "config/config.h"
-#include "discover/host.h"
+#include "launcher/config/config.h"
+#include "launcher/discover/host.h"
 
 #define IDENTITY_NAME_MAX 128 /* with the NUL; host names are at most 64 bytes */
 #define IDENTITY_ADDRS_MAX 64 /* interface addresses kept for matching a hostfile line */

@@ -12,7 +12,7 @@
  * after a quiet hour still resumes inside the server's history instead of listing again.
  * The backoff doubles from backoff_min_ms to backoff_max_ms (+/-25 % jitter) and starts over
  * once a list completes or a watch delivers. */
-#include "k8s.h"
+#include "launcher/discover/k8s.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,8 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kubeconfig.h"
-#include "rdzv/common.h"
+#include "launcher/discover/kubeconfig.h"
+#include "rdzv/base/common.h"
 
 #define K8S_FILE_MAX (1u << 20)      /* kubeconfig, CA bundle */
 #define K8S_TOKEN_MAX 16384

@@ -5,15 +5,15 @@
  * selector, then watches from the list's resourceVersion with bookmarks; a 410 Gone lists again;
  * a lost connection or a server error reconnects after a bounded backoff; the token file is read
  * again for every request, so a rotated token is picked up. Everything runs on the caller's
- * libuv loop through rdzv/http.h. */
+ * libuv loop through rdzv/base/http.h. */
 #ifndef PODRUN_DISCOVER_K8S_H
 #define PODRUN_DISCOVER_K8S_H
 
 #include <stddef.h>
 #include <uv.h>
 
-#include "k8s_pods.h"
-#include "rdzv/http.h"
+#include "launcher/discover/k8s_pods.h"
+#include "rdzv/base/http.h"
 
 #define K8S_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 

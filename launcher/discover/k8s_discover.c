@@ -7,7 +7,7 @@
  * watch pushes, and a timer says the current waiting line after 1 s and then every 5 s. Once
  * READY, every pod that has been a usable node of the job is remembered by name and uid; a
  * change that deletes, replaces or fails one of them is reported once. */
-#include "k8s_discover.h"
+#include "launcher/discover/k8s_discover.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "k8s_job.h"
+#include "launcher/discover/k8s_job.h"
 
 #define DISC_GET_BODY_MAX (4u << 20)
 #define DISC_TICK_MS 1000         /* a changed waiting line is said within this */

@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "k8s.h"
-#include "k8s_pods.h"
+#include "launcher/discover/k8s.h"
+#include "launcher/discover/k8s_pods.h"
 
 typedef struct k8s_discover k8s_discover_t;
 

@@ -1,5 +1,5 @@
 /* launcher/discover/k8s_job.c — the job's nodes among the pods (launcher/discover/k8s_job.h). */
-#include "k8s_job.h"
+#include "launcher/discover/k8s_job.h"
 
 #include <errno.h>
 #include <stdarg.h>

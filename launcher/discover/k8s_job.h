@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "k8s_pods.h"
+#include "launcher/discover/k8s_pods.h"
 
 #define K8S_PLAN_LINE_MAX 1024
 #define K8S_PLAN_NAMED 6        /* pods named in a waiting line before "and N more" */

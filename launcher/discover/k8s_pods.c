@@ -4,7 +4,7 @@
  * Shapes are those of the core v1 API (k8s.io/api core/v1 Pod, metav1 Status and WatchEvent):
  * only the fields below are read, anything else is ignored, and a field of the wrong JSON type
  * counts as absent, as Kubernetes' own decoders would refuse it before we could see it. */
-#include "k8s_pods.h"
+#include "launcher/discover/k8s_pods.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzv/common.h"
+#include "rdzv/base/common.h"
 
 /* ---- reading JSON fields ---- */
 

@@ -3,7 +3,7 @@
  *
  * Only the few paths below are walked (never the whole tree), so anchors and aliases cost
  * nothing however they are nested; the caller bounds the text's size. */
-#include "kubeconfig.h"
+#include "launcher/discover/kubeconfig.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "rdzv/common.h"
+#include "rdzv/base/common.h"
 
 struct kubeconfig_file {
     yaml_document_t doc;

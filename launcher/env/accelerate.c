@@ -1,7 +1,7 @@
 /* launcher/env/accelerate.c — accelerate launch's worker environment, computed without I/O (see
  * accelerate.h). Each value is the text accelerate's launcher writes: Python's str() of the
  * argument, lower-cased where it lower-cases it. */
-#include "env/accelerate.h"
+#include "launcher/env/accelerate.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "env/environ.h"
+#include "launcher/env/environ.h"
 
 #define MAX_SETS 48
 

@@ -24,8 +24,8 @@
 #ifndef PODRUN_LAUNCHER_ENV_ACCELERATE_H
 #define PODRUN_LAUNCHER_ENV_ACCELERATE_H
 
-#include "config/config.h"
-#include "env/torch.h"
+#include "launcher/config/config.h"
+#include "launcher/env/torch.h"
 
 enum env_accelerate_launcher { ENV_ACC_SIMPLE, ENV_ACC_MULTI_GPU, ENV_ACC_DEEPSPEED };
 

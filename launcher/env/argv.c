@@ -1,5 +1,5 @@
 /* launcher/env/argv.c — the worker's command line (see argv.h). */
-#include "env/argv.h"
+#include "launcher/env/argv.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -3,7 +3,7 @@
 #ifndef PODRUN_LAUNCHER_ENV_ARGV_H
 #define PODRUN_LAUNCHER_ENV_ARGV_H
 
-#include "config/config.h"
+#include "launcher/config/config.h"
 
 /* The worker's argv (NULL-terminated, pointing into cfg; free(*out) frees it):
  * --no-python or a non-.py program: PROGRAM ARGS; -m: PYTHON -u -m PROGRAM ARGS;

@@ -1,6 +1,6 @@
 /* launcher/env/deepspeed.c — DeepSpeed's worker environment, world_info and the head's command
  * lines (see deepspeed.h). */
-#include "env/deepspeed.h"
+#include "launcher/env/deepspeed.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "env/environ.h"
-#include "rdzv/common.h"
+#include "launcher/env/environ.h"
+#include "rdzv/base/common.h"
 
 #define fail(code, err, len, ...) podrun_failf(code, err, len, __VA_ARGS__)
 

@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "discover/hostfile.h"
-#include "env/torch.h"
+#include "launcher/discover/hostfile.h"
+#include "launcher/env/torch.h"
 
 /* ---- world_info ---- */
 

@@ -1,5 +1,5 @@
 /* launcher/env/environ.c — "NAME=value" arrays (see environ.h). */
-#include "env/environ.h"
+#include "launcher/env/environ.h"
 
 #include <errno.h>
 #include <stdlib.h>

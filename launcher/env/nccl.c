@@ -1,5 +1,5 @@
 /* launcher/env/nccl.c — NCCL, Gloo, CUDA and OpenMP variables from the node (pure; see nccl.h). */
-#include "nccl.h"
+#include "launcher/env/nccl.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -27,10 +27,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../devices/gpu.h"
-#include "../devices/ib.h"
-#include "../devices/nic.h"
-#include "../devices/visible.h"
+#include "launcher/devices/gpu.h"
+#include "launcher/devices/ib.h"
+#include "launcher/devices/nic.h"
+#include "launcher/devices/visible.h"
 
 #define NCCL_ENV_MAX 16
 #define NCCL_ENV_VALUE_LEN 512

@@ -1,6 +1,6 @@
 /* launcher/env/paddle.c — paddle.distributed.launch's worker environment, computed without I/O
  * (see paddle.h). */
-#include "env/paddle.h"
+#include "launcher/env/paddle.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "env/environ.h"
-#include "env/torch.h"
+#include "launcher/config/config.h"
+#include "launcher/env/environ.h"
+#include "launcher/env/torch.h"
 
 const char *const env_paddle_vars[] = {
     "PADDLE_MASTER", "PADDLE_GLOBAL_SIZE", "PADDLE_LOCAL_SIZE", "PADDLE_GLOBAL_RANK",

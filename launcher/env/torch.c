@@ -6,14 +6,14 @@
  * records it so the agent says so in one line. The NCCL error-handling knobs and the variables
  * derived from the node are only added when unset; the one exception is a worker's own
  * CUDA_VISIBLE_DEVICES, which is one device of the inherited list and so replaces it. */
-#include "env/torch.h"
+#include "launcher/env/torch.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "env/environ.h"
+#include "launcher/env/environ.h"
 
 const char *const env_torch_vars[ENV_TORCH_NUM_VARS] = {
     "LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE",

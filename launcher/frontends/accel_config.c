@@ -1,6 +1,6 @@
 /* launcher/frontends/accel_config.c — accelerate's config file into a tree of Python str() texts
  * (see accel_config.h). */
-#include "frontends/accel_config.h"
+#include "launcher/frontends/accel_config.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "rdzv/common.h"
+#include "rdzv/base/common.h"
 
 #define fail(err, len, ...) podrun_failf(-EINVAL, err, len, __VA_ARGS__)
 

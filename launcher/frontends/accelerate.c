@@ -14,7 +14,7 @@
  * file's value; podrun matches that and doc/frontends.md#accelerate-launch says so. The keys of
  * the file's sections (deepspeed_config, fsdp_config, dynamo_config) win unless the flag was
  * given. */
-#include "frontends/frontend.h"
+#include "launcher/frontends/frontend.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -24,9 +24,9 @@
 #include <string.h>
 
 #include "launcher/discover/host.h"
-#include "env/environ.h"
-#include "frontends/accel_config.h"
-#include "rdzv/common.h"
+#include "launcher/env/environ.h"
+#include "launcher/frontends/accel_config.h"
+#include "rdzv/base/common.h"
 
 #define fail(err, len, ...) podrun_failf(-EINVAL, err, len, __VA_ARGS__)
 

@@ -13,8 +13,8 @@
  *    warning (main prints it); a hostfile named with -H that is missing is an error (DeepSpeed
  *    silently runs a one-node job then, deepspeedai/DeepSpeed#5221).
  * Include/exclude have DeepSpeed's documented semantics (discover/hostfile.h: hostfile_select). */
-#include "frontends/deepspeed.h"
-#include "frontends/frontend.h"
+#include "launcher/frontends/deepspeed.h"
+#include "launcher/frontends/frontend.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -22,13 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/settings.h"
-#include "discover/host.h"
-#include "env/deepspeed.h"
-#include "env/environ.h"
-#include "operators/adapter.h"
-#include "operators/hostsource.h"
-#include "rdzv/common.h"
+#include "launcher/config/settings.h"
+#include "launcher/discover/host.h"
+#include "launcher/env/deepspeed.h"
+#include "launcher/env/environ.h"
+#include "launcher/operators/adapter.h"
+#include "launcher/operators/hostsource.h"
+#include "rdzv/base/common.h"
 
 #define DS_DEFAULT_HOSTFILE "/job/hostfile"
 #define fail(code, err, len, ...) podrun_failf(code, err, len, __VA_ARGS__)

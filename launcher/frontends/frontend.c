@@ -1,15 +1,15 @@
 /* launcher/frontends/frontend.c — words from the environment and the command line into cfg_set
  * (see frontend.h). */
-#include "frontends/frontend.h"
+#include "launcher/frontends/frontend.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "config/settings.h"
-#include "config/values.h"
-#include "env/environ.h"
-#include "operators/operators.h"
-#include "rdzv/common.h"
+#include "launcher/config/settings.h"
+#include "launcher/config/values.h"
+#include "launcher/env/environ.h"
+#include "launcher/operators/operators.h"
+#include "rdzv/base/common.h"
 
 /* podrun's own front-end: its own words, and torchrun's, since podrun is a drop-in for it. */
 const struct frontend fe_podrun = {"podrun", &torchrun_vocab, NULL, NULL, NULL, NULL};

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "config/config.h"
+#include "launcher/config/config.h"
 
 struct discover_host; /* discover/host.h */
 

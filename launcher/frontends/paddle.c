@@ -9,7 +9,7 @@
  * podrun's job store, which agrees on ranks and on every worker's endpoint (launcher/jobenv.c).
  * Without --master, a job with --ips (or --servers/--trainers lists) rendezvouses at the first
  * host listed, port 6768, the port Paddle's own --ips handshake uses. */
-#include "frontends/frontend.h"
+#include "launcher/frontends/frontend.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzv/common.h"
+#include "rdzv/base/common.h"
 
 #define fail(err, len, ...) podrun_failf(-EINVAL, err, len, __VA_ARGS__)
 

@@ -4,7 +4,7 @@
  * are the device layer's), PET_<NAME> for every flag (argparse action=env), and the variables
  * its agent reads. podrun applies the PET_ rule to its own settings too, as it answers to every
  * PODRUN_<NAME>: doc/usage.md#usage promises both for every option. */
-#include "frontends/frontend.h"
+#include "launcher/frontends/frontend.h"
 
 /* --numa-binding and --virtual-local-rank are torch 2.9/2.10's; podrun's own flags of the same
  * spelling take podrun's values, a superset (numa-binding also takes none and cores). */

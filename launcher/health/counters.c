@@ -1,10 +1,10 @@
 /* launcher/health/counters.c — an agent's metrics as Prometheus text (counters.h). */
-#include "health/counters.h"
+#include "launcher/health/counters.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "rdzv/wire.h"
+#include "rdzv/store/wire.h"
 
 const char *const health_exit_names[HEALTH_EXIT__COUNT] = {
     [HEALTH_EXIT_SUCCESS] = "success", [HEALTH_EXIT_CODE] = "exit_code",

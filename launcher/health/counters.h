@@ -23,8 +23,8 @@
 
 #include <stdint.h>
 
-#include "health/port.h"
-#include "health/metrics.h"
+#include "launcher/health/port.h"
+#include "launcher/health/metrics.h"
 #include "rdzv/rendezvous.h"
 
 enum health_exit {

@@ -1,5 +1,5 @@
 /* launcher/health/health.c — the agent's health port (health.h). */
-#include "health/health.h"
+#include "launcher/health/health.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -15,8 +15,8 @@
 
 #include <uv.h>
 
-#include "health/counters.h"
-#include "health/httpd.h"
+#include "launcher/health/counters.h"
+#include "launcher/health/httpd.h"
 
 struct health;
 

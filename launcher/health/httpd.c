@@ -4,7 +4,7 @@
  * buffer -> one answer written -> shut down and closed. Two handles per connection (the socket
  * and its timer); the connection is freed when both have closed. The server itself is freed when
  * it is closing and its listener and every connection are gone. */
-#include "health/httpd.h"
+#include "launcher/health/httpd.h"
 
 #include <errno.h>
 #include <netinet/in.h>

@@ -15,8 +15,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "health/port.h"
-#include "health/request.h"
+#include "launcher/health/port.h"
+#include "launcher/health/request.h"
 
 struct httpd_limits {
     int max_conns;          /* connections open at once; default 16 */

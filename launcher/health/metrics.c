@@ -1,5 +1,5 @@
 /* launcher/health/metrics.c — Prometheus text exposition (metrics.h). */
-#include "health/metrics.h"
+#include "launcher/health/metrics.h"
 
 #include <float.h>
 #include <stdarg.h>

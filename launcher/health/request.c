@@ -1,5 +1,5 @@
 /* launcher/health/request.c — the request line and head of one HTTP/1.x request (request.h). */
-#include "health/request.h"
+#include "launcher/health/request.h"
 
 #include <string.h>
 

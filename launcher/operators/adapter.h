@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "operators/operators.h"
+#include "launcher/operators/operators.h"
 
 #define OP_NODES_MAX 65536 /* nodes in one job, as --nnodes takes them */
 #define OP_PATH_MAX 4096

@@ -1,5 +1,5 @@
 /* launcher/operators/hostsource.c — a hostfile as the job's discovery (see hostsource.h). */
-#include "operators/hostsource.h"
+#include "launcher/operators/hostsource.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "operators/adapter.h"
-#include "rdzv/common.h"
+#include "launcher/operators/adapter.h"
+#include "rdzv/base/common.h"
 
 #define fail(code, err, len, ...) podrun_failf(code, err, len, __VA_ARGS__)
 

@@ -14,9 +14,9 @@
 
 #include <stddef.h>
 
-#include "config/config.h"
-#include "discover/host.h"
-#include "discover/hostfile.h"
+#include "launcher/config/config.h"
+#include "launcher/discover/host.h"
+#include "launcher/discover/hostfile.h"
 
 /* What the file says about this node, for a front-end that needs more than the config holds
  * (DeepSpeed's CUDA_VISIBLE_DEVICES from the selected slot ids). */

@@ -25,8 +25,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "operators/adapter.h"
-#include "rdzv/common.h"
+#include "launcher/operators/adapter.h"
+#include "rdzv/base/common.h"
 
 #define IJ "Indexed Job"
 #define JS "JobSet"

@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "operators/adapter.h"
-#include "rdzv/common.h"
+#include "launcher/operators/adapter.h"
+#include "rdzv/base/common.h"
 
 #define LWS "LeaderWorkerSet"
 

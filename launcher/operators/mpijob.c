@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "operators/adapter.h"
-#include "operators/hostsource.h"
-#include "rdzv/common.h"
+#include "launcher/operators/adapter.h"
+#include "launcher/operators/hostsource.h"
+#include "rdzv/base/common.h"
 
 #define MPI "MPIJob"
 #define MPI_HOSTFILE "/etc/mpi/hostfile"

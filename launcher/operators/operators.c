@@ -1,6 +1,6 @@
 /* launcher/operators/operators.c — which source discovers the job, the checks on what it gave,
  * and the helpers every adapter uses (see operators.h, adapter.h). */
-#include "operators/operators.h"
+#include "launcher/operators/operators.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "discover/hostlist.h"
-#include "env/environ.h"
-#include "operators/adapter.h"
-#include "operators/hostsource.h"
-#include "rdzv/common.h"
+#include "launcher/discover/hostlist.h"
+#include "launcher/env/environ.h"
+#include "launcher/operators/adapter.h"
+#include "launcher/operators/hostsource.h"
+#include "rdzv/base/common.h"
 
 #define fail(err, len, ...) podrun_failf(-EINVAL, err, len, __VA_ARGS__)
 

@@ -54,8 +54,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "config/config.h"
-#include "discover/host.h"
+#include "launcher/config/config.h"
+#include "launcher/discover/host.h"
 
 /* What an adapter reads. */
 struct op_ctx {

@@ -16,17 +16,17 @@
  *                mode) hosts the store on paddle launch's master port; that pod sees its own IP
  *                there, equal to POD_IP_DUMMY, and gets is_host=1
  *   nnodes       PADDLE_NNODES;  rdzv-id PADDLE_JOB_ID */
-#include "operators/paddlejob.h"
+#include "launcher/operators/paddlejob.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "discover/hostlist.h"
-#include "env/environ.h"
-#include "operators/adapter.h"
-#include "rdzv/common.h"
+#include "launcher/discover/hostlist.h"
+#include "launcher/env/environ.h"
+#include "launcher/operators/adapter.h"
+#include "rdzv/base/common.h"
 
 #define PO "paddle-operator"
 #define TO "PaddleJob"

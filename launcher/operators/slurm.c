@@ -18,9 +18,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "discover/hostlist.h"
-#include "operators/adapter.h"
-#include "rdzv/common.h"
+#include "launcher/discover/hostlist.h"
+#include "launcher/operators/adapter.h"
+#include "rdzv/base/common.h"
 
 #define SL "SLURM"
 

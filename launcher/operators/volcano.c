@@ -31,9 +31,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "operators/adapter.h"
-#include "operators/hostsource.h"
-#include "rdzv/common.h"
+#include "launcher/operators/adapter.h"
+#include "launcher/operators/hostsource.h"
+#include "rdzv/base/common.h"
 
 #define VC "Volcano"
 #define VCP "Volcano pytorch plugin"

@@ -1,5 +1,5 @@
 /* launcher/preflight/nccl.c — one nccl test's helper processes, from the agent (see nccl.h). */
-#include "nccl.h"
+#include "launcher/preflight/nccl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "rdzv/common.h"
-#include "workers.h"
+#include "rdzv/base/common.h"
+#include "launcher/workers.h"
 
 #define PF_HELPER_LINE 1024
 #define PF_HELPER_GRACE_MS 10000   /* past their own deadline, helpers get SIGKILL */

@@ -16,9 +16,9 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "plan.h"
-#include "preflight.h"
-#include "records.h"
+#include "launcher/preflight/plan.h"
+#include "launcher/preflight/preflight.h"
+#include "launcher/preflight/records.h"
 
 struct pf_nccl_test {
     const char *exe;           /* podrun */

@@ -32,11 +32,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "commands/commands.h"
-#include "devices/dl.h"
+#include "launcher/commands/commands.h"
+#include "launcher/devices/dl.h"
 #include "podrun/store.h"
-#include "preflight/nccl_abi.h"
-#include "rdzv/common.h"
+#include "launcher/preflight/nccl_abi.h"
+#include "rdzv/base/common.h"
 
 #define PF_TIMED_ITERS 10
 #define PF_FILL_CHUNK (4u << 20)

@@ -1,5 +1,5 @@
 /* launcher/preflight/plan.c — pairing and judgement of the preflight check (pure; see plan.h). */
-#include "plan.h"
+#include "launcher/preflight/plan.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -14,7 +14,7 @@
  *     agent through (done, a counter) deletes the keys; close.
  * Any store error ends the check with outcome.err; a wait that times out is a result ("no result
  * from node-3 within 120s"), not an error. */
-#include "preflight.h"
+#include "launcher/preflight/preflight.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -23,11 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nccl.h"
-#include "rdzv/aclient.h"
-#include "rdzv/common.h"
-#include "records.h"
-#include "tcp.h"
+#include "launcher/preflight/nccl.h"
+#include "rdzv/store/aclient.h"
+#include "rdzv/base/common.h"
+#include "launcher/preflight/records.h"
+#include "launcher/preflight/tcp.h"
 
 #define PF_KEY_MAX 512     /* the prefix stays under PF_TEXT + 32, a key under this */
 #define PF_TEXT 256

@@ -30,8 +30,8 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "plan.h"
-#include "rdzv/auth.h"
+#include "launcher/preflight/plan.h"
+#include "rdzv/store/auth.h"
 
 enum pf_mode { PF_MODE_TCP = 1, PF_MODE_NCCL = 2 };
 

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "plan.h"
+#include "launcher/preflight/plan.h"
 
 #define PF_HOST_MAX 256
 #define PF_LINKS_MAX 70000     /* a plan names at most one link per node, plus one */

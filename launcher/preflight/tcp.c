@@ -1,5 +1,5 @@
 /* launcher/preflight/tcp.c — the tcp check of one link on the loop (see tcp.h). */
-#include "tcp.h"
+#include "launcher/preflight/tcp.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzv/common.h"
+#include "rdzv/base/common.h"
 
 #define PF_HELLO "podrunpf"
 #define PF_HELLO_LEN 8

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "plan.h"
+#include "launcher/preflight/plan.h"
 
 #define PF_TCP_PINGS 10
 

@@ -3,7 +3,7 @@
  * Plays K-1 agents (the hosting podrun agent is the K-th) over real TCP connections from one
  * epoll loop, each from a source address of its own among 127.0.0.2-251, speaking exactly what
  * rdzv/backend_store.c sends: one connection per agent, the same requests in the same writes and
- * the same keys, with the records encoded by rdzv/records.c and the requests by rdzv/wire.c.
+ * the same keys, with the records encoded by rdzv/records.c and the requests by rdzv/store/wire.c.
  * Each agent joins, heartbeats every keep-alive interval, waits for its assignment and for the
  * end of its round, reports done or a failure, and rejoins after a restart decision, as the real
  * agent does once its workers are gone (a simulated agent has none, so it rejoins at once).
@@ -47,7 +47,7 @@
 #include <unistd.h>
 
 #include "rdzv/records.h"
-#include "rdzv/wire.h"
+#include "rdzv/store/wire.h"
 
 /* ---- options ---- */
 
@@ -333,7 +333,7 @@ static void send_done(agent_t *a)
     send_set(a, key, "1", 1);
 }
 
-/* The expected replies: a FIFO, but the echo of a PING may overtake a WAIT (rdzv/aclient.c),
+/* The expected replies: a FIFO, but the echo of a PING may overtake a WAIT (rdzv/store/aclient.c),
  * and one WAIT_CANCELED answers a WAIT and the CANCEL_WAIT behind it. */
 static int exp_at(const conn_t *c, unsigned i)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fake_cuda.h"
+#include "tests/fakes/fake_cuda.h"
 
 #ifdef FAKE_CUDART
 #define FAKE_LIB "libcudart.so"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fake_conf.h"
+#include "tests/fakes/fake_conf.h"
 #include "launcher/devices/verbs_abi.h"
 
 #define FAKE_DEVS 8

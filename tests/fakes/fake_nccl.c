@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fake_cuda.h"
+#include "tests/fakes/fake_cuda.h"
 #include "launcher/preflight/nccl_abi.h"
 
 struct ncclComm {

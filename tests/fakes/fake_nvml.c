@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fake_conf.h"
+#include "tests/fakes/fake_conf.h"
 #include "launcher/devices/cpuset.h"
 #include "launcher/devices/nvml_abi.h"
 

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""tests/fakes/http_server.py — the peer of podrun's HTTP client tests (tests/unit/rdzv/test_http.c).
+"""tests/fakes/http_server.py — the peer of podrun's HTTP client tests
+(tests/unit/rdzv/base/test_http.c).
 
   http_server.py --pki DIR [--plain]
 

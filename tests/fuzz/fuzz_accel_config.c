@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "discover/host.h"
-#include "frontends/accel_config.h"
-#include "frontends/frontend.h"
+#include "launcher/config/config.h"
+#include "launcher/discover/host.h"
+#include "launcher/frontends/accel_config.h"
+#include "launcher/frontends/frontend.h"
 
 static const uint8_t *in;
 static size_t in_len;

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzv/acl.h"
-#include "rdzv/auth.h"
+#include "rdzv/store/acl.h"
+#include "rdzv/store/auth.h"
 #include "rdzv/records.h"
 
 static const uint8_t NS[AUTH_NONCE_LEN] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "config/settings.h"
-#include "config/values.h"
+#include "launcher/config/config.h"
+#include "launcher/config/settings.h"
+#include "launcher/config/values.h"
 
 static char err[512];
 

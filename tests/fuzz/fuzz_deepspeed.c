@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "discover/host.h"
-#include "env/deepspeed.h"
-#include "frontends/deepspeed.h"
-#include "frontends/frontend.h"
+#include "launcher/config/config.h"
+#include "launcher/discover/host.h"
+#include "launcher/env/deepspeed.h"
+#include "launcher/frontends/deepspeed.h"
+#include "launcher/frontends/frontend.h"
 
 #define WORDS_MAX 32
 

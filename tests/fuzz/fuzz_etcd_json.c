@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzv/etcd_json.h"
-#include "rdzv/etcd_state.h"
+#include "rdzv/etcd/json.h"
+#include "rdzv/etcd/state.h"
 
 static void answer(const char *d, size_t n)
 {

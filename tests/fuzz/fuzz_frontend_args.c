@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "frontends/frontend.h"
+#include "launcher/config/config.h"
+#include "launcher/frontends/frontend.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "discover/host.h"
-#include "frontends/frontend.h"
-#include "operators/operators.h"
-#include "operators/paddlejob.h"
+#include "launcher/config/config.h"
+#include "launcher/discover/host.h"
+#include "launcher/frontends/frontend.h"
+#include "launcher/operators/operators.h"
+#include "launcher/operators/paddlejob.h"
 
 #define ENV_MAX 64
 

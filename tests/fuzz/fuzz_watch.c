@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "health/request.h"
-#include "jsonline.h"
-#include "rdzv/state.h"
+#include "launcher/health/request.h"
+#include "launcher/jsonline.h"
+#include "rdzv/status.h"
 
 static void request(const char *d, size_t n)
 {
@@ -33,17 +33,17 @@ static void request(const char *d, size_t n)
 
 static void state(const char *d, size_t n)
 {
-    static rdzv_state_node_t a[NODES], b[NODES];
-    rdzv_state_t s, t;
-    if (rdzv_state_decode(d, n, &s, a, NODES) < 0)
+    static rdzv_status_node_t a[NODES], b[NODES];
+    rdzv_status_t s, t;
+    if (rdzv_status_decode(d, n, &s, a, NODES) < 0)
         return;
     char *e1 = NULL, *e2 = NULL;
-    long l1 = rdzv_state_encode(&s, 0, &e1);
+    long l1 = rdzv_status_encode(&s, 0, &e1);
     if (l1 < 0)
         abort();
-    if (rdzv_state_decode(e1, (size_t)l1, &t, b, NODES) < 0 || t.n_nodes != s.n_nodes)
+    if (rdzv_status_decode(e1, (size_t)l1, &t, b, NODES) < 0 || t.n_nodes != s.n_nodes)
         abort();
-    long l2 = rdzv_state_encode(&t, 0, &e2);
+    long l2 = rdzv_status_encode(&t, 0, &e2);
     if (l2 != l1 || memcmp(e1, e2, (size_t)l1) != 0)
         abort();
     free(e1);

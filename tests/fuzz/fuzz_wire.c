@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rdzv/keyspace.h"
-#include "rdzv/wire.h"
+#include "rdzv/store/keyspace.h"
+#include "rdzv/store/wire.h"
 
 static void on_ready(void *arg, ks_owner_t *o)
 {

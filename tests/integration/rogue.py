@@ -1,5 +1,5 @@
 """A stranger on the job store's port: raw TCPStore requests (both torch dialects) from a chosen
-source address, and the token handshake of rdzv/auth.h done by hand."""
+source address, and the token handshake of rdzv/store/auth.h done by hand."""
 import hashlib
 import hmac
 import os
@@ -11,7 +11,7 @@ V2 = {"VALIDATE": 0, "SET": 1, "COMPARE_SET": 2, "GET": 3, "ADD": 4, "CHECK": 5,
       "PING": 13, "LIST": 17}
 V1 = {"SET": 0, "GET": 2, "GETNUMKEYS": 6}
 MAGIC = 0x3C85F7CE
-REFUSED = struct.pack("<I", 0x21434C41)   # rdzv/wire.h WIRE_REFUSED: refused by the allow-list
+REFUSED = struct.pack("<I", 0x21434C41)  # rdzv/store/wire.h WIRE_REFUSED: refused by the allow-list
 
 
 def vec(b):
@@ -87,7 +87,7 @@ class Rogue:
         self.send(self.op("PING", struct.pack("<I", nonce)))
         return struct.unpack("<I", self.recv_exact(4))[0]
 
-    # the handshake (rdzv/auth.h)
+    # the handshake (rdzv/store/auth.h)
     def hello(self, nc=None):
         self.nc = nc or os.urandom(16)
         reply = self.get("podrun//auth/c/" + self.nc.hex())

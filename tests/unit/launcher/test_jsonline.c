@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../check.h"
-#include "jsonline.h"
+#include "tests/unit/check.h"
+#include "launcher/jsonline.h"
 
 /* Parses one line (without its newline) and returns the object, or NULL. */
 static json_t *parse_line(const struct jsonbuf *b)

@@ -1,8 +1,8 @@
 /* tests/unit/launcher/test_logs.c — the console line prefix template. */
 #include <string.h>
 
-#include "check.h"
-#include "logs.h"
+#include "tests/unit/check.h"
+#include "launcher/logs.h"
 
 static void test_prefix(void)
 {

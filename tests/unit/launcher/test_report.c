@@ -7,8 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "report.h"
+#include "tests/unit/check.h"
+#include "launcher/report.h"
 
 static const char *ERROR_JSON =
     "{\"message\": {\"message\": \"RuntimeError: boom\", \"extraInfo\": {\"py_callstack\": "

@@ -8,10 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "config/config.h"
-#include "frontends/frontend.h"
-#include "rundir.h"
+#include "tests/unit/check.h"
+#include "launcher/config/config.h"
+#include "launcher/frontends/frontend.h"
+#include "launcher/rundir.h"
 
 static char tmp[] = "/tmp/podrun_rundir_test_XXXXXX";
 static char err[512];

@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../check.h"
-#include "timers.h"
+#include "tests/unit/check.h"
+#include "launcher/timers.h"
 
 #define P(s, r) timers_parse(s, strlen(s), r, why, sizeof why)
 

@@ -8,9 +8,9 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "check.h"
-#include "frontends/frontend.h"
-#include "watchdog.h"
+#include "tests/unit/check.h"
+#include "launcher/frontends/frontend.h"
+#include "launcher/watchdog.h"
 
 static char tmp[] = "/tmp/podrun_watchdog_test_XXXXXX";
 static char err[512];

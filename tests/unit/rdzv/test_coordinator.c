@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../check.h"
+#include "tests/unit/check.h"
 #include "rdzv/coordinator.h"
-#include "rdzv/state.h"
+#include "rdzv/status.h"
 
 /* ---- a tiny model of the store and the loop around the coordinator ---- */
 
@@ -1434,8 +1434,8 @@ static void test_state_for_status(void)
 {
     coord_t *c = mk(3, 3, 2, NULL);
     join(c, 0, "worker-c", 2, -1, 0);
-    rdzv_state_t st;
-    rdzv_state_node_t nodes[8];
+    rdzv_status_t st;
+    rdzv_status_node_t nodes[8];
     CHECK_EQ_INT(coord_state(c, now, &st, nodes, 8), 0);
     CHECK_EQ_INT(st.phase, RDZV_JOB_OPEN);
     CHECK_EQ_INT(st.n_nodes, 1);

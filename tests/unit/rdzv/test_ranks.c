@@ -1,7 +1,7 @@
 /* tests/unit/rdzv/test_ranks.c — node ranks and global ranks for a closing round. */
 #include <string.h>
 
-#include "../check.h"
+#include "tests/unit/check.h"
 #include "rdzv/ranks.h"
 
 static void test_natural_sort(void)

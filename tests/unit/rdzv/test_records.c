@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../check.h"
+#include "tests/unit/check.h"
 #include "rdzv/records.h"
 
 static void test_kv_codec(void)

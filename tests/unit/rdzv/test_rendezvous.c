@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../check.h"
-#include "rdzv/aclient.h"
+#include "tests/unit/check.h"
+#include "rdzv/store/aclient.h"
 #include "rdzv/rendezvous.h"
 
 #define NA 4

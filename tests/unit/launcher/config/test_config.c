@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "config/config.h"
+#include "tests/unit/check.h"
+#include "launcher/config/config.h"
 
 static char err[512];
 

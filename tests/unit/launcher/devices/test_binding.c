@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/devices/binding.h"
 #include "launcher/devices/cpuset.h"
 #include "launcher/devices/sysroot.h"

@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/devices/cpu.h"
 #include "launcher/devices/cpuset.h"
 #include "launcher/devices/sysroot.h"

@@ -2,7 +2,7 @@
  * NVML's bitmasks. */
 #include <errno.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/devices/cpuset.h"
 
 static void test_parse_format_table(void)

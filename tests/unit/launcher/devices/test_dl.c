@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/devices/dl.h"
 
 static void test_missing_library_named(void)

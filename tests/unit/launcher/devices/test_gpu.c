@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/devices/cpuset.h"
 #include "launcher/devices/gpu.h"
 #include "launcher/devices/sysroot.h"

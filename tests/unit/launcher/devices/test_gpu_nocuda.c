@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/devices/binding.h"
 #include "launcher/devices/cpu.h"
 #include "launcher/devices/gpu.h"

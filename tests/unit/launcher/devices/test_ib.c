@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/devices/ib.h"
 #include "launcher/devices/sysroot.h"
 #include "tests/fixtures/machine.h"

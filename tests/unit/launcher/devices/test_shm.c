@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/devices/shm.h"
 #include "launcher/devices/sysroot.h"
 #include "tests/fixtures/machine.h"

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/devices/sysroot.h"
 #include "tests/fixtures/machine.h"
 

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/devices/verbs_abi.h"
 
 #define SAME_FIELD(ours, theirs, field)                                                  \

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/devices/gpuwatch.h"
 #include "launcher/devices/linkwatch.h"
 #include "launcher/devices/sysroot.h"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/discover/hostfile.h"
 
 static char err[1024];

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/discover/hostlist.h"
 
 static char err[512];

@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "config/config.h"
-#include "discover/identity.h"
+#include "tests/unit/check.h"
+#include "launcher/config/config.h"
+#include "launcher/discover/identity.h"
 
 static void test_identity(void)
 {

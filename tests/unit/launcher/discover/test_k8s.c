@@ -19,8 +19,8 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "../../check.h"
-#include "k8s.h"
+#include "tests/unit/check.h"
+#include "launcher/discover/k8s.h"
 
 static const char *fake_script;
 static char dir[64];

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../check.h"
-#include "k8s_job.h"
-#include "k8s_pods.h"
+#include "tests/unit/check.h"
+#include "launcher/discover/k8s_job.h"
+#include "launcher/discover/k8s_pods.h"
 
 /* A pod event: name, phase, IP ("" none), Ready, the PyTorchJob replica index (-1 none) and
  * extra status/metadata JSON members. */

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../check.h"
-#include "k8s_pods.h"
+#include "tests/unit/check.h"
+#include "launcher/discover/k8s_pods.h"
 
 static const char *fixtures;
 

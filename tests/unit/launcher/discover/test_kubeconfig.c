@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../check.h"
-#include "kubeconfig.h"
+#include "tests/unit/check.h"
+#include "launcher/discover/kubeconfig.h"
 
 /* base64 of "-----BEGIN CERTIFICATE-----\nCA\n" and friends, short stand-ins for PEM text */
 #define CA_B64 "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCkNBCg=="

@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "config/config.h"
-#include "env/argv.h"
+#include "tests/unit/check.h"
+#include "launcher/config/config.h"
+#include "launcher/env/argv.h"
 
 static void test_argv_kinds(void)
 {

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "env/deepspeed.h"
-#include "env/environ.h"
+#include "tests/unit/check.h"
+#include "launcher/env/deepspeed.h"
+#include "launcher/env/environ.h"
 
 static char err[512];
 

@@ -1,8 +1,8 @@
 /* tests/unit/launcher/env/test_environ.c — looking a variable up in a "NAME=value" array. */
 #include <stddef.h>
 
-#include "check.h"
-#include "env/environ.h"
+#include "tests/unit/check.h"
+#include "launcher/env/environ.h"
 
 static void test_lookup(void)
 {

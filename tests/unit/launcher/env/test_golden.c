@@ -24,15 +24,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "config/config.h"
-#include "discover/host.h"
-#include "env/accelerate.h"
-#include "env/argv.h"
-#include "env/nccl.h"
-#include "env/paddle.h"
-#include "env/torch.h"
-#include "frontends/frontend.h"
+#include "tests/unit/check.h"
+#include "launcher/config/config.h"
+#include "launcher/discover/host.h"
+#include "launcher/env/accelerate.h"
+#include "launcher/env/argv.h"
+#include "launcher/env/nccl.h"
+#include "launcher/env/paddle.h"
+#include "launcher/env/torch.h"
+#include "launcher/frontends/frontend.h"
 
 #define MAXL 256
 

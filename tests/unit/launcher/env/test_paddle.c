@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "config/config.h"
-#include "env/environ.h"
-#include "env/paddle.h"
-#include "env/torch.h"
+#include "tests/unit/check.h"
+#include "launcher/config/config.h"
+#include "launcher/env/environ.h"
+#include "launcher/env/paddle.h"
+#include "launcher/env/torch.h"
 
 static void test_plan(void)
 {

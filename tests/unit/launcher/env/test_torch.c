@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "env/torch.h"
+#include "tests/unit/check.h"
+#include "launcher/env/torch.h"
 
 static const char *get(char **env, const char *name)
 {

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "frontends/accel_config.h"
+#include "tests/unit/check.h"
+#include "launcher/frontends/accel_config.h"
 
 static char err[512];
 

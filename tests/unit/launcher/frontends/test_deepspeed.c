@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/operators/op_test.h"
-#include "env/deepspeed.h"
-#include "frontends/deepspeed.h"
+#include "tests/unit/launcher/operators/op_test.h"
+#include "launcher/env/deepspeed.h"
+#include "launcher/frontends/deepspeed.h"
 
 /* `podrun deepspeed FLAGS train.py` on machine m with env and ngpus GPUs found. */
 static int load_ds_gpus(struct cfg *c, char **env, struct fake_machine *m,

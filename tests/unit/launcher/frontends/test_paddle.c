@@ -3,9 +3,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "check.h"
-#include "config/config.h"
-#include "frontends/frontend.h"
+#include "tests/unit/check.h"
+#include "launcher/config/config.h"
+#include "launcher/frontends/frontend.h"
 
 static char err[512];
 

@@ -4,10 +4,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "check.h"
-#include "config/config.h"
-#include "config/settings.h"
-#include "frontends/frontend.h"
+#include "tests/unit/check.h"
+#include "launcher/config/config.h"
+#include "launcher/config/settings.h"
+#include "launcher/frontends/frontend.h"
 
 static char err[512];
 

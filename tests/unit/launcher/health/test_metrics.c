@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../check.h"
-#include "health/counters.h"
-#include "health/metrics.h"
-#include "rdzv/wire.h"
+#include "tests/unit/check.h"
+#include "launcher/health/counters.h"
+#include "launcher/health/metrics.h"
+#include "rdzv/store/wire.h"
 
 static void test_escape_and_values(void)
 {

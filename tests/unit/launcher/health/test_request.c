@@ -2,8 +2,8 @@
  * requests in pieces, and the bytes it must refuse at once rather than wait on. */
 #include <string.h>
 
-#include "../../check.h"
-#include "health/request.h"
+#include "tests/unit/check.h"
+#include "launcher/health/request.h"
 
 static enum http_parse parse(const char *s, struct http_request *r)
 {

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "config/config.h"
-#include "discover/host.h"
-#include "frontends/frontend.h"
+#include "tests/unit/check.h"
+#include "launcher/config/config.h"
+#include "launcher/discover/host.h"
+#include "launcher/frontends/frontend.h"
 
 static char err[512];
 

@@ -1,8 +1,8 @@
 /* tests/unit/launcher/operators/test_hostsource.c — a hostfile in every pod: this node's line by
  * its names or addresses, the values it gives, DeepSpeed's dialect and selection, and what is
  * wrong with a file. */
-#include "op_test.h"
-#include "operators/hostsource.h"
+#include "tests/unit/launcher/operators/op_test.h"
+#include "launcher/operators/hostsource.h"
 
 static const struct fake_file files[] = {
     {"/job/ips", "# three hosts\n10.0.0.1 slots=2\n10.0.0.2 slots=2\n10.0.0.3 slots=1\n"},

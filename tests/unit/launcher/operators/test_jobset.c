@@ -1,7 +1,7 @@
 /* tests/unit/launcher/operators/test_jobset.c — Indexed Job and JobSet pods (reference/k8s.md
  * §5.1, §5.2): the completion index, the job index through the downward API, and the store's
  * name derived from the pod's own. */
-#include "op_test.h"
+#include "tests/unit/launcher/operators/op_test.h"
 
 static void test_indexed_job(void)
 {

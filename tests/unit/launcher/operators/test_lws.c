@@ -1,5 +1,5 @@
 /* tests/unit/launcher/operators/test_lws.c — a LeaderWorkerSet group (resilience.md §4.3). */
-#include "op_test.h"
+#include "tests/unit/launcher/operators/op_test.h"
 
 static void test_group(void)
 {

@@ -1,7 +1,7 @@
 /* tests/unit/launcher/operators/test_mpijob.c — an MPIJob's /etc/mpi/hostfile in every pod
  * (reference/k8s.md §4.2): OpenMPI and hydra lines, the variables that name the file, the
  * launcher that is not in it. */
-#include "op_test.h"
+#include "tests/unit/launcher/operators/op_test.h"
 
 static const struct fake_file files[] = {
     {"/etc/mpi/hostfile", "mj-worker-0.mj.ns.svc slots=4\nmj-worker-1.mj.ns.svc slots=4\n"

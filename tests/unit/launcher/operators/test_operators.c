@@ -1,8 +1,8 @@
 /* tests/unit/launcher/operators/test_operators.c — which source discovers the job
  * (--discovery auto|env|hostfile|k8s|none, the detection order) and what every discovered job
  * must leave behind. */
-#include "op_test.h"
-#include "operators/operators.h"
+#include "tests/unit/launcher/operators/op_test.h"
+#include "launcher/operators/operators.h"
 
 static const struct op_adapter *detected(char **env, struct fake_machine *m)
 {

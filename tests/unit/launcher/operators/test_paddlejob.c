@@ -1,7 +1,7 @@
 /* tests/unit/launcher/operators/test_paddlejob.c — PaddleJob pods of both operators
  * (reference/k8s.md §1.5, §2): the struct the paddle front-end reads, and discovery. */
-#include "op_test.h"
-#include "operators/paddlejob.h"
+#include "tests/unit/launcher/operators/op_test.h"
+#include "launcher/operators/paddlejob.h"
 
 /* paddle-operator, PodIP mode, PS job: 2 pservers, 3 trainers; the ConfigMap's keys */
 #define CONFIGMAP                                                                             \

@@ -1,6 +1,6 @@
 /* tests/unit/launcher/operators/test_pytorchjob.c — PyTorchJob and TrainJob pods, with the
  * variables their operators inject (reference/k8s.md §1.2, §1.6), as podrun reads them. */
-#include "op_test.h"
+#include "tests/unit/launcher/operators/op_test.h"
 
 /* worker-1 of a PyTorchJob with a Master, 3 workers, nprocPerNode 2 (k8s.md §1.2) */
 #define PTJ_WORKER1                                                                           \

@@ -1,6 +1,6 @@
 /* tests/unit/launcher/operators/test_slurm.c — srun's variables in a job step, a batch script's,
  * and SLURM's compressed node lists. */
-#include "op_test.h"
+#include "tests/unit/launcher/operators/op_test.h"
 
 #define STEP                                                                                  \
     "SLURM_JOB_ID=4242", "SLURM_JOBID=4242", "SLURM_NNODES=5", "SLURM_JOB_NUM_NODES=5",       \

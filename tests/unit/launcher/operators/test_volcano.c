@@ -1,6 +1,6 @@
 /* tests/unit/launcher/operators/test_volcano.c — Volcano Job pods: the env, svc and pytorch
  * plugins' variables and the svc plugin's /etc/volcano files (reference/k8s.md §3.2-3.5). */
-#include "op_test.h"
+#include "tests/unit/launcher/operators/op_test.h"
 
 /* the svc and env plugins for a job "job" with tasks master (1) and worker (3) */
 #define SVC                                                                                  \

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/preflight/plan.h"
 
 static const char *names[] = {"node-0", "node-1", "node-2", "node-3", "node-4", "node-5"};

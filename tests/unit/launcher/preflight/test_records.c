@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/preflight/records.h"
 
 static void test_node(void)

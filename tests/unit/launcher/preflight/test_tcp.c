@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "check.h"
+#include "tests/unit/check.h"
 #include "launcher/preflight/tcp.h"
 
 static struct pf_figure got;
