@@ -55,8 +55,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sys/random.h>
-
 #include "rdzv/store/keyspace.h"
 #include "rdzv/base/list.h"
 #include "rdzv/store/wire.h"
@@ -108,11 +106,7 @@ struct store_server {
     podrun_log_t log;
     wire_limits_t wl;
     keyspace_t *ks;
-    int guarded, has_key;       /* store_server_guard: podrun's keys are guarded, by a token */
-    auth_key_t key;
-    store_may_write_cb may_write;
-    void *guard_arg;
-    const acl_t *acl;           /* store_server_allow */
+    store_guard_t guard;        /* store_server_guard, store_server_allow */
     list_head_t conns;
     size_t nconns;
     uint64_t next_id;
@@ -628,55 +622,24 @@ static const op_handler ops[WIRE_OP_COUNT] = {
     [WIRE_WATCH_KEY] = op_watch_key,
 };
 
-/* ---- who may do what (store_server_guard, store_server_allow) --------------------------
+/* ---- who may do what (guard.c decides; here its answers are written) ----------------------
  *
- * The guard runs before a request's handler. It answers the token handshake (rdzv/store/auth.h), keeps
- * the keys under "podrun/" from connections that did not pass it, answers LIST and GETNUMKEYS to
- * them as if those keys did not exist, and lets nobody write a key under "podrun/" that the
- * hosting process does not accept from clients (the coordinator's own answers). A refusal
- * closes the connection, as torch's servers do when a handler throws, with one line naming the
- * peer; the key space is untouched. */
+ * A refusal closes the connection with one line naming the peer; the key space is untouched. */
 enum { GUARD_PASS, GUARD_DONE, GUARD_FAIL };
-
-/* A key for a log line: printable ASCII, cut at 80 bytes. */
-static void printable(char *out, size_t cap, const char *p, size_t n)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n && o + 5 < cap && i < 80; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        if (ch >= 0x20 && ch < 0x7f)
-            out[o++] = (char)ch;
-        else
-            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
-    }
-    if (n > 80 && o + 4 < cap)
-        memcpy(out + o, "...", 3), o += 3;
-    out[o] = '\0';
-}
-
-static int refuse(conn_t *c, const wire_req_t *q, wire_str_t k, const char *why)
-{
-    char key[400], line[600];
-    printable(key, sizeof key, k.p, k.len);
-    snprintf(line, sizeof line, "%s of '%s' refused: %s", wire_op_name(q->op), key, why);
-    conn_fail(c, line);
-    return GUARD_FAIL;
-}
 
 /* A GET of a handshake key: the challenge or the verdict. A wrong proof is answered with an
  * empty value, written before the connection closes so the agent can say what happened. */
 static int guard_handshake(conn_t *c, const wire_req_t *q)
 {
     store_server_t *s = c->srv;
-    uint8_t ns[AUTH_NONCE_LEN];
-    char reply[AUTH_REPLY_MAX];
+    char reply[AUTH_REPLY_MAX], line[200];
     size_t rlen = 0;
-    if (getrandom(ns, sizeof ns, 0) != (ssize_t)sizeof ns) {
-        conn_fail(c, "no random bytes for the token handshake");
+    int r = store_guard_answer(&s->guard, &c->auth, q, reply, sizeof reply, &rlen, line,
+                               sizeof line);
+    if (r < 0 && r != -EACCES) {
+        conn_fail(c, line);
         return GUARD_FAIL;
     }
-    int r = auth_server_answer(&s->key, &c->auth, ns, q->key.p, q->key.len, reply, sizeof reply,
-                               &rlen);
     if (wire_put_str(&s->out, reply, rlen) < 0) {
         conn_fail(c, "out of memory");
         return GUARD_FAIL;
@@ -685,22 +648,21 @@ static int guard_handshake(conn_t *c, const wire_req_t *q)
         return GUARD_DONE;
     conn_send(c, s->out.p, s->out.len);
     s->out.len = 0;
-    conn_fail(c, "its rendezvous token proof is wrong (a replayed handshake, or a node started "
-                 "with another token)");
+    conn_fail(c, line);
     return GUARD_FAIL;
 }
 
 static int count_open(void *arg, const char *key, size_t klen, const char *val, size_t vlen)
 {
     (void)val, (void)vlen;
-    if (!auth_under(key, klen, AUTH_PROTECTED_PREFIX, sizeof AUTH_PROTECTED_PREFIX - 1))
+    if (!store_guard_hidden(key, klen))
         ++*(size_t *)arg;
     return 0;
 }
 
 static int list_open_key(void *arg, const char *key, size_t klen, const char *val, size_t vlen)
 {
-    if (auth_under(key, klen, AUTH_PROTECTED_PREFIX, sizeof AUTH_PROTECTED_PREFIX - 1))
+    if (store_guard_hidden(key, klen))
         return 0;
     return list_key(arg, key, klen, val, vlen);
 }
@@ -725,43 +687,31 @@ static int guard_count(conn_t *c, const wire_req_t *q)
 
 static int guard(conn_t *c, const wire_req_t *q)
 {
-    store_server_t *s = c->srv;
-    int authed = !s->has_key || c->auth.state == AUTH_S_OK;
-    if (q->op == WIRE_GET && s->has_key && auth_is_handshake_key(q->key.p, q->key.len))
+    char line[600];
+    switch (store_guard_check(&c->srv->guard, &c->auth, q, line, sizeof line)) {
+    case STORE_GUARD_HANDSHAKE:
         return guard_handshake(c, q);
-    if (!authed && (q->op == WIRE_LIST || q->op == WIRE_GETNUMKEYS))
+    case STORE_GUARD_HIDE:
         return guard_count(c, q);
-    int writes = auth_op_writes(q->op);
-    auth_keys_t ks;
-    wire_str_t k;
-    auth_keys_init(&ks, q);
-    while (auth_keys_next(&ks, &k)) {
-        if (!auth_under(k.p, k.len, AUTH_PROTECTED_PREFIX, sizeof AUTH_PROTECTED_PREFIX - 1))
-            continue;
-        if (!authed)
-            return refuse(c, q, k, "podrun's keys need the job's token and this connection "
-                                   "did not authenticate");
-        char why[300] = "";
-        if (writes && s->may_write && !s->may_write(s->guard_arg, k.p, k.len, why, sizeof why))
-            return refuse(c, q, k, why[0] ? why : "no client writes this key (only agents' own "
-                                                  "records are written over the wire)");
+    case STORE_GUARD_REFUSE:
+        conn_fail(c, line);
+        return GUARD_FAIL;
+    default:
+        return GUARD_PASS;
     }
-    return GUARD_PASS;
 }
 
-/* At accept: a source outside the allow-list is refused with one line. The address the
- * connection arrived at is always allowed: that is this machine reaching its own store (the
- * hosting agent, its workers). */
+/* At accept: a source the guard does not admit is refused with one line, and the client is told
+ * so in the bytes it reads first. */
 static int conn_admitted(conn_t *c)
 {
     struct sockaddr_storage peer, self;
     int pl = sizeof peer, sl = sizeof self;
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&peer, &pl) < 0)
         return 0;
-    if (acl_allows(c->srv->acl, (struct sockaddr *)&peer))
-        return 1;
-    if (uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&self, &sl) == 0 &&
-        acl_same_ip((struct sockaddr *)&peer, (struct sockaddr *)&self))
+    int known = uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&self, &sl) == 0;
+    if (store_guard_admits(&c->srv->guard, (struct sockaddr *)&peer,
+                           known ? (struct sockaddr *)&self : NULL))
         return 1;
     char name[96];
     peer_name(c, name, sizeof name);
@@ -780,7 +730,7 @@ static int conn_admitted(conn_t *c)
  * handler's error costs this connection only, with one line saying why. */
 static int handle(conn_t *c, const wire_req_t *q)
 {
-    int g = c->srv->guarded ? guard(c, q) : GUARD_PASS;
+    int g = c->srv->guard.on ? guard(c, q) : GUARD_PASS;
     if (g != GUARD_PASS)
         return g == GUARD_DONE ? 0 : -1;
     op_handler fn = (unsigned)q->op < WIRE_OP_COUNT ? ops[q->op] : NULL;
@@ -1094,7 +1044,7 @@ static void on_connection(uv_stream_t *l, int status)
     s->handles++;
     list_push(&s->conns, &c->node);
     s->nconns++;
-    if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0 || (s->acl && !conn_admitted(c))) {
+    if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0 || (s->guard.acl && !conn_admitted(c))) {
         conn_close(c);
         return;
     }
@@ -1334,17 +1284,12 @@ void store_server_close(store_server_t *s, void (*on_closed)(void *arg), void *a
 void store_server_guard(store_server_t *s, const auth_key_t *key, store_may_write_cb may_write,
                         void *arg)
 {
-    s->has_key = key != NULL;
-    if (key)
-        s->key = *key;
-    s->may_write = may_write;
-    s->guard_arg = arg;
-    s->guarded = key || may_write;
+    store_guard_set(&s->guard, key, may_write, arg);
 }
 
 void store_server_allow(store_server_t *s, const acl_t *acl)
 {
-    s->acl = acl;
+    s->guard.acl = acl;
 }
 
 void store_server_stats(const store_server_t *s, store_server_stats_t *out)

@@ -14,6 +14,7 @@
 
 #include "rdzv/store/acl.h"
 #include "rdzv/store/auth.h"
+#include "rdzv/store/guard.h"
 #include "rdzv/base/common.h"
 
 typedef struct store_limits {
@@ -75,10 +76,6 @@ int store_server_delete(store_server_t *s, const char *key, size_t klen);
  * the next attempt. Returns the number of keys deleted. */
 size_t store_server_delete_except(store_server_t *s, const char *keep_prefix);
 
-/* Whether a client may write `key` (which lies under "podrun/"). A refusal may say why in
- * why[0..cap) (left empty: the general reason). */
-typedef int (*store_may_write_cb)(void *arg, const char *key, size_t klen, char *why,
-                                  size_t cap);
 /* Guards podrun's keys, those under "podrun/" (rdzv/store/auth.h). With `key` (the job's token,
  * copied) only a connection that passed the token handshake may read or write them; LIST and
  * GETNUMKEYS answer the others as if they did not exist, and every other key (the workers')
