@@ -181,13 +181,7 @@ int auth_server_answer(const auth_key_t *k, auth_conn_t *st, const uint8_t ns[AU
 
 int auth_op_writes(wire_op_t op)
 {
-    switch (op) {
-    case WIRE_SET: case WIRE_COMPARE_SET: case WIRE_ADD: case WIRE_DELETE_KEY:
-    case WIRE_APPEND: case WIRE_MULTI_SET: case WIRE_QUEUE_PUSH: case WIRE_QUEUE_POP:
-        return 1;
-    default:
-        return 0;
-    }
+    return wire_op_writes(op);
 }
 
 void auth_keys_init(auth_keys_t *ks, const wire_req_t *q)
@@ -199,26 +193,23 @@ void auth_keys_init(auth_keys_t *ks, const wire_req_t *q)
 
 int auth_keys_next(auth_keys_t *ks, wire_str_t *key)
 {
+    wire_str_t val;
     if (ks->done)
         return 0;
-    switch (ks->q->op) {
-    case WIRE_CHECK: case WIRE_WAIT: case WIRE_MULTI_GET:
+    switch (wire_op_keys(ks->q->op)) {   /* the op table's keys column */
+    case WIRE_KEYS_LIST:
         if (wire_list_next(&ks->it, key, NULL))
             return 1;
         break;
-    case WIRE_MULTI_SET: {
-        wire_str_t val;
+    case WIRE_KEYS_PAIRS:
         if (wire_list_next(&ks->it, key, &val))
             return 1;
         break;
-    }
-    case WIRE_SET: case WIRE_COMPARE_SET: case WIRE_GET: case WIRE_ADD: case WIRE_DELETE_KEY:
-    case WIRE_APPEND: case WIRE_QUEUE_PUSH: case WIRE_QUEUE_POP: case WIRE_QUEUE_LEN:
-    case WIRE_WATCH_KEY:
+    case WIRE_KEYS_ONE:
         *key = ks->q->key;
         ks->done = 1;
         return 1;
-    default:
+    case WIRE_KEYS_NONE:
         break;
     }
     ks->done = 1;

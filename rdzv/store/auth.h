@@ -100,12 +100,11 @@ static inline int auth_under(const char *key, size_t klen, const char *p, size_t
     return 1;
 }
 
-/* Whether a request changes the key space (SET, COMPARE_SET, ADD, DELETE_KEY, APPEND,
- * MULTI_SET, QUEUE_PUSH, QUEUE_POP). */
+/* Whether a request changes the key space: the op table's writes column (wire_op_writes). */
 int auth_op_writes(wire_op_t op);
 
-/* Every key a request names, one by one (LIST and GETNUMKEYS name none: server.c answers them
- * without podrun's keys instead). */
+/* Every key a request names, one by one, as the op table's keys column says (LIST and
+ * GETNUMKEYS name none: the guard has them answered without podrun's keys instead). */
 typedef struct auth_keys {
     const wire_req_t *q;
     wire_iter_t it;

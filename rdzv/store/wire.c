@@ -10,30 +10,34 @@ enum args {
     A_NONE, A_U32, A_KEY, A_KEY_VAL, A_KEY_VAL_VAL, A_KEY_I64, A_KEYS, A_PAIRS,
 };
 
+/* One row per op: every fact about an op is here, and nothing else switches over the ops. */
 static const struct op_info {
     const char *name;
     unsigned char args;
     unsigned char reply;
+    unsigned char writes;       /* changes the key space (wire_op_writes) */
+    unsigned char keys;         /* which keys it carries (wire_op_keys) */
 } ops[WIRE_OP_COUNT] = {
-    [WIRE_VALIDATE] = {"VALIDATE", A_U32, WIRE_R_NONE},
-    [WIRE_SET] = {"SET", A_KEY_VAL, WIRE_R_NONE},
-    [WIRE_COMPARE_SET] = {"COMPARE_SET", A_KEY_VAL_VAL, WIRE_R_VEC},
-    [WIRE_GET] = {"GET", A_KEY, WIRE_R_VEC},
-    [WIRE_ADD] = {"ADD", A_KEY_I64, WIRE_R_I64},
-    [WIRE_CHECK] = {"CHECK", A_KEYS, WIRE_R_U8},
-    [WIRE_WAIT] = {"WAIT", A_KEYS, WIRE_R_U8},
-    [WIRE_GETNUMKEYS] = {"GETNUMKEYS", A_NONE, WIRE_R_I64},
-    [WIRE_DELETE_KEY] = {"DELETE_KEY", A_KEY, WIRE_R_I64},
-    [WIRE_APPEND] = {"APPEND", A_KEY_VAL, WIRE_R_NONE},
-    [WIRE_MULTI_GET] = {"MULTI_GET", A_KEYS, WIRE_R_VECS},
-    [WIRE_MULTI_SET] = {"MULTI_SET", A_PAIRS, WIRE_R_NONE},
-    [WIRE_CANCEL_WAIT] = {"CANCEL_WAIT", A_NONE, WIRE_R_U8},
-    [WIRE_PING] = {"PING", A_U32, WIRE_R_U32},
-    [WIRE_QUEUE_PUSH] = {"QUEUE_PUSH", A_KEY_VAL, WIRE_R_NONE},
-    [WIRE_QUEUE_POP] = {"QUEUE_POP", A_KEY, WIRE_R_QPOP},
-    [WIRE_QUEUE_LEN] = {"QUEUE_LEN", A_KEY, WIRE_R_I64},
-    [WIRE_LIST] = {"LIST", A_NONE, WIRE_R_LIST},
-    [WIRE_WATCH_KEY] = {"WATCH_KEY", A_KEY, WIRE_R_U8},
+    /*                    name           args           reply        writes keys */
+    [WIRE_VALIDATE] =    {"VALIDATE",    A_U32,         WIRE_R_NONE, 0, WIRE_KEYS_NONE},
+    [WIRE_SET] =         {"SET",         A_KEY_VAL,     WIRE_R_NONE, 1, WIRE_KEYS_ONE},
+    [WIRE_COMPARE_SET] = {"COMPARE_SET", A_KEY_VAL_VAL, WIRE_R_VEC,  1, WIRE_KEYS_ONE},
+    [WIRE_GET] =         {"GET",         A_KEY,         WIRE_R_VEC,  0, WIRE_KEYS_ONE},
+    [WIRE_ADD] =         {"ADD",         A_KEY_I64,     WIRE_R_I64,  1, WIRE_KEYS_ONE},
+    [WIRE_CHECK] =       {"CHECK",       A_KEYS,        WIRE_R_U8,   0, WIRE_KEYS_LIST},
+    [WIRE_WAIT] =        {"WAIT",        A_KEYS,        WIRE_R_U8,   0, WIRE_KEYS_LIST},
+    [WIRE_GETNUMKEYS] =  {"GETNUMKEYS",  A_NONE,        WIRE_R_I64,  0, WIRE_KEYS_NONE},
+    [WIRE_DELETE_KEY] =  {"DELETE_KEY",  A_KEY,         WIRE_R_I64,  1, WIRE_KEYS_ONE},
+    [WIRE_APPEND] =      {"APPEND",      A_KEY_VAL,     WIRE_R_NONE, 1, WIRE_KEYS_ONE},
+    [WIRE_MULTI_GET] =   {"MULTI_GET",   A_KEYS,        WIRE_R_VECS, 0, WIRE_KEYS_LIST},
+    [WIRE_MULTI_SET] =   {"MULTI_SET",   A_PAIRS,       WIRE_R_NONE, 1, WIRE_KEYS_PAIRS},
+    [WIRE_CANCEL_WAIT] = {"CANCEL_WAIT", A_NONE,        WIRE_R_U8,   0, WIRE_KEYS_NONE},
+    [WIRE_PING] =        {"PING",        A_U32,         WIRE_R_U32,  0, WIRE_KEYS_NONE},
+    [WIRE_QUEUE_PUSH] =  {"QUEUE_PUSH",  A_KEY_VAL,     WIRE_R_NONE, 1, WIRE_KEYS_ONE},
+    [WIRE_QUEUE_POP] =   {"QUEUE_POP",   A_KEY,         WIRE_R_QPOP, 1, WIRE_KEYS_ONE},
+    [WIRE_QUEUE_LEN] =   {"QUEUE_LEN",   A_KEY,         WIRE_R_I64,  0, WIRE_KEYS_ONE},
+    [WIRE_LIST] =        {"LIST",        A_NONE,        WIRE_R_LIST, 0, WIRE_KEYS_NONE},
+    [WIRE_WATCH_KEY] =   {"WATCH_KEY",   A_KEY,         WIRE_R_U8,   0, WIRE_KEYS_ONE},
 };
 
 /* 1.13's QueryType (TCPStore.cpp, anonymous namespace). */
@@ -72,6 +76,16 @@ const char *wire_op_name(wire_op_t op)
 wire_reply_shape_t wire_reply_shape(wire_op_t op)
 {
     return (unsigned)op < WIRE_OP_COUNT ? (wire_reply_shape_t)ops[op].reply : WIRE_R_NONE;
+}
+
+int wire_op_writes(wire_op_t op)
+{
+    return (unsigned)op < WIRE_OP_COUNT && ops[op].writes;
+}
+
+wire_keys_t wire_op_keys(wire_op_t op)
+{
+    return (unsigned)op < WIRE_OP_COUNT ? (wire_keys_t)ops[op].keys : WIRE_KEYS_NONE;
 }
 
 /* A read cursor over an incomplete buffer: every take either succeeds or records how many bytes

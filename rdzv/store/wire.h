@@ -84,6 +84,14 @@ typedef enum wire_reply_shape {
     WIRE_R_LIST,   /* i64 n, then n vectors */
 } wire_reply_shape_t;
 
+/* Which keys a request carries. */
+typedef enum wire_keys {
+    WIRE_KEYS_NONE,
+    WIRE_KEYS_ONE,     /* req.key */
+    WIRE_KEYS_LIST,    /* req.list: n keys (CHECK, WAIT, MULTI_GET) */
+    WIRE_KEYS_PAIRS,   /* req.list: n key/value pairs (MULTI_SET) */
+} wire_keys_t;
+
 typedef struct wire_limits {
     size_t max_key_len;      /* bytes per key */
     size_t max_value_len;    /* bytes per value */
@@ -137,6 +145,10 @@ int wire_list_next(wire_iter_t *it, wire_str_t *key, wire_str_t *val);
 int wire_opcode(wire_dialect_t d, wire_op_t op);
 const char *wire_op_name(wire_op_t op);
 wire_reply_shape_t wire_reply_shape(wire_op_t op);
+/* Whether an op changes the key space (SET, COMPARE_SET, ADD, DELETE_KEY, APPEND, MULTI_SET,
+ * QUEUE_PUSH, QUEUE_POP), and which keys it carries: the op table's columns (wire.c). */
+int wire_op_writes(wire_op_t op);
+wire_keys_t wire_op_keys(wire_op_t op);
 
 /* A growable output buffer. Functions return 0 or -ENOMEM; on -ENOMEM the buffer is unchanged. */
 typedef struct wire_buf {
