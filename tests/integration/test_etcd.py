@@ -17,10 +17,9 @@ import time
 import pytest
 
 from cluster import (WORKERS, Agent, killed_on_failure, no_leftovers, parse_kv, result_lines,
-                     started_dir, wait_all, wait_started)
+                     started_dir, wait_all, wait_for, wait_started)
 from conftest import free_port
 from etcd_util import Etcd, etcd_agent
-from launch_util import wait_for
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fakes"))
 import k8s_api  # noqa: E402
