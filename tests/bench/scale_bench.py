@@ -7,7 +7,8 @@ agents heartbeat at 1 s and its RSS, the failure push (one agent's failure repor
 WAIT on the round's end woken, p50/p99/max; and -> the decision read, p99), the restart (failure ->
 every agent holding its next assignment), messages per agent per round; with --spares M the
 host's CPU and RSS with M more agents waiting, and whether the running round noticed them.
-Every figure is the median of --repeat runs, with the spread (min-max).
+Every figure is the median of --repeat runs, with the spread (min-max). --build (default
+build-bench) is brought up to date with ninja first, and set up as a release build when missing.
 
     /usr/bin/python3 tests/bench/scale_bench.py [--k 1024,4096,16384] [--repeat 3] [--rounds 5]
         [--spares 0] [--build build-bench]
@@ -26,6 +27,37 @@ import time
 
 WRAP = []  # --host-wrap: a command the host runs under (a profiler)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TARGETS = ["launcher/podrun", "tests/bench/rdzv_loadgen"]   # what one() runs, in the build
+
+
+def last_line(text):
+    lines = [l for l in text.splitlines() if l.strip()]
+    return lines[-1].strip() if lines else "no output"
+
+
+def ensure_build(build):
+    """Brings podrun and the load generator in `build` up to date with ninja, first setting up a
+    release build there with meson when the directory has none (doc/performance.md's figures come
+    from such a build). A directory without ninja's files but with both programs is used as it
+    is. Returns None, or the one line that says what failed and what to do."""
+    fix = (f"set one up with 'meson setup {build} -Dbuildtype=release && ninja -C {build}' or "
+           "pass --build DIR of a podrun build")
+    if not os.path.exists(os.path.join(build, "build.ninja")):
+        if all(os.access(os.path.join(build, t), os.X_OK) for t in TARGETS):
+            return None
+        print(f"# setting up a release build in {build}", file=sys.stderr, flush=True)
+        r = subprocess.run(["meson", "setup", build, "-Dbuildtype=release"], cwd=ROOT,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            return f"scale_bench: cannot set up a build in {build}: " \
+                   f"{last_line(r.stdout + r.stderr)}; {fix}"
+    r = subprocess.run(["ninja", "-C", build, *TARGETS], capture_output=True, text=True)
+    if r.returncode != 0:
+        said = [l for l in (r.stdout + r.stderr).splitlines()
+                if l.startswith("FAILED: ") or l.startswith("ninja: error")]
+        why = said[0] if said else last_line(r.stderr or r.stdout)
+        return f"scale_bench: cannot build {' and '.join(TARGETS)} in {build}: {why}; {fix}"
+    return None
 
 
 def raise_nofile():
@@ -64,7 +96,10 @@ def one(build, k, rounds, spares, steady, sample=0, extra=()):
     host = subprocess.Popen(host_cmd, stdout=log, stderr=log)
     try:
         if not wait_listening(port, host):
-            return {"error": f"host did not listen (log {d}/host.log)"}
+            log.flush()
+            with open(os.path.join(d, "host.log"), errors="replace") as f:
+                said = last_line(f.read())
+            return {"error": f"host did not listen: {said} (log {d}/host.log)"}
         lg = subprocess.run(["taskset", "-c", "0", loadgen, "--port", str(port), "--run-id",
                              run_id, "--host-pid", str(host.pid), "--k", str(k), "--rounds",
                              str(rounds), "--spares", str(spares), "--steady", str(steady),
@@ -113,9 +148,15 @@ def main():
     ap.add_argument("--steady", type=float, default=5)
     ap.add_argument("--soak", action="store_true")
     ap.add_argument("--sample", type=int, default=100)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build-bench"))
+    ap.add_argument("--build", default=os.path.join(ROOT, "build-bench"),
+                    help="the build to run (set up as a release build when missing)")
     ap.add_argument("--host-wrap", default="", help="e.g. 'perf record -g -o /tmp/host.perf --'")
     a = ap.parse_args()
+    a.build = os.path.abspath(a.build)
+    err = ensure_build(a.build)
+    if err:
+        print(err, file=sys.stderr)
+        return 1
     WRAP[:] = a.host_wrap.split()
     hard = raise_nofile()
     print(f"# scale benchmark: {os.cpu_count()} CPUs, host on CPU 1, load generator on CPU 0, "

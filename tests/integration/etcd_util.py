@@ -10,8 +10,7 @@ import subprocess
 import tempfile
 
 from conftest import TORCH_PY, free_port
-from cluster import Agent
-from launch_util import wait_for
+from cluster import Agent, wait_for
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"

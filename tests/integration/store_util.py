@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 from conftest import TORCH_PY
-from launch_util import wait_for
+from cluster import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

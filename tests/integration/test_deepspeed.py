@@ -12,9 +12,8 @@ import subprocess
 
 import pytest
 
-from cluster import WORKERS
+from cluster import WORKERS, pid_alive, wait_files, wait_gone
 from conftest import PODRUN, TORCH_PY, free_port
-from launch_util import pid_alive, wait_files, wait_gone
 
 DS_WORKER = os.path.join(WORKERS, "ds_worker.py")
 LINE = re.compile(r"ds rank=(\d+) local_rank=(\d+) world=(\d+) local_size=(\d+) "

@@ -1,6 +1,6 @@
 """The node's devices in a whole podrun job: a fixture machine (8 GPUs on 2 NUMA nodes, 4 HCAs;
 tests/fixtures/mkmachine) read through --sysroot, with the fake NVML and libibverbs found on the
-library path as the real ones would be. Workers print what they got (launch_workers/devices.sh)."""
+library path as the real ones would be. Workers print what they got (workers/devices.sh)."""
 import os
 import re
 import shutil
@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from conftest import BUILD
-from launch_util import run, worker
+from cluster import run, worker
 
 MKMACHINE = str(BUILD / "tests" / "fixtures" / "mkmachine")
 FAKES = str(BUILD / "tests" / "fakes")

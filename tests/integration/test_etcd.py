@@ -1,11 +1,12 @@
 """The etcd rendezvous backend against real etcd (Debian's etcd-server): a gloo job, an etcd
 member lost mid-job, the agent that is node rank 0 and coordinator lost, etcd lost as a whole,
 TLS with client certificates, answers that are not etcd's, and the job's keys in etcd after the
-job. Every test starts its own etcd on loopback ports and stops exactly its own processes."""
+job. Every test starts its own etcd on loopback ports and stops exactly its own processes. What
+both backends must do alike (joins, ranks, a failure pushed, restarts, a node leaving or lost, the
+coordinator lost) is in test_rdzv_contract.py."""
 import http.server
 import os
 import pathlib
-import re
 import signal
 import socketserver
 import subprocess
@@ -17,10 +18,9 @@ import time
 import pytest
 
 from cluster import (WORKERS, Agent, killed_on_failure, no_leftovers, parse_kv, result_lines,
-                     started_dir, wait_all, wait_started)
+                     started_dir, wait_all, wait_for, wait_started)
 from conftest import free_port
 from etcd_util import Etcd, etcd_agent
-from launch_util import wait_for
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fakes"))
 import k8s_api  # noqa: E402
@@ -30,7 +30,7 @@ ALLREDUCE = os.path.join(WORKERS, "allreduce.py")
 ENV_SH = os.path.join(WORKERS, "env.sh")
 FAIL_SH = os.path.join(WORKERS, "fail.sh")
 NOPY = ["--no-python", "--term-timeout", "2"]
-PEER_FAILURE, PEER_LOST, STORE_LOST, RDZV_TIMEOUT = 170, 171, 172, 173
+PEER_LOST, STORE_LOST = 171, 172
 
 
 @pytest.fixture
@@ -92,48 +92,6 @@ def test_workers_use_node_rank_0s_store(etcd):
     assert all(r["agent_store"] == "True" for r in res)
 
 
-
-def root_cause(text):
-    m = re.search(r"Root Cause.*?(?=\n=+|\Z)", text, re.S)
-    assert m, text
-    return m.group(0)
-
-
-def test_worker_failure_pushed_to_every_agent(etcd):
-    """A worker that fails on one node stops every other node's workers with SIGTERM and the
-    same root cause, as with c10d: the failing node exits with its worker's code, the others
-    with the peer-failure code, nothing left running."""
-    rid = run_id("fail")
-    agents, marker = sleeper_job(4, etcd.endpoints(), rid, env={"FAIL_RANK": "2"})
-    codes = wait_all(agents, timeout=30)
-    clean, left = no_leftovers(marker)
-    assert clean, left
-    assert codes == [PEER_FAILURE, PEER_FAILURE, 1, PEER_FAILURE], [a.err for a in agents]
-    for i in (0, 1, 3):
-        assert f"term rank={i}" in agents[i].out, agents[i].out
-    causes = {root_cause(a.err) for a in agents}
-    assert len(causes) == 1, causes
-    (cause,) = causes
-    assert "rank      : 2" in cause and ("node2" in cause or "127.0.0.4" in cause), cause
-
-
-def test_restarts_counted_then_exhausted(etcd):
-    """--max-restarts 2: a worker that fails on every attempt restarts the job in place twice
-    (attempts 0, 1, 2 on every node), then the job ends with its code and 170 elsewhere."""
-    rid = run_id("again")
-    agents, marker = sleeper_job(3, etcd.endpoints(), rid, extra=["--max-restarts", "2"],
-                                 env={"FAIL_RANK": "1", "FAIL_UNTIL": "9", "FAIL_EXIT": "3"})
-    codes = wait_all(agents, timeout=60)
-    clean, left = no_leftovers(marker)
-    assert clean, left
-    assert codes == [PEER_FAILURE, 3, PEER_FAILURE], [a.err for a in agents]
-    for a in agents:
-        starts = [parse_kv(line)["restart"] for line in result_lines([a], "start ")]
-        assert starts == ["0", "1", "2"], a.out
-    errs = "".join(a.err for a in agents)
-    assert "restarting the job in place (restart 2 of 2)" in errs, errs
-
-
 def test_elastic_last_call_and_a_node_joining_later(etcd, tmp_path):
     """--nnodes 2:3: the round closes with two nodes after last call; a third joining the
     running job is a membership change (a new round of three), not a restart used."""
@@ -157,21 +115,6 @@ def test_elastic_last_call_and_a_node_joining_later(etcd, tmp_path):
     for a in agents[:2]:  # the first two ran as two before the third came
         starts = [parse_kv(line) for line in result_lines([a], "start ")]
         assert [(s["world"], s["restart"]) for s in starts] == [("2", "0"), ("3", "0")], a.out
-
-
-def test_join_timeout_names_missing_nodes(etcd):
-    """Two of three nodes: the waiting line says how many have joined and who is missing, and
-    the join timeout ends both agents with the rendezvous-timeout code."""
-    rid = run_id("missing")
-    agents = [etcd_agent(i, 3, etcd.endpoints(), rid, ENV_SH,
-                         extra=NOPY + ["--node-rank", str(i), "--rdzv-conf", "join_timeout=2"])
-              for i in range(2)]
-    codes = wait_all(agents, timeout=30)
-    assert codes == [RDZV_TIMEOUT] * 2, [a.err for a in agents]
-    err = "".join(a.err for a in agents)
-    assert "2/3" in err, err
-    assert "timed out after 2s: 2/3 nodes joined, still waiting for node rank 2" in err, err
-    assert not result_lines(agents, "env ")
 
 
 def member_of(etcd, pid):
@@ -238,25 +181,6 @@ def test_rank0_coordinator_kill9_restarts_in_place_with_spare(etcd):
     assert sorted(int(r["rank"]) for r in again) == [0, 1, 2, 3], res
     assert all(int(r["sum"]) == 6 for r in again)
     assert etcd.keys(f"podrun/{rid}/") == []
-
-
-def test_coordinator_kill9_without_restarts_is_a_lost_peer(etcd):
-    """With no restart left, losing the coordinating agent ends the job like losing any node:
-    every other agent exits with the peer-lost code, not the store-lost one."""
-    rid = run_id("lead0")
-    first, marker = sleeper_job(1, etcd.endpoints(), rid, nnodes=4)
-    etcd.wait_for(f"podrun/{rid}/leader", timeout=30)
-    rest = [etcd_agent(i, 4, etcd.endpoints(), rid, FAIL_SH, extra=NOPY,
-                       env={"SLEEP": marker, "STARTED_DIR": first[0].up}) for i in (1, 2, 3)]
-    etcd.wait_for(f"podrun/{rid}/state", "phase=running", timeout=60)
-    wait_started(first[0].up, 4, agents=first + rest)
-    first[0].proc.send_signal(signal.SIGKILL)
-    codes = wait_all(rest, timeout=30)
-    assert codes == [PEER_LOST] * 3, [a.err for a in rest]
-    assert all("node0: agent lost: its etcd lease ended" in a.err for a in rest)
-    wait_all(first, timeout=10)
-    clean, left = no_leftovers(marker)
-    assert clean, left
 
 
 def joins(etcd, rid, n, timeout=30):

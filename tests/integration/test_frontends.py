@@ -10,10 +10,9 @@ import sys
 
 import pytest
 
-from cluster import WORKERS, Agent, parse_kv, result_lines, wait_all
+from cluster import WORKERS, Agent, parse_kv, result_lines, wait_all, wait_files
 from conftest import PODRUN, TORCH_PY, free_port
 from etcd_util import Etcd
-from launch_util import wait_files
 
 ACCEL = os.path.join(WORKERS, "accel_allreduce.py")
 PADDLE_ENV = os.path.join(WORKERS, "paddle_env.py")

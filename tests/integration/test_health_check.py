@@ -9,9 +9,8 @@ import re
 import subprocess
 import urllib.request
 
-from cluster import Agent, killed_on_failure, wait_all
+from cluster import Agent, killed_on_failure, wait_all, wait_for
 from conftest import BUILD
-from launch_util import wait_for
 
 MKMACHINE = str(BUILD / "tests" / "fixtures" / "mkmachine")
 FAKES = str(BUILD / "tests" / "fakes")

@@ -9,9 +9,8 @@ import shutil
 import socket
 import subprocess
 
-from cluster import WORKERS, Agent, Netns, agent_args, parse_kv, result_lines, wait_all
+from cluster import WORKERS, Agent, Netns, agent_args, parse_kv, result_lines, wait_all, wait_for
 from conftest import TORCH_PY, free_port
-from launch_util import wait_for
 
 ENV_SH = os.path.join(WORKERS, "env.sh")
 PADDLE_ENV = os.path.join(WORKERS, "paddle_env.py")

@@ -11,9 +11,8 @@ import time
 
 import pytest
 
-from cluster import WORKERS, Agent, parse_kv, result_lines
+from cluster import WORKERS, Agent, parse_kv, result_lines, wait_files, wait_for
 from conftest import TORCH_PY
-from launch_util import wait_files, wait_for
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fakes"))
 import k8s_api  # noqa: E402

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from launch_util import wait_for
+from cluster import wait_for
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fakes"))
 import k8s_api  # noqa: E402

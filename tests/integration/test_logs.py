@@ -8,7 +8,7 @@ import termios
 import time
 
 from conftest import TORCH_PY
-from launch_util import PY, run, wait_for, worker
+from cluster import PY, run, wait_for, worker
 
 LINE = re.compile(r"^\[rank (\d+)\]:r=(\d+) i=(\d+) (x+)$")
 ELINE = re.compile(r"^\[rank (\d+)\]:e r=(\d+) i=(\d+)$")

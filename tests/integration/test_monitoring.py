@@ -14,9 +14,8 @@ import urllib.request
 import pytest
 import yaml
 
-from cluster import WORKERS, Agent, agent_args
+from cluster import WORKERS, Agent, agent_args, wait_for
 from conftest import PODRUN, ROOT, free_port
-from launch_util import wait_for
 from test_watch import get
 
 MONITORING = ROOT / "docker" / "monitoring"

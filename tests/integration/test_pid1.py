@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from conftest import TORCH_PY
-from launch_util import pid_alive, run, start, wait_gone, wait_lines, worker
+from cluster import pid_alive, run, start, wait_gone, wait_lines, worker
 
 TRAP_TERM = ('trap \'echo "rank $RANK got TERM" >> "$OUT"; exit 0\' TERM; '
              'echo "ready $RANK"; while :; do sleep 0.05; done')

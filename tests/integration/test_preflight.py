@@ -304,7 +304,7 @@ def test_nccl_fail_policy_and_a_wrong_sum(port, tmp_path):
 
 
 def test_nccl_one_node(podrun, tmp_path):
-    from launch_util import run
+    from cluster import run
     env = nccl_env(tmp_path)
     r = run(podrun, "--nproc-per-node", "gpu", *NCCL, "--no-python", ENV_SH, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -321,7 +321,7 @@ def test_nccl_with_the_real_libraries_and_no_gpu(podrun, tmp_path):
     have = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
     if "libnccl.so.2" not in have or "libcudart.so" not in have:
         pytest.skip("no NCCL or CUDA runtime installed here")
-    from launch_util import run
+    from cluster import run
     env = nccl_env(tmp_path)
     env.pop("PODRUN_FAKE_CUDA_DEVICES")
     env["LD_LIBRARY_PATH"] = ""   # the fake NVML is still found: it is preloaded below

@@ -4,7 +4,7 @@ import subprocess
 import pytest
 
 from conftest import TORCH_PY
-from launch_util import worker
+from cluster import worker
 
 
 def can_unshare_mount():

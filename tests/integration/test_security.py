@@ -5,9 +5,8 @@ sources outside it at accept. Without a token the store stays open to reads, as 
 import os
 import re
 
-from cluster import WORKERS, Agent, agent_args
+from cluster import WORKERS, Agent, agent_args, wait_files, wait_for
 from conftest import free_port
-from launch_util import wait_files, wait_for
 from rogue import Rogue, vec
 
 TOKEN = "c0ffee" * 8

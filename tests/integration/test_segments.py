@@ -3,11 +3,10 @@ publish that domain when they join; the nodes of one domain get contiguous node 
 --segment-size N admits only whole segments of N nodes of one domain."""
 import os
 
-from cluster import (WORKERS, Agent, agent_args, killed_on_failure, parse_kv, result_lines,
-                     started_dir, wait_all, wait_started)
+from cluster import (WORKERS, Agent, agent_args, killed_on_failure, parse_kv, result_lines, run,
+                     started_dir, wait_all, wait_for, wait_started)
 from conftest import BUILD, free_port
 from etcd_util import Etcd, etcd_agent
-from launch_util import run, wait_for
 
 FAKES = str(BUILD / "tests" / "fakes")
 FAIL_SH = os.path.join(WORKERS, "fail.sh")

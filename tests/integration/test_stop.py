@@ -9,7 +9,7 @@ import signal
 import pytest
 
 from conftest import TORCH_PY
-from launch_util import run, start, wait_lines, worker
+from cluster import run, start, wait_lines, worker
 
 # a wrapper that does not forward signals: its child, the real worker, is not its last command,
 # so no shell execs it in its place

@@ -2,7 +2,7 @@
 own FileTimerClient and expires() in real workers, podrun's agent as the FileTimerServer."""
 import re
 
-from launch_util import PY, run, worker
+from cluster import PY, run, worker
 
 HANG = 174   # --exit-code-hang: a timer's expiry is this node's hang
 ON = {"TORCHELASTIC_ENABLE_FILE_TIMER": "1"}

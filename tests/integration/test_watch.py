@@ -9,9 +9,8 @@ import socket
 import subprocess
 import time
 
-from cluster import WORKERS, Agent, agent_args
+from cluster import WORKERS, Agent, agent_args, wait_for
 from conftest import PODRUN, free_port
-from launch_util import wait_for
 
 FAIL_SH = os.path.join(WORKERS, "fail.sh")
 NOPY = ["--no-python"]

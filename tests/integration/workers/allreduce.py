@@ -20,6 +20,7 @@ if rank == fail_rank and restart < int(os.environ.get("FAIL_UNTIL", "1")):
     sys.exit(int(os.environ.get("FAIL_EXIT", "1")))
 
 dist.init_process_group("gloo")
+assert dist.get_rank() == rank and dist.get_world_size() == world, "gloo disagrees with the env"
 t = torch.tensor([float(rank)])
 dist.all_reduce(t)
 dist.barrier()
