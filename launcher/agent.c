@@ -39,7 +39,6 @@
 #include "agent.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -81,50 +80,6 @@ void agent_set_state(struct agent *a, enum agent_state s)
 void agent_rank_path(struct agent *a, int lr, const char *file, char *out, size_t len)
 {
     rundir_path(&a->dir, lr, file, out, len);
-}
-
-/* This attempt's rank directories; where the log files are is said once when podrun chose it. */
-int agent_attempt_dir(struct agent *a)
-{
-    int r = rundir_attempt(&a->dir, a->rdzv.run_id, a->rdzv.attempt);
-    if (!r && a->dir.keep && !a->cfg->log_dir)
-        logs_message(&a->logs, "worker log files are in %s", a->dir.attempt);
-    for (int k = 0; !r && k < 2; k++) {
-        if (a->filters.fd[k] >= 0)
-            close(a->filters.fd[k]);
-        a->filters.fd[k] = -1;
-        if (!a->filters.n[k])
-            continue;
-        char p[PATH_MAX + 32];
-        snprintf(p, sizeof p, "%s/filtered_std%s.log", a->dir.attempt, k ? "err" : "out");
-        a->filters.fd[k] = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (a->filters.fd[k] < 0)
-            logs_message(&a->logs, "cannot write %s: %s", p, strerror(errno));
-        logs_set_filter(&a->logs, k + 1, a->filters.fd[k], a->filters.items[k], a->filters.n[k]);
-    }
-    return r;
-}
-
-/* The log file of one stream, or -1: none is wanted, or it cannot be written (said once). */
-int agent_open_log_file(struct agent *a, int lr, int stream)
-{
-    char p[PATH_MAX + 32];
-    int fd, r = rundir_log_file(&a->dir, lr, stream, &fd, p, sizeof p);
-    if (r)
-        logs_message(&a->logs, "cannot write %s: %s; that stream goes to the console only", p,
-                     podrun_strerror(r));
-    return fd;
-}
-
-/* The front-end's own log file of a stream (paddle's workerlog.N), or -1 (said once). */
-int agent_jobenv_log(struct agent *a, int lr, int stream)
-{
-    char p[PATH_MAX + 32];
-    int fd, r = jobenv_log_fd(&a->spawn.je, lr, stream, &fd, p, sizeof p);
-    if (r)
-        logs_message(&a->logs, "cannot write %s: %s; that stream goes to the console only", p,
-                     podrun_strerror(r));
-    return fd;
 }
 
 /* ---------- stopping ---------- */

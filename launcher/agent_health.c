@@ -9,10 +9,10 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "podrun/version.h"
 #include "launcher/agent_int.h"
 #include "launcher/devices/gpumem.h"
 #include "launcher/report.h"
+#include "podrun/version.h"
 #include "rdzv/common.h"
 
 #define AGENT_RECLAIM_MS 1000  /* how often the GPUs' memory is looked at before a restart */
@@ -180,7 +180,6 @@ static void health_say(void *arg, const char *line)
     logs_message(&a->logs, "%s", line);
 }
 
-
 /* The checks report to the agent; they start with the workers (agent_health_watch). */
 void agent_health_init(struct agent *a)
 {
@@ -307,6 +306,7 @@ static void on_reclaim_tick(uv_timer_t *t)
     }
     agent_rejoin(a);
 }
+
 /* Waits for the GPUs' memory when the node has GPUs NVML reads and a wait is asked for, then
  * rejoins; else rejoins at once. */
 void agent_health_reclaim(struct agent *a)

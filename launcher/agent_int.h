@@ -46,7 +46,7 @@ struct agent_rdzv {
     int rank_base;                 /* the global rank of this node's local rank 0 */
     int restart_count;             /* the job's restarts so far, as the round says */
     char master_addr[RDZV_NAME_MAX];   /* the job store the workers use */
-    int master_port;
+    int master_port;               /* ... and its port */
     const char *run_id;            /* --rdzv-id, or the random one of --standalone */
     int attempt;                   /* attempts this agent started: attempt_<n> */
     int round;                     /* the rendezvous round of this attempt, -1 before one */
@@ -94,7 +94,7 @@ struct agent_spawn {
     char **derived;                /* what every worker gets from the node (node_worker_vars) */
     bool env_ready;                /* ... derived with the interface towards the master */
     bool gai_pending;              /* the master's address is being resolved for that */
-    uv_getaddrinfo_t gai;
+    uv_getaddrinfo_t gai;          /* that lookup */
 };
 
 /* The preflight check (--preflight). */
@@ -109,7 +109,7 @@ struct agent_pf {
 struct agent_filters {
     char buf[2][1024];             /* the flag's text, split */
     const char *items[2][64];      /* the filters, pointing into buf */
-    size_t n[2];
+    size_t n[2];                   /* how many filters each */
     int fd[2];                     /* this attempt's filtered_std*.log, -1: none */
 };
 
@@ -146,12 +146,12 @@ struct agent_end {
 };
 
 struct agent {
-    uv_loop_t *loop;
+    uv_loop_t *loop;               /* the one loop everything runs on */
     struct cfg *cfg;               /* the job, finalized */
     char **envp;                   /* podrun's environment, which the workers inherit */
     char **argv;                   /* every worker's command line (env_worker_argv) */
     int n;                         /* workers on this node (--nproc-per-node) */
-    enum agent_state state;
+    enum agent_state state;        /* where the state machine is (agent.h) */
     int exit_code;                 /* podrun's exit status, once known */
     struct identity id;            /* this node's name and the address peers know it by */
     struct node_devices *nd;       /* the node's devices, probed once at start */
@@ -159,7 +159,7 @@ struct agent {
     struct logs logs;              /* podrun's own lines and the workers' output */
 
     /* this node's processes */
-    worker_group_t wg;
+    worker_group_t wg;             /* this attempt's workers (workers.h) */
     bool wg_ready;                 /* wg is initialized (workers_close at the end) */
     struct log_stream *streams;    /* 2 per worker: stdout, stderr */
     struct watchdog wd;            /* --hang-timeout */
@@ -170,17 +170,17 @@ struct agent {
     int ended_alive;               /* workers stopped when the round's end was first known */
     int services_alive;            /* of them, services (parameter servers) */
 
-    struct agent_rdzv rdzv;
-    struct agent_failure failed;
-    struct agent_decision job;
-    struct agent_stop stop;
-    struct agent_spawn spawn;
-    struct agent_pf pf;
-    struct agent_filters filters;
-    struct agent_reclaim reclaim;
-    struct agent_k8s k8s;
-    struct agent_health health;
-    struct agent_end end;
+    struct agent_rdzv rdzv;        /* the rendezvous (agent_rdzv.c) */
+    struct agent_failure failed;   /* this node's first failure in the attempt */
+    struct agent_decision job;     /* the job's decision, its end */
+    struct agent_stop stop;        /* stopping and leaving */
+    struct agent_spawn spawn;      /* the workers' environment (agent_spawn.c) */
+    struct agent_pf pf;            /* --preflight (agent_preflight.c) */
+    struct agent_filters filters;  /* --duplicate-std*-filters */
+    struct agent_reclaim reclaim;  /* the GPUs' memory before a restart (agent_health.c) */
+    struct agent_k8s k8s;          /* --discovery k8s (agent_k8s.c) */
+    struct agent_health health;    /* --health-port and the checks (agent_health.c) */
+    struct agent_end end;          /* exiting */
 };
 
 /* ---- agent.c: the state machine ---- */
@@ -203,12 +203,8 @@ void agent_quit(struct agent *a, const char *reason);
 void agent_enter_exiting(struct agent *a);
 /* The next join (-> RENDEZVOUS) after a restart's wait. */
 void agent_rejoin(struct agent *a);
-/* Files of the run directory: local rank lr's `file`, this attempt's directories, the log files
- * of a stream (-1: none, or said once that it cannot be written). */
+/* Local rank lr's `file` in this attempt's run directory. */
 void agent_rank_path(struct agent *a, int lr, const char *file, char *out, size_t len);
-int agent_attempt_dir(struct agent *a);
-int agent_open_log_file(struct agent *a, int lr, int stream);
-int agent_jobenv_log(struct agent *a, int lr, int stream);
 
 /* ---- agent_rdzv.c ---- */
 

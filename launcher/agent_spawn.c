@@ -3,6 +3,7 @@
  * environment and argv, the front-end's agreement on the job (jobenv.h), and the workers. A
  * worker that cannot start is this node's failure, handed to the state machine. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -17,6 +18,50 @@
 #include "rdzv/common.h"
 
 /* ---------- an attempt ---------- */
+
+/* This attempt's rank directories; where the log files are is said once when podrun chose it. */
+static int prepare_attempt_dir(struct agent *a)
+{
+    int r = rundir_attempt(&a->dir, a->rdzv.run_id, a->rdzv.attempt);
+    if (!r && a->dir.keep && !a->cfg->log_dir)
+        logs_message(&a->logs, "worker log files are in %s", a->dir.attempt);
+    for (int k = 0; !r && k < 2; k++) {
+        if (a->filters.fd[k] >= 0)
+            close(a->filters.fd[k]);
+        a->filters.fd[k] = -1;
+        if (!a->filters.n[k])
+            continue;
+        char p[PATH_MAX + 32];
+        snprintf(p, sizeof p, "%s/filtered_std%s.log", a->dir.attempt, k ? "err" : "out");
+        a->filters.fd[k] = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (a->filters.fd[k] < 0)
+            logs_message(&a->logs, "cannot write %s: %s", p, strerror(errno));
+        logs_set_filter(&a->logs, k + 1, a->filters.fd[k], a->filters.items[k], a->filters.n[k]);
+    }
+    return r;
+}
+
+/* The log file of one stream, or -1: none is wanted, or it cannot be written (said once). */
+static int open_log_file(struct agent *a, int lr, int stream)
+{
+    char p[PATH_MAX + 32];
+    int fd, r = rundir_log_file(&a->dir, lr, stream, &fd, p, sizeof p);
+    if (r)
+        logs_message(&a->logs, "cannot write %s: %s; that stream goes to the console only", p,
+                     podrun_strerror(r));
+    return fd;
+}
+
+/* The front-end's own log file of a stream (paddle's workerlog.N), or -1 (said once). */
+static int jobenv_log(struct agent *a, int lr, int stream)
+{
+    char p[PATH_MAX + 32];
+    int fd, r = jobenv_log_fd(&a->spawn.je, lr, stream, &fd, p, sizeof p);
+    if (r)
+        logs_message(&a->logs, "cannot write %s: %s; that stream goes to the console only", p,
+                     podrun_strerror(r));
+    return fd;
+}
 
 /* Local rank i's environment and argv: the front-end's launcher's variables for this attempt
  * (torchrun's unless --worker-env names another, jobenv.h), what podrun derived from the node
@@ -93,9 +138,9 @@ static int spawn_all(struct agent *a)
         for (int s = 0; s < 2; s++) {
             int bit = s + 1;
             bool console = c->console_rank[i] && !(c->redirect_mask[i] & bit);
-            int ffd = agent_open_log_file(a, i, bit);
+            int ffd = open_log_file(a, i, bit);
             if (ffd < 0)
-                ffd = agent_jobenv_log(a, i, bit);
+                ffd = jobenv_log(a, i, bit);
             logs_stream_forget(&a->streams[2 * i + s]);   /* the previous attempt's */
             int r = logs_stream_open(&a->logs, &a->streams[2 * i + s], bit, prefix, console, ffd,
                                      s == 1, &cfd[s]);
@@ -186,7 +231,7 @@ void agent_spawn_attempt(struct agent *a)
 {
     a->ended_alive = 0;
     a->done_reported = false;
-    int r = agent_attempt_dir(a);
+    int r = prepare_attempt_dir(a);
     if (r) {
         logs_message(&a->logs, "cannot create the run directory under %s: %s", a->dir.base,
                      podrun_strerror(r));
