@@ -21,6 +21,7 @@
 
 #include "launcher/discover/k8s.h"
 #include "launcher/discover/k8s_pods.h"
+#include "launcher/discover/identity.h"
 #include "rdzv/base/common.h"
 #include "rdzv/base/http.h"
 
@@ -265,8 +266,8 @@ static void on_signal(uv_signal_t *s, int signum)
  * API gave it as POD_IP. */
 static int local_ip(char *out, size_t cap)
 {
-    const char *ip = getenv("POD_IP");
-    if (ip && *ip) {
+    const char *ip = identity_pod_ip();
+    if (ip) {
         snprintf(out, cap, "%s", ip);
         return 0;
     }

@@ -26,6 +26,22 @@ void identity_resolve(struct identity *id, const struct cfg *c)
     snprintf(id->host, sizeof id->host, "%s", c->local_addr ? c->local_addr : hn);
 }
 
+const char *identity_pod_name(char *buf, size_t cap)
+{
+    const char *pod = getenv("POD_NAME");
+    if (!pod || !*pod)
+        pod = getenv("HOSTNAME");
+    if ((!pod || !*pod) && podrun_hostname(buf, cap) == 0)
+        pod = buf;
+    return pod;
+}
+
+const char *identity_pod_ip(void)
+{
+    const char *ip = getenv("POD_IP");
+    return ip && *ip ? ip : NULL;
+}
+
 /* ---- the machine for discovery ---- */
 
 /* A whole regular file, at most max bytes: a hostfile is small, and a FIFO or a device mounted

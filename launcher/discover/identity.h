@@ -19,6 +19,13 @@ struct identity {
  * nothing here is random. */
 void identity_resolve(struct identity *id, const struct cfg *c);
 
+/* This pod's name as the Kubernetes downward API gives it: POD_NAME, else HOSTNAME (a pod's host
+ * name is its name by default), else the host name, written to buf. NULL when none is known. */
+const char *identity_pod_name(char *buf, size_t cap);
+
+/* This pod's IP as the downward API gives it (POD_IP), or NULL when it is not set. */
+const char *identity_pod_ip(void);
+
 /* The real machine for discovery (discover/host.h): files read with a bound, directories listed,
  * and this machine's names — gethostname(2), the canonical name the resolver gives for it (the
  * FQDN that a pod's /etc/hosts carries), every address getifaddrs(3) lists, loopback included.

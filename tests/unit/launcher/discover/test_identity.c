@@ -31,6 +31,37 @@ static void test_identity(void)
     cfg_free(&c);
 }
 
+/* Who this pod is, as the downward API says: POD_NAME first, then HOSTNAME, then the host name;
+ * an empty variable counts as unset. */
+static void test_pod_name(void)
+{
+    char buf[IDENTITY_NAME_MAX], hn[256] = "";
+    gethostname(hn, sizeof hn - 1);
+    setenv("POD_NAME", "train-worker-1", 1);
+    setenv("HOSTNAME", "train-worker-1-host", 1);
+    CHECK_EQ_STR(identity_pod_name(buf, sizeof buf), "train-worker-1");
+    setenv("POD_NAME", "", 1);
+    CHECK_EQ_STR(identity_pod_name(buf, sizeof buf), "train-worker-1-host");
+    unsetenv("POD_NAME");
+    CHECK_EQ_STR(identity_pod_name(buf, sizeof buf), "train-worker-1-host");
+    setenv("HOSTNAME", "", 1);
+    const char *name = identity_pod_name(buf, sizeof buf);
+    CHECK(name == buf);
+    CHECK_EQ_STR(name, hn);
+    unsetenv("HOSTNAME");
+    CHECK_EQ_STR(identity_pod_name(buf, sizeof buf), hn);
+}
+
+static void test_pod_ip(void)
+{
+    setenv("POD_IP", "10.4.0.17", 1);
+    CHECK_EQ_STR(identity_pod_ip(), "10.4.0.17");
+    setenv("POD_IP", "", 1);
+    CHECK(identity_pod_ip() == NULL);
+    unsetenv("POD_IP");
+    CHECK(identity_pod_ip() == NULL);
+}
+
 static void put(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -106,6 +137,8 @@ static void test_machine_names(void)
 int main(void)
 {
     RUN(test_identity);
+    RUN(test_pod_name);
+    RUN(test_pod_ip);
     RUN(test_machine_files);
     RUN(test_machine_names);
     return check_result();

@@ -1,0 +1,250 @@
+/* launcher/agent_int.h — the agent's own state, shared by its files and by nothing else.
+ *
+ * agent.c is the state machine: the events of the workers, the watchdog, init (signals, reaped
+ * children) and the end, and every transition. Each stage's glue is a file of its own, named
+ * after the stage, whose exported functions carry the file's prefix:
+ *   agent_rdzv.c       the config as rendezvous parameters, the join, the rendezvous' events
+ *   agent_spawn.c      an attempt: the environment derived once the master is known, the workers
+ *   agent_preflight.c  the check between the rendezvous and the workers, and its verdict
+ *   agent_k8s.c        --discovery k8s: the job's pods, then the rendezvous
+ *   agent_health.c     the health port's snapshot, the checks while the workers run, torch's
+ *                      file-based timers, the GPUs' memory before a restart
+ * struct agent keeps the fields of one stage together in a struct of its own. */
+#ifndef PODRUN_LAUNCHER_AGENT_INT_H
+#define PODRUN_LAUNCHER_AGENT_INT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "launcher/config/config.h"
+#include "launcher/devices/node.h"
+#include "launcher/discover/identity.h"
+#include "launcher/discover/k8s_discover.h"
+#include "launcher/guards.h"
+#include "launcher/health/health.h"
+#include "launcher/healthcheck.h"
+#include "launcher/jobenv.h"
+#include "launcher/logs.h"
+#include "launcher/preflight/preflight.h"
+#include "launcher/rundir.h"
+#include "launcher/timer_server.h"
+#include "launcher/watchdog.h"
+#include "launcher/workers.h"
+#include "rdzv/rendezvous.h"
+
+enum agent_state { AGENT_INIT, AGENT_RENDEZVOUS, AGENT_STARTING, AGENT_RUNNING, AGENT_STOPPING,
+                   AGENT_EXITING, AGENT_DONE };
+
+/* The rendezvous and what it assigned this node. */
+struct agent_rdzv {
+    rdzv_agent_t *rz;              /* NULL once closed (or never started) */
+    int group_rank;                /* this node's rank among the nodes */
+    int group_world_size;          /* the nodes of the round */
+    int world_size;                /* the workers of the round, every node's */
+    int rank_base;                 /* the global rank of this node's local rank 0 */
+    int restart_count;             /* the job's restarts so far, as the round says */
+    char master_addr[RDZV_NAME_MAX];   /* the job store the workers use */
+    int master_port;               /* ... and its port */
+    const char *run_id;            /* --rdzv-id, or the random one of --standalone */
+    int attempt;                   /* attempts this agent started: attempt_<n> */
+    int round;                     /* the rendezvous round of this attempt, -1 before one */
+    bool is_host;                  /* this agent hosts the job store */
+    char id_buf[40];               /* --standalone's random run id */
+    char last_progress[RDZV_LINE_MAX];   /* the last rendezvous line printed */
+};
+
+/* This node's first failure in the attempt. */
+struct agent_failure {
+    int lr;                        /* local rank, -1 if none */
+    int code;                      /* its exit code (128+signal) */
+    bool hang;                     /* a hang (watchdog, torch timer), not an exit */
+    uint64_t fatal_codes[4];       /* --fatal-exit-codes: bit c of [c / 64] */
+};
+
+/* What the job decided, and how the job ended for this node. */
+struct agent_decision {
+    bool decided;                  /* a stop decision is held (below) */
+    int action;                    /* RDZV_RESTART or RDZV_EXIT */
+    int dn;                        /* failure records in dfail */
+    int own;                       /* the decision's `own`: 0 when the root cause is this node's */
+    int restart_counted;           /* the restart uses one of --max-restarts */
+    int restarts_used;             /* restarts of the job so far */
+    rdzv_failure_t dfail[RDZV_MAX_FAILURES];   /* the root cause first */
+    char dreason[RDZV_REASON_MAX];
+    bool finished;                 /* the job finished */
+    bool lost;                     /* this node lost the job (store gone, join timeout) */
+};
+
+/* Stopping and leaving: a signal, the check's verdict, the reason said. */
+struct agent_stop {
+    int signal;                    /* the signal that stopped podrun, 0 if none */
+    uint64_t signals;              /* 1 << signo of --signals-to-handle: they stop the job */
+    uint64_t forwarded;            /* 1 << signo of the signals forwarded to the workers */
+    bool quit;                     /* leaving the job on a check's verdict (exit_code is set) */
+    bool leave_pending;            /* the leave record is on its way to the job */
+    uv_timer_t leave_timer;        /* bound on that (AGENT_LEAVE_MS) */
+    char why[RDZV_REASON_MAX + 96];   /* why the workers are being stopped, for /healthz */
+};
+
+/* What the workers are started with. */
+struct agent_spawn {
+    struct jobenv je;              /* the front-end's worker environment (jobenv.h) */
+    char **derived;                /* what every worker gets from the node (node_worker_vars) */
+    bool env_ready;                /* ... derived with the interface towards the master */
+    bool gai_pending;              /* the master's address is being resolved for that */
+    uv_getaddrinfo_t gai;          /* that lookup */
+};
+
+/* The preflight check (--preflight). */
+struct agent_pf {
+    preflight_t *check;            /* running; NULL otherwise */
+    bool passed;                   /* this node passed a check of this run */
+    char *report;                  /* the check's table, kept for the termination log */
+    char exe[PATH_MAX];            /* podrun's own binary, re-executed as the nccl check */
+};
+
+/* --duplicate-stdout-filters / --duplicate-stderr-filters: [0] stdout, [1] stderr. */
+struct agent_filters {
+    char buf[2][1024];             /* the flag's text, split */
+    const char *items[2][64];      /* the filters, pointing into buf */
+    size_t n[2];                   /* how many filters each */
+    int fd[2];                     /* this attempt's filtered_std*.log, -1: none */
+};
+
+/* The wait for the GPUs' memory before a restart (--gpu-memory-reclaim-timeout). */
+struct agent_reclaim {
+    uv_timer_t timer;              /* the next look */
+    uint64_t start;                /* loop time the wait began */
+    bool said;                     /* the wait was said */
+};
+
+/* --discovery k8s: the watch of the job's pods, and what it found. */
+struct agent_k8s {
+    k8s_discover_t *watch;         /* NULL when not asked for, or once the agent exits */
+    bool found;                    /* the job's pods were ready */
+    int rank;                      /* this pod's place, -1 for an elastic job */
+    char ip[RDZV_NAME_MAX];        /* this pod's IP */
+    char host_ip[RDZV_NAME_MAX];   /* the rank-0 pod's: the job store */
+};
+
+/* Health: the port that answers probes, and the checks while the workers run. */
+struct agent_health {
+    struct health *port;           /* --health-port: /healthz and /metrics; NULL when not asked */
+    struct healthcheck check;      /* GPUs and links while workers run (--health-check-interval) */
+    bool bad;                      /* this node failed a check in this attempt */
+};
+
+/* The end: what is left once the agent exits. */
+struct agent_end {
+    int strays;                    /* descendants sent SIGTERM at exit, not yet reaped */
+    bool drained;                  /* podrun's own output is written */
+    char stuck[512];               /* processes left behind after SIGKILL, for the termination
+                                      log */
+    uv_timer_t exit_timer;         /* the strays' grace, then every handle closes */
+};
+
+struct agent {
+    uv_loop_t *loop;               /* the one loop everything runs on */
+    struct cfg *cfg;               /* the job, finalized */
+    char **envp;                   /* podrun's environment, which the workers inherit */
+    char **argv;                   /* every worker's command line (env_worker_argv) */
+    int n;                         /* workers on this node (--nproc-per-node) */
+    enum agent_state state;        /* where the state machine is (agent.h) */
+    int exit_code;                 /* podrun's exit status, once known */
+    struct identity id;            /* this node's name and the address peers know it by */
+    struct node_devices *nd;       /* the node's devices, probed once at start */
+    struct guards guards;          /* the job store's token and allow-list */
+    struct logs logs;              /* podrun's own lines and the workers' output */
+
+    /* this node's processes */
+    worker_group_t wg;             /* this attempt's workers (workers.h) */
+    bool wg_ready;                 /* wg is initialized (workers_close at the end) */
+    struct log_stream *streams;    /* 2 per worker: stdout, stderr */
+    struct watchdog wd;            /* --hang-timeout */
+    struct timer_server ts;        /* torch's file-based timers (TORCHELASTIC_ENABLE_FILE_TIMER) */
+    struct rundir dir;             /* error, heartbeat and log files */
+    bool workers_down;             /* no worker of this attempt is left (or none started) */
+    bool done_reported;            /* every worker the job waits for exited 0 (this attempt) */
+    int ended_alive;               /* workers stopped when the round's end was first known */
+    int services_alive;            /* of them, services (parameter servers) */
+
+    struct agent_rdzv rdzv;        /* the rendezvous (agent_rdzv.c) */
+    struct agent_failure failed;   /* this node's first failure in the attempt */
+    struct agent_decision job;     /* the job's decision, its end */
+    struct agent_stop stop;        /* stopping and leaving */
+    struct agent_spawn spawn;      /* the workers' environment (agent_spawn.c) */
+    struct agent_pf pf;            /* --preflight (agent_preflight.c) */
+    struct agent_filters filters;  /* --duplicate-std*-filters */
+    struct agent_reclaim reclaim;  /* the GPUs' memory before a restart (agent_health.c) */
+    struct agent_k8s k8s;          /* --discovery k8s (agent_k8s.c) */
+    struct agent_health health;    /* --health-port and the checks (agent_health.c) */
+    struct agent_end end;          /* exiting */
+};
+
+/* ---- agent.c: the state machine ---- */
+
+void agent_set_state(struct agent *a, enum agent_state s);
+/* The one place that decides what comes next once something happened. */
+void agent_advance(struct agent *a);
+/* Stops this attempt's workers (sig, SIGKILL after --term-timeout), saying why when why is
+ * given; RUNNING becomes STOPPING. */
+void agent_stop_job(struct agent *a, int sig, const char *why);
+/* "<why>; stopping N workers (SIGTERM, SIGKILL after Ts)", or just why with none alive. */
+void agent_say_stopping(struct agent *a, const char *why, int alive, int sig);
+/* The first failure of local rank lr in this attempt: told to the job, the others stopped. */
+void agent_local_failure(struct agent *a, int lr, int code, bool hang, const char *reason);
+/* A failure record to the job (said when it cannot be sent). */
+void agent_send_failure(struct agent *a, const rdzv_failure_t *f);
+/* Leaves the job on a check's verdict, exiting with --exit-code-preflight. */
+void agent_quit(struct agent *a, const char *reason);
+/* -> EXITING: the exit code, the report, the rendezvous closed, the output drained. */
+void agent_enter_exiting(struct agent *a);
+/* The next join (-> RENDEZVOUS) after a restart's wait. */
+void agent_rejoin(struct agent *a);
+/* Local rank lr's `file` in this attempt's run directory. */
+void agent_rank_path(struct agent *a, int lr, const char *file, char *out, size_t len);
+
+/* ---- agent_rdzv.c ---- */
+
+/* INIT -> RENDEZVOUS: the parameters from the config, the join. */
+int agent_rdzv_start(struct agent *a);
+
+/* ---- agent_spawn.c ---- */
+
+/* The interface towards the master and every derived variable, once; then the attempt goes on
+ * (agent_preflight_begin). */
+void agent_spawn_derive_env(struct agent *a);
+/* STARTING -> RUNNING: this attempt's directories and workers. */
+void agent_spawn_attempt(struct agent *a);
+/* Local rank i's environment (and argv, unless argv is NULL). free(*env) frees it. */
+int agent_spawn_worker_env(struct agent *a, int i, char ***env, char ***argv, char *buf,
+                           size_t cap, unsigned *replaced);
+
+/* ---- agent_preflight.c ---- */
+
+/* STARTING: the check when it is asked for, else the workers (agent_spawn_attempt). */
+void agent_preflight_begin(struct agent *a);
+/* A peer acted on the check's verdict first: act on it now. */
+void agent_preflight_act_first(struct agent *a);
+
+/* ---- agent_k8s.c ---- */
+
+/* INIT -> (waiting for the pods) -> RENDEZVOUS. */
+int agent_k8s_start(struct agent *a);
+
+/* ---- agent_health.c ---- */
+
+/* The checks' callbacks, before the loop runs. */
+void agent_health_init(struct agent *a);
+/* The health port (--health-port), opened before discovery and the rendezvous. */
+int agent_health_start(struct agent *a);
+/* The checks while this attempt's workers run. */
+void agent_health_watch(struct agent *a);
+/* torch's file-based timers: the FIFO. */
+int agent_health_timers(struct agent *a);
+/* Before a restart: wait for the GPUs' memory when the node has GPUs (else rejoin at once). */
+void agent_health_reclaim(struct agent *a);
+
+#endif
