@@ -259,37 +259,18 @@ const char *const env_deepspeed_vars[ENV_DEEPSPEED_NUM_VARS] = {
 int env_deepspeed_build(char *const *base, const struct env_worker *w, const struct ds_worker *d,
                         char ***out, struct env_notes *notes)
 {
-    char vals[ENV_DEEPSPEED_NUM_VARS][64];
-    snprintf(vals[0], sizeof vals[0], "%d", d->cross_rank);
-    snprintf(vals[1], sizeof vals[1], "%d", d->cross_size);
-    snprintf(vals[2], sizeof vals[2], "%d", w->local_world_size);
-    size_t nbase = 0, bytes = 0;
-    for (char *const *e = base; e && *e; e++)
-        nbase++;
+    /* DeepSpeed's variables replace inherited ones (its runner drops CUDA_VISIBLE_DEVICES only
+     * when it sets it); torchrun's rules then apply to the result */
+    struct env_set s = ENV_SET_INIT;
+    env_set_add(&s, env_deepspeed_vars[0], "%d", d->cross_rank);
+    env_set_add(&s, env_deepspeed_vars[1], "%d", d->cross_size);
+    env_set_add(&s, env_deepspeed_vars[2], "%d", w->local_world_size);
     if (d->devices)
-        bytes += strlen(d->devices) + 32;
-    char **mid = malloc((nbase + ENV_DEEPSPEED_NUM_VARS + 1) * sizeof(char *) + bytes + 3 * 80);
-    if (!mid)
-        return -ENOMEM;
-    char *p = (char *)(mid + nbase + ENV_DEEPSPEED_NUM_VARS + 1);
-    size_t n = 0;
-    for (char *const *e = base; e && *e; e++) {
-        bool ours = false;
-        for (int i = 0; i < ENV_DEEPSPEED_NUM_VARS && !ours; i++)
-            ours = env_is(*e, env_deepspeed_vars[i]) && (i < 3 || d->devices);
-        if (!ours)
-            mid[n++] = *e;
-    }
-    for (int i = 0; i < 3; i++) {
-        mid[n++] = p;
-        p += sprintf(p, "%s=%s", env_deepspeed_vars[i], vals[i]) + 1;
-    }
-    if (d->devices) {
-        mid[n++] = p;
-        sprintf(p, "CUDA_VISIBLE_DEVICES=%s", d->devices); /* the last string */
-    }
-    mid[n] = NULL;
-    int r = env_torch_build(mid, w, out, notes);
+        env_set_add(&s, env_deepspeed_vars[3], "%s", d->devices);
+    char **mid = NULL;
+    int r = env_set_finish(&s, base, NULL, &mid);
+    if (!r)
+        r = env_torch_build(mid, w, out, notes);
     free(mid);
     return r;
 }
