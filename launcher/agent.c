@@ -57,7 +57,7 @@
 #include "guards.h"
 #include "health/health.h"
 #include "init.h"
-#include "jobenv.h"
+#include "launcher/env/jobenv.h"
 #include "logs.h"
 #include "preflight/preflight.h"
 #include "podrun/version.h"
@@ -2275,7 +2275,7 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
         a->nfilters[k] = cfg_filters_split(cfg->dup_filters[k], a->filter_buf[k],
                                            sizeof a->filter_buf[k], a->filter_items[k], 64);
     }
-    int r = env_worker_argv(cfg, &a->argv);
+    int r = env_argv_build(cfg, &a->argv);
     if (!r && !(a->streams = calloc((size_t)(2 * a->n), sizeof *a->streams)))
         r = -ENOMEM;
     if (!r)

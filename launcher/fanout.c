@@ -24,7 +24,7 @@
 
 #include "env/deepspeed.h"
 #include "env/environ.h"
-#include "frontends/deepspeed.h"
+#include "launcher/frontends/deepspeed_cli.h"
 #include "operators/adapter.h"
 #include "rdzv/common.h"
 
@@ -530,7 +530,7 @@ static int prepare(struct head *h, char **opts, int nopts, char **envp)
     }
     char **fwd = NULL;
     int nfwd = 0;
-    if ((r = deepspeed_forward_options(opts, nopts, &fwd, &nfwd))) {
+    if ((r = deepspeed_cli_forward_options(opts, nopts, &fwd, &nfwd))) {
         exports_free(&x);
         return r;
     }

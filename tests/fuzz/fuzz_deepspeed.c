@@ -14,7 +14,7 @@
 #include "config/config.h"
 #include "discover/host.h"
 #include "env/deepspeed.h"
-#include "frontends/deepspeed.h"
+#include "launcher/frontends/deepspeed_cli.h"
 #include "frontends/frontend.h"
 
 #define WORDS_MAX 32
@@ -125,7 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             hostfile_resources_free(&w);
             char **fwd = NULL, **words = NULL;
             int nfwd = 0;
-            if (!deepspeed_forward_options(argv + 1, nopts, &fwd, &nfwd) &&
+            if (!deepspeed_cli_forward_options(argv + 1, nopts, &fwd, &nfwd) &&
                 !ds_words_split(c.ds_launcher_args, &words, NULL, err, sizeof err)) {
                 struct ds_remote rem = {"/bin/podrun", c.ds_world_info, c.master_addr,
                                         c.master_port, "0123456789abcdef", "/tmp", true, true,

@@ -1,4 +1,4 @@
-/* launcher/frontends/deepspeed.c — DeepSpeed's `deepspeed` command line (runner.py, and the
+/* launcher/frontends/deepspeed_cli.c — DeepSpeed's `deepspeed` command line (runner.py, and the
  * launch.py words the head passes to each host; reference/launchers.md §1).
  *
  * What the command line means here (the ds-mode setting, decided by the discover hook):
@@ -13,7 +13,7 @@
  *    warning (main prints it); a hostfile named with -H that is missing is an error (DeepSpeed
  *    silently runs a one-node job then, deepspeedai/DeepSpeed#5221).
  * Include/exclude have DeepSpeed's documented semantics (discover/hostfile.h: hostfile_select). */
-#include "frontends/deepspeed.h"
+#include "launcher/frontends/deepspeed_cli.h"
 #include "frontends/frontend.h"
 
 #include <ctype.h>
@@ -458,7 +458,7 @@ static void deepspeed_usage(FILE *f)
 const struct frontend fe_deepspeed = {"deepspeed", &deepspeed_vocab, deepspeed_usage, "deepspeed",
                                       "deepspeed", NULL};
 
-int deepspeed_forward_options(char **argv, int nopts, char ***out, int *nout)
+int deepspeed_cli_forward_options(char **argv, int nopts, char ***out, int *nout)
 {
     char **v = calloc((size_t)nopts + 1, sizeof *v);
     if (!v)
