@@ -24,8 +24,8 @@
 
 #include "config/settings.h"
 #include "discover/host.h"
-#include "env/deepspeed.h"
 #include "env/environ.h"
+#include "launcher/frontends/deepspeed_hosts.h"
 #include "operators/adapter.h"
 #include "operators/hostsource.h"
 #include "rdzv/common.h"

@@ -13,8 +13,9 @@
 
 #include "config/config.h"
 #include "discover/host.h"
-#include "env/deepspeed.h"
+#include "launcher/fanout_cmd.h"
 #include "launcher/frontends/deepspeed_cli.h"
+#include "launcher/frontends/deepspeed_hosts.h"
 #include "frontends/frontend.h"
 
 #define WORDS_MAX 32
@@ -127,14 +128,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             int nfwd = 0;
             if (!deepspeed_cli_forward_options(argv + 1, nopts, &fwd, &nfwd) &&
                 !ds_words_split(c.ds_launcher_args, &words, NULL, err, sizeof err)) {
-                struct ds_remote rem = {"/bin/podrun", c.ds_world_info, c.master_addr,
-                                        c.master_port, "0123456789abcdef", "/tmp", true, true,
-                                        fwd, nfwd, c.program, c.program_argc, NULL, 0, "/w",
-                                        c.ds_venv_script};
+                struct fanout_cmd_agent rem = {"/bin/podrun", c.ds_world_info, c.master_addr,
+                                               c.master_port, "0123456789abcdef", "/tmp", true,
+                                               true, fwd, nfwd, c.program, c.program_argc, NULL,
+                                               0, "/w", c.ds_venv_script};
                 char *cmd = NULL, *stop = NULL, *one = NULL, fan[16], **pa = NULL;
-                if (!ds_remote_command(&rem, &cmd) && !ds_stop_command(&rem, &stop) &&
-                    !ds_pdsh_argv("a,b", 2, words, ds_rcmd_is_exec(words, NULL), cmd, fan, &pa))
-                    ds_expand_host(cmd, "a", 1, &one);
+                if (!fanout_cmd_start(&rem, &cmd) && !fanout_cmd_stop(&rem, &stop) &&
+                    !fanout_cmd_pdsh_argv("a,b", 2, words, fanout_cmd_rcmd_is_exec(words, NULL),
+                                          cmd, fan, &pa))
+                    fanout_cmd_expand_host(cmd, "a", 1, &one);
                 free(pa);
                 free(cmd);
                 free(stop);

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "launcher/operators/op_test.h"
-#include "env/deepspeed.h"
 #include "launcher/frontends/deepspeed_cli.h"
+#include "launcher/frontends/deepspeed_hosts.h"
 
 /* `podrun deepspeed FLAGS train.py` on machine m with env and ngpus GPUs found. */
 static int load_ds_gpus(struct cfg *c, char **env, struct fake_machine *m,
