@@ -184,7 +184,7 @@ static int gather_exports(struct exports *x, char *const *envp, const char *cwd)
             continue;
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
-        if (ds_exported_name(name))
+        if (deepspeed_hosts_exported(name))
             r = export_add(x, name, eq + 1);
     }
     const char *file = env_get(envp, "DS_ENV_FILE");
@@ -211,7 +211,7 @@ static int gather_exports(struct exports *x, char *const *envp, const char *cwd)
         if (!text)
             return -ENOMEM;
         char err[512];
-        r = ds_env_file_parse(text, n, paths[i], export_add, x, err, sizeof err);
+        r = deepspeed_hosts_env_file(text, n, paths[i], export_add, x, err, sizeof err);
         free(text);
         if (r) {
             say("%s", err);
@@ -506,9 +506,9 @@ static int prepare(struct head *h, char **opts, int nopts, char **envp)
 {
     const struct cfg *c = h->c;
     char err[512], cwd[PATH_MAX], self[PATH_MAX], run_id[17];
-    int r = ds_world_info_decode(c->ds_world_info, &h->hosts, err, sizeof err);
+    int r = deepspeed_hosts_world_decode(c->ds_world_info, &h->hosts, err, sizeof err);
     if (!r)
-        r = ds_words_split(c->ds_launcher_args, &h->words, NULL, err, sizeof err);
+        r = deepspeed_hosts_words_split(c->ds_launcher_args, &h->words, NULL, err, sizeof err);
     if (r) {
         say("%s", err);
         return r;
@@ -606,7 +606,7 @@ int fanout_run(const struct cfg *c, char **opts, int nopts, char **envp)
     free(h.codes);
     free(h.command);
     free(h.stop);
-    ds_words_free(h.words);
+    deepspeed_hosts_words_free(h.words);
     hostfile_resources_free(&h.hosts);
     return code;
 }

@@ -258,7 +258,7 @@ int env_accelerate_build(char *const *base, const struct env_worker *w, const st
         env_set_add(&s, "ACCELERATE_CPU_AFFINITY", "1");
     if (l == ENV_ACC_DEEPSPEED && acc(c, CFG_ACC_DS_MOE_LAYER_CLS_NAMES))
         env_set_add(&s, "ACCELERATE_DEEPSPEED_MOE_LAYER_CLS_NAMES", "%s",
-            acc(c, CFG_ACC_DS_MOE_LAYER_CLS_NAMES));
+                    acc(c, CFG_ACC_DS_MOE_LAYER_CLS_NAMES));
     /* one process of the simple launcher: none of torchrun's variables (an inherited one keeps
      * its value) nor the knobs its agent adds; podrun's own (the heartbeat file, gloo's
      * interface) stay */

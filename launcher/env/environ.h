@@ -22,7 +22,8 @@ int env_edit(char *const *base, const char *const *drop, char *const *set, size_
  * not added and the set remembers -E2BIG; a value is never cut short. The first error sticks
  * (later adds do nothing) and env_set_finish returns it, so a builder adds without checking and
  * checks once. The same name added twice: the later value is the one the worker gets. */
-#define ENV_SET_MAX 64
+#define ENV_SET_MAX 192   /* a builder's own variables (torchrun's 16, accelerate's FSDP and
+                             DeepSpeed ones, paddle's) plus the agent's derived list (< 128) */
 
 struct env_set {
     char *v[ENV_SET_MAX + 1];   /* malloc'd "NAME=value" entries, NULL-terminated */

@@ -128,7 +128,7 @@ static int set_devices(struct cfg *c, const int *slots, size_t n, const char *sr
                        size_t errlen)
 {
     char list[HOSTFILE_SLOTS_MAX * 5 + 1];
-    ds_slots_format(slots, n, list, sizeof list);
+    deepspeed_hosts_slots_format(slots, n, list, sizeof list);
     int r = op_setn(c, CFG_NPROC_PER_NODE, (long)n, CFG_SRC_HOSTFILE, err, errlen, "%s", src);
     return r ? r : op_set(c, CFG_DS_DEVICES, list, CFG_SRC_HOSTFILE, err, errlen, "%s", src);
 }
@@ -142,7 +142,7 @@ static int set_mode(struct cfg *c, const char *mode, const char *why, char *err,
 static int from_world_info(struct cfg *c, char *err, size_t errlen)
 {
     struct hostfile_resources w;
-    int r = ds_world_info_decode(c->ds_world_info, &w, err, errlen);
+    int r = deepspeed_hosts_world_decode(c->ds_world_info, &w, err, errlen);
     if (r)
         return r;
     if ((size_t)c->node_rank >= w.count)
@@ -228,7 +228,7 @@ static int head(struct cfg *c, const char *path, const struct hostfile_resources
                 char *err, size_t errlen)
 {
     char *wi = NULL;
-    int r = ds_world_info_encode(active, &wi);
+    int r = deepspeed_hosts_world_encode(active, &wi);
     if (r == -EILSEQ)
         return fail(-EINVAL, err, errlen, "%s: a host name is not UTF-8 text; write each host "
                     "as its DNS name or address", path);

@@ -157,7 +157,7 @@ static bool utf8_ok(const unsigned char *s)
     return true;
 }
 
-int ds_world_info_encode(const struct hostfile_resources *r, char **out)
+int deepspeed_hosts_world_encode(const struct hostfile_resources *r, char **out)
 {
     for (size_t i = 0; i < r->count; i++)
         if (!utf8_ok((const unsigned char *)r->nodes[i].host))
@@ -187,8 +187,8 @@ int ds_world_info_encode(const struct hostfile_resources *r, char **out)
     return sb_done(&b, out);
 }
 
-int ds_world_info_decode(const char *text, struct hostfile_resources *r, char *err,
-                         size_t errlen)
+int deepspeed_hosts_world_decode(const char *text, struct hostfile_resources *r, char *err,
+                                 size_t errlen)
 {
     unsigned char *raw = NULL;
     size_t n = 0;
@@ -241,7 +241,7 @@ int ds_world_info_decode(const char *text, struct hostfile_resources *r, char *e
     return rc;
 }
 
-void ds_slots_format(const int *slots, size_t n, char *out, size_t cap)
+void deepspeed_hosts_slots_format(const int *slots, size_t n, char *out, size_t cap)
 {
     size_t o = 0;
     if (cap)
@@ -264,7 +264,7 @@ static const char *const exported[] = {
     "AZUREML_BLOB_ACCOUNT_KEY",
 };
 
-bool ds_exported_name(const char *name)
+bool deepspeed_hosts_exported(const char *name)
 {
     for (size_t i = 0; i < sizeof exported / sizeof *exported; i++)
         if (!strncmp(name, exported[i], strlen(exported[i])))
@@ -282,9 +282,9 @@ static const char *strip(const char *s, const char *e, size_t *n)
     return s;
 }
 
-int ds_env_file_parse(const char *text, size_t len, const char *name,
-                      int (*add)(void *arg, const char *key, const char *value), void *arg,
-                      char *err, size_t errlen)
+int deepspeed_hosts_env_file(const char *text, size_t len, const char *name,
+                             int (*add)(void *arg, const char *key, const char *value), void *arg,
+                             char *err, size_t errlen)
 {
     const char *p = text, *end = text + len;
     unsigned line = 0;
@@ -318,14 +318,15 @@ int ds_env_file_parse(const char *text, size_t len, const char *name,
     return 0;
 }
 
-void ds_words_free(char **words)
+void deepspeed_hosts_words_free(char **words)
 {
     for (char **w = words; w && *w; w++)
         free(*w);
     free(words);
 }
 
-int ds_words_split(const char *text, char ***out, int *count, char *err, size_t errlen)
+int deepspeed_hosts_words_split(const char *text, char ***out, int *count, char *err,
+                                size_t errlen)
 {
     size_t cap = 8;
     int n = 0;
@@ -355,7 +356,7 @@ int ds_words_split(const char *text, char ***out, int *count, char *err, size_t 
         }
         if (q) {
             free(w.p);
-            ds_words_free(v);
+            deepspeed_hosts_words_free(v);
             return fail(-EINVAL, err, errlen, "--launcher_args \"%.80s\": a %c quote is not "
                         "closed", text, q);
         }
@@ -363,14 +364,14 @@ int ds_words_split(const char *text, char ***out, int *count, char *err, size_t 
             char **nv = realloc(v, (cap *= 2) * sizeof *v);
             if (!nv) {
                 free(w.p);
-                ds_words_free(v);
+                deepspeed_hosts_words_free(v);
                 return -ENOMEM;
             }
             v = nv;
         }
         if (w.oom) {
             free(w.p);
-            ds_words_free(v);
+            deepspeed_hosts_words_free(v);
             return -ENOMEM;
         }
         v[n++] = w.p;

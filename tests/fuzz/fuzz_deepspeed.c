@@ -120,14 +120,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (c.ds_mode == CFG_DS_MODE_HEAD) {
             struct hostfile_resources w;
-            if (ds_world_info_decode(c.ds_world_info, &w, err, sizeof err) ||
+            if (deepspeed_hosts_world_decode(c.ds_world_info, &w, err, sizeof err) ||
                 (int)w.count != c.nnodes_max)
                 abort();
             hostfile_resources_free(&w);
             char **fwd = NULL, **words = NULL;
             int nfwd = 0;
             if (!deepspeed_cli_forward_options(argv + 1, nopts, &fwd, &nfwd) &&
-                !ds_words_split(c.ds_launcher_args, &words, NULL, err, sizeof err)) {
+                !deepspeed_hosts_words_split(c.ds_launcher_args, &words, NULL, err, sizeof err)) {
                 struct fanout_cmd_agent rem = {"/bin/podrun", c.ds_world_info, c.master_addr,
                                                c.master_port, "0123456789abcdef", "/tmp", true,
                                                true, fwd, nfwd, c.program, c.program_argc, NULL,
@@ -143,21 +143,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 free(one);
             }
             free(fwd);
-            ds_words_free(words);
+            deepspeed_hosts_words_free(words);
         }
     }
     cfg_free(&c);
 
     /* the same bytes as world_info, launcher_args and a .deepspeed_env file */
     struct hostfile_resources w;
-    if (ds_world_info_decode(buf, &w, err, sizeof err) == 0)
+    if (deepspeed_hosts_world_decode(buf, &w, err, sizeof err) == 0)
         hostfile_resources_free(&w);
     else
         one_line(err);
     char **words = NULL;
-    if (ds_words_split(buf, &words, NULL, err, sizeof err) == 0)
-        ds_words_free(words);
-    if (ds_env_file_parse((const char *)data, size, "f", ignore, NULL, err, sizeof err))
+    if (deepspeed_hosts_words_split(buf, &words, NULL, err, sizeof err) == 0)
+        deepspeed_hosts_words_free(words);
+    if (deepspeed_hosts_env_file((const char *)data, size, "f", ignore, NULL, err, sizeof err))
         one_line(err);
     free(buf);
     return 0;

@@ -40,11 +40,11 @@ static void world_text(const char *wi, char *out, size_t cap)
 {
     struct hostfile_resources r;
     out[0] = '\0';
-    if (!wi || ds_world_info_decode(wi, &r, err, sizeof err))
+    if (!wi || deepspeed_hosts_world_decode(wi, &r, err, sizeof err))
         return;
     for (size_t i = 0; i < r.count; i++) {
         char s[256];
-        ds_slots_format(r.nodes[i].slots, r.nodes[i].nslots, s, sizeof s);
+        deepspeed_hosts_slots_format(r.nodes[i].slots, r.nodes[i].nslots, s, sizeof s);
         snprintf(out + strlen(out), cap - strlen(out), "%s%s:%s", i ? " " : "", r.nodes[i].host,
                  s);
     }

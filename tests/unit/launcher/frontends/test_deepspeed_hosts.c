@@ -20,12 +20,12 @@ static void test_world_info(void)
     CHECK_EQ_INT(hostfile_resources_add(&r, "t", "worker-0", 1, a, 2, err, sizeof err), 0);
     CHECK_EQ_INT(hostfile_resources_add(&r, "t", "worker-1", 2, b, 2, err, sizeof err), 0);
     char *wi = NULL;
-    CHECK_EQ_INT(ds_world_info_encode(&r, &wi), 0);
+    CHECK_EQ_INT(deepspeed_hosts_world_encode(&r, &wi), 0);
     CHECK_EQ_STR(wi, "eyJ3b3JrZXItMCI6IFswLCAxXSwgIndvcmtlci0xIjogWzAsIDJdfQ==");
     hostfile_resources_free(&r);
     const char *forms[] = {wi, "eyJ3b3JrZXItMCI6IFswLCAxXSwgIndvcmtlci0xIjogWzAsIDJdfQ"};
     for (int f = 0; f < 2; f++) {
-        CHECK_EQ_INT(ds_world_info_decode(forms[f], &r, err, sizeof err), 0);
+        CHECK_EQ_INT(deepspeed_hosts_world_decode(forms[f], &r, err, sizeof err), 0);
         CHECK_EQ_INT(r.count, 2);
         CHECK_EQ_STR(r.nodes[0].host, "worker-0");
         CHECK_EQ_STR(r.nodes[1].host, "worker-1");
@@ -34,13 +34,14 @@ static void test_world_info(void)
     }
     free(wi);
     /* {"z": [1], "a": [0]}: the order given, not sorted; standard alphabet */
-    CHECK_EQ_INT(ds_world_info_decode("eyJ6IjogWzFdLCAiYSI6IFswXX0=", &r, err, sizeof err), 0);
+    const char *za = "eyJ6IjogWzFdLCAiYSI6IFswXX0=";
+    CHECK_EQ_INT(deepspeed_hosts_world_decode(za, &r, err, sizeof err), 0);
     CHECK_EQ_STR(r.nodes[0].host, "z");
     hostfile_resources_free(&r);
     const char *bad[] = {"", "e", "eyJhIjogMX0", "eyJhIjogW119", "eyJhIjogWy0xXX0", "WzFd",
                          "eyJhIjogWzBdLCAiYSI6IFsxXX0"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        CHECK_EQ_INT(ds_world_info_decode(bad[i], &r, err, sizeof err), -EINVAL);
+        CHECK_EQ_INT(deepspeed_hosts_world_decode(bad[i], &r, err, sizeof err), -EINVAL);
         CHECK(!strncmp(err, "--world_info", 12));
     }
 }
@@ -60,30 +61,30 @@ static void test_env_file(void)
 {
     struct kv x = {""};
     const char text[] = "NCCL_IB_HCA = mlx5_0\r\n# comment\n\n  PYTHONPATH=/a:/b=c  \nEMPTY=\n";
-    CHECK_EQ_INT(ds_env_file_parse(text, sizeof text - 1, "~/.deepspeed_env", add_kv, &x, err,
-                                   sizeof err), 0);
+    CHECK_EQ_INT(deepspeed_hosts_env_file(text, sizeof text - 1, "~/.deepspeed_env", add_kv, &x,
+                                          err, sizeof err), 0);
     CHECK_EQ_STR(x.text, "[NCCL_IB_HCA=mlx5_0][PYTHONPATH=/a:/b=c][EMPTY=]");
     const char bad[] = "A=1\nno equals here\n";
-    CHECK_EQ_INT(ds_env_file_parse(bad, sizeof bad - 1, ".deepspeed_env", add_kv, &x, err,
-                                   sizeof err), -EINVAL);
+    CHECK_EQ_INT(deepspeed_hosts_env_file(bad, sizeof bad - 1, ".deepspeed_env", add_kv, &x, err,
+                                          sizeof err), -EINVAL);
     CHECK(strstr(err, ".deepspeed_env line 2") != NULL);
-    CHECK(ds_exported_name("NCCL_DEBUG") && ds_exported_name("PYTHONPATH") &&
-          ds_exported_name("UCX_TLS") && ds_exported_name("AZUREML_RUN_ID"));
-    CHECK(!ds_exported_name("HOME") && !ds_exported_name("CUDA_VISIBLE_DEVICES"));
+    CHECK(deepspeed_hosts_exported("NCCL_DEBUG") && deepspeed_hosts_exported("PYTHONPATH") &&
+          deepspeed_hosts_exported("UCX_TLS") && deepspeed_hosts_exported("AZUREML_RUN_ID"));
+    CHECK(!deepspeed_hosts_exported("HOME") && !deepspeed_hosts_exported("CUDA_VISIBLE_DEVICES"));
 }
 
 static void test_words(void)
 {
     char **w;
     int n;
-    CHECK_EQ_INT(ds_words_split("-R exec  -l 'a b' \"c\\\"d\" e\\ f", &w, &n, err, sizeof err),
-                 0);
+    const char *text = "-R exec  -l 'a b' \"c\\\"d\" e\\ f";
+    CHECK_EQ_INT(deepspeed_hosts_words_split(text, &w, &n, err, sizeof err), 0);
     CHECK_EQ_INT(n, 6);
     const char *want[] = {"-R", "exec", "-l", "a b", "c\"d", "e f"};
     for (int i = 0; i < n && i < 6; i++)
         CHECK_EQ_STR(w[i], want[i]);
-    ds_words_free(w);
-    CHECK_EQ_INT(ds_words_split("-l 'open", &w, &n, err, sizeof err), -EINVAL);
+    deepspeed_hosts_words_free(w);
+    CHECK_EQ_INT(deepspeed_hosts_words_split("-l 'open", &w, &n, err, sizeof err), -EINVAL);
     CHECK(strstr(err, "not closed") != NULL);
 }
 
