@@ -966,7 +966,7 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
         a->filters.n[k] = cfg_filters_split(cfg->dup_filters[k], a->filters.buf[k],
                                             sizeof a->filters.buf[k], a->filters.items[k], 64);
     }
-    int r = env_worker_argv(cfg, &a->argv);
+    int r = env_argv_build(cfg, &a->argv);
     if (!r && !(a->streams = calloc((size_t)(2 * a->n), sizeof *a->streams)))
         r = -ENOMEM;
     if (!r)

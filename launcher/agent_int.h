@@ -25,7 +25,7 @@
 #include "launcher/guards.h"
 #include "launcher/health/health.h"
 #include "launcher/healthcheck.h"
-#include "launcher/jobenv.h"
+#include "launcher/env/jobenv.h"
 #include "launcher/logs.h"
 #include "launcher/preflight/preflight.h"
 #include "launcher/rundir.h"
@@ -149,7 +149,7 @@ struct agent {
     uv_loop_t *loop;               /* the one loop everything runs on */
     struct cfg *cfg;               /* the job, finalized */
     char **envp;                   /* podrun's environment, which the workers inherit */
-    char **argv;                   /* every worker's command line (env_worker_argv) */
+    char **argv;                   /* every worker's command line (env_argv_build) */
     int n;                         /* workers on this node (--nproc-per-node) */
     enum agent_state state;        /* where the state machine is (agent.h) */
     int exit_code;                 /* podrun's exit status, once known */

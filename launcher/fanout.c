@@ -22,9 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "launcher/env/deepspeed.h"
 #include "launcher/env/environ.h"
-#include "launcher/frontends/deepspeed.h"
+#include "launcher/fanout_cmd.h"
+#include "launcher/frontends/deepspeed_cli.h"
+#include "launcher/frontends/deepspeed_hosts.h"
 #include "launcher/operators/adapter.h"
 #include "rdzv/base/common.h"
 
@@ -183,7 +184,7 @@ static int gather_exports(struct exports *x, char *const *envp, const char *cwd)
             continue;
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
-        if (ds_exported_name(name))
+        if (deepspeed_hosts_exported(name))
             r = export_add(x, name, eq + 1);
     }
     const char *file = env_get(envp, "DS_ENV_FILE");
@@ -210,7 +211,7 @@ static int gather_exports(struct exports *x, char *const *envp, const char *cwd)
         if (!text)
             return -ENOMEM;
         char err[512];
-        r = ds_env_file_parse(text, n, paths[i], export_add, x, err, sizeof err);
+        r = deepspeed_hosts_env_file(text, n, paths[i], export_add, x, err, sizeof err);
         free(text);
         if (r) {
             say("%s", err);
@@ -240,7 +241,8 @@ static int start_all(struct head *h, const char *command, bool want_err, struct 
         for (size_t i = 0; list && i < h->hosts.count; i++)
             strcat(strcat(list, i ? "," : ""), h->hosts.nodes[i].host);
         int fanout = h->hosts.count < FANOUT_MAX ? (int)h->hosts.count : FANOUT_MAX;
-        r = list ? ds_pdsh_argv(list, fanout, h->words, h->exec, command, fan, &argv) : -ENOMEM;
+        r = list ? fanout_cmd_pdsh_argv(list, fanout, h->words, h->exec, command, fan, &argv)
+                 : -ENOMEM;
         if (!r)
             r = spawn(argv, want_err, &ch[0]);
         free(argv);
@@ -249,7 +251,7 @@ static int start_all(struct head *h, const char *command, bool want_err, struct 
     for (int i = 0; !h->pdsh && i < n && !r; i++) {
         const char *host = h->hosts.nodes[i].host;
         char *cmd = NULL, port[16];
-        if ((r = ds_expand_host(command, host, i, &cmd)))
+        if ((r = fanout_cmd_expand_host(command, host, i, &cmd)))
             break;
         char *argv[8];
         int k = 0;
@@ -504,14 +506,14 @@ static int prepare(struct head *h, char **opts, int nopts, char **envp)
 {
     const struct cfg *c = h->c;
     char err[512], cwd[PATH_MAX], self[PATH_MAX], run_id[17];
-    int r = ds_world_info_decode(c->ds_world_info, &h->hosts, err, sizeof err);
+    int r = deepspeed_hosts_world_decode(c->ds_world_info, &h->hosts, err, sizeof err);
     if (!r)
-        r = ds_words_split(c->ds_launcher_args, &h->words, NULL, err, sizeof err);
+        r = deepspeed_hosts_words_split(c->ds_launcher_args, &h->words, NULL, err, sizeof err);
     if (r) {
         say("%s", err);
         return r;
     }
-    h->exec = ds_rcmd_is_exec(h->words, env_get(envp, "PDSH_RCMD_TYPE"));
+    h->exec = fanout_cmd_rcmd_is_exec(h->words, env_get(envp, "PDSH_RCMD_TYPE"));
     h->pdsh = c->ds_launcher == CFG_DS_LAUNCH_PDSH && in_path("pdsh");
     if (c->ds_launcher == CFG_DS_LAUNCH_PDSH && !h->pdsh)
         say("pdsh is not installed; starting each host's agent with %s",
@@ -530,23 +532,23 @@ static int prepare(struct head *h, char **opts, int nopts, char **envp)
     }
     char **fwd = NULL;
     int nfwd = 0;
-    if ((r = deepspeed_forward_options(opts, nopts, &fwd, &nfwd))) {
+    if ((r = deepspeed_cli_forward_options(opts, nopts, &fwd, &nfwd))) {
         exports_free(&x);
         return r;
     }
     bool addrs = h->exec;
     for (size_t i = 0; i < h->hosts.count && addrs; i++)
         addrs = op_is_addr(h->hosts.nodes[i].host);
-    struct ds_remote rem = {
+    struct fanout_cmd_agent rem = {
         .podrun = self, .world_info = c->ds_world_info, .master_addr = c->master_addr,
         .master_port = c->master_port, .run_id = run_id, .pid_dir = c->tmpdir,
         .addr_is_host = addrs, .name_is_host = h->exec, .options = fwd, .noptions = nfwd,
         .program = c->program, .program_argc = c->program_argc, .exports = x.v,
         .nexports = x.n, .cwd = cwd, .venv_script = c->ds_venv_script,
     };
-    r = ds_remote_command(&rem, &h->command);
+    r = fanout_cmd_start(&rem, &h->command);
     if (!r)
-        r = ds_stop_command(&rem, &h->stop);
+        r = fanout_cmd_stop(&rem, &h->stop);
     free(fwd);
     exports_free(&x);
     if (!r && h->pdsh && !h->exec && !getenv("PDSH_RCMD_TYPE"))
@@ -604,7 +606,7 @@ int fanout_run(const struct cfg *c, char **opts, int nopts, char **envp)
     free(h.codes);
     free(h.command);
     free(h.stop);
-    ds_words_free(h.words);
+    deepspeed_hosts_words_free(h.words);
     hostfile_resources_free(&h.hosts);
     return code;
 }

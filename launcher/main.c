@@ -86,7 +86,7 @@ static const struct command {
     {"store", commands_store_main},
     {"k8s", commands_k8s_main},
     {"env", commands_env_main},
-    {"preflight-nccl", commands_preflight_nccl_main},
+    {"preflight-nccl", pf_nccl_child_main},
     {"status", commands_status_main},
 };
 

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "launcher/jobenv.h"
+#include "launcher/env/jobenv.h"
 
 /* snprintf for paths: -ENAMETOOLONG instead of a silently cut path. */
 static int pathf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -21,7 +21,7 @@ int commands_env_main(int argc, char **argv);
 
 /* `podrun preflight-nccl`: one GPU's part of the nccl check, exec'd by the agent (not for
  * people: its options are podrun's own, its output one line for the agent). */
-int commands_preflight_nccl_main(int argc, char **argv);
+int pf_nccl_child_main(int argc, char **argv);
 
 /* For a job and for `podrun env` alike, once every layer of cfg is in: the node's devices probed
  * (*out, calloc'd: node_free and free it), cfg finalized with their GPU count, the binding and the

@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* accelerate launch's settings (frontends/accelerate.c, env/accelerate.c): each one's value is
+/* accelerate launch's settings (frontends/accelerate_cli.c, env/accelerate.c): each one's value is
  * text as accelerate holds it (Python's str() of what its parser or config file gave), since
  * that text is what its workers are given. X(ID, type, name, default) */
 #define CFG_ACC_SETTINGS(X)                                                                       \
@@ -114,7 +114,8 @@ enum cfg_id {
     CFG_RDZV_TOKEN_FILE,
     CFG_RDZV_TOKEN,
     CFG_STORE_ALLOW,
-    /* the deepspeed launcher's own settings (frontends/deepspeed.c, env/deepspeed.c, fanout.c) */
+    /* the deepspeed launcher's own settings (frontends/deepspeed_cli.c, env/deepspeed.c,
+     * fanout.c) */
     CFG_DS_MODE,
     CFG_DS_INCLUDE,
     CFG_DS_EXCLUDE,
@@ -282,7 +283,7 @@ enum cfg_numa { CFG_NUMA_NONE, CFG_NUMA_NODE, CFG_NUMA_SOCKET, CFG_NUMA_EXCLUSIV
                 CFG_NUMA_CORE_COMPLEX, CFG_NUMA_CORES };
 enum cfg_preflight { CFG_PREFLIGHT_OFF, CFG_PREFLIGHT_TCP, CFG_PREFLIGHT_NCCL };
 enum cfg_preflight_policy { CFG_POLICY_WARN, CFG_POLICY_FAIL, CFG_POLICY_EXCLUDE };
-/* What a `deepspeed` command line does here (frontends/deepspeed.h): not a DeepSpeed job; run
+/* What a `deepspeed` command line does here (frontends/deepspeed_cli.h): not a DeepSpeed job; run
  * this node's share of the hostfile's job; start every host's agent through pdsh or ssh; or run
  * on this machine alone because there is no hostfile. */
 enum cfg_ds_mode { CFG_DS_MODE_OFF, CFG_DS_MODE_NODE, CFG_DS_MODE_HEAD, CFG_DS_MODE_LOCAL };
@@ -327,7 +328,7 @@ struct cfg {
     char *rdzv_token_file;          /* the job's token, read by the agent; NULL: none */
     char *rdzv_token;               /* PODRUN_RDZV_TOKEN: the token itself; never printed */
     char *store_allow;              /* CIDR,...: sources the store accepts; NULL: any */
-    /* the deepspeed launcher's (DeepSpeed's runner.py flags; see frontends/deepspeed.h) */
+    /* the deepspeed launcher's (DeepSpeed's runner.py flags; see frontends/deepspeed_cli.h) */
     int ds_mode;                    /* enum cfg_ds_mode */
     char *ds_include, *ds_exclude;  /* -i/-e NODE_SPEC[@NODE_SPEC...]; NULL: not given */
     int ds_num_nodes, ds_num_gpus;  /* -1: not given */

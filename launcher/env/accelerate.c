@@ -5,36 +5,11 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "launcher/env/environ.h"
-
-#define MAX_SETS 48
-
-struct sets {
-    char *v[MAX_SETS];
-    size_t n;
-    int err;
-};
-
-static void add(struct sets *s, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void add(struct sets *s, const char *name, const char *fmt, ...)
-{
-    char val[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(val, sizeof val, fmt, ap);
-    va_end(ap);
-    if (s->n >= MAX_SETS || asprintf(&s->v[s->n], "%s=%s", name, val) < 0) {
-        s->err = -ENOMEM;
-        return;
-    }
-    s->n++;
-}
 
 static const char *acc(const struct cfg *c, enum cfg_id id)
 {
@@ -123,20 +98,20 @@ static long omp_threads(char *const *base, const struct env_worker *w, const str
 }
 
 /* The values every launcher sets: debug, devices, precision. */
-static void common(struct sets *s, const struct cfg *c)
+static void common(struct env_set *s, const struct cfg *c)
 {
     char low[64];
     if (yes(c, CFG_ACC_DEBUG))
-        add(s, "ACCELERATE_DEBUG_MODE", "true");
+        env_set_add(s, "ACCELERATE_DEBUG_MODE", "true");
     const char *ids = acc(c, CFG_ACC_GPU_IDS);
     if (ids && strcmp(ids, "all"))
-        add(s, "CUDA_VISIBLE_DEVICES", "%s", ids);
+        env_set_add(s, "CUDA_VISIBLE_DEVICES", "%s", ids);
     const char *mp = acc(c, CFG_ACC_MIXED_PRECISION);
     lower_into(low, sizeof low, mp ? mp : "no");
-    add(s, "ACCELERATE_MIXED_PRECISION", "%s", low);
+    env_set_add(s, "ACCELERATE_MIXED_PRECISION", "%s", low);
 }
 
-static void dynamo(struct sets *s, const struct cfg *c)
+static void dynamo(struct env_set *s, const struct cfg *c)
 {
     char up[64];
     const char *b = acc(c, CFG_ACC_DYNAMO_BACKEND);
@@ -144,15 +119,16 @@ static void dynamo(struct sets *s, const struct cfg *c)
     for (b = b ? b : "no"; b[i] && i + 1 < sizeof up; i++)
         up[i] = (char)toupper((unsigned char)b[i]);
     up[i] = '\0';
-    add(s, "ACCELERATE_DYNAMO_BACKEND", "%s", up);
-    add(s, "ACCELERATE_DYNAMO_MODE", "%s", acc(c, CFG_ACC_DYNAMO_MODE));
-    add(s, "ACCELERATE_DYNAMO_USE_FULLGRAPH", "%s", acc(c, CFG_ACC_DYNAMO_FULLGRAPH));
-    add(s, "ACCELERATE_DYNAMO_USE_DYNAMIC", "%s", acc(c, CFG_ACC_DYNAMO_DYNAMIC));
-    add(s, "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION", "%s", acc(c, CFG_ACC_DYNAMO_REGIONAL));
+    env_set_add(s, "ACCELERATE_DYNAMO_BACKEND", "%s", up);
+    env_set_add(s, "ACCELERATE_DYNAMO_MODE", "%s", acc(c, CFG_ACC_DYNAMO_MODE));
+    env_set_add(s, "ACCELERATE_DYNAMO_USE_FULLGRAPH", "%s", acc(c, CFG_ACC_DYNAMO_FULLGRAPH));
+    env_set_add(s, "ACCELERATE_DYNAMO_USE_DYNAMIC", "%s", acc(c, CFG_ACC_DYNAMO_DYNAMIC));
+    env_set_add(s, "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION", "%s",
+                acc(c, CFG_ACC_DYNAMO_REGIONAL));
 }
 
 /* FSDP_* of prepare_multi_gpu_env: some always, some when given, some lower-cased. */
-static void fsdp(struct sets *s, const struct cfg *c)
+static void fsdp(struct env_set *s, const struct cfg *c)
 {
     static const struct {
         const char *var;
@@ -175,7 +151,7 @@ static void fsdp(struct sets *s, const struct cfg *c)
         {"FSDP_ACTIVATION_CHECKPOINTING", CFG_ACC_FSDP_ACTIVATION_CHECKPOINTING, true, false},
         {"FSDP_IGNORED_MODULES", CFG_ACC_FSDP_IGNORED_MODULES, false, true},
     };
-    add(s, "ACCELERATE_USE_FSDP", "true");
+    env_set_add(s, "ACCELERATE_USE_FSDP", "true");
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
         const char *v = acc(c, vars[i].id);
         char low[4096];
@@ -183,12 +159,12 @@ static void fsdp(struct sets *s, const struct cfg *c)
             continue;
         /* str(None) for a value a file emptied */
         lower_into(low, sizeof low, v ? v : "None");
-        add(s, vars[i].var, "%s", vars[i].lower ? low : v ? v : "None");
+        env_set_add(s, vars[i].var, "%s", vars[i].lower ? low : v ? v : "None");
     }
 }
 
 /* prepare_deepspeed_cmd_env's own values. */
-static void deepspeed(struct sets *s, char *const *base, const struct cfg *c,
+static void deepspeed(struct env_set *s, char *const *base, const struct cfg *c,
                       const struct env_accelerate *m)
 {
     static const struct {
@@ -217,33 +193,33 @@ static void deepspeed(struct sets *s, char *const *base, const struct cfg *c,
         if (*p == ':')
             p++;
     }
-    add(s, "PYTHONPATH", "%s%s", path, m->cwd ? m->cwd : ".");
+    env_set_add(s, "PYTHONPATH", "%s%s", path, m->cwd ? m->cwd : ".");
     char low[1024];
     const char *fields = acc(c, CFG_ACC_DS_FIELDS);
     lower_into(low, sizeof low, fields ? fields : "");
-    add(s, "ACCELERATE_CONFIG_DS_FIELDS", "%s", low);
-    add(s, "ACCELERATE_USE_DEEPSPEED", "true");
+    env_set_add(s, "ACCELERATE_CONFIG_DS_FIELDS", "%s", low);
+    env_set_add(s, "ACCELERATE_USE_DEEPSPEED", "true");
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
         const char *v = acc(c, vars[i].id);
         if (!v)
             continue;
         lower_into(low, sizeof low, v);
-        add(s, vars[i].var, "%s", vars[i].lower ? low : v);
+        env_set_add(s, vars[i].var, "%s", vars[i].lower ? low : v);
     }
 }
 
 /* The simple launcher's rendezvous address, for a job of several processes or machines
  * (prepare_simple_launcher_cmd_env): main_process_ip/port, on one machine 127.0.0.1:29500
  * when not given. Whether it set them. */
-static bool simple_master(struct sets *s, const struct cfg *c)
+static bool simple_master(struct env_set *s, const struct cfg *c)
 {
     const char *np = acc(c, CFG_ACC_NUM_PROCESSES), *nm = acc(c, CFG_ACC_NUM_MACHINES);
     const char *ip = acc(c, CFG_ACC_MAIN_PROCESS_IP), *port = acc(c, CFG_ACC_MAIN_PROCESS_PORT);
     bool machines = nm && atol(nm) > 1;
     if (!machines && !(np && atol(np) > 1))
         return false;
-    add(s, "MASTER_ADDR", "%s", ip ? ip : machines ? "None" : "127.0.0.1");
-    add(s, "MASTER_PORT", "%s", port ? port : machines ? "None" : "29500");
+    env_set_add(s, "MASTER_ADDR", "%s", ip ? ip : machines ? "None" : "127.0.0.1");
+    env_set_add(s, "MASTER_PORT", "%s", port ? port : machines ? "None" : "29500");
     return true;
 }
 
@@ -258,13 +234,15 @@ int env_accelerate_build(char *const *base, const struct env_worker *w, const st
     int r = env_torch_build(base, w, &tenv, &tn);
     if (r)
         return r;
-    struct sets s = {{0}, 0, 0};
+    struct env_set s = ENV_SET_INIT;
     common(&s, c);
     if (l == ENV_ACC_SIMPLE) {
         const char *cpu = yes(c, CFG_ACC_CPU) ? "True" : "False";
-        add(&s, "ACCELERATE_USE_CPU", "%s", cpu);
-        if (env_truthy(env_get(base, cpu)))   /* parse_flag_from_env(current_env[...]) */
-            add(&s, "KMP_AFFINITY", "granularity=fine,compact,1,0"), add(&s, "KMP_BLOCKTIME", "1");
+        env_set_add(&s, "ACCELERATE_USE_CPU", "%s", cpu);
+        if (env_truthy(env_get(base, cpu))) {   /* parse_flag_from_env(current_env[...]) */
+            env_set_add(&s, "KMP_AFFINITY", "granularity=fine,compact,1,0");
+            env_set_add(&s, "KMP_BLOCKTIME", "1");
+        }
     }
     if (l == ENV_ACC_DEEPSPEED) {
         deepspeed(&s, base, c, m);
@@ -274,13 +252,13 @@ int env_accelerate_build(char *const *base, const struct env_worker *w, const st
             fsdp(&s, c);
         /* accelerate sets it whatever podrun derived from the node (set in s, it replaces the
          * derived value env_torch_build added) */
-        add(&s, "OMP_NUM_THREADS", "%ld", omp_threads(base, w, c, m));
+        env_set_add(&s, "OMP_NUM_THREADS", "%ld", omp_threads(base, w, c, m));
     }
     if (yes(c, CFG_ACC_CPU_AFFINITY))
-        add(&s, "ACCELERATE_CPU_AFFINITY", "1");
+        env_set_add(&s, "ACCELERATE_CPU_AFFINITY", "1");
     if (l == ENV_ACC_DEEPSPEED && acc(c, CFG_ACC_DS_MOE_LAYER_CLS_NAMES))
-        add(&s, "ACCELERATE_DEEPSPEED_MOE_LAYER_CLS_NAMES", "%s",
-            acc(c, CFG_ACC_DS_MOE_LAYER_CLS_NAMES));
+        env_set_add(&s, "ACCELERATE_DEEPSPEED_MOE_LAYER_CLS_NAMES", "%s",
+                    acc(c, CFG_ACC_DS_MOE_LAYER_CLS_NAMES));
     /* one process of the simple launcher: none of torchrun's variables (an inherited one keeps
      * its value) nor the knobs its agent adds; podrun's own (the heartbeat file, gloo's
      * interface) stay */
@@ -296,7 +274,7 @@ int env_accelerate_build(char *const *base, const struct env_worker *w, const st
                            !strcmp(env_torch_vars[i], "MASTER_PORT")))
                 continue;
             if (v)
-                add(&s, env_torch_vars[i], "%s", v);
+                env_set_add(&s, env_torch_vars[i], "%s", v);
             else
                 drop[nd++] = env_torch_vars[i];
         }
@@ -306,13 +284,8 @@ int env_accelerate_build(char *const *base, const struct env_worker *w, const st
         tn.replaced = 0;
     }
     drop[nd] = NULL;
-    if (!s.err)
-        r = env_edit(tenv, drop, s.v, s.n, out);
-    else
-        r = s.err;
+    r = env_set_finish(&s, tenv, drop, out);
     free(tenv);
-    for (size_t i = 0; i < s.n; i++)
-        free(s.v[i]);
     if (!r && notes)
         *notes = tn;
     return r;

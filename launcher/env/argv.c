@@ -18,7 +18,7 @@ static char runpy_code[] = "import runpy, sys; sys.argv = sys.argv[1:]; "
                            "runpy.run_path(sys.argv[0], run_name='__main__')";
 static char dash_u[] = "-u", dash_m[] = "-m", dash_c[] = "-c";
 
-int env_worker_argv(const struct cfg *c, char ***out)
+int env_argv_build(const struct cfg *c, char ***out)
 {
     if (!c->program || c->program_argc < 1)
         return -EINVAL;

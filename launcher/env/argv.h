@@ -8,6 +8,6 @@
 /* The worker's argv (NULL-terminated, pointing into cfg; free(*out) frees it):
  * --no-python or a non-.py program: PROGRAM ARGS; -m: PYTHON -u -m PROGRAM ARGS;
  * --run-path: PYTHON -u -c <runpy> PROGRAM ARGS; a .py program: PYTHON -u PROGRAM ARGS. */
-int env_worker_argv(const struct cfg *c, char ***out);
+int env_argv_build(const struct cfg *c, char ***out);
 
 #endif

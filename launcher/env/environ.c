@@ -2,6 +2,8 @@
 #include "launcher/env/environ.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,4 +70,59 @@ int env_edit(char *const *base, const char *const *drop, char *const *set, size_
     arr[k] = NULL;
     *out = arr;
     return 0;
+}
+
+void env_set_add(struct env_set *s, const char *name, const char *fmt, ...)
+{
+    if (s->err)
+        return;
+    if (s->n >= ENV_SET_MAX) {
+        s->err = -E2BIG;
+        return;
+    }
+    va_list ap;
+    char *val = NULL;
+    va_start(ap, fmt);
+    int n = vasprintf(&val, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        s->err = -ENOMEM;
+        return;
+    }
+    if (asprintf(&s->v[s->n], "%s=%s", name, val) < 0) {
+        s->v[s->n] = NULL;
+        s->err = -ENOMEM;
+    } else {
+        s->v[++s->n] = NULL;
+    }
+    free(val);
+}
+
+const char *env_set_get(const struct env_set *s, const char *name)
+{
+    for (size_t i = s->n; i-- > 0;)
+        if (env_is(s->v[i], name))
+            return s->v[i] + strlen(name) + 1;
+    return NULL;
+}
+
+bool env_set_has(const struct env_set *s, const char *name)
+{
+    return env_set_get(s, name) != NULL;
+}
+
+void env_set_free(struct env_set *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    s->v[0] = NULL;
+    s->n = 0;
+    s->err = 0;
+}
+
+int env_set_finish(struct env_set *s, char *const *base, const char *const *drop, char ***out)
+{
+    int r = s->err ? s->err : env_edit(base, drop, s->v, s->n, out);
+    env_set_free(s);
+    return r;
 }

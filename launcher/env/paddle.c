@@ -3,7 +3,6 @@
 #include "launcher/env/paddle.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,39 +21,6 @@ const char *const env_paddle_vars[] = {
     "PADDLE_PSERVER_ID", "PADDLE_GLOO_RENDEZVOUS", "PADDLE_GLOO_FS_PATH",
     "PADDLE_GLOO_HTTP_ENDPOINT", "PADDLE_WITH_GLOO", "PODRUN_HEARTBEAT_FILE", NULL};
 
-#define MAX_SETS 64
-
-struct sets {
-    char *v[MAX_SETS];
-    size_t n;
-    int err;
-};
-
-static void add(struct sets *s, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void add(struct sets *s, const char *name, const char *fmt, ...)
-{
-    va_list ap;
-    char *val = NULL;
-    va_start(ap, fmt);
-    int n = vasprintf(&val, fmt, ap);
-    va_end(ap);
-    if (n < 0 || s->n >= MAX_SETS || asprintf(&s->v[s->n], "%s=%s", name, val) < 0)
-        s->err = -ENOMEM;
-    else
-        s->n++;
-    free(n < 0 ? NULL : val);
-}
-
-/* Whether s already sets name. */
-static bool is_set(const struct sets *s, const char *name)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (env_is(s->v[i], name))
-            return true;
-    return false;
-}
-
 /* The host part of "ip:port" (IPv6 in brackets kept as they are). */
 static void host_of(const char *ep, char *out, size_t cap)
 {
@@ -67,33 +33,33 @@ static void host_of(const char *ep, char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)(l < cap ? l : cap - 1), ep);
 }
 
-static void collective(struct sets *s, const struct env_paddle_job *j,
+static void collective(struct env_set *s, const struct env_paddle_job *j,
                        const struct env_paddle_worker *w)
 {
     if (j->master)
-        add(s, "PADDLE_MASTER", "%s", j->master);
-    add(s, "PADDLE_GLOBAL_SIZE", "%d", j->ntrainers);
-    add(s, "PADDLE_LOCAL_SIZE", "%d", w->local_size);
-    add(s, "PADDLE_GLOBAL_RANK", "%d", w->id);
-    add(s, "PADDLE_LOCAL_RANK", "%d", w->local_rank);
-    add(s, "PADDLE_NNODES", "%d", j->nnodes);
-    add(s, "PADDLE_TRAINER_ENDPOINTS", "%s", j->trainer_endpoints);
-    add(s, "PADDLE_CURRENT_ENDPOINT", "%s", w->endpoint);
-    add(s, "PADDLE_TRAINER_ID", "%d", w->id);
-    add(s, "PADDLE_TRAINERS_NUM", "%d", j->ntrainers);
-    add(s, "PADDLE_RANK_IN_NODE", "%d", w->local_rank);
-    add(s, "PADDLE_AUTO_CLUSTER", "0");
+        env_set_add(s, "PADDLE_MASTER", "%s", j->master);
+    env_set_add(s, "PADDLE_GLOBAL_SIZE", "%d", j->ntrainers);
+    env_set_add(s, "PADDLE_LOCAL_SIZE", "%d", w->local_size);
+    env_set_add(s, "PADDLE_GLOBAL_RANK", "%d", w->id);
+    env_set_add(s, "PADDLE_LOCAL_RANK", "%d", w->local_rank);
+    env_set_add(s, "PADDLE_NNODES", "%d", j->nnodes);
+    env_set_add(s, "PADDLE_TRAINER_ENDPOINTS", "%s", j->trainer_endpoints);
+    env_set_add(s, "PADDLE_CURRENT_ENDPOINT", "%s", w->endpoint);
+    env_set_add(s, "PADDLE_TRAINER_ID", "%d", w->id);
+    env_set_add(s, "PADDLE_TRAINERS_NUM", "%d", j->ntrainers);
+    env_set_add(s, "PADDLE_RANK_IN_NODE", "%d", w->local_rank);
+    env_set_add(s, "PADDLE_AUTO_CLUSTER", "0");
     if (w->devices && *w->devices) {
-        add(s, "FLAGS_selected_gpus", "%s", w->devices);
-        add(s, "PADDLE_LOCAL_DEVICE_IDS", "%s", w->devices);
+        env_set_add(s, "FLAGS_selected_gpus", "%s", w->devices);
+        env_set_add(s, "PADDLE_LOCAL_DEVICE_IDS", "%s", w->devices);
         if (j->world_device_ids)
-            add(s, "PADDLE_WORLD_DEVICE_IDS", "%s", j->world_device_ids);
+            env_set_add(s, "PADDLE_WORLD_DEVICE_IDS", "%s", j->world_device_ids);
     } else {
-        add(s, "PADDLE_DISTRI_BACKEND", "gloo");
+        env_set_add(s, "PADDLE_DISTRI_BACKEND", "gloo");
     }
 }
 
-static void parameter_server(struct sets *s, const struct env_paddle_job *j,
+static void parameter_server(struct env_set *s, const struct env_paddle_job *j,
                              const struct env_paddle_worker *w)
 {
     const char *role = w->server ? "PSERVER" : "TRAINER";
@@ -101,25 +67,27 @@ static void parameter_server(struct sets *s, const struct env_paddle_job *j,
     char host[256];
     host_of(j->server_endpoints ? j->server_endpoints : "", host, sizeof host);
     if (!j->lists)
-        add(s, "PADDLE_NNODES", "%d", j->nnodes);
-    add(s, "PADDLE_PSERVERS_IP_PORT_LIST", "%s", j->server_endpoints ? j->server_endpoints : "");
-    add(s, "PADDLE_TRAINER_ENDPOINTS", "%s", j->trainer_endpoints ? j->trainer_endpoints : "");
-    add(s, "PADDLE_PORT", "%s", colon ? colon + 1 : "");
-    add(s, "PADDLE_ROLE", "%s", role);
-    add(s, "TRAINING_ROLE", "%s", role);
-    add(s, w->server ? "PADDLE_PSERVER_ID" : "PADDLE_TRAINER_ID", "%d", w->id);
-    add(s, "PADDLE_TRAINERS_NUM", "%d", j->ntrainers);
-    add(s, "POD_IP", "%s", j->pod_ip);
-    add(s, "PADDLE_GLOO_RENDEZVOUS", "3");
-    add(s, "PADDLE_GLOO_FS_PATH", "%s", j->gloo_fs_path ? j->gloo_fs_path : "");
-    add(s, "PADDLE_GLOO_HTTP_ENDPOINT", "%s:%d", host, j->gloo_port);
-    add(s, "PADDLE_WITH_GLOO", "%s", j->with_gloo ? j->with_gloo : "1");
+        env_set_add(s, "PADDLE_NNODES", "%d", j->nnodes);
+    env_set_add(s, "PADDLE_PSERVERS_IP_PORT_LIST", "%s",
+                j->server_endpoints ? j->server_endpoints : "");
+    env_set_add(s, "PADDLE_TRAINER_ENDPOINTS", "%s",
+                j->trainer_endpoints ? j->trainer_endpoints : "");
+    env_set_add(s, "PADDLE_PORT", "%s", colon ? colon + 1 : "");
+    env_set_add(s, "PADDLE_ROLE", "%s", role);
+    env_set_add(s, "TRAINING_ROLE", "%s", role);
+    env_set_add(s, w->server ? "PADDLE_PSERVER_ID" : "PADDLE_TRAINER_ID", "%d", w->id);
+    env_set_add(s, "PADDLE_TRAINERS_NUM", "%d", j->ntrainers);
+    env_set_add(s, "POD_IP", "%s", j->pod_ip);
+    env_set_add(s, "PADDLE_GLOO_RENDEZVOUS", "3");
+    env_set_add(s, "PADDLE_GLOO_FS_PATH", "%s", j->gloo_fs_path ? j->gloo_fs_path : "");
+    env_set_add(s, "PADDLE_GLOO_HTTP_ENDPOINT", "%s:%d", host, j->gloo_port);
+    env_set_add(s, "PADDLE_WITH_GLOO", "%s", j->with_gloo ? j->with_gloo : "1");
 }
 
 int env_paddle_build(char *const *base, const struct env_paddle_job *j,
                      const struct env_paddle_worker *w, char ***out)
 {
-    struct sets s = {{0}, 0, 0};
+    struct env_set s = ENV_SET_INIT;
     const char *drop[4] = {NULL};
     size_t nd = 0;
     /* fetch_envs: the proxies would reach NCCL's peers; they are kept under another name */
@@ -128,7 +96,7 @@ int env_paddle_build(char *const *base, const struct env_paddle_job *j,
         const char *v = env_get(base, proxies[i]);
         if (v) {
             drop[nd++] = proxies[i];
-            add(&s, i ? "https_proxy_original" : "http_proxy_original", "%s", v);
+            env_set_add(&s, i ? "https_proxy_original" : "http_proxy_original", "%s", v);
         }
     }
     drop[nd] = NULL;
@@ -136,15 +104,15 @@ int env_paddle_build(char *const *base, const struct env_paddle_job *j,
         parameter_server(&s, j, w);
     else
         collective(&s, j, w);
-    add(&s, "PADDLE_JOB_ID", "%s", j->job_id ? j->job_id : "default");
+    env_set_add(&s, "PADDLE_JOB_ID", "%s", j->job_id ? j->job_id : "default");
     if (j->log_dir)
-        add(&s, "PADDLE_LOG_DIR", "%s", j->log_dir);
+        env_set_add(&s, "PADDLE_LOG_DIR", "%s", j->log_dir);
     if (j->pod_name)
-        add(&s, "POD_NAME", "%s", j->pod_name);
+        env_set_add(&s, "POD_NAME", "%s", j->pod_name);
     if (w->heartbeat_file)
-        add(&s, "PODRUN_HEARTBEAT_FILE", "%s", w->heartbeat_file);
+        env_set_add(&s, "PODRUN_HEARTBEAT_FILE", "%s", w->heartbeat_file);
     if (w->cuda_visible_devices)
-        add(&s, "CUDA_VISIBLE_DEVICES", "%s", w->cuda_visible_devices);
+        env_set_add(&s, "CUDA_VISIBLE_DEVICES", "%s", w->cuda_visible_devices);
     for (char *const *d = w->derived; d && *d; d++) {
         size_t nl = strcspn(*d, "=");
         char name[128];
@@ -154,18 +122,12 @@ int env_paddle_build(char *const *base, const struct env_paddle_job *j,
         name[nl] = '\0';
         /* a set value stands; OMP_NUM_THREADS is torchrun's rule, which Paddle's launcher
          * does not have (its workers keep the inherited value, or none) */
-        if (!env_get(base, name) && !is_set(&s, name) && strcmp(name, "OMP_NUM_THREADS") != 0)
-            add(&s, name, "%s", *d + nl + 1);
+        if (!env_get(base, name) && !env_set_has(&s, name) && strcmp(name, "OMP_NUM_THREADS") != 0)
+            env_set_add(&s, name, "%s", *d + nl + 1);
     }
-    int r = s.err;
-    if (!r) {
-        /* an inherited heartbeat file would name another agent's */
-        const char *own[] = {"PODRUN_HEARTBEAT_FILE", drop[0], drop[1], NULL};
-        r = env_edit(base, own, s.v, s.n, out);
-    }
-    for (size_t i = 0; i < s.n; i++)
-        free(s.v[i]);
-    return r;
+    /* an inherited heartbeat file would name another agent's */
+    const char *own[] = {"PODRUN_HEARTBEAT_FILE", drop[0], drop[1], NULL};
+    return env_set_finish(&s, base, own, out);
 }
 
 int env_paddle_devices(char *const *base, const char *devices, int ngpus, char *out, size_t cap,

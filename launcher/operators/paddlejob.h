@@ -1,5 +1,5 @@
 /* launcher/operators/paddlejob.h — what a PaddleJob tells its pods, for the paddle front-end and
- * worker environment (frontends/paddle.c, env/paddle.c) as much as for discovery.
+ * worker environment (frontends/paddle_cli.c, env/paddle.c) as much as for discovery.
  *
  * Two operators make PaddleJobs (reference/k8s.md §1.5, §2):
  *  - PaddleFlow's paddle-operator (batch.paddlepaddle.org/v1): every pod gets POD_IP, its role

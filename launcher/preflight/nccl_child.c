@@ -1,6 +1,6 @@
 /* launcher/preflight/nccl_child.c — `podrun preflight-nccl`: one GPU's part of the nccl check, in
- * a process of its own that the agent execs (nccl.h), so CUDA and NCCL are initialised here and
- * never in the agent, whose forked workers must start clean.
+ * a process of its own that the agent execs (nccl_helpers.h), so CUDA and NCCL are initialised
+ * here and never in the agent, whose forked workers must start clean.
  *
  *   podrun preflight-nccl --store=HOST:PORT --key=KEY --rank=R --nranks=N --device=D
  *                         --bytes=B --timeout-ms=T [--nccl-lib=PATH] [--cudart-lib=PATH]
@@ -423,7 +423,7 @@ static int pf_usage(const char *what)
                      "--preflight nccl)", what);
 }
 
-int commands_preflight_nccl_main(int argc, char **argv)
+int pf_nccl_child_main(int argc, char **argv)
 {
     /* the result goes where stdout was; anything the libraries print goes to stderr */
     int res = dup(1);

@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/preflight/nccl.h"
+#include "launcher/preflight/codec.h"
+#include "launcher/preflight/nccl_helpers.h"
 #include "rdzv/store/aclient.h"
 #include "rdzv/base/common.h"
-#include "launcher/preflight/records.h"
 #include "launcher/preflight/tcp.h"
 
 #define PF_KEY_MAX 512     /* the prefix stays under PF_TEXT + 32, a key under this */
@@ -52,7 +52,7 @@ struct preflight {
     pf_tcp_server_t *srv;
     uint16_t port;
     pf_tcp_probe_t *probe;
-    pf_helpers_t *helpers;
+    pf_nccl_helpers_t *helpers;
 
     /* many GETs at once: values by index, then gdone */
     int ng, gpending;
@@ -175,7 +175,7 @@ static void pf_close(struct preflight *pf)
         pf_tcp_probe_cancel(pf->probe);
     pf->probe = NULL;
     if (pf->helpers)
-        pf_helpers_cancel(pf->helpers);
+        pf_nccl_helpers_cancel(pf->helpers);
     pf->helpers = NULL;
     if (pf->srv)
         pf_tcp_server_close(pf->srv);
@@ -529,7 +529,7 @@ static int pf_start_helpers(struct preflight *pf, const char *key, const char *w
         .cudart_lib = pf->cudart_lib[0] ? pf->cudart_lib : NULL,
         .env = pf->p.helper_env, .env_arg = pf->p.arg,
     };
-    return pf_helpers_start(pf->p.loop, &t, done, pf, &pf->helpers);
+    return pf_nccl_helpers_start(pf->p.loop, &t, done, pf, &pf->helpers);
 }
 
 /* Both ends are at the link: measure it. */
@@ -1030,7 +1030,7 @@ int pf_start(const struct pf_params *p, preflight_t **out)
 
 int pf_reaped(preflight_t *pf, pid_t pid, int wstatus)
 {
-    return pf->helpers && pf_helpers_reaped(pf->helpers, pid, wstatus);
+    return pf->helpers && pf_nccl_helpers_reaped(pf->helpers, pid, wstatus);
 }
 
 int pf_verdict_now(preflight_t *pf)

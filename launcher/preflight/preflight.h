@@ -2,8 +2,8 @@
  * before the workers start, in every agent (--preflight tcp|nccl).
  *
  * The agents of a round pair up (plan.h) and test each pair's link: tcp, agent to agent directly
- * (tcp.h); nccl, an all_reduce over both nodes' GPUs in helper processes podrun execs (nccl.h),
- * after one over each node's own GPUs. What the agents need from each other goes through the
+ * (tcp.h); nccl, an all_reduce over both nodes' GPUs in helper processes podrun execs
+ * (nccl_helpers.h), after one over each node's own GPUs. What the agents need from each other goes through the
  * job store the round runs on, under "podrun/<run_id>/pf/<round>/":
  *
  *   node/<k>            each agent: its name, address, listener port, workers

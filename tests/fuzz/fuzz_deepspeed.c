@@ -13,8 +13,9 @@
 
 #include "launcher/config/config.h"
 #include "launcher/discover/host.h"
-#include "launcher/env/deepspeed.h"
-#include "launcher/frontends/deepspeed.h"
+#include "launcher/fanout_cmd.h"
+#include "launcher/frontends/deepspeed_cli.h"
+#include "launcher/frontends/deepspeed_hosts.h"
 #include "launcher/frontends/frontend.h"
 
 #define WORDS_MAX 32
@@ -119,43 +120,44 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (c.ds_mode == CFG_DS_MODE_HEAD) {
             struct hostfile_resources w;
-            if (ds_world_info_decode(c.ds_world_info, &w, err, sizeof err) ||
+            if (deepspeed_hosts_world_decode(c.ds_world_info, &w, err, sizeof err) ||
                 (int)w.count != c.nnodes_max)
                 abort();
             hostfile_resources_free(&w);
             char **fwd = NULL, **words = NULL;
             int nfwd = 0;
-            if (!deepspeed_forward_options(argv + 1, nopts, &fwd, &nfwd) &&
-                !ds_words_split(c.ds_launcher_args, &words, NULL, err, sizeof err)) {
-                struct ds_remote rem = {"/bin/podrun", c.ds_world_info, c.master_addr,
-                                        c.master_port, "0123456789abcdef", "/tmp", true, true,
-                                        fwd, nfwd, c.program, c.program_argc, NULL, 0, "/w",
-                                        c.ds_venv_script};
+            if (!deepspeed_cli_forward_options(argv + 1, nopts, &fwd, &nfwd) &&
+                !deepspeed_hosts_words_split(c.ds_launcher_args, &words, NULL, err, sizeof err)) {
+                struct fanout_cmd_agent rem = {"/bin/podrun", c.ds_world_info, c.master_addr,
+                                               c.master_port, "0123456789abcdef", "/tmp", true,
+                                               true, fwd, nfwd, c.program, c.program_argc, NULL,
+                                               0, "/w", c.ds_venv_script};
                 char *cmd = NULL, *stop = NULL, *one = NULL, fan[16], **pa = NULL;
-                if (!ds_remote_command(&rem, &cmd) && !ds_stop_command(&rem, &stop) &&
-                    !ds_pdsh_argv("a,b", 2, words, ds_rcmd_is_exec(words, NULL), cmd, fan, &pa))
-                    ds_expand_host(cmd, "a", 1, &one);
+                if (!fanout_cmd_start(&rem, &cmd) && !fanout_cmd_stop(&rem, &stop) &&
+                    !fanout_cmd_pdsh_argv("a,b", 2, words, fanout_cmd_rcmd_is_exec(words, NULL),
+                                          cmd, fan, &pa))
+                    fanout_cmd_expand_host(cmd, "a", 1, &one);
                 free(pa);
                 free(cmd);
                 free(stop);
                 free(one);
             }
             free(fwd);
-            ds_words_free(words);
+            deepspeed_hosts_words_free(words);
         }
     }
     cfg_free(&c);
 
     /* the same bytes as world_info, launcher_args and a .deepspeed_env file */
     struct hostfile_resources w;
-    if (ds_world_info_decode(buf, &w, err, sizeof err) == 0)
+    if (deepspeed_hosts_world_decode(buf, &w, err, sizeof err) == 0)
         hostfile_resources_free(&w);
     else
         one_line(err);
     char **words = NULL;
-    if (ds_words_split(buf, &words, NULL, err, sizeof err) == 0)
-        ds_words_free(words);
-    if (ds_env_file_parse((const char *)data, size, "f", ignore, NULL, err, sizeof err))
+    if (deepspeed_hosts_words_split(buf, &words, NULL, err, sizeof err) == 0)
+        deepspeed_hosts_words_free(words);
+    if (deepspeed_hosts_env_file((const char *)data, size, "f", ignore, NULL, err, sizeof err))
         one_line(err);
     free(buf);
     return 0;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/preflight/records.h"
+#include "launcher/preflight/codec.h"
 
 static void same(const struct pf_buf *a, const struct pf_buf *b)
 {

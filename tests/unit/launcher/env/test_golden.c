@@ -247,7 +247,7 @@ static void run_case(struct golden *g)
     }
     CHECK_EQ_INT(c.nproc_per_node, g->nworkers);
     char **argv = NULL;
-    CHECK_EQ_INT(env_worker_argv(&c, &argv), 0);
+    CHECK_EQ_INT(env_argv_build(&c, &argv), 0);
     struct env_paddle_plan plan;
     memset(&plan, 0, sizeof plan);
     int ns = c.paddle_run_mode == CFG_PADDLE_PS ? c.paddle_server_num : 0;

@@ -1,4 +1,4 @@
-/* launcher/jobenv.h — each worker's environment under the launcher the front-end stands for
+/* launcher/env/jobenv.h — each worker's environment under the launcher the front-end stands for
  * (--worker-env torch|accelerate|paddle), and what that launcher needs to know about the whole
  * job before any worker starts.
  *
@@ -13,8 +13,8 @@
  * the job does not wait for. The job has finished when every other worker exited 0; the servers
  * are then stopped, and that stop is no failure. A node with servers only joins the rendezvous as
  * a service node (rdzv_node_desc_t.service), whose "done" the coordinator does not wait for. */
-#ifndef PODRUN_LAUNCHER_JOBENV_H
-#define PODRUN_LAUNCHER_JOBENV_H
+#ifndef PODRUN_LAUNCHER_ENV_JOBENV_H
+#define PODRUN_LAUNCHER_ENV_JOBENV_H
 
 #include <stdbool.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* tests/unit/launcher/frontends/test_deepspeed.c — the deepspeed front-end as golden tables: a
+/* tests/unit/launcher/frontends/test_deepspeed_cli.c — the deepspeed front-end as golden tables: a
  * hostfile and a command line (include/exclude, --num_nodes/--num_gpus, --no_ssh, world_info)
  * on a fake machine -> what this node runs (mode, node rank, node count, workers, slot ids, the
  * head's world_info), and every error text of DeepSpeed's hostfile and selection
@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "tests/unit/launcher/operators/op_test.h"
-#include "launcher/env/deepspeed.h"
-#include "launcher/frontends/deepspeed.h"
+#include "launcher/frontends/deepspeed_cli.h"
+#include "launcher/frontends/deepspeed_hosts.h"
 
 /* `podrun deepspeed FLAGS train.py` on machine m with env and ngpus GPUs found. */
 static int load_ds_gpus(struct cfg *c, char **env, struct fake_machine *m,
@@ -40,11 +40,11 @@ static void world_text(const char *wi, char *out, size_t cap)
 {
     struct hostfile_resources r;
     out[0] = '\0';
-    if (!wi || ds_world_info_decode(wi, &r, err, sizeof err))
+    if (!wi || deepspeed_hosts_world_decode(wi, &r, err, sizeof err))
         return;
     for (size_t i = 0; i < r.count; i++) {
         char s[256];
-        ds_slots_format(r.nodes[i].slots, r.nodes[i].nslots, s, sizeof s);
+        deepspeed_hosts_slots_format(r.nodes[i].slots, r.nodes[i].nslots, s, sizeof s);
         snprintf(out + strlen(out), cap - strlen(out), "%s%s:%s", i ? " " : "", r.nodes[i].host,
                  s);
     }
@@ -353,7 +353,8 @@ static void test_forward_options(void)
                     "--force_multi", "-m", "-Hother", "-iw-1", "-r3"};
     char **out;
     int n;
-    CHECK_EQ_INT(deepspeed_forward_options(argv, (int)(sizeof argv / sizeof *argv), &out, &n), 0);
+    int nargs = (int)(sizeof argv / sizeof *argv);
+    CHECK_EQ_INT(deepspeed_cli_forward_options(argv, nargs, &out, &n), 0);
     const char *want[] = {"--no_local_rank", "--max-restarts", "2", "-q", "--module",
                           "--enable_each_rank_log", "/l", "--python=/py", "-m", "-r3"};
     CHECK_EQ_INT(n, (int)(sizeof want / sizeof *want));

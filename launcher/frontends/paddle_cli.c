@@ -1,4 +1,4 @@
-/* launcher/frontends/paddle.c — `python -m paddle.distributed.launch`'s words
+/* launcher/frontends/paddle_cli.c — `python -m paddle.distributed.launch`'s words
  * (PaddlePaddle/Paddle: python/paddle/distributed/launch/context/args_envs.py; reference/
  * launchers.md §3.1): its flags, the PADDLE_* variables it reads in their place (env_args_mapping,
  * at the rank of a launcher's own environment, below the command line), and what its controllers
@@ -6,7 +6,7 @@
  * trainers this node runs, and where the job's rendezvous is.
  *
  * Paddle's own HTTP or etcd master is not used: `--master IP:PORT` names the node that hosts
- * podrun's job store, which agrees on ranks and on every worker's endpoint (launcher/jobenv.c).
+ * podrun's job store, which agrees on ranks and on every worker's endpoint (launcher/env/jobenv.c).
  * Without --master, a job with --ips (or --servers/--trainers lists) rendezvouses at the first
  * host listed, port 6768, the port Paddle's own --ips handshake uses. */
 #include "launcher/frontends/frontend.h"

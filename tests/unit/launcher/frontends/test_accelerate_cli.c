@@ -1,4 +1,4 @@
-/* tests/unit/launcher/frontends/test_accelerate.c — accelerate launch's vocabulary: the verb,
+/* tests/unit/launcher/frontends/test_accelerate_cli.c — accelerate launch's vocabulary: the verb,
  * both spellings, accelerate's rule for config file against command line (its quirk included),
  * where each value says it came from, and what is refused. */
 #include <errno.h>

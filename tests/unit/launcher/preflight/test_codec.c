@@ -1,10 +1,10 @@
-/* tests/unit/launcher/preflight/test_records.c — the preflight records round-trip any text, and
+/* tests/unit/launcher/preflight/test_codec.c — the preflight records round-trip any text, and
  * bytes that are not a record are refused. */
 #include <errno.h>
 #include <string.h>
 
 #include "tests/unit/check.h"
-#include "launcher/preflight/records.h"
+#include "launcher/preflight/codec.h"
 
 static void test_node(void)
 {

@@ -1,6 +1,6 @@
-/* launcher/preflight/records.c — the preflight check's store values as text (pure; see
- * records.h). */
-#include "launcher/preflight/records.h"
+/* launcher/preflight/codec.c — the preflight check's store values as text (pure; see
+ * codec.h). */
+#include "launcher/preflight/codec.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,5 +1,6 @@
-/* launcher/preflight/nccl.c — one nccl test's helper processes, from the agent (see nccl.h). */
-#include "launcher/preflight/nccl.h"
+/* launcher/preflight/nccl_helpers.c — one nccl test's helper processes, from the agent (see
+ * nccl_helpers.h). */
+#include "launcher/preflight/nccl_helpers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +17,7 @@
 #define PF_HELPER_LINE 1024
 #define PF_HELPER_GRACE_MS 10000   /* past their own deadline, helpers get SIGKILL */
 
-struct pf_helpers {
+struct pf_nccl_helpers {
     worker_group_t g;
     uv_timer_t timer;
     struct pf_nccl_test t;
@@ -30,7 +31,7 @@ struct pf_helpers {
 };
 
 /* The node's figure: the lowest bus bandwidth, or the first failure by local rank. */
-static void helpers_finish(struct pf_helpers *h)
+static void helpers_finish(struct pf_nccl_helpers *h)
 {
     if (h->finished)
         return;
@@ -54,7 +55,7 @@ static void helpers_finish(struct pf_helpers *h)
 
 static void helpers_closed(uv_handle_t *t)
 {
-    struct pf_helpers *h = t->data;
+    struct pf_nccl_helpers *h = t->data;
     free(h->pipes);
     free(h->figs);
     free(h);
@@ -62,7 +63,7 @@ static void helpers_closed(uv_handle_t *t)
 
 /* Both timers close in one pass of the loop; ours, closed first, finishes last (libuv finishes
  * the closing handles newest first), so the struct is freed after the group's timer is done. */
-static void helpers_free(struct pf_helpers *h)
+static void helpers_free(struct pf_nccl_helpers *h)
 {
     for (int i = 0; i < h->t.nproc; i++)
         if (h->pipes[i] >= 0)
@@ -79,7 +80,7 @@ static void helpers_free_later(uv_timer_t *t)
 /* What a reaped helper said, or why it said nothing. */
 static void helper_exit(worker_group_t *g, worker_t *w)
 {
-    struct pf_helpers *h = g->data;
+    struct pf_nccl_helpers *h = g->data;
     int lr = w->index;
     struct pf_figure *f = &h->figs[lr];
     char line[PF_HELPER_LINE] = "";
@@ -109,13 +110,13 @@ static void helper_exit(worker_group_t *g, worker_t *w)
 
 static void helpers_deadline(uv_timer_t *t)
 {
-    struct pf_helpers *h = t->data;
+    struct pf_nccl_helpers *h = t->data;
     h->killed = true;
     workers_signal(&h->g, SIGKILL);
 }
 
 /* argv of one helper; strings in `space`. */
-static void helper_argv(const struct pf_helpers *h, int lr, int device, char **argv,
+static void helper_argv(const struct pf_nccl_helpers *h, int lr, int device, char **argv,
                         char space[][160])
 {
     int k = 0, s = 0;
@@ -138,7 +139,7 @@ static void helper_argv(const struct pf_helpers *h, int lr, int device, char **a
 }
 
 /* Starts helper lr: its result pipe, its worker environment and CPUs. */
-static int helper_spawn(struct pf_helpers *h, int lr)
+static int helper_spawn(struct pf_nccl_helpers *h, int lr)
 {
     char **env = NULL;
     const cpu_set_t *cpus = NULL;
@@ -166,11 +167,11 @@ static int helper_spawn(struct pf_helpers *h, int lr)
     return 0;
 }
 
-int pf_helpers_start(uv_loop_t *loop, const struct pf_nccl_test *t,
-                     void (*done)(void *arg, const struct pf_figure *f), void *arg,
-                     pf_helpers_t **out)
+int pf_nccl_helpers_start(uv_loop_t *loop, const struct pf_nccl_test *t,
+                          void (*done)(void *arg, const struct pf_figure *f), void *arg,
+                          pf_nccl_helpers_t **out)
 {
-    struct pf_helpers *h = calloc(1, sizeof *h);
+    struct pf_nccl_helpers *h = calloc(1, sizeof *h);
     if (!h)
         return -ENOMEM;
     h->t = *t;
@@ -206,12 +207,12 @@ int pf_helpers_start(uv_loop_t *loop, const struct pf_nccl_test *t,
     return 0;
 }
 
-int pf_helpers_reaped(pf_helpers_t *h, pid_t pid, int wstatus)
+int pf_nccl_helpers_reaped(pf_nccl_helpers_t *h, pid_t pid, int wstatus)
 {
     return workers_reaped(&h->g, pid, wstatus) != NULL;
 }
 
-void pf_helpers_cancel(pf_helpers_t *h)
+void pf_nccl_helpers_cancel(pf_nccl_helpers_t *h)
 {
     h->cancelled = true;
     workers_signal(&h->g, SIGKILL);

@@ -1,4 +1,4 @@
-/* launcher/frontends/deepspeed.c — DeepSpeed's `deepspeed` command line (runner.py, and the
+/* launcher/frontends/deepspeed_cli.c — DeepSpeed's `deepspeed` command line (runner.py, and the
  * launch.py words the head passes to each host; reference/launchers.md §1).
  *
  * What the command line means here (the ds-mode setting, decided by the discover hook):
@@ -13,7 +13,7 @@
  *    warning (main prints it); a hostfile named with -H that is missing is an error (DeepSpeed
  *    silently runs a one-node job then, deepspeedai/DeepSpeed#5221).
  * Include/exclude have DeepSpeed's documented semantics (discover/hostfile.h: hostfile_select). */
-#include "launcher/frontends/deepspeed.h"
+#include "launcher/frontends/deepspeed_cli.h"
 #include "launcher/frontends/frontend.h"
 
 #include <ctype.h>
@@ -24,8 +24,8 @@
 
 #include "launcher/config/settings.h"
 #include "launcher/discover/host.h"
-#include "launcher/env/deepspeed.h"
 #include "launcher/env/environ.h"
+#include "launcher/frontends/deepspeed_hosts.h"
 #include "launcher/operators/adapter.h"
 #include "launcher/operators/hostsource.h"
 #include "rdzv/base/common.h"
@@ -128,7 +128,7 @@ static int set_devices(struct cfg *c, const int *slots, size_t n, const char *sr
                        size_t errlen)
 {
     char list[HOSTFILE_SLOTS_MAX * 5 + 1];
-    ds_slots_format(slots, n, list, sizeof list);
+    deepspeed_hosts_slots_format(slots, n, list, sizeof list);
     int r = op_setn(c, CFG_NPROC_PER_NODE, (long)n, CFG_SRC_HOSTFILE, err, errlen, "%s", src);
     return r ? r : op_set(c, CFG_DS_DEVICES, list, CFG_SRC_HOSTFILE, err, errlen, "%s", src);
 }
@@ -142,7 +142,7 @@ static int set_mode(struct cfg *c, const char *mode, const char *why, char *err,
 static int from_world_info(struct cfg *c, char *err, size_t errlen)
 {
     struct hostfile_resources w;
-    int r = ds_world_info_decode(c->ds_world_info, &w, err, errlen);
+    int r = deepspeed_hosts_world_decode(c->ds_world_info, &w, err, errlen);
     if (r)
         return r;
     if ((size_t)c->node_rank >= w.count)
@@ -228,7 +228,7 @@ static int head(struct cfg *c, const char *path, const struct hostfile_resources
                 char *err, size_t errlen)
 {
     char *wi = NULL;
-    int r = ds_world_info_encode(active, &wi);
+    int r = deepspeed_hosts_world_encode(active, &wi);
     if (r == -EILSEQ)
         return fail(-EINVAL, err, errlen, "%s: a host name is not UTF-8 text; write each host "
                     "as its DNS name or address", path);
@@ -458,7 +458,7 @@ static void deepspeed_usage(FILE *f)
 const struct frontend fe_deepspeed = {"deepspeed", &deepspeed_vocab, deepspeed_usage, "deepspeed",
                                       "deepspeed", NULL};
 
-int deepspeed_forward_options(char **argv, int nopts, char ***out, int *nout)
+int deepspeed_cli_forward_options(char **argv, int nopts, char ***out, int *nout)
 {
     char **v = calloc((size_t)nopts + 1, sizeof *v);
     if (!v)

@@ -1,4 +1,4 @@
-/* tests/unit/launcher/frontends/test_paddle.c — paddle.distributed.launch's vocabulary: flags
+/* tests/unit/launcher/frontends/test_paddle_cli.c — paddle.distributed.launch's vocabulary: flags
  * over the PADDLE_* forms, the rendezvous from --master, parameter-server plans. */
 #include <errno.h>
 #include <string.h>

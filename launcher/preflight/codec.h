@@ -1,4 +1,4 @@
-/* launcher/preflight/records.h — the preflight check's values in the job store, as text.
+/* launcher/preflight/codec.h — the preflight check's values in the job store, as text.
  *
  * Pure code. A record is "key=value" lines; in a value a backslash and a newline are written as
  * "\\" and "\n", so any text round-trips. Decoders take bytes from other agents: anything that is
@@ -10,8 +10,8 @@
  *   plan     the judge's: skip=1, or link=A B lines (the round's links, in order)
  *   verdict  the judge's: nodes, host_bad (the store's host is bad), bad=RANK<TAB>NAME<TAB>KIND
  *            <TAB>REASON lines, line=TEXT lines (the table) */
-#ifndef PODRUN_PREFLIGHT_RECORDS_H
-#define PODRUN_PREFLIGHT_RECORDS_H
+#ifndef PODRUN_PREFLIGHT_CODEC_H
+#define PODRUN_PREFLIGHT_CODEC_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -82,7 +82,7 @@ void pf_verdict_line(struct pf_buf *b, const char *text);
 int pf_verdict_decode(const char *val, size_t len, struct pf_verdict_rec *v);
 void pf_verdict_free(struct pf_verdict_rec *v);
 
-/* The nccl helper's one line on its stdout (nccl.h):
+/* The nccl helper's one line on its stdout (nccl_helpers.h):
  *   ok busbw=B algbw=B seconds=S version=V
  *   fail stage=STAGE REASON
  * parsed into f (done set; ok with bw the bus bandwidth, else the stage and reason). -EINVAL

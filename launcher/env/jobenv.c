@@ -1,6 +1,6 @@
-/* launcher/jobenv.c — the workers' environment per front-end, and paddle's endpoint agreement
+/* launcher/env/jobenv.c — the workers' environment per front-end, and paddle's endpoint agreement
  * through the job store (see jobenv.h). */
-#include "launcher/jobenv.h"
+#include "launcher/env/jobenv.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* launcher/frontends/accelerate.c — `accelerate launch`'s words (huggingface/accelerate:
+/* launcher/frontends/accelerate_cli.c — `accelerate launch`'s words (huggingface/accelerate:
  * commands/launch.py; reference/launchers.md §2): every launching flag in both spellings, its
  * config file (commands/config/config_args.py) and the arithmetic its multi-GPU launcher does
  * before handing over to torchrun (utils/launch.py prepare_multi_gpu_env).
