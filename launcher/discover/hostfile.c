@@ -10,22 +10,10 @@
 #include <string.h>
 
 #include "launcher/discover/hostlist.h"
+#include "rdzv/common.h"
 
 #define QUOTE 80    /* a quoted piece of a line in a message */
 #define QNAME 256   /* a quoted file name in a message */
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 static int is_ws(char c)
 {
@@ -112,7 +100,7 @@ static int line_fail(const struct parser *ps, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return fail(ps->err, ps->errlen, -EINVAL, "%s:%u: %s", ps->name, ps->ln->no, msg);
+    return podrun_failf(-EINVAL, ps->err, ps->errlen, "%s:%u: %s", ps->name, ps->ln->no, msg);
 }
 
 /* DeepSpeed: `^(\S+)\s+slots=(\d+)` on the stripped line, the rest ignored. */
@@ -366,11 +354,11 @@ static int repeat_fail(enum hostfile_dialect d, const char *qname, const struct 
     char qh[QUOTE];
     quote_str(qh, sizeof qh, b->host);
     if (d == HOSTFILE_DEEPSPEED)
-        return fail(err, errlen, -EINVAL,
+        return podrun_failf(-EINVAL, err, errlen,
                     "%s:%u: Hostfile contains multiple entries for %s, unable to proceed with "
                     "launching (line %u has it too; list each host once)",
                     qname, b->line, qh, a->line);
-    return fail(err, errlen, -EINVAL,
+    return podrun_failf(-EINVAL, err, errlen,
                 "%s:%u: host %s is listed twice (lines %u and %u); list each host once", qname,
                 b->line, qh, a->line, b->line);
 }
@@ -388,7 +376,7 @@ int hostfile_parse(struct hostfile *hf, const char *text, size_t len,
     hf->name = strdup(name ? name : "hostfile");
     hf->store = malloc(len + 1);
     if (!hf->name || !hf->store)
-        return fail(err, errlen, -ENOMEM, "%s: out of memory", qname);
+        return podrun_failf(-ENOMEM, err, errlen, "%s: out of memory", qname);
     /* every line stops at the first error; repeats among the lines before it come first */
     while (next_line(text, len, &pos, &ln)) {
         struct parsed e;
@@ -399,7 +387,8 @@ int hostfile_parse(struct hostfile *hf, const char *text, size_t len,
             break;
         rc = 0;
         if (hf->count == HOSTFILE_HOSTS_MAX) {
-            rc = fail(err, errlen, -E2BIG, "%s:%u: more than %d hosts; split the job", qname,
+            rc = podrun_failf(-E2BIG, err, errlen,
+                      "%s:%u: more than %d hosts; split the job", qname,
                       ln.no, HOSTFILE_HOSTS_MAX);
             break;
         }
@@ -407,7 +396,7 @@ int hostfile_parse(struct hostfile *hf, const char *text, size_t len,
             size_t ncap = cap ? cap * 2 : 16;
             struct hostfile_entry *ne = realloc(hf->entries, ncap * sizeof *ne);
             if (!ne) {
-                rc = fail(err, errlen, -ENOMEM, "%s: out of memory", qname);
+                rc = podrun_failf(-ENOMEM, err, errlen, "%s: out of memory", qname);
                 break;
             }
             hf->entries = ne;
@@ -422,18 +411,18 @@ int hostfile_parse(struct hostfile *hf, const char *text, size_t len,
     }
     const struct hostfile_entry *a = NULL, *b = NULL;
     if (hf->count > 1 && first_repeat(hf, &a, &b) < 0)
-        return fail(err, errlen, -ENOMEM, "%s: out of memory", qname);
+        return podrun_failf(-ENOMEM, err, errlen, "%s: out of memory", qname);
     if (b)
         return repeat_fail(dialect, qname, a, b, err, errlen);
     if (rc)
         return rc;
     if (hf->count == 0) {
         if (dialect == HOSTFILE_DEEPSPEED)
-            return fail(err, errlen, -EINVAL,
+            return podrun_failf(-EINVAL, err, errlen,
                         "%s: Hostfile is empty or not formatted correctly, unable to proceed "
                         "with launching. (add one \"HOSTNAME slots=N\" line per host)",
                         qname);
-        return fail(err, errlen, -EINVAL,
+        return podrun_failf(-EINVAL, err, errlen,
                     "%s: no host in it (only blank lines and comments); list one host per line",
                     qname);
     }
@@ -541,21 +530,22 @@ int hostfile_resources_from(struct hostfile_resources *r, const struct hostfile 
     for (int i = 0; i < HOSTFILE_SLOTS_MAX; i++)
         ids[i] = i;
     if (set_source(r, hf->name))
-        return fail(err, errlen, -ENOMEM, "%s: out of memory", qname);
+        return podrun_failf(-ENOMEM, err, errlen, "%s: out of memory", qname);
     for (size_t i = 0; i < hf->count; i++) {
         const struct hostfile_entry *e = &hf->entries[i];
         int n = e->slots != HOSTFILE_SLOTS_UNSET ? e->slots : default_slots;
         quote_str(qh, sizeof qh, e->host);
         if (n < 0)
-            return fail(err, errlen, -EINVAL,
+            return podrun_failf(-EINVAL, err, errlen,
                         "%s:%u: host %s has no slot count; write it as \"%s slots=N\"", qname,
                         e->line, qh, qh);
         if (n > HOSTFILE_SLOTS_MAX)
-            return fail(err, errlen, -EINVAL, "%s:%u: host %s: %d slots is more than %d", qname,
+            return podrun_failf(-EINVAL, err, errlen,
+                        "%s:%u: host %s: %d slots is more than %d", qname,
                         e->line, qh, n, HOSTFILE_SLOTS_MAX);
         int rc = node_push(r, e->host, e->line, ids, (size_t)n);
         if (rc)
-            return fail(err, errlen, rc, "%s: out of memory", qname);
+            return podrun_failf(rc, err, errlen, "%s: out of memory", qname);
     }
     return 0;
 }
@@ -576,10 +566,11 @@ int hostfile_resources_add(struct hostfile_resources *r, const char *source, con
     char qh[QUOTE];
     quote_str(qh, sizeof qh, host);
     if (set_source(r, source))
-        return fail(err, errlen, -ENOMEM, "out of memory");
+        return podrun_failf(-ENOMEM, err, errlen, "out of memory");
     for (size_t i = 0; i < nslots; i++) {
         if (slots[i] < 0 || slots[i] >= HOSTFILE_SLOTS_MAX)
-            return fail(err, errlen, -EINVAL, "host %s: slot id %d is not in 0..%d", qh, slots[i],
+            return podrun_failf(-EINVAL, err, errlen,
+                        "host %s: slot id %d is not in 0..%d", qh, slots[i],
                         HOSTFILE_SLOTS_MAX - 1);
         if (!seen[slots[i]]++)
             ids[n++] = slots[i];
@@ -587,11 +578,13 @@ int hostfile_resources_add(struct hostfile_resources *r, const char *source, con
     qsort(ids, n, sizeof ids[0], cmp_int);
     for (size_t i = 0; i < r->count; i++)
         if (strcmp(r->nodes[i].host, host) == 0)
-            return fail(err, errlen, -EINVAL, "host %s is listed twice; list each host once", qh);
+            return podrun_failf(-EINVAL, err, errlen,
+                    "host %s is listed twice; list each host once", qh);
     int rc = node_push(r, host, line, ids, n);
     if (rc == -E2BIG)
-        return fail(err, errlen, rc, "more than %d hosts; split the job", HOSTFILE_HOSTS_MAX);
-    return rc ? fail(err, errlen, rc, "out of memory") : 0;
+        return podrun_failf(rc, err, errlen,
+                "more than %d hosts; split the job", HOSTFILE_HOSTS_MAX);
+    return rc ? podrun_failf(rc, err, errlen, "out of memory") : 0;
 }
 
 void hostfile_resources_free(struct hostfile_resources *r)
@@ -641,7 +634,7 @@ static int spec_fail(const struct spec *s, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return fail(s->err, s->errlen, code, "%s \"%s\": %s", s->flag, s->q, msg);
+    return podrun_failf(code, s->err, s->errlen, "%s \"%s\": %s", s->flag, s->q, msg);
 }
 
 static int cmp_pool(const void *a, const void *b, void *pool)
@@ -808,7 +801,7 @@ static int select_list(struct hostfile_resources *out, const struct hostfile_res
     s.seq = calloc(pool->count + 1, sizeof *s.seq);
     s.m = calloc(pool->count + 1, sizeof *s.m);
     if (!s.order || !s.seq || !s.m) {
-        rc = fail(err, errlen, -ENOMEM, "out of memory");
+        rc = podrun_failf(-ENOMEM, err, errlen, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < pool->count; i++)
@@ -819,7 +812,7 @@ static int select_list(struct hostfile_resources *out, const struct hostfile_res
     for (size_t i = 0; i < pool->count && !rc; i++) {
         size_t n = spec_keep(&pool->nodes[i], &s.m[i], include, ids);
         if (n && node_push(out, pool->nodes[i].host, pool->nodes[i].line, ids, n))
-            rc = fail(err, errlen, -ENOMEM, "out of memory");
+            rc = podrun_failf(-ENOMEM, err, errlen, "out of memory");
     }
 done:
     free(s.order);
@@ -844,20 +837,20 @@ int hostfile_select(struct hostfile_resources *out, const struct hostfile_resour
     quote_str(qe, sizeof qe, exc);
     quote_str(qname, sizeof qname, pool->source);
     if (set_source(out, pool->source))
-        return fail(err, errlen, -ENOMEM, "out of memory");
+        return podrun_failf(-ENOMEM, err, errlen, "out of memory");
     if ((sel->num_nodes >= 0 || sel->num_gpus >= 0) && (inc || exc))
-        return fail(err, errlen, -EINVAL,
+        return podrun_failf(-EINVAL, err, errlen,
                     "%s with %s: Cannot specify num_nodes/gpus with include/exclude (choose "
                     "resources one way)",
                     sel->num_nodes >= 0 ? "--num_nodes" : "--num_gpus",
                     inc ? "--include" : "--exclude");
     if (inc && exc)
-        return fail(err, errlen, -EINVAL,
+        return podrun_failf(-EINVAL, err, errlen,
                     "--include \"%s\" and --exclude \"%s\": include_str and exclude_str are "
                     "mutually exclusive. (give one of them)",
                     qi, qe);
     if (sel->num_nodes == 0 || sel->num_gpus == 0)
-        return fail(err, errlen, -EINVAL, "%s 0: give at least 1 (or leave it out for all)",
+        return podrun_failf(-EINVAL, err, errlen, "%s 0: give at least 1 (or leave it out for all)",
                     sel->num_nodes == 0 ? "--num_nodes" : "--num_gpus");
     if (inc || exc) {
         rc = select_list(out, pool, inc ? "--include" : "--exclude", inc ? inc : exc, !!inc, err,
@@ -875,14 +868,14 @@ int hostfile_select(struct hostfile_resources *out, const struct hostfile_resour
                 char qh[QUOTE];
                 quote_str(qh, sizeof qh, node->host);
                 if ((size_t)sel->num_gpus > k)
-                    return fail(err, errlen, -EINVAL,
+                    return podrun_failf(-EINVAL, err, errlen,
                                 "--num_gpus %d: host %s has only %zu slots (%s); lower "
                                 "--num_gpus or give the host more slots",
                                 sel->num_gpus, qh, k, qname);
                 k = (size_t)sel->num_gpus;
             }
             if (node_push(out, node->host, node->line, node->slots, k))
-                return fail(err, errlen, -ENOMEM, "out of memory");
+                return podrun_failf(-ENOMEM, err, errlen, "out of memory");
         }
     }
     size_t total = 0;
@@ -892,11 +885,11 @@ int hostfile_select(struct hostfile_resources *out, const struct hostfile_resour
         char hosts[512];
         pool_text(hosts, sizeof hosts, pool);
         if (inc || exc)
-            return fail(err, errlen, -EINVAL,
+            return podrun_failf(-EINVAL, err, errlen,
                         "%s \"%s\" leaves no slot to run on (hosts in %s: %s); select at least "
                         "one",
                         inc ? "--include" : "--exclude", inc ? qi : qe, qname, hosts);
-        return fail(err, errlen, -EINVAL,
+        return podrun_failf(-EINVAL, err, errlen,
                     "%s: no host has a slot (hosts: %s); give at least one host slots=N", qname,
                     hosts);
     }
@@ -1024,7 +1017,7 @@ int hostfile_find_self(const struct hostfile *hf, const struct hostfile_resource
         char hosts[512];
         hosts_text(hosts, sizeof hosts, hf->count ? &hf->entries[0].host : NULL,
                    sizeof hf->entries[0], hf->count);
-        return fail(err, errlen, -ENOENT,
+        return podrun_failf(-ENOENT, err, errlen,
                     "this pod (%s) is not in hostfile %s (hosts: %s); add its name or address "
                     "to the file",
                     me, qname, hosts);
@@ -1035,7 +1028,7 @@ int hostfile_find_self(const struct hostfile *hf, const struct hostfile_resource
     if (nhit == 2) {
         char qh2[QUOTE];
         quote_str(qh2, sizeof qh2, hf->entries[hit[1]].host);
-        return fail(err, errlen, -EEXIST,
+        return podrun_failf(-EEXIST, err, errlen,
                     "this pod (%s) is named by two lines of hostfile %s: line %u (%s) and line "
                     "%u (%s); keep one line per pod",
                     me, qname, e->line, qh, hf->entries[hit[1]].line, qh2);
@@ -1050,7 +1043,7 @@ int hostfile_find_self(const struct hostfile *hf, const struct hostfile_resource
             *node_rank = i;
             return 0;
         }
-    return fail(err, errlen, -ESRCH,
+    return podrun_failf(-ESRCH, err, errlen,
                 "this pod is line %u (%s) of hostfile %s, which the resource selection leaves "
                 "out; select it, or do not start podrun in this pod",
                 e->line, qh, qname);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rdzv/text.h"
+
 /* Alive: could be (or become) a node of this job. A pod being deleted or finished cannot. */
 static int pod_alive(const struct k8s_pod *p)
 {
@@ -17,19 +19,6 @@ static int pod_alive(const struct k8s_pod *p)
 static int pod_usable(const struct k8s_pod *p)
 {
     return pod_alive(p) && p->ready && p->ip[0] && strcmp(p->phase, "Running") == 0;
-}
-
-static void line_add(char *line, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void line_add(char *line, size_t cap, const char *fmt, ...)
-{
-    size_t n = strlen(line);
-    if (n + 1 >= cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line + n, cap - n, fmt, ap);
-    va_end(ap);
 }
 
 /* "NAME (why: detail)" for each of the job's pods that is not usable, the first few by name. */
@@ -45,12 +34,12 @@ static void name_unready(char *line, size_t cap, const struct k8s_pod *const *jo
             continue;
         }
         const char *why = p->why[0] ? p->why : p->ip[0] ? "not Ready" : "no IP yet";
-        line_add(line, cap, "%s%s (%s%s%.120s)", named ? ", " : "", p->name, why,
+        text_appendf(line, cap, "%s%s (%s%s%.120s)", named ? ", " : "", p->name, why,
                  p->why_detail[0] ? ": " : "", p->why_detail);
         named++;
     }
     if (more)
-        line_add(line, cap, " and %d more", more);
+        text_appendf(line, cap, " and %d more", more);
 }
 
 /* The waiting line: how many are there, who is not and why, how many do not exist yet. */
@@ -61,20 +50,22 @@ static void wait_line(struct k8s_plan *out, const struct k8s_plan_params *p,
     size_t cap = sizeof out->line;
     line[0] = '\0';
     if (p->min_nodes == p->max_nodes)
-        line_add(line, cap, "%d/%d pods Running and Ready", out->ready, p->max_nodes);
+        text_appendf(line, cap, "%d/%d pods Running and Ready", out->ready, p->max_nodes);
     else
-        line_add(line, cap, "%d pods Running and Ready, waiting for at least %d (at most %d)",
+        text_appendf(line, cap, "%d pods Running and Ready, waiting for at least %d (at most %d)",
                  out->ready, p->min_nodes, p->max_nodes);
     if (out->ready < njob) {
-        line_add(line, cap, "; not yet: ");
+        text_appendf(line, cap, "; not yet: ");
         name_unready(line, cap, job, njob);
     }
     if (njob < p->min_nodes || (p->min_nodes == p->max_nodes && njob < p->max_nodes)) {
         int missing = p->min_nodes - njob;
-        line_add(line, cap, "; %d more pod%s not created yet", missing, missing == 1 ? "" : "s");
+        text_appendf(line, cap, "; %d more pod%s not created yet", missing,
+                     missing == 1 ? "" : "s");
     }
     if (out->self && !pod_usable(out->self))
-        line_add(line, cap, "; this pod is %s", out->self->why[0] ? out->self->why : "not Ready");
+        text_appendf(line, cap, "; this pod is %s",
+                     out->self->why[0] ? out->self->why : "not Ready");
 }
 
 int k8s_plan(const struct k8s_pods *t, const struct k8s_plan_params *p, struct k8s_plan *out)
