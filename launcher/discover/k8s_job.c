@@ -2,11 +2,13 @@
 #include "k8s_job.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rdzv/common.h"
 #include "rdzv/text.h"
 
 /* Alive: could be (or become) a node of this job. A pod being deleted or finished cannot. */
@@ -142,4 +144,91 @@ int k8s_pod_gone(const struct k8s_pods *t, const char *ns, const char *name, con
         return 0;
     snprintf(buf, cap, "%s", why);
     return 1;
+}
+
+/* ---- the job's selector from a pod's own labels ---- */
+
+static const struct selector_rule {
+    const char *operator;
+    const char *keys[3];        /* keys[0] must be there; the others join it when present */
+} selector_rules[] = {
+    {"LeaderWorkerSet", {"leaderworkerset.sigs.k8s.io/name",
+                         "leaderworkerset.sigs.k8s.io/group-index", NULL}},
+    {"JobSet", {"jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name",
+                NULL}},
+    {"Kubeflow", {"training.kubeflow.org/job-name", "training.kubeflow.org/operator-name",
+                  NULL}},
+    {"Volcano", {"volcano.sh/job-name", NULL, NULL}},
+    {"Indexed Job", {"batch.kubernetes.io/job-name", NULL, NULL}},
+    {"Indexed Job", {"job-name", NULL, NULL}},
+    {"PaddleCloud", {"paddle-job", NULL, NULL}},
+};
+
+static const char *jstr(json_t *v)
+{
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* A label value as the API allows it: at most 63 of [A-Za-z0-9._-], nothing that could change
+ * the meaning of the selector it goes into. */
+static int label_value_ok(const char *v)
+{
+    size_t n = strlen(v);
+    if (n > K8S_LABEL_MAX)
+        return 0;
+    for (const char *c = v; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '.' || *c == '_' || *c == '-'))
+            return 0;
+    return 1;
+}
+
+int k8s_job_selector(const char *json, size_t len, char *out, size_t cap, const char **which,
+                     char *err, size_t err_cap)
+{
+    if (cap)
+        out[0] = '\0';
+    json_t *root = k8s_pods_parse_object(json, len, err, err_cap);
+    if (!root)
+        return -EPROTO;
+    int rc = -ENOENT;
+    const char *kind = jstr(json_object_get(root, "kind"));
+    json_t *labels = json_object_get(json_object_get(root, "metadata"), "labels");
+    if (kind && strcmp(kind, "Pod") != 0) {
+        sfmt(err, err_cap, "not a Pod (kind %s)", kind);
+        rc = -EPROTO;
+        goto out;
+    }
+    for (size_t r = 0; r < sizeof selector_rules / sizeof selector_rules[0]; r++) {
+        const struct selector_rule *rule = &selector_rules[r];
+        if (!jstr(json_object_get(labels, rule->keys[0])))
+            continue;
+        textbuf_t o = text_start(out, cap);
+        rc = 0;
+        for (int k = 0; k < 3 && rule->keys[k] && !rc; k++) {
+            const char *v = jstr(json_object_get(labels, rule->keys[k]));
+            if (!v)
+                continue;
+            if (!label_value_ok(v)) {
+                sfmt(err, err_cap, "label %s is not a label value", rule->keys[k]);
+                rc = -EPROTO;
+            }
+            text_printf(&o, "%s%s=%s", o.len ? "," : "", rule->keys[k], v);
+        }
+        if (!rc && o.cut)
+            rc = -ENOSPC;
+        if (!rc)
+            rc = (int)o.len;
+        else if (cap)
+            out[0] = '\0';
+        if (which)
+            *which = rule->operator;
+        goto out;
+    }
+    sfmt(err, err_cap, "none of the labels operators give their pods (%s, %s, %s, %s, ...)",
+           selector_rules[0].keys[0], selector_rules[1].keys[0], selector_rules[2].keys[0],
+           selector_rules[3].keys[0]);
+out:
+    json_decref(root);
+    return rc;
 }
