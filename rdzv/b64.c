@@ -60,7 +60,7 @@ int b64_decode(const char *in, size_t n, void *out, size_t cap, unsigned flags)
     int bits = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)in[i];
-        if ((flags & B64_LOOSE) && blank(c))
+        if ((flags & B64_BLANKS) && blank(c))
             continue;
         if (c == '=') {
             pad++;
@@ -83,7 +83,7 @@ int b64_decode(const char *in, size_t n, void *out, size_t cap, unsigned flags)
      * is required) */
     if (pad > 2 || digits % 4 == 1)
         return -EINVAL;
-    if (!(flags & B64_LOOSE) && (digits + pad) % 4)
+    if (!(flags & B64_PAD_OPTIONAL) && (digits + pad) % 4)
         return -EINVAL;
     return len > INT_MAX ? -EINVAL : (int)len;
 }

@@ -3,7 +3,7 @@
  *
  * Who reads what: etcd's JSON gateway sends standard base64 with its padding (strict, the
  * default); a kubeconfig's *-data fields are standard base64 that YAML may fold over lines, with
- * or without padding (B64_LOOSE); DeepSpeed's --world_info is URL-safe. */
+ * or without padding (B64_BLANKS | B64_PAD_OPTIONAL); DeepSpeed's --world_info is URL-safe. */
 #ifndef PODRUN_RDZV_B64_H
 #define PODRUN_RDZV_B64_H
 
@@ -11,7 +11,8 @@
 
 #define B64_URL 0x1   /* the URL-safe alphabet instead of the standard one */
 #define B64_ANY 0x2   /* decode: either alphabet, even mixed */
-#define B64_LOOSE 0x4 /* decode: blanks (space, tab, CR, LF) skipped; padding optional */
+#define B64_BLANKS 0x4       /* decode: blanks (space, tab, CR, LF) skipped */
+#define B64_PAD_OPTIONAL 0x8 /* decode: the padding may be left out */
 
 /* Characters the base64 of n bytes takes (with padding), its NUL not counted. */
 #define B64_ENCODED_LEN(n) (4 * (((size_t)(n) + 2) / 3))
@@ -22,9 +23,9 @@
  * B64_ENCODED_LEN(n) + 1 bytes. flags: 0 or B64_URL. Returns the length. */
 size_t b64_encode(const void *in, size_t n, char *out, unsigned flags);
 
-/* Decodes in[0..n) into out (cap bytes). Without B64_LOOSE the text must be whole groups of four,
- * padding included, and '=' only at its end; with it, blanks are skipped and padding may be left
- * out, but '=' still only ends the text and at most two. Returns the length, or -EINVAL for text
+/* Decodes in[0..n) into out (cap bytes). The text is whole groups of four, padding included, with
+ * '=' only at its end; B64_PAD_OPTIONAL lets the padding be left out (at most two '=' still, and
+ * only at the end), B64_BLANKS skips blanks anywhere. Returns the length, or -EINVAL for text
  * that is not base64 (a byte outside the alphabet, '=' inside, one digit too many), -ENOSPC when
  * out is too small. */
 int b64_decode(const char *in, size_t n, void *out, size_t cap, unsigned flags);

@@ -171,7 +171,7 @@ static int copy_fields(yaml_document_t *d, yaml_node_t *m, const struct field *f
         char **dst = (char **)((char *)kc + fs[i].offset);
         if (fs[i].len_offset) {
             size_t *len = (size_t *)((char *)kc + fs[i].len_offset);
-            if (b64_decode_alloc(s, strlen(s), B64_LOOSE, dst, len) != 0) {
+            if (b64_decode_alloc(s, strlen(s), B64_BLANKS | B64_PAD_OPTIONAL, dst, len) != 0) {
                 sfmt(err, err_cap, "%s \"%s\": %s is not base64", what, name, fs[i].key);
                 return -EPROTO;
             }

@@ -68,34 +68,45 @@ static void test_strict(void)
 }
 
 /* A kubeconfig's *-data: folded over lines, padding optional, into a NUL-terminated buffer. */
+#define LOOSE (B64_BLANKS | B64_PAD_OPTIONAL)
+
 static void test_loose_alloc(void)
 {
     char *out;
     size_t len;
-    CHECK_EQ_INT(b64_decode_alloc("aGVsbG8=", 8, B64_LOOSE, &out, &len), 0);
+    CHECK_EQ_INT(b64_decode_alloc("aGVsbG8=", 8, LOOSE, &out, &len), 0);
     CHECK_EQ_STR(out, "hello");
     CHECK_EQ_INT(len, 5);
     free(out);
-    CHECK_EQ_INT(b64_decode_alloc("aGVs\nbG8h", 9, B64_LOOSE, &out, &len), 0);
+    CHECK_EQ_INT(b64_decode_alloc("aGVs\nbG8h", 9, LOOSE, &out, &len), 0);
     CHECK_EQ_STR(out, "hello!");
     free(out);
-    CHECK_EQ_INT(b64_decode_alloc(" aGVs\r\n\tbG8 ", 12, B64_LOOSE, &out, &len), 0);
+    CHECK_EQ_INT(b64_decode_alloc(" aGVs\r\n\tbG8 ", 12, LOOSE, &out, &len), 0);
     CHECK_EQ_STR(out, "hello");
     free(out);
-    CHECK_EQ_INT(b64_decode_alloc("", 0, B64_LOOSE, &out, &len), 0);
+    CHECK_EQ_INT(b64_decode_alloc("", 0, LOOSE, &out, &len), 0);
     CHECK_EQ_INT(len, 0);
     CHECK_EQ_STR(out, "");
     free(out);
-    CHECK_EQ_INT(b64_decode_alloc("aGVsbG8=x", 9, B64_LOOSE, &out, &len), -EINVAL);
-    CHECK_EQ_INT(b64_decode_alloc("a", 1, B64_LOOSE, &out, &len), -EINVAL);
-    CHECK_EQ_INT(b64_decode_alloc("aGVsbA", 6, B64_LOOSE, &out, &len), 0);   /* "hell" */
+    CHECK_EQ_INT(b64_decode_alloc("aGVsbG8=x", 9, LOOSE, &out, &len), -EINVAL);
+    CHECK_EQ_INT(b64_decode_alloc("a", 1, LOOSE, &out, &len), -EINVAL);
+    CHECK_EQ_INT(b64_decode_alloc("aGVsbA", 6, LOOSE, &out, &len), 0);   /* "hell" */
     CHECK_EQ_INT(len, 4);
     free(out);
-    CHECK_EQ_INT(b64_decode_alloc("aGVsbG8h=", 9, B64_LOOSE, &out, &len), 0); /* odd padding */
+    CHECK_EQ_INT(b64_decode_alloc("aGVsbG8h=", 9, LOOSE, &out, &len), 0); /* odd padding */
     free(out);
-    CHECK_EQ_INT(b64_decode_alloc("a$==", 4, B64_LOOSE, &out, &len), -EINVAL);
-    CHECK_EQ_INT(b64_decode_alloc("aGVsbG8===", 10, B64_LOOSE, &out, &len), -EINVAL);
-    CHECK_EQ_INT(b64_decode_alloc("aGVsbG8\n=\nx", 11, B64_LOOSE, &out, &len), -EINVAL);
+    CHECK_EQ_INT(b64_decode_alloc("a$==", 4, LOOSE, &out, &len), -EINVAL);
+    CHECK_EQ_INT(b64_decode_alloc("aGVsbG8===", 10, LOOSE, &out, &len), -EINVAL);
+    CHECK_EQ_INT(b64_decode_alloc("aGVsbG8\n=\nx", 11, LOOSE, &out, &len), -EINVAL);
+    /* each flag alone: padding left out but no blanks, blanks but the padding required */
+    CHECK_EQ_INT(b64_decode_alloc("aGVsbG8", 7, B64_PAD_OPTIONAL, &out, &len), 0);
+    CHECK_EQ_STR(out, "hello");
+    free(out);
+    CHECK_EQ_INT(b64_decode_alloc("aGVs\nbG8", 8, B64_PAD_OPTIONAL, &out, &len), -EINVAL);
+    CHECK_EQ_INT(b64_decode_alloc("aGVs\nbG8=", 9, B64_BLANKS, &out, &len), 0);
+    CHECK_EQ_STR(out, "hello");
+    free(out);
+    CHECK_EQ_INT(b64_decode_alloc("aGVs\nbG8", 8, B64_BLANKS, &out, &len), -EINVAL);
     /* the strict form through the same call */
     CHECK_EQ_INT(b64_decode_alloc("aGVsbG8", 7, 0, &out, &len), -EINVAL);
 }
