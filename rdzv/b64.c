@@ -58,6 +58,8 @@ int b64_decode(const char *in, size_t n, void *out, size_t cap, unsigned flags)
     size_t len = 0, digits = 0, pad = 0;
     unsigned acc = 0;
     int bits = 0;
+    if (!(flags & (B64_BLANKS | B64_PAD_OPTIONAL)) && n % 4)
+        return -EINVAL; /* not whole groups: say so before any -ENOSPC */
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)in[i];
         if ((flags & B64_BLANKS) && blank(c))

@@ -60,6 +60,7 @@ static void test_strict(void)
     CHECK_EQ_INT(b64_decode("Z===", 4, dec, sizeof dec, 0), -EINVAL);     /* three '=' */
     CHECK_EQ_INT(b64_decode("Zm9vZ===", 8, dec, sizeof dec, 0), -EINVAL);
     CHECK_EQ_INT(b64_decode("Zm9vZm9v", 8, dec, 5, 0), -ENOSPC);
+    CHECK_EQ_INT(b64_decode("Zm9vZm", 6, dec, 3, 0), -EINVAL); /* not base64 before too long */
     CHECK_EQ_INT(b64_decode("Zm9v", 4, dec, 3, 0), 3);                    /* exactly fits */
     CHECK_EQ_INT(b64_decode("Zm8=", 4, NULL, 0, 0), -ENOSPC);
     CHECK_EQ_INT(b64_decode("", 0, NULL, 0, 0), 0);
