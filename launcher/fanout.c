@@ -45,7 +45,7 @@ struct child {
 
 struct head {
     const struct cfg *c;
-    struct hostfile_resources hosts;
+    struct resources hosts;
     char **words;                /* --launcher_args */
     bool exec, pdsh;
     char *command, *stop;        /* the remote command and the stop command */
@@ -607,6 +607,6 @@ int fanout_run(const struct cfg *c, char **opts, int nopts, char **envp)
     free(h.command);
     free(h.stop);
     deepspeed_hosts_words_free(h.words);
-    hostfile_resources_free(&h.hosts);
+    resources_free(&h.hosts);
     return code;
 }

@@ -6,15 +6,15 @@
 #include <string.h>
 #include <time.h>
 
-void jsonbuf_init(struct jsonbuf *b)
+void jsonline_init(struct jsonbuf *b)
 {
     memset(b, 0, sizeof *b);
 }
 
-void jsonbuf_free(struct jsonbuf *b)
+void jsonline_free(struct jsonbuf *b)
 {
     free(b->buf);
-    jsonbuf_init(b);
+    jsonline_init(b);
 }
 
 static void put(struct jsonbuf *b, const char *s, size_t n)
@@ -38,7 +38,7 @@ static void put(struct jsonbuf *b, const char *s, size_t n)
     b->buf[b->len] = '\0';
 }
 
-void jsonbuf_raw(struct jsonbuf *b, const char *s)
+void jsonline_raw(struct jsonbuf *b, const char *s)
 {
     put(b, s, strlen(s));
 }
@@ -61,7 +61,7 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
-void jsonbuf_str(struct jsonbuf *b, const char *s, size_t len)
+void jsonline_str(struct jsonbuf *b, const char *s, size_t len)
 {
     const unsigned char *p = (const unsigned char *)s;
     put(b, "\"", 1);
@@ -96,19 +96,19 @@ void jsonbuf_str(struct jsonbuf *b, const char *s, size_t len)
     put(b, "\"", 1);
 }
 
-void jsonbuf_field(struct jsonbuf *b, int first, const char *key, const char *value)
+void jsonline_field(struct jsonbuf *b, int first, const char *key, const char *value)
 {
     put(b, first ? "{" : ",", 1);
-    jsonbuf_str(b, key, strlen(key));
+    jsonline_str(b, key, strlen(key));
     put(b, ":", 1);
-    jsonbuf_str(b, value ? value : "", value ? strlen(value) : 0);
+    jsonline_str(b, value ? value : "", value ? strlen(value) : 0);
 }
 
-void jsonbuf_field_num(struct jsonbuf *b, int first, const char *key, double value)
+void jsonline_field_num(struct jsonbuf *b, int first, const char *key, double value)
 {
     char num[40];
     put(b, first ? "{" : ",", 1);
-    jsonbuf_str(b, key, strlen(key));
+    jsonline_str(b, key, strlen(key));
     if (value != value || value > 1e300 || value < -1e300)
         snprintf(num, sizeof num, ":null");
     else if (value > -9e15 && value < 9e15 && value == (double)(long long)value)
@@ -132,13 +132,13 @@ void jsonline_log(struct jsonbuf *b, double time, const char *source, const char
     snprintf(ts + n, sizeof ts - n, ".%03dZ", ms);
     while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
         len--;
-    jsonbuf_field(b, 1, "time", ts);
-    jsonbuf_field(b, 0, "source", source);
+    jsonline_field(b, 1, "time", ts);
+    jsonline_field(b, 0, "source", source);
     if (node && *node)
-        jsonbuf_field(b, 0, "node", node);
+        jsonline_field(b, 0, "node", node);
     if (run_id && *run_id)
-        jsonbuf_field(b, 0, "run_id", run_id);
+        jsonline_field(b, 0, "run_id", run_id);
     put(b, ",\"msg\":", 7);
-    jsonbuf_str(b, text, len);
+    jsonline_str(b, text, len);
     put(b, "}\n", 2);
 }

@@ -16,14 +16,14 @@ struct jsonbuf {
     int oom;
 };
 
-void jsonbuf_init(struct jsonbuf *b);
-void jsonbuf_free(struct jsonbuf *b);
-void jsonbuf_raw(struct jsonbuf *b, const char *s);
+void jsonline_init(struct jsonbuf *b);
+void jsonline_free(struct jsonbuf *b);
+void jsonline_raw(struct jsonbuf *b, const char *s);
 /* s[0..len) as a quoted JSON string. */
-void jsonbuf_str(struct jsonbuf *b, const char *s, size_t len);
+void jsonline_str(struct jsonbuf *b, const char *s, size_t len);
 /* ,"key":"value" (or {"key":... when first is set). */
-void jsonbuf_field(struct jsonbuf *b, int first, const char *key, const char *value);
-void jsonbuf_field_num(struct jsonbuf *b, int first, const char *key, double value);
+void jsonline_field(struct jsonbuf *b, int first, const char *key, const char *value);
+void jsonline_field_num(struct jsonbuf *b, int first, const char *key, double value);
 
 /* {"time":"2026-01-02T03:04:05.678Z","source":S,"node":N,"run_id":R,"msg":M}\n, where time is
  * epoch seconds, msg is text[0..len) without its trailing newlines, and node/run_id are left out

@@ -601,13 +601,13 @@ static void json_out(struct logs *L, struct log_sink *k, const char *source, con
                      size_t len)
 {
     struct jsonbuf b;
-    jsonbuf_init(&b);
+    jsonline_init(&b);
     jsonline_log(&b, podrun_time_epoch(), source, L->json_node, L->json_run_id, text, len);
     if (b.oom)
         sink_append(k, text, len, "", 0, false);
     else
         sink_append(k, b.buf, b.len, "", 0, false);
-    jsonbuf_free(&b);
+    jsonline_free(&b);
     sink_kick(k);
 }
 

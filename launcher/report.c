@@ -19,6 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rdzv/base/text.h"
+
 #define RULE "============================================================\n"
 #define THIN "------------------------------------------------------------\n"
 
@@ -140,35 +142,8 @@ void report_error_free(struct report_error *e)
     memset(e, 0, sizeof *e);
 }
 
-/* A bounded appender: never overflows, always NUL-terminated. */
-struct out {
-    char *buf;
-    size_t len, cap;
-};
-
-/* An empty text in buf (when there is room for one). */
-static struct out out_start(char *buf, size_t cap)
-{
-    if (cap)
-        buf[0] = 0;
-    return (struct out){buf, 0, cap};
-}
-
-static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct out *o, const char *fmt, ...)
-{
-    if (o->len + 1 >= o->cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        o->len += (size_t)n < o->cap - o->len ? (size_t)n : o->cap - o->len - 1;
-}
-
 /* Each line of text, indented, the first after `first`. */
-static void put_lines(struct out *o, const char *first, const char *indent, const char *text,
+static void put_lines(textbuf_t *o, const char *first, const char *indent, const char *text,
                       size_t len)
 {
     const char *p = text, *end = text + len;
@@ -176,7 +151,7 @@ static void put_lines(struct out *o, const char *first, const char *indent, cons
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        put(o, "%s%.*s\n", firstline ? first : indent, (int)n, p);
+        text_printf(o, "%s%.*s\n", firstline ? first : indent, (int)n, p);
         firstline = false;
         p += n + (nl ? 1 : 0);
     }
@@ -193,35 +168,35 @@ static void format_time(const struct timespec *t, char *buf, size_t len)
 size_t report_format(const struct report_failure *f, const struct report_error *e, char *buf,
                      size_t len)
 {
-    struct out o = out_start(buf, len);
+    textbuf_t o = text_start(buf, len);
     char when[64], cause[512], sn[32];
     format_time(&f->time, when, sizeof when);
     report_cause(f, cause, sizeof cause);
-    put(&o, RULE "%s FAILED\n" THIN "Failures:\n  <NO_OTHER_FAILURES>\n" THIN
+    text_printf(&o, RULE "%s FAILED\n" THIN "Failures:\n  <NO_OTHER_FAILURES>\n" THIN
             "Root Cause (first observed failure):\n[0]:\n",
         f->title ? f->title : f->program ? f->program : "job");
-    put(&o, "  time      : %s\n", when);
-    put(&o, "  host      : %s\n", f->host ? f->host : "?");
-    put(&o, "  rank      : %d (local_rank: %d)\n", f->rank, f->local_rank);
+    text_printf(&o, "  time      : %s\n", when);
+    text_printf(&o, "  host      : %s\n", f->host ? f->host : "?");
+    text_printf(&o, "  rank      : %d (local_rank: %d)\n", f->rank, f->local_rank);
     if (WIFSIGNALED(f->wstatus))
-        put(&o, "  exitcode  : -%d (pid: %d)\n", WTERMSIG(f->wstatus), (int)f->pid);
+        text_printf(&o, "  exitcode  : -%d (pid: %d)\n", WTERMSIG(f->wstatus), (int)f->pid);
     else
-        put(&o, "  exitcode  : %d (pid: %d)\n", WEXITSTATUS(f->wstatus), (int)f->pid);
-    put(&o, "  cause     : %s\n", cause);
-    put(&o, "  error_file: %s\n", e && f->error_file ? f->error_file : "<N/A>");
+        text_printf(&o, "  exitcode  : %d (pid: %d)\n", WEXITSTATUS(f->wstatus), (int)f->pid);
+    text_printf(&o, "  cause     : %s\n", cause);
+    text_printf(&o, "  error_file: %s\n", e && f->error_file ? f->error_file : "<N/A>");
     if (e && e->message)
         put_lines(&o, "  message   : ", "              ", e->message, strlen(e->message));
     if (e && e->traceback)
         put_lines(&o, "  traceback : ", "    ", e->traceback, strlen(e->traceback));
     else if (WIFSIGNALED(f->wstatus))
-        put(&o, "  traceback : Signal %d (%s) received by PID %d\n", WTERMSIG(f->wstatus),
+        text_printf(&o, "  traceback : Signal %d (%s) received by PID %d\n", WTERMSIG(f->wstatus),
             report_signame(WTERMSIG(f->wstatus), sn, sizeof sn), (int)f->pid);
     else
-        put(&o, "  traceback : To enable traceback see: "
+        text_printf(&o, "  traceback : To enable traceback see: "
                 "https://pytorch.org/docs/stable/elastic/errors.html\n");
     if (f->stderr_tail && f->stderr_tail_len)
         put_lines(&o, "  stderr    : ", "    ", f->stderr_tail, f->stderr_tail_len);
-    put(&o, RULE);
+    text_printf(&o, RULE);
     return o.len;
 }
 
@@ -245,14 +220,14 @@ size_t report_short(const struct report_failure *f, const struct report_error *e
 {
     if (len > REPORT_TERMLOG_MAX + 1)
         len = REPORT_TERMLOG_MAX + 1;
-    struct out o = out_start(buf, len);
+    textbuf_t o = text_start(buf, len);
     char when[64], cause[512];
     format_time(&f->time, when, sizeof when);
     report_cause(f, cause, sizeof cause);
-    put(&o, "podrun: rank %d (local_rank %d, pid %d) on %s failed at %s: %s\n", f->rank,
+    text_printf(&o, "podrun: rank %d (local_rank %d, pid %d) on %s failed at %s: %s\n", f->rank,
         f->local_rank, (int)f->pid, f->host ? f->host : "?", when, cause);
     if (e && e->message)
-        put(&o, "%.1024s\n", e->message);
+        text_printf(&o, "%.1024s\n", e->message);
     const char *text = NULL;
     size_t tlen = 0;
     if (e && e->traceback) {
@@ -265,9 +240,9 @@ size_t report_short(const struct report_failure *f, const struct report_error *e
     if (text && o.len + 2 < o.cap) {
         size_t n;
         const char *t = tail_of(text, tlen, o.cap - o.len - 2, &n);
-        put(&o, "%.*s", (int)n, t);
+        text_printf(&o, "%.*s", (int)n, t);
         if (o.len && buf[o.len - 1] != '\n')
-            put(&o, "\n");
+            text_printf(&o, "\n");
     }
     return o.len;
 }
@@ -278,26 +253,27 @@ static void format_epoch(double t, char *buf, size_t len)
     format_time(&ts, buf, len);
 }
 
-static void put_record(struct out *o, int idx, const rdzv_failure_t *f)
+static void put_record(textbuf_t *o, int idx, const rdzv_failure_t *f)
 {
     char when[64], sn[32];
     format_epoch(f->time, when, sizeof when);
-    put(o, "[%d]:\n", idx);
-    put(o, "  time      : %s\n", when);
-    put(o, "  host      : %s\n", f->host[0] ? f->host : "?");
-    put(o, "  node      : %s (node rank %d)\n", f->node_name[0] ? f->node_name : "?",
+    text_printf(o, "[%d]:\n", idx);
+    text_printf(o, "  time      : %s\n", when);
+    text_printf(o, "  host      : %s\n", f->host[0] ? f->host : "?");
+    text_printf(o, "  node      : %s (node rank %d)\n", f->node_name[0] ? f->node_name : "?",
         f->node_rank);
     if (f->rank >= 0)
-        put(o, "  rank      : %d (local_rank: %d)\n", f->rank, f->local_rank);
+        text_printf(o, "  rank      : %d (local_rank: %d)\n", f->rank, f->local_rank);
     else
-        put(o, "  rank      : <N/A> (the node itself)\n");
+        text_printf(o, "  rank      : <N/A> (the node itself)\n");
     if (f->signo > 0)
-        put(o, "  exitcode  : -%d (%s)\n", f->signo, report_signame(f->signo, sn, sizeof sn));
+        text_printf(o, "  exitcode  : -%d (%s)\n", f->signo,
+                    report_signame(f->signo, sn, sizeof sn));
     else if (f->exit_code >= 0)
-        put(o, "  exitcode  : %d\n", f->exit_code);
+        text_printf(o, "  exitcode  : %d\n", f->exit_code);
     else
-        put(o, "  exitcode  : <N/A>\n");
-    put(o, "  reason    : %s\n", f->reason[0] ? f->reason : "?");
+        text_printf(o, "  exitcode  : <N/A>\n");
+    text_printf(o, "  reason    : %s\n", f->reason[0] ? f->reason : "?");
     if (f->message[0])
         put_lines(o, "  message   : ", "              ", f->message, strlen(f->message));
 }
@@ -305,18 +281,18 @@ static void put_record(struct out *o, int idx, const rdzv_failure_t *f)
 size_t report_job_format(const rdzv_failure_t *f, int n, const char *title, char *buf,
                          size_t len)
 {
-    struct out o = out_start(buf, len);
-    put(&o, RULE "%s FAILED\n" THIN "Failures:\n", title ? title : "job");
+    textbuf_t o = text_start(buf, len);
+    text_printf(&o, RULE "%s FAILED\n" THIN "Failures:\n", title ? title : "job");
     if (n <= 1)
-        put(&o, "  <NO_OTHER_FAILURES>\n");
+        text_printf(&o, "  <NO_OTHER_FAILURES>\n");
     for (int i = 1; i < n; i++)
         put_record(&o, i, &f[i]);
-    put(&o, THIN "Root Cause (first observed failure):\n");
+    text_printf(&o, THIN "Root Cause (first observed failure):\n");
     if (n > 0)
         put_record(&o, 0, &f[0]);
     else
-        put(&o, "  <NONE>\n");
-    put(&o, RULE);
+        text_printf(&o, "  <NONE>\n");
+    text_printf(&o, RULE);
     return o.len;
 }
 
@@ -324,7 +300,7 @@ size_t report_job_short(const rdzv_failure_t *f, int n, char *buf, size_t len)
 {
     if (len > REPORT_TERMLOG_MAX + 1)
         len = REPORT_TERMLOG_MAX + 1;
-    struct out o = out_start(buf, len);
+    textbuf_t o = text_start(buf, len);
     if (n <= 0)
         return 0;
     char when[64], who[96];
@@ -333,30 +309,30 @@ size_t report_job_short(const rdzv_failure_t *f, int n, char *buf, size_t len)
         snprintf(who, sizeof who, "rank %d (local_rank %d)", f[0].rank, f[0].local_rank);
     else
         snprintf(who, sizeof who, "the agent");
-    put(&o, "podrun: job stopped: %s on %s (node %s, node rank %d) failed at %s: %s\n", who,
+    text_printf(&o, "podrun: job stopped: %s on %s (node %s, node rank %d) failed at %s: %s\n", who,
         f[0].host, f[0].node_name, f[0].node_rank, when, f[0].reason);
     if (f[0].message[0])
-        put(&o, "%s\n", f[0].message);
+        text_printf(&o, "%s\n", f[0].message);
     if (n > 1)
-        put(&o, "%d other failure%s after it, first: %s on %s: %s\n", n - 1, n == 2 ? "" : "s",
-            f[1].rank >= 0 ? "a worker" : "an agent", f[1].host, f[1].reason);
+        text_printf(&o, "%d other failure%s after it, first: %s on %s: %s\n", n - 1,
+            n == 2 ? "" : "s", f[1].rank >= 0 ? "a worker" : "an agent", f[1].host, f[1].reason);
     return o.len;
 }
 
 size_t report_details(const struct report_failure *f, const struct report_error *e, char *buf,
                       size_t len)
 {
-    struct out o = out_start(buf, len);
+    textbuf_t o = text_start(buf, len);
     char cause[512];
     report_cause(f, cause, sizeof cause);
-    put(&o, "Root cause details on this node: rank %d (local_rank: %d, pid: %d): %s\n", f->rank,
-        f->local_rank, (int)f->pid, cause);
-    put(&o, "  error_file: %s\n", e && f->error_file ? f->error_file : "<N/A>");
+    text_printf(&o, "Root cause details on this node: rank %d (local_rank: %d, pid: %d): %s\n",
+        f->rank, f->local_rank, (int)f->pid, cause);
+    text_printf(&o, "  error_file: %s\n", e && f->error_file ? f->error_file : "<N/A>");
     if (e && e->traceback)
         put_lines(&o, "  traceback : ", "    ", e->traceback, strlen(e->traceback));
     if (f->stderr_tail && f->stderr_tail_len)
         put_lines(&o, "  stderr    : ", "    ", f->stderr_tail, f->stderr_tail_len);
-    put(&o, RULE);
+    text_printf(&o, RULE);
     return o.len;
 }
 

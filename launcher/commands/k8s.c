@@ -1,7 +1,7 @@
 /* launcher/commands/k8s.c — `podrun k8s`: PaddleCloud's k8s_tools.py without Python.
  *
  * The same commands with the same arguments, and byte for byte the same stdout (the formatters
- * are launcher/discover/k8s_pods.c's), so a script that ran `python k8s_tools.py CMD ...` runs
+ * are launcher/commands/k8s_tools.c's), so a script that ran `python k8s_tools.py CMD ...` runs
  * `podrun k8s CMD ...` unchanged. The differences are what a script can rely on instead of what
  * it had to work around: the waits follow a watch of the pods instead of listing them every 5 s
  * (the progress line is printed when the count changes), errors are one line on stderr instead
@@ -19,9 +19,9 @@
 #include <arpa/inet.h>
 #include <uv.h>
 
-#include "launcher/discover/k8s.h"
+#include "launcher/discover/k8s_watch.h"
 #include "launcher/discover/k8s_pods.h"
-#include "launcher/discover/identity.h"
+#include "launcher/commands/k8s_tools.h"
 #include "rdzv/base/common.h"
 #include "rdzv/base/http.h"
 

@@ -181,61 +181,61 @@ static void print_text(const struct opts *o, const rdzv_status_t *s, double now)
 static void print_json(const struct opts *o, const rdzv_status_t *s)
 {
     struct jsonbuf b;
-    jsonbuf_init(&b);
-    jsonbuf_field(&b, 1, "run_id", s->run_id);
-    jsonbuf_field(&b, 0, "store", o->addr);
-    jsonbuf_field(&b, 0, "phase",
-                  s->phase == RDZV_JOB_RUNNING ? "running"
-                  : s->phase == RDZV_JOB_OPEN  ? "rendezvous"
+    jsonline_init(&b);
+    jsonline_field(&b, 1, "run_id", s->run_id);
+    jsonline_field(&b, 0, "store", o->addr);
+    jsonline_field(&b, 0, "phase",
+                   s->phase == RDZV_JOB_RUNNING ? "running"
+                   : s->phase == RDZV_JOB_OPEN  ? "rendezvous"
                                                : (!strcmp(s->over, "finished") ? "finished"
                                                                                 : "ended"));
-    jsonbuf_field_num(&b, 0, "round", s->round);
-    jsonbuf_field_num(&b, 0, "round_since", s->round_since);
-    jsonbuf_field_num(&b, 0, "time", s->time);
-    jsonbuf_field_num(&b, 0, "restarts_used", s->restarts_used);
-    jsonbuf_field_num(&b, 0, "max_restarts", s->max_restarts);
-    jsonbuf_field_num(&b, 0, "min_nodes", s->min_nodes);
-    jsonbuf_field_num(&b, 0, "max_nodes", s->max_nodes);
-    jsonbuf_field_num(&b, 0, "nodes_total", s->n_total);
-    jsonbuf_field_num(&b, 0, "world_size", s->world_size);
-    jsonbuf_field(&b, 0, "line", s->line);
-    jsonbuf_raw(&b, ",\"nodes\":[");
+    jsonline_field_num(&b, 0, "round", s->round);
+    jsonline_field_num(&b, 0, "round_since", s->round_since);
+    jsonline_field_num(&b, 0, "time", s->time);
+    jsonline_field_num(&b, 0, "restarts_used", s->restarts_used);
+    jsonline_field_num(&b, 0, "max_restarts", s->max_restarts);
+    jsonline_field_num(&b, 0, "min_nodes", s->min_nodes);
+    jsonline_field_num(&b, 0, "max_nodes", s->max_nodes);
+    jsonline_field_num(&b, 0, "nodes_total", s->n_total);
+    jsonline_field_num(&b, 0, "world_size", s->world_size);
+    jsonline_field(&b, 0, "line", s->line);
+    jsonline_raw(&b, ",\"nodes\":[");
     for (int i = 0; i < s->n_nodes; i++) {
         const rdzv_status_node_t *n = &s->nodes[i];
         if (i)
-            jsonbuf_raw(&b, ",");
-        jsonbuf_field(&b, 1, "name", n->name);
-        jsonbuf_field(&b, 0, "addr", n->addr);
-        jsonbuf_field(&b, 0, "state", rdzv_node_phase_names[n->phase]);
-        jsonbuf_field_num(&b, 0, "node_rank", n->node_rank);
-        jsonbuf_field_num(&b, 0, "rank_base", n->rank_base);
-        jsonbuf_field_num(&b, 0, "nproc", n->nproc);
-        jsonbuf_field_num(&b, 0, "last_heartbeat", n->last_seen);
-        jsonbuf_raw(&b, "}");
+            jsonline_raw(&b, ",");
+        jsonline_field(&b, 1, "name", n->name);
+        jsonline_field(&b, 0, "addr", n->addr);
+        jsonline_field(&b, 0, "state", rdzv_node_phase_names[n->phase]);
+        jsonline_field_num(&b, 0, "node_rank", n->node_rank);
+        jsonline_field_num(&b, 0, "rank_base", n->rank_base);
+        jsonline_field_num(&b, 0, "nproc", n->nproc);
+        jsonline_field_num(&b, 0, "last_heartbeat", n->last_seen);
+        jsonline_raw(&b, "}");
     }
-    jsonbuf_raw(&b, "],\"last_failure\":");
+    jsonline_raw(&b, "],\"last_failure\":");
     if (s->failure_round < 0) {
-        jsonbuf_raw(&b, "null");
+        jsonline_raw(&b, "null");
     } else {
         const rdzv_failure_t *f = &s->failure;
-        jsonbuf_field_num(&b, 1, "round", s->failure_round);
-        jsonbuf_field(&b, 0, "then", s->failure_action == RDZV_RESTART ? "restarted" : "ended");
-        jsonbuf_field_num(&b, 0, "time", f->time);
-        jsonbuf_field(&b, 0, "node", f->node_name);
-        jsonbuf_field(&b, 0, "host", f->host);
-        jsonbuf_field_num(&b, 0, "node_rank", f->node_rank);
-        jsonbuf_field_num(&b, 0, "rank", f->rank);
-        jsonbuf_field_num(&b, 0, "local_rank", f->local_rank);
-        jsonbuf_field_num(&b, 0, "exit_code", f->exit_code);
-        jsonbuf_field_num(&b, 0, "signal", f->signo);
-        jsonbuf_field(&b, 0, "reason", f->reason);
-        jsonbuf_field(&b, 0, "message", f->message);
-        jsonbuf_raw(&b, "}");
+        jsonline_field_num(&b, 1, "round", s->failure_round);
+        jsonline_field(&b, 0, "then", s->failure_action == RDZV_RESTART ? "restarted" : "ended");
+        jsonline_field_num(&b, 0, "time", f->time);
+        jsonline_field(&b, 0, "node", f->node_name);
+        jsonline_field(&b, 0, "host", f->host);
+        jsonline_field_num(&b, 0, "node_rank", f->node_rank);
+        jsonline_field_num(&b, 0, "rank", f->rank);
+        jsonline_field_num(&b, 0, "local_rank", f->local_rank);
+        jsonline_field_num(&b, 0, "exit_code", f->exit_code);
+        jsonline_field_num(&b, 0, "signal", f->signo);
+        jsonline_field(&b, 0, "reason", f->reason);
+        jsonline_field(&b, 0, "message", f->message);
+        jsonline_raw(&b, "}");
     }
-    jsonbuf_raw(&b, "}\n");
+    jsonline_raw(&b, "}\n");
     if (!b.oom)
         fputs(b.buf, stdout);
-    jsonbuf_free(&b);
+    jsonline_free(&b);
 }
 
 /* ---- reading the store ------------------------------------------------------------------ */

@@ -28,7 +28,7 @@ int node_probe(struct node_devices *nd, const struct cfg *c, char *const *envp)
     struct gpu_visible_env ve = {node_getenv(envp, "NVIDIA_VISIBLE_DEVICES"),
                                  node_getenv(envp, "CUDA_VISIBLE_DEVICES"),
                                  node_getenv(envp, "CUDA_DEVICE_ORDER")};
-    gpu_visible_resolve(&nd->gpus, &ve, &nd->visible);
+    visible_resolve(&nd->gpus, &ve, &nd->visible);
     shm_stat(&nd->shm);
     shm_verdict(&nd->shm, nd->shm_warning, sizeof nd->shm_warning);
     if (cpu_allowed(&nd->allowed) < 0)

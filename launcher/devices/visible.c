@@ -341,8 +341,8 @@ static void vis_cuda(const struct gpu_list *g, const struct gpu_visible *all, co
         v->order_known = true;  /* a UUID list fixes the order itself */
 }
 
-int gpu_visible_resolve(const struct gpu_list *g, const struct gpu_visible_env *env,
-                        struct gpu_visible *out)
+int visible_resolve(const struct gpu_list *g, const struct gpu_visible_env *env,
+                    struct gpu_visible *out)
 {
     if (!g || !env || !out)
         return -EINVAL;

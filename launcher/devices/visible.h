@@ -53,7 +53,7 @@ struct gpu_visible_env {
 };
 
 /* Resolves the visible devices. Returns 0, or -EINVAL for a NULL argument. */
-int gpu_visible_resolve(const struct gpu_list *g, const struct gpu_visible_env *env,
-                        struct gpu_visible *out);
+int visible_resolve(const struct gpu_list *g, const struct gpu_visible_env *env,
+                    struct gpu_visible *out);
 
 #endif

@@ -1,5 +1,6 @@
-/* launcher/discover/hostfile.h — every hostfile podrun reads, DeepSpeed's resource selection
- * (--include/--exclude/--num_nodes/--num_gpus), and finding this node's line.
+/* launcher/discover/hostfile.h — every hostfile podrun reads, and finding this node's line.
+ * Which slots of those hosts a job uses (DeepSpeed's --include/--exclude/--num_nodes/--num_gpus)
+ * is launcher/discover/resources.h.
  *
  * Pure functions, no I/O: the caller reads the file (bounded) and gathers this machine's names;
  * everything here turns text and plain structs into plain structs, or into one error line that
@@ -64,67 +65,12 @@ int hostfile_parse(struct hostfile *hf, const char *text, size_t len,
 
 void hostfile_free(struct hostfile *hf);
 
-/* ---- resources: which slots (GPU ids) of which hosts a job uses ---- */
+/* "a, b, c" naming `count` hosts for a message, quoted, cut with "... (N in all)" to fit cap. The
+ * names are the `host` fields of an array of entries or nodes: host points at the first one and
+ * stride is the size of an element. */
+void hostfile_hosts_text(char *out, size_t cap, const void *host, size_t stride, size_t count);
 
-struct hostfile_node {
-    char *host;
-    unsigned line;      /* hostfile line; 0 for a node that is not from a file (localhost) */
-    size_t nslots;
-    int *slots;         /* ascending, no repeats, each below HOSTFILE_SLOTS_MAX */
-};
-
-struct hostfile_resources {
-    char *source;                   /* where the hosts come from, for messages */
-    size_t count;                   /* nodes in hostfile order: node rank = index */
-    struct hostfile_node *nodes;
-};
-
-/* The resource pool of a hostfile: one node per line with slots 0..N-1, N being the line's slots
- * or default_slots for a line without (default_slots < 0: such a line is an error). */
-int hostfile_resources_from(struct hostfile_resources *r, const struct hostfile *hf,
-                            int default_slots, char *err, size_t errlen);
-
-/* Appends a node with the given slot ids (any order, repeats dropped), e.g. DeepSpeed's local run
- * without a hostfile: "localhost" with the ids CUDA_VISIBLE_DEVICES lists, so that
- * --include localhost:2,3 selects them. `source` names the pool if it has none yet.
- * Errors: a repeated host, an id out of range (-EINVAL). */
-int hostfile_resources_add(struct hostfile_resources *r, const char *source, const char *host,
-                           unsigned line, const int *slots, size_t nslots, char *err,
-                           size_t errlen);
-
-void hostfile_resources_free(struct hostfile_resources *r);
-
-/* DeepSpeed's resource selection, runner.py `main` order. */
-struct hostfile_select {
-    const char *include; /* -i/--include NODE_SPEC[@NODE_SPEC ...],
-                            NODE_SPEC = NAME[:SLOT[,SLOT ...]]; NULL or "": not given */
-    const char *exclude; /* -e/--exclude, the same syntax */
-    int num_nodes;       /* --num_nodes: the first N hosts; -1: not given */
-    int num_gpus;        /* --num_gpus/--num_accelerators: the first N slots of every host; -1 */
-};
-
-/* Builds the active resources `out` from `pool` (which is not changed); the caller frees out.
- * Semantics are DeepSpeed's documented ones (runner.py help and getting-started.md), not its
- * current regression (issue deepspeedai/DeepSpeed#6671):
- *  - --include: only the named hosts; NAME alone means all of that host's slots, NAME:0,2 those
- *    slots. -i "worker-0@worker-1:0,2" = all of worker-0 and slots 0,2 of worker-1.
- *  - --exclude: all but the named slots; NAME alone removes the host. -e "worker-2:0@worker-3:0,1".
- *  - A host named alone and with slots (in either list) counts as named alone. Slot lists are
- *    sorted and deduplicated; hosts left with no slot are dropped; hostfile order is kept.
- *  - --num_nodes N keeps the first N hosts; --num_gpus N keeps the first N slots of each host
- *    (slots 0..N-1 for a hostfile's host).
- * DeepSpeed's error texts, with the flag in front and the fix after:
- *   "include_str and exclude_str are mutually exclusive."
- *   "Cannot specify num_nodes/gpus with include/exclude"
- *   "Hostname '<h>' not found in hostfile"
- *   "No slot '<s>' specified on host '<h>'"
- * Where DeepSpeed does something silent podrun stops with one line instead: a spec that does not
- * parse (DeepSpeed dies in int()), --num_nodes 0 or --num_gpus 0 (DeepSpeed then uses everything),
- * --num_gpus above a host's slots (DeepSpeed starts more processes than the host has GPUs), and a
- * selection that leaves no slot at all.
- * Returns 0 or -EINVAL (-ENOMEM) with one line in err. */
-int hostfile_select(struct hostfile_resources *out, const struct hostfile_resources *pool,
-                    const struct hostfile_select *sel, char *err, size_t errlen);
+struct resources; /* launcher/discover/resources.h */
 
 /* ---- which line is this node ---- */
 
@@ -147,7 +93,7 @@ int hostfile_names_self(const char *host, const struct hostfile_self *me);
  * Returns 0 and sets *entry (index in hf->entries) and *node_rank; or one line in err and
  * -ENOENT (no line names this node), -EEXIST (two lines do, both named), -ESRCH (its line is not
  * among the active nodes). */
-int hostfile_find_self(const struct hostfile *hf, const struct hostfile_resources *active,
+int hostfile_find_self(const struct hostfile *hf, const struct resources *active,
                        const struct hostfile_self *self, size_t *entry, size_t *node_rank,
                        char *err, size_t errlen);
 

@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rdzv/base/common.h"
+#include "rdzv/base/text.h"
+
 typedef unsigned long long u64;
 
 /* One piece of an item: literal text, or the inside of one bracket group. */
@@ -80,19 +83,6 @@ void hostlist_quote(char *out, size_t cap, const char *s, size_t n)
     out[o] = '\0';
 }
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 /* Digits in v written without padding (0 has one). */
 static int ndigits(u64 v)
 {
@@ -153,7 +143,7 @@ static int check_group(const struct item *it, const struct seg *s, u64 limit, u6
     *width = 0;
     hostlist_quote(qi, sizeof qi, it->p, it->n);
     if (s->n == 0)
-        return fail(err, errlen, -EINVAL,
+        return podrun_failf(-EINVAL, err, errlen,
                     "%s: empty brackets in \"%s\"; put numbers in them, e.g. node[1-4]", what, qi);
     for (const char *p = s->p; p <= end;) {
         const char *e = range_end(p, end);
@@ -161,22 +151,22 @@ static int check_group(const struct item *it, const struct seg *s, u64 limit, u6
         int rc = read_range(p, (size_t)(e - p), &r);
         hostlist_quote(qr, sizeof qr, p, (size_t)(e - p));
         if (rc == -EDOM)
-            return fail(err, errlen, -EINVAL,
+            return podrun_failf(-EINVAL, err, errlen,
                         "%s: range \"%s\" in \"%s\" runs backwards; write it LOW-HIGH", what, qr,
                         qi);
         if (rc == -ERANGE)
-            return fail(err, errlen, -ERANGE,
+            return podrun_failf(-ERANGE, err, errlen,
                         "%s: number in \"%s\" of \"%s\" has more than %d digits; host numbers are "
                         "shorter",
                         what, qr, qi, HOSTLIST_DIGITS_MAX);
         if (rc)
-            return fail(err, errlen, -EINVAL,
+            return podrun_failf(-EINVAL, err, errlen,
                         "%s: bad range \"%s\" in \"%s\"; a range is N or LOW-HIGH in digits, "
                         "ranges joined by ',' as in node[01-04,07]",
                         what, qr, qi);
         *count += r.hi - r.lo + 1;
         if (*count > limit)
-            return fail(err, errlen, -E2BIG,
+            return podrun_failf(-E2BIG, err, errlen,
                         "%s: \"%s\" names more than %llu hosts; list fewer", what, qi, limit);
         size_t w = (size_t)ndigits(r.hi);
         if ((size_t)r.width > w)
@@ -205,11 +195,11 @@ static int check_item(struct item *it, u64 limit, const char *what, char *err, s
             const char *close = memchr(p + 1, ']', (size_t)(end - p - 1));
             const char *open = memchr(p + 1, '[', (size_t)(end - p - 1));
             if (!close)
-                return fail(err, errlen, -EINVAL,
+                return podrun_failf(-EINVAL, err, errlen,
                             "%s: '[' without ']' in \"%s\"; close the range, e.g. node[1-4]",
                             what, qi);
             if (open && open < close)
-                return fail(err, errlen, -EINVAL,
+                return podrun_failf(-EINVAL, err, errlen,
                             "%s: '[' inside brackets in \"%s\"; brackets do not nest", what, qi);
             *s = (struct seg){p + 1, (size_t)(close - p - 1), 1};
             u64 n;
@@ -219,18 +209,18 @@ static int check_item(struct item *it, u64 limit, const char *what, char *err, s
             /* both factors are <= limit <= HOSTLIST_NAMES_MAX: the product cannot overflow */
             it->count *= n;
             if (it->count > limit)
-                return fail(err, errlen, -E2BIG,
+                return podrun_failf(-E2BIG, err, errlen,
                             "%s: \"%s\" names more than %llu hosts; list fewer", what, qi, limit);
             p = close + 1;
         } else {
             const char *q = p;
             while (q < end && *q != '[') {
                 if (*q == ']')
-                    return fail(err, errlen, -EINVAL,
+                    return podrun_failf(-EINVAL, err, errlen,
                                 "%s: ']' without '[' in \"%s\"; a range is written name[1-4]",
                                 what, qi);
                 if (is_ctl((unsigned char)*q))
-                    return fail(err, errlen, -EINVAL,
+                    return podrun_failf(-EINVAL, err, errlen,
                                 "%s: control byte 0x%02x in \"%s\"; host names are plain text",
                                 what, (unsigned char)*q, qi);
                 q++;
@@ -243,7 +233,7 @@ static int check_item(struct item *it, u64 limit, const char *what, char *err, s
         it->nseg++;
         /* every piece adds at least one byte, so this bound also bounds nseg */
         if (it->maxlen > HOSTLIST_NAME_MAX)
-            return fail(err, errlen, -ENAMETOOLONG,
+            return podrun_failf(-ENAMETOOLONG, err, errlen,
                         "%s: \"%s\" gives names longer than %d bytes; host names are shorter",
                         what, qi, HOSTLIST_NAME_MAX);
     }
@@ -328,7 +318,7 @@ int hostlist_expand(const char *text, size_t max_names, const char *what, struct
     if (!text)
         text = "";
     if (!it)
-        return fail(err, errlen, -ENOMEM, "%s: out of memory", what);
+        return podrun_failf(-ENOMEM, err, errlen, "%s: out of memory", what);
     /* pass 1: validate, count names and bytes */
     while (next_item(text, &pos, it)) {
         if ((rc = check_item(it, limit, what, err, errlen)) != 0)
@@ -336,7 +326,8 @@ int hostlist_expand(const char *text, size_t max_names, const char *what, struct
         if (it->count > limit - total) {
             char q[80];
             hostlist_quote(q, sizeof q, text, strlen(text));
-            rc = fail(err, errlen, -E2BIG, "%s: \"%s\" names more than %llu hosts; list fewer",
+            rc = podrun_failf(-E2BIG, err, errlen,
+                      "%s: \"%s\" names more than %llu hosts; list fewer",
                       what, q, limit);
             goto done;
         }
@@ -348,7 +339,7 @@ int hostlist_expand(const char *text, size_t max_names, const char *what, struct
     /* pass 2: one block holds the pointer array and then the names */
     char **names = malloc(total * sizeof(char *) + bytes);
     if (!names) {
-        rc = fail(err, errlen, -ENOMEM, "%s: out of memory for %llu names", what, total);
+        rc = podrun_failf(-ENOMEM, err, errlen, "%s: out of memory for %llu names", what, total);
         goto done;
     }
     struct emitter em = {names, (char *)(names + total), 0, 0};
@@ -401,27 +392,9 @@ static struct split split_name(const char *s, size_t n)
     return sp;
 }
 
-struct sbuf {
-    char *p;
-    size_t cap, len;
-};
-
-/* Appends what fits (leaving room for the NUL) and counts all of it, so len >= cap means cut;
- * with cap 0 it only measures. */
-static void sput(struct sbuf *b, const char *s, size_t n)
+static void put_num(textbuf_t *b, u64 v, int width)
 {
-    if (b->len + 1 < b->cap) {
-        size_t room = b->cap - b->len - 1;
-        memcpy(b->p + b->len, s, n < room ? n : room);
-    }
-    b->len += n;
-}
-
-static void sput_num(struct sbuf *b, u64 v, int width)
-{
-    char t[HOSTLIST_DIGITS_MAX + 2];
-    int n = snprintf(t, sizeof t, "%0*llu", width, v);
-    sput(b, t, (size_t)n);
+    text_printf(b, "%0*llu", width, v);
 }
 
 static int valid_name(const char *s, size_t n)
@@ -439,11 +412,11 @@ static int valid_name(const char *s, size_t n)
  * while the next value is one more and a common padding still writes every member back. The
  * range is written with the widest such padding, which is also what expansion reads back from
  * its low end. */
-static void put_group(struct sbuf *b, const char *const *names, const struct split *sp, size_t i,
+static void put_group(textbuf_t *b, const char *const *names, const struct split *sp, size_t i,
                       size_t j)
 {
-    sput(b, names[i], sp[i].plen);
-    sput(b, "[", 1);
+    text_add(b, names[i], sp[i].plen);
+    text_add(b, "[", 1);
     for (size_t k = i; k < j;) {
         u64 hi = sp[k].v;
         int wlo = sp[k].wlo, whi = sp[k].whi;
@@ -455,20 +428,19 @@ static void put_group(struct sbuf *b, const char *const *names, const struct spl
             m++;
         }
         if (k > i)
-            sput(b, ",", 1);
-        sput_num(b, sp[k].v, whi);
+            text_add(b, ",", 1);
+        put_num(b, sp[k].v, whi);
         if (m - k > 1) {
-            sput(b, "-", 1);
-            sput_num(b, hi, whi);
+            text_add(b, "-", 1);
+            put_num(b, hi, whi);
         }
         k = m;
     }
-    sput(b, "]", 1);
+    text_add(b, "]", 1);
 }
 
 int hostlist_compress(const char *const *names, size_t count, char *out, size_t cap)
 {
-    struct sbuf b = {out, cap, 0};
     struct split *sp = count ? malloc(count * sizeof *sp) : NULL;
     if (count && !sp)
         return -ENOMEM;
@@ -480,6 +452,7 @@ int hostlist_compress(const char *const *names, size_t count, char *out, size_t 
         }
         sp[i] = split_name(names[i], n);
     }
+    textbuf_t b = text_start(out, cap);
     for (size_t i = 0; i < count;) {
         size_t j = i + 1;
         if (sp[i].numeric)
@@ -487,30 +460,26 @@ int hostlist_compress(const char *const *names, size_t count, char *out, size_t 
                    memcmp(names[j], names[i], sp[i].plen) == 0)
                 j++;
         /* brackets only where they are shorter: "[1,7]" is longer than "1,7" */
-        struct sbuf dry = {NULL, 0, 0};
+        textbuf_t dry = text_start(NULL, 0);
         size_t plain = 0;
         for (size_t k = i; k < j; k++)
             plain += strlen(names[k]) + (k > i);
         if (j - i > 1)
             put_group(&dry, names, sp, i, j);
         if (i > 0)
-            sput(&b, ",", 1);
-        if (j - i > 1 && dry.len < plain)
+            text_add(&b, ",", 1);
+        if (j - i > 1 && dry.need < plain)
             put_group(&b, names, sp, i, j);
         else
             for (size_t k = i; k < j; k++) {
                 if (k > i)
-                    sput(&b, ",", 1);
-                sput(&b, names[k], strlen(names[k]));
+                    text_add(&b, ",", 1);
+                text_add(&b, names[k], strlen(names[k]));
             }
         i = j;
     }
     free(sp);
-    if (b.len >= cap || b.len > INT_MAX) {
-        if (cap)
-            out[cap - 1] = '\0';
-        return -ENOSPC;
-    }
-    out[b.len] = '\0';
+    if (b.need >= cap || b.need > INT_MAX)
+        return -ENOSPC; /* out holds what fitted (cap 0: not even the NUL) */
     return (int)b.len;
 }

@@ -334,7 +334,7 @@ static void on_get_done(http_request_t *r, const struct http_result *res, void *
         return;
     }
     char sel[1024], err[256];
-    int rc = k8s_pod_selector(res->body ? res->body : "", res->body_len, sel, sizeof sel,
+    int rc = k8s_job_selector(res->body ? res->body : "", res->body_len, sel, sizeof sel,
                               &d->selector_from, err, sizeof err);
     if (rc < 0) {
         d_fatal(d, -EINVAL, "pod %s: cannot tell the job's pods from its labels: %s; give "

@@ -2,7 +2,7 @@
  *
  * From nothing but the pod it runs in: credentials (in-cluster or a kubeconfig), the job's
  * selector (given, or from this pod's own operator labels: one GET of the pod), then a list+watch
- * of the job's pods (launcher/discover/k8s.h). It waits — on the watch, never by polling — until
+ * of the job's pods (launcher/discover/k8s_watch.h). It waits — on the watch, never by polling — until
  * the job's pods are Running and Ready (launcher/discover/k8s_job.h), says every few seconds who
  * is not and why, and hands the agent this pod's node rank and the rank-0 pod's address. The
  * watch stays open while the job runs: a pod of the job that is deleted, replaced or Failed is
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "launcher/discover/k8s.h"
+#include "launcher/discover/k8s_watch.h"
 #include "launcher/discover/k8s_pods.h"
 
 typedef struct k8s_discover k8s_discover_t;

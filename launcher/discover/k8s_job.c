@@ -2,10 +2,14 @@
 #include "launcher/discover/k8s_job.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "rdzv/base/common.h"
+#include "rdzv/base/text.h"
 
 /* Alive: could be (or become) a node of this job. A pod being deleted or finished cannot. */
 static int pod_alive(const struct k8s_pod *p)
@@ -17,19 +21,6 @@ static int pod_alive(const struct k8s_pod *p)
 static int pod_usable(const struct k8s_pod *p)
 {
     return pod_alive(p) && p->ready && p->ip[0] && strcmp(p->phase, "Running") == 0;
-}
-
-static void line_add(char *line, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void line_add(char *line, size_t cap, const char *fmt, ...)
-{
-    size_t n = strlen(line);
-    if (n + 1 >= cap)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line + n, cap - n, fmt, ap);
-    va_end(ap);
 }
 
 /* "NAME (why: detail)" for each of the job's pods that is not usable, the first few by name. */
@@ -45,12 +36,12 @@ static void name_unready(char *line, size_t cap, const struct k8s_pod *const *jo
             continue;
         }
         const char *why = p->why[0] ? p->why : p->ip[0] ? "not Ready" : "no IP yet";
-        line_add(line, cap, "%s%s (%s%s%.120s)", named ? ", " : "", p->name, why,
+        text_appendf(line, cap, "%s%s (%s%s%.120s)", named ? ", " : "", p->name, why,
                  p->why_detail[0] ? ": " : "", p->why_detail);
         named++;
     }
     if (more)
-        line_add(line, cap, " and %d more", more);
+        text_appendf(line, cap, " and %d more", more);
 }
 
 /* The waiting line: how many are there, who is not and why, how many do not exist yet. */
@@ -61,20 +52,22 @@ static void wait_line(struct k8s_plan *out, const struct k8s_plan_params *p,
     size_t cap = sizeof out->line;
     line[0] = '\0';
     if (p->min_nodes == p->max_nodes)
-        line_add(line, cap, "%d/%d pods Running and Ready", out->ready, p->max_nodes);
+        text_appendf(line, cap, "%d/%d pods Running and Ready", out->ready, p->max_nodes);
     else
-        line_add(line, cap, "%d pods Running and Ready, waiting for at least %d (at most %d)",
+        text_appendf(line, cap, "%d pods Running and Ready, waiting for at least %d (at most %d)",
                  out->ready, p->min_nodes, p->max_nodes);
     if (out->ready < njob) {
-        line_add(line, cap, "; not yet: ");
+        text_appendf(line, cap, "; not yet: ");
         name_unready(line, cap, job, njob);
     }
     if (njob < p->min_nodes || (p->min_nodes == p->max_nodes && njob < p->max_nodes)) {
         int missing = p->min_nodes - njob;
-        line_add(line, cap, "; %d more pod%s not created yet", missing, missing == 1 ? "" : "s");
+        text_appendf(line, cap, "; %d more pod%s not created yet", missing,
+                     missing == 1 ? "" : "s");
     }
     if (out->self && !pod_usable(out->self))
-        line_add(line, cap, "; this pod is %s", out->self->why[0] ? out->self->why : "not Ready");
+        text_appendf(line, cap, "; this pod is %s",
+                     out->self->why[0] ? out->self->why : "not Ready");
 }
 
 int k8s_plan(const struct k8s_pods *t, const struct k8s_plan_params *p, struct k8s_plan *out)
@@ -151,4 +144,91 @@ int k8s_pod_gone(const struct k8s_pods *t, const char *ns, const char *name, con
         return 0;
     snprintf(buf, cap, "%s", why);
     return 1;
+}
+
+/* ---- the job's selector from a pod's own labels ---- */
+
+static const struct selector_rule {
+    const char *operator;
+    const char *keys[3];        /* keys[0] must be there; the others join it when present */
+} selector_rules[] = {
+    {"LeaderWorkerSet", {"leaderworkerset.sigs.k8s.io/name",
+                         "leaderworkerset.sigs.k8s.io/group-index", NULL}},
+    {"JobSet", {"jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name",
+                NULL}},
+    {"Kubeflow", {"training.kubeflow.org/job-name", "training.kubeflow.org/operator-name",
+                  NULL}},
+    {"Volcano", {"volcano.sh/job-name", NULL, NULL}},
+    {"Indexed Job", {"batch.kubernetes.io/job-name", NULL, NULL}},
+    {"Indexed Job", {"job-name", NULL, NULL}},
+    {"PaddleCloud", {"paddle-job", NULL, NULL}},
+};
+
+static const char *jstr(json_t *v)
+{
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* A label value as the API allows it: at most 63 of [A-Za-z0-9._-], nothing that could change
+ * the meaning of the selector it goes into. */
+static int label_value_ok(const char *v)
+{
+    size_t n = strlen(v);
+    if (n > K8S_LABEL_MAX)
+        return 0;
+    for (const char *c = v; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '.' || *c == '_' || *c == '-'))
+            return 0;
+    return 1;
+}
+
+int k8s_job_selector(const char *json, size_t len, char *out, size_t cap, const char **which,
+                     char *err, size_t err_cap)
+{
+    if (cap)
+        out[0] = '\0';
+    json_t *root = k8s_pods_parse_object(json, len, err, err_cap);
+    if (!root)
+        return -EPROTO;
+    int rc = -ENOENT;
+    const char *kind = jstr(json_object_get(root, "kind"));
+    json_t *labels = json_object_get(json_object_get(root, "metadata"), "labels");
+    if (kind && strcmp(kind, "Pod") != 0) {
+        sfmt(err, err_cap, "not a Pod (kind %s)", kind);
+        rc = -EPROTO;
+        goto out;
+    }
+    for (size_t r = 0; r < sizeof selector_rules / sizeof selector_rules[0]; r++) {
+        const struct selector_rule *rule = &selector_rules[r];
+        if (!jstr(json_object_get(labels, rule->keys[0])))
+            continue;
+        textbuf_t o = text_start(out, cap);
+        rc = 0;
+        for (int k = 0; k < 3 && rule->keys[k] && !rc; k++) {
+            const char *v = jstr(json_object_get(labels, rule->keys[k]));
+            if (!v)
+                continue;
+            if (!label_value_ok(v)) {
+                sfmt(err, err_cap, "label %s is not a label value", rule->keys[k]);
+                rc = -EPROTO;
+            }
+            text_printf(&o, "%s%s=%s", o.len ? "," : "", rule->keys[k], v);
+        }
+        if (!rc && o.cut)
+            rc = -ENOSPC;
+        if (!rc)
+            rc = (int)o.len;
+        else if (cap)
+            out[0] = '\0';
+        if (which)
+            *which = rule->operator;
+        goto out;
+    }
+    sfmt(err, err_cap, "none of the labels operators give their pods (%s, %s, %s, %s, ...)",
+           selector_rules[0].keys[0], selector_rules[1].keys[0], selector_rules[2].keys[0],
+           selector_rules[3].keys[0]);
+out:
+    json_decref(root);
+    return rc;
 }

@@ -56,4 +56,18 @@ int k8s_plan(const struct k8s_pods *t, const struct k8s_plan_params *p, struct k
 int k8s_pod_gone(const struct k8s_pods *t, const char *ns, const char *name, const char *uid,
                  char *buf, size_t cap);
 
+/* The label selector of the job a Pod object (GET .../pods/NAME) belongs to, from the labels
+ * its operator gave it, most specific first:
+ *   LeaderWorkerSet   leaderworkerset.sigs.k8s.io/name, group-index (one group is one job)
+ *   JobSet            jobset.sigs.k8s.io/jobset-name, replicatedjob-name
+ *   Kubeflow          training.kubeflow.org/job-name, operator-name (PyTorchJob, PaddleJob, MPIJob)
+ *   Volcano           volcano.sh/job-name
+ *   Indexed Job       batch.kubernetes.io/job-name (else the older job-name)
+ *   PaddleCloud       paddle-job
+ * Writes "key=value[,key=value]" into out and returns its length; `which` (if set) gets the
+ * operator's name. -ENOENT when the pod carries none of these labels, -EPROTO when the text is
+ * not a Pod or a value is not a label value, -ENOSPC. */
+int k8s_job_selector(const char *json, size_t len, char *out, size_t cap, const char **which,
+                     char *err, size_t err_cap);
+
 #endif

@@ -1,5 +1,5 @@
 /* launcher/discover/k8s_pods.c — PodList, watch events and Status objects into a pod table
- * (launcher/discover/k8s_pods.h), the node-rank orders, and k8s_tools.py's output.
+ * (launcher/discover/k8s_pods.h) and the node-rank orders.
  *
  * Shapes are those of the core v1 API (k8s.io/api core/v1 Pod, metav1 Status and WatchEvent):
  * only the fields below are read, anything else is ignored, and a field of the wrong JSON type
@@ -429,7 +429,7 @@ const struct k8s_pod *k8s_pods_find(const struct k8s_pods *t, const char *ns, co
 
 /* ---- list, event, status ---- */
 
-static json_t *parse_json(const char *text, size_t len, char *err, size_t err_cap)
+json_t *k8s_pods_parse_object(const char *text, size_t len, char *err, size_t err_cap)
 {
     json_error_t je;
     json_t *root = json_loadb(text, len, 0, &je);
@@ -448,7 +448,7 @@ int k8s_pods_add_list(struct k8s_pods *t, const char *json, size_t len, char *co
 {
     if (cont && cont_cap)
         cont[0] = '\0';
-    json_t *root = parse_json(json, len, err, err_cap);
+    json_t *root = k8s_pods_parse_object(json, len, err, err_cap);
     if (!root)
         return -EPROTO;
     int rc = 0;
@@ -502,7 +502,7 @@ static int status_from(json_t *o, struct k8s_status *st)
 
 int k8s_status_parse(const char *json, size_t len, struct k8s_status *st)
 {
-    json_t *root = parse_json(json, len, NULL, 0);
+    json_t *root = k8s_pods_parse_object(json, len, NULL, 0);
     if (!root)
         return -EPROTO;
     int rc = status_from(root, st);
@@ -522,7 +522,7 @@ int k8s_event_parse(const char *json, size_t len, struct k8s_event *ev, char *er
                     size_t err_cap)
 {
     memset(ev, 0, sizeof *ev);
-    json_t *root = parse_json(json, len, err, err_cap);
+    json_t *root = k8s_pods_parse_object(json, len, err, err_cap);
     if (!root)
         return -EPROTO;
     int rc = -EPROTO;
@@ -676,245 +676,9 @@ size_t k8s_pods_sorted(const struct k8s_pods *t, enum k8s_order order,
     return t->n;
 }
 
-/* ---- k8s_tools.py ---- */
+/* ---- the phase k8s_tools.py compares with ---- */
 
 const char *k8s_pod_status(const struct k8s_pod *p)
 {
     return p->deleting ? "Terminating" : p->phase;
-}
-
-struct text {
-    char *buf;
-    size_t cap, len;
-    int full;
-};
-
-static void text_add(struct text *o, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void text_add(struct text *o, const char *fmt, ...)
-{
-    if (o->full)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= o->cap - o->len)
-        o->full = 1;
-    else
-        o->len += (size_t)n;
-}
-
-static int text_end(struct text *o)
-{
-    if (o->full) {
-        if (o->cap)
-            o->buf[0] = '\0';
-        return -ENOSPC;
-    }
-    return (int)o->len;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* The IPs of the pods whose k8s_tools status is `phase`, sorted as Python sorts strings (by
- * code point, which for these ASCII strings is strcmp). Missing IPs are "" and sort first, as
- * Python 2 sorts None before any string. Returns the count, or -ENOMEM. */
-static long phase_ips(const struct k8s_pods *t, const char *phase, const char ***out)
-{
-    const char **ips = malloc((t->n ? t->n : 1) * sizeof *ips);
-    if (!ips)
-        return -ENOMEM;
-    size_t n = 0;
-    for (size_t i = 0; i < t->n; i++)
-        if (strcmp(k8s_pod_status(t->pods[i]), phase) == 0)
-            ips[n++] = t->pods[i]->ip;
-    qsort(ips, n, sizeof *ips, cmp_str);
-    *out = ips;
-    return (long)n;
-}
-
-static int join_ips(const struct k8s_pods *t, const char *phase, const char *port, char *buf,
-                    size_t cap)
-{
-    const char **ips;
-    long n = phase_ips(t, phase, &ips);
-    if (n < 0)
-        return (int)n;
-    struct text o = {buf, cap, 0, cap == 0};
-    int rc = 0;
-    for (long i = 0; i < n && !rc; i++) {
-        if (!ips[i][0])
-            rc = -ENODATA;
-        else if (port)
-            text_add(&o, "%s%s:%s", i ? "," : "", ips[i], port);
-        else
-            text_add(&o, "%s%s", i ? "," : "", ips[i]);
-    }
-    free(ips);
-    text_add(&o, "\n");
-    if (rc && cap)
-        buf[0] = '\0';
-    return rc ? rc : text_end(&o);
-}
-
-int k8s_tools_fetch_ips(const struct k8s_pods *t, const char *phase, char *buf, size_t cap)
-{
-    return join_ips(t, phase ? phase : "Running", NULL, buf, cap);
-}
-
-int k8s_tools_fetch_endpoints(const struct k8s_pods *t, const char *port, char *buf,
-                              size_t cap)
-{
-    return join_ips(t, "Running", port ? port : "", buf, cap);
-}
-
-int k8s_tools_fetch_id(const struct k8s_pods *t, const char *local_ip, char *buf, size_t cap)
-{
-    const char **ips;
-    long n = phase_ips(t, "Running", &ips);
-    if (n < 0)
-        return (int)n;
-    long id = -1;
-    for (long i = 0; i < n && id < 0 && local_ip && local_ip[0]; i++)
-        if (strcmp(ips[i], local_ip) == 0)
-            id = i;
-    free(ips);
-    struct text o = {buf, cap, 0, cap == 0};
-    if (id < 0)
-        text_add(&o, "None\n");
-    else
-        text_add(&o, "%ld\n", id);
-    return text_end(&o);
-}
-
-int k8s_tools_count_pods_by_phase(const struct k8s_pods *t, const char *phase, char *buf,
-                                  size_t cap)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < t->n; i++)
-        n += strcmp(k8s_pod_status(t->pods[i]), phase) == 0;
-    struct text o = {buf, cap, 0, cap == 0};
-    text_add(&o, "%zu\n", n);
-    return text_end(&o);
-}
-
-int k8s_tools_containers_all_ready(const struct k8s_pods *t)
-{
-    for (size_t i = 0; i < t->n; i++)
-        if (!t->pods[i]->containers_ready)
-            return 0;
-    return 1;
-}
-
-int k8s_tools_wait_running_header(const char *selector, const char *desired, char *buf,
-                                  size_t cap)
-{
-    struct text o = {buf, cap, 0, cap == 0};
-    text_add(&o, "label selector: %s, desired: %s\n", selector, desired);
-    return text_end(&o);
-}
-
-int k8s_tools_wait_running_progress(size_t count, char *buf, size_t cap)
-{
-    struct text o = {buf, cap, 0, cap == 0};
-    text_add(&o, "current cnt: %zu sleep for 5 seconds...\n", count);
-    return text_end(&o);
-}
-
-int k8s_tools_wait_ready_header(const char *selector, char *buf, size_t cap)
-{
-    struct text o = {buf, cap, 0, cap == 0};
-    text_add(&o, "label selector: %s, wait all containers ready\n", selector);
-    return text_end(&o);
-}
-
-int k8s_tools_wait_ready_progress(char *buf, size_t cap)
-{
-    struct text o = {buf, cap, 0, cap == 0};
-    text_add(&o, "not all containers ready, sleep for 5 seconds...\n");
-    return text_end(&o);
-}
-
-/* ---- the job's selector from a pod's own labels ---- */
-
-static const struct selector_rule {
-    const char *operator;
-    const char *keys[3];        /* keys[0] must be there; the others join it when present */
-} selector_rules[] = {
-    {"LeaderWorkerSet", {"leaderworkerset.sigs.k8s.io/name",
-                         "leaderworkerset.sigs.k8s.io/group-index", NULL}},
-    {"JobSet", {"jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name",
-                NULL}},
-    {"Kubeflow", {"training.kubeflow.org/job-name", "training.kubeflow.org/operator-name",
-                  NULL}},
-    {"Volcano", {"volcano.sh/job-name", NULL, NULL}},
-    {"Indexed Job", {"batch.kubernetes.io/job-name", NULL, NULL}},
-    {"Indexed Job", {"job-name", NULL, NULL}},
-    {"PaddleCloud", {"paddle-job", NULL, NULL}},
-};
-
-/* A label value as the API allows it: at most 63 of [A-Za-z0-9._-], nothing that could change
- * the meaning of the selector it goes into. */
-static int label_value_ok(const char *v)
-{
-    size_t n = strlen(v);
-    if (n > K8S_LABEL_MAX)
-        return 0;
-    for (const char *c = v; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-              *c == '.' || *c == '_' || *c == '-'))
-            return 0;
-    return 1;
-}
-
-int k8s_pod_selector(const char *json, size_t len, char *out, size_t cap, const char **which,
-                     char *err, size_t err_cap)
-{
-    if (cap)
-        out[0] = '\0';
-    json_t *root = parse_json(json, len, err, err_cap);
-    if (!root)
-        return -EPROTO;
-    int rc = -ENOENT;
-    const char *kind = jstr(json_object_get(root, "kind"));
-    json_t *labels = jpath(root, "metadata", "labels");
-    if (kind && strcmp(kind, "Pod") != 0) {
-        sfmt(err, err_cap, "not a Pod (kind %s)", kind);
-        rc = -EPROTO;
-        goto out;
-    }
-    for (size_t r = 0; r < sizeof selector_rules / sizeof selector_rules[0]; r++) {
-        const struct selector_rule *rule = &selector_rules[r];
-        if (!jstr(json_object_get(labels, rule->keys[0])))
-            continue;
-        struct text o = {out, cap, 0, cap == 0};
-        rc = 0;
-        for (int k = 0; k < 3 && rule->keys[k] && !rc; k++) {
-            const char *v = jstr(json_object_get(labels, rule->keys[k]));
-            if (!v)
-                continue;
-            if (!label_value_ok(v)) {
-                sfmt(err, err_cap, "label %s is not a label value", rule->keys[k]);
-                rc = -EPROTO;
-            }
-            text_add(&o, "%s%s=%s", o.len ? "," : "", rule->keys[k], v);
-        }
-        if (!rc)
-            rc = text_end(&o);
-        else if (cap)
-            out[0] = '\0';
-        if (which)
-            *which = rule->operator;
-        goto out;
-    }
-    sfmt(err, err_cap, "none of the labels operators give their pods (%s, %s, %s, %s, ...)",
-           selector_rules[0].keys[0], selector_rules[1].keys[0], selector_rules[2].keys[0],
-           selector_rules[3].keys[0]);
-out:
-    json_decref(root);
-    return rc;
 }

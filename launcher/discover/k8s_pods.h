@@ -131,45 +131,8 @@ int k8s_name_cmp(const char *a, const char *b);
 /* The phase k8s_tools.py compares with: "Terminating" once deletion has begun, else the phase. */
 const char *k8s_pod_status(const struct k8s_pod *p);
 
-/* The label selector of the job a Pod object (GET .../pods/NAME) belongs to, from the labels
- * its operator gave it, most specific first:
- *   LeaderWorkerSet   leaderworkerset.sigs.k8s.io/name, group-index (one group is one job)
- *   JobSet            jobset.sigs.k8s.io/jobset-name, replicatedjob-name
- *   Kubeflow          training.kubeflow.org/job-name, operator-name (PyTorchJob, PaddleJob, MPIJob)
- *   Volcano           volcano.sh/job-name
- *   Indexed Job       batch.kubernetes.io/job-name (else the older job-name)
- *   PaddleCloud       paddle-job
- * Writes "key=value[,key=value]" into out and returns its length; `which` (if set) gets the
- * operator's name. -ENOENT when the pod carries none of these labels, -EPROTO when the text is
- * not a Pod or a value is not a label value, -ENOSPC. */
-int k8s_pod_selector(const char *json, size_t len, char *out, size_t cap, const char **which,
-                     char *err, size_t err_cap);
-
-/* ---- k8s_tools.py's output, byte for byte (PaddleCloud docker/k8s_tools.py) ----
- * Each writes the whole stdout of the command, newline included, into buf and returns its
- * length, or -ENOSPC. Pods are those of the table (the caller lists by the selector). */
-
-/* fetch_ips SEL: IPs of the pods whose status is Running, string-sorted, joined by ",".
- * fetch_ips_string SEL PHASE is the same with another phase. -ENODATA when a pod counted has
- * no IP (k8s_tools.py fails there). */
-int k8s_tools_fetch_ips(const struct k8s_pods *t, const char *phase, char *buf, size_t cap);
-/* fetch_endpoints SEL PORT: "ip:PORT" items, PORT as given (not parsed), in that order. */
-int k8s_tools_fetch_endpoints(const struct k8s_pods *t, const char *port, char *buf,
-                              size_t cap);
-/* fetch_id SEL: the index of local_ip among the Running pods' sorted IPs, or "None". */
-int k8s_tools_fetch_id(const struct k8s_pods *t, const char *local_ip, char *buf, size_t cap);
-/* count_pods_by_phase SEL PHASE */
-int k8s_tools_count_pods_by_phase(const struct k8s_pods *t, const char *phase, char *buf,
-                                  size_t cap);
-/* containers_all_ready: 1 when every pod's containers are all ready (a pod without container
- * statuses is not), else 0. */
-int k8s_tools_containers_all_ready(const struct k8s_pods *t);
-/* wait_pods_running SEL N: the line printed first, and the one printed while count < N. */
-int k8s_tools_wait_running_header(const char *selector, const char *desired, char *buf,
-                                  size_t cap);
-int k8s_tools_wait_running_progress(size_t count, char *buf, size_t cap);
-/* wait_containers_ready SEL: the first line, and the one printed while not all are ready. */
-int k8s_tools_wait_ready_header(const char *selector, char *buf, size_t cap);
-int k8s_tools_wait_ready_progress(char *buf, size_t cap);
+/* A JSON object from text[0..len), or NULL with one line in err (not JSON, not an object). The
+ * caller json_decref()s it. For the readers of other API objects (launcher/discover/k8s_job.c). */
+struct json_t *k8s_pods_parse_object(const char *text, size_t len, char *err, size_t err_cap);
 
 #endif

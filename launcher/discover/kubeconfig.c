@@ -12,6 +12,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "rdzv/base/b64.h"
 #include "rdzv/base/common.h"
 
 struct kubeconfig_file {
@@ -127,61 +128,6 @@ static yaml_node_t *find_named(struct kubeconfig_file *const *files, size_t n, c
     return NULL;
 }
 
-/* ---- base64 ---- */
-
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-int kubeconfig_base64(const char *in, char **out, size_t *out_len)
-{
-    size_t n = strlen(in);
-    char *buf = malloc(n / 4 * 3 + 4);
-    if (!buf)
-        return -ENOMEM;
-    unsigned acc = 0;
-    int bits = 0, pad = 0;
-    size_t len = 0;
-    for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
-        if (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
-            continue;
-        if (*p == '=') {
-            pad++;
-            continue;
-        }
-        int v = b64_value(*p);
-        if (v < 0 || pad) {
-            free(buf);
-            return -EPROTO;
-        }
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            buf[len++] = (char)((acc >> bits) & 0xff);
-        }
-    }
-    if (pad > 2 || bits >= 6) {
-        free(buf);
-        return -EPROTO;
-    }
-    buf[len] = '\0';
-    *out = buf;
-    *out_len = len;
-    return 0;
-}
-
 /* ---- resolving a context ---- */
 
 struct field {
@@ -225,7 +171,7 @@ static int copy_fields(yaml_document_t *d, yaml_node_t *m, const struct field *f
         char **dst = (char **)((char *)kc + fs[i].offset);
         if (fs[i].len_offset) {
             size_t *len = (size_t *)((char *)kc + fs[i].len_offset);
-            if (kubeconfig_base64(s, dst, len) != 0) {
+            if (b64_decode_alloc(s, strlen(s), B64_BLANKS | B64_PAD_OPTIONAL, dst, len) != 0) {
                 sfmt(err, err_cap, "%s \"%s\": %s is not base64", what, name, fs[i].key);
                 return -EPROTO;
             }

@@ -47,7 +47,4 @@ int kubeconfig_resolve(struct kubeconfig_file *const *files, size_t n, const cha
                        struct kubeconfig *out, char *err, size_t err_cap);
 void kubeconfig_free(struct kubeconfig *kc);
 
-/* Decodes standard base64 (whitespace ignored) into a malloc'd buffer (NUL-terminated). */
-int kubeconfig_base64(const char *in, char **out, size_t *out_len);
-
 #endif

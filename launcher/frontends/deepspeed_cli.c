@@ -12,7 +12,7 @@
  *  - no hostfile at the default /job/hostfile: this machine alone, as DeepSpeed does after its
  *    warning (main prints it); a hostfile named with -H that is missing is an error (DeepSpeed
  *    silently runs a one-node job then, deepspeedai/DeepSpeed#5221).
- * Include/exclude have DeepSpeed's documented semantics (discover/hostfile.h: hostfile_select). */
+ * Include/exclude have DeepSpeed's documented semantics (discover/resources.h: resources_select). */
 #include "launcher/frontends/deepspeed_cli.h"
 #include "launcher/frontends/frontend.h"
 
@@ -141,14 +141,14 @@ static int set_mode(struct cfg *c, const char *mode, const char *why, char *err,
 /* An agent started by the head: world_info at --node_rank. */
 static int from_world_info(struct cfg *c, char *err, size_t errlen)
 {
-    struct hostfile_resources w;
+    struct resources w;
     int r = deepspeed_hosts_world_decode(c->ds_world_info, &w, err, errlen);
     if (r)
         return r;
     if ((size_t)c->node_rank >= w.count)
         r = fail(-EINVAL, err, errlen, "--node_rank %d is not below the %zu hosts of "
                  "--world_info", c->node_rank, w.count);
-    const struct hostfile_node *me = r ? NULL : &w.nodes[c->node_rank];
+    const struct resources_node *me = r ? NULL : &w.nodes[c->node_rank];
     if (!r)
         r = set_devices(c, me->slots, me->nslots, "--world_info", err, errlen);
     if (!r)
@@ -157,17 +157,17 @@ static int from_world_info(struct cfg *c, char *err, size_t errlen)
         r = op_set(c, CFG_RDZV_BACKEND, "static", CFG_SRC_HOSTFILE, err, errlen, "--world_info");
     if (!r)
         r = set_mode(c, "node", "--world_info", err, errlen);
-    hostfile_resources_free(&w);
+    resources_free(&w);
     return r;
 }
 
-static int head(struct cfg *c, const char *path, const struct hostfile_resources *active,
+static int head(struct cfg *c, const char *path, const struct resources *active,
                 char *err, size_t errlen);
 
 /* --force_multi without a hostfile: DeepSpeed still goes through its multi-node runner to host
  * "localhost" (so .deepspeed_env and --venv_script reach the worker), with the job store at
  * 127.0.0.1. */
-static int local_head(struct cfg *c, const struct hostfile_resources *active, char *err,
+static int local_head(struct cfg *c, const struct resources *active, char *err,
                       size_t errlen)
 {
     int r = head(c, "local resources", active, err, errlen);
@@ -177,7 +177,7 @@ static int local_head(struct cfg *c, const struct hostfile_resources *active, ch
 
 /* No hostfile: this machine's devices as DeepSpeed counts them — CUDA_VISIBLE_DEVICES' ids, or
  * --num_gpus of them — under the same selection, as host "localhost". */
-static int local_run(struct cfg *c, char *const *envp, const struct hostfile_select *sel,
+static int local_run(struct cfg *c, char *const *envp, const struct resources_select *sel,
                      char *err, size_t errlen)
 {
     const char *cvd = env_get(envp, "CUDA_VISIBLE_DEVICES");
@@ -202,15 +202,15 @@ static int local_run(struct cfg *c, char *const *envp, const struct hostfile_sel
         return r;   /* nothing to go by: --nproc-per-node's workers, no CUDA_VISIBLE_DEVICES */
     if (!known)
         ids[n++] = 0;   /* the selection is still checked against "localhost:0" */
-    struct hostfile_resources pool, active;
+    struct resources pool, active;
     memset(&pool, 0, sizeof pool);
     memset(&active, 0, sizeof active);
-    struct hostfile_select one = *sel;
+    struct resources_select one = *sel;
     if (cvd)
         one.num_gpus = -1;   /* the ids are the pool; --num_gpus counts them */
-    r = hostfile_resources_add(&pool, "local resources", "localhost", 0, ids, n, err, errlen);
+    r = resources_add(&pool, "local resources", "localhost", 0, ids, n, err, errlen);
     if (!r)
-        r = hostfile_select(&active, &pool, &one, err, errlen);
+        r = resources_select(&active, &pool, &one, err, errlen);
     if (!r && c->ds_num_gpus > 0 && cvd && (size_t)c->ds_num_gpus < active.nodes[0].nslots)
         active.nodes[0].nslots = (size_t)c->ds_num_gpus;
     if (!r && c->ds_force_multi)
@@ -218,13 +218,13 @@ static int local_run(struct cfg *c, char *const *envp, const struct hostfile_sel
     else if (!r && known)
         r = set_devices(c, active.nodes[0].slots, active.nodes[0].nslots,
                         cvd ? "CUDA_VISIBLE_DEVICES" : "--num_gpus", err, errlen);
-    hostfile_resources_free(&active);
-    hostfile_resources_free(&pool);
+    resources_free(&active);
+    resources_free(&pool);
     return r;
 }
 
 /* The head: every active host gets an agent; world_info says which slots. */
-static int head(struct cfg *c, const char *path, const struct hostfile_resources *active,
+static int head(struct cfg *c, const char *path, const struct resources *active,
                 char *err, size_t errlen)
 {
     char *wi = NULL;
@@ -281,7 +281,7 @@ static int deepspeed_discover(struct cfg *c, char *const *envp, const struct dis
 {
     if (c->ds_world_info)
         return from_world_info(c, err, errlen) ? -EINVAL : 1;
-    struct hostfile_select sel = {c->ds_include, c->ds_exclude, c->ds_num_nodes, c->ds_num_gpus};
+    struct resources_select sel = {c->ds_include, c->ds_exclude, c->ds_num_nodes, c->ds_num_gpus};
     const char *path = c->hostfile ? c->hostfile : DS_DEFAULT_HOSTFILE;
     char *text = NULL;
     size_t len = 0;
@@ -300,7 +300,7 @@ static int deepspeed_discover(struct cfg *c, char *const *envp, const struct dis
         return fail(-EINVAL, err, errlen, "cannot read hostfile %s: %s; give -H an existing "
                     "file (DeepSpeed would run on this machine alone)", path, strerror(-r));
     struct hostfile hf;
-    struct hostfile_resources pool, active;
+    struct resources pool, active;
     memset(&hf, 0, sizeof hf);
     memset(&pool, 0, sizeof pool);
     memset(&active, 0, sizeof active);
@@ -317,9 +317,9 @@ static int deepspeed_discover(struct cfg *c, char *const *envp, const struct dis
         return r ? -EINVAL : 1;
     }
     if (!r)
-        r = hostfile_resources_from(&pool, &hf, -1, err, errlen);
+        r = resources_from_hostfile(&pool, &hf, -1, err, errlen);
     if (!r)
-        r = hostfile_select(&active, &pool, &sel, err, errlen);
+        r = resources_select(&active, &pool, &sel, err, errlen);
     /* slots=0 parses (DeepSpeed's grammar) but gives the host no worker to start */
     for (size_t i = 0; !r && i < active.count; i++)
         if (!active.nodes[i].nslots)
@@ -335,8 +335,8 @@ static int deepspeed_discover(struct cfg *c, char *const *envp, const struct dis
         if (!r)
             r = set_mode(c, "node", path, err, errlen);
     }
-    hostfile_resources_free(&active);
-    hostfile_resources_free(&pool);
+    resources_free(&active);
+    resources_free(&pool);
     hostfile_free(&hf);
     return r ? -EINVAL : 1;
 }

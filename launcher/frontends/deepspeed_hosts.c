@@ -157,7 +157,7 @@ static bool utf8_ok(const unsigned char *s)
     return true;
 }
 
-int deepspeed_hosts_world_encode(const struct hostfile_resources *r, char **out)
+int deepspeed_hosts_world_encode(const struct resources *r, char **out)
 {
     for (size_t i = 0; i < r->count; i++)
         if (!utf8_ok((const unsigned char *)r->nodes[i].host))
@@ -187,7 +187,7 @@ int deepspeed_hosts_world_encode(const struct hostfile_resources *r, char **out)
     return sb_done(&b, out);
 }
 
-int deepspeed_hosts_world_decode(const char *text, struct hostfile_resources *r, char *err,
+int deepspeed_hosts_world_decode(const char *text, struct resources *r, char *err,
                                  size_t errlen)
 {
     unsigned char *raw = NULL;
@@ -231,13 +231,13 @@ int deepspeed_hosts_world_decode(const char *text, struct hostfile_resources *r,
         if (!rc && ns == 0)
             rc = fail(-EINVAL, err, errlen, "--world_info: host \"%.64s\" has no slot", host);
         if (!rc)
-            rc = hostfile_resources_add(r, "--world_info", host, 0, slots, ns, err, errlen);
+            rc = resources_add(r, "--world_info", host, 0, slots, ns, err, errlen);
         if (rc)
             break;
     }
     json_decref(o);
     if (rc)
-        hostfile_resources_free(r);
+        resources_free(r);
     return rc;
 }
 

@@ -17,12 +17,12 @@
 
 /* The encoded text of `r` ({"h0": [0, 1], "h1": [0]} in URL-safe base64 with '=' padding) into
  * a malloc'd string. 0, -EILSEQ (a host name that is not UTF-8 text) or -ENOMEM. */
-int deepspeed_hosts_world_encode(const struct hostfile_resources *r, char **out);
+int deepspeed_hosts_world_encode(const struct resources *r, char **out);
 
 /* Decodes world_info (URL-safe or standard base64, padded or not, of a JSON object of host ->
  * list of slot ids) into r (hostfile order = the object's order). 0, or -EINVAL with one line in
- * err naming the input. The caller frees r with hostfile_resources_free. */
-int deepspeed_hosts_world_decode(const char *text, struct hostfile_resources *r, char *err,
+ * err naming the input. The caller frees r with resources_free. */
+int deepspeed_hosts_world_decode(const char *text, struct resources *r, char *err,
                                  size_t errlen);
 
 /* "0,1,3" from a slot list. */

@@ -24,20 +24,20 @@ static const double push_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.
 void health_counters_init(struct health_counters *c)
 {
     memset(c, 0, sizeof *c);
-    prom_histogram_init(&c->rdzv_seconds, rdzv_bounds, N(rdzv_bounds));
-    prom_histogram_init(&c->push_seconds, push_bounds, N(push_bounds));
+    metrics_histogram_init(&c->rdzv_seconds, rdzv_bounds, N(rdzv_bounds));
+    metrics_histogram_init(&c->push_seconds, push_bounds, N(push_bounds));
 }
 
 static void gauge(struct prom *p, const char *name, const char *help, double v)
 {
-    prom_family(p, name, "gauge", help);
-    prom_sample(p, name, NULL, v);
+    metrics_family(p, name, "gauge", help);
+    metrics_sample(p, name, NULL, v);
 }
 
 static void counter(struct prom *p, const char *name, const char *help, double v)
 {
-    prom_family(p, name, "counter", help);
-    prom_sample(p, name, NULL, v);
+    metrics_family(p, name, "counter", help);
+    metrics_sample(p, name, NULL, v);
 }
 
 static const char *const states[] = {"init",     "rendezvous", "starting", "running",
@@ -46,14 +46,14 @@ static const char *const states[] = {"init",     "rendezvous", "starting", "runn
 static void render_agent(const struct health_snapshot *s, const struct health_labels *l,
                          struct prom *p)
 {
-    prom_family(p, "podrun_info", "gauge", "podrun's version and who this agent is");
+    metrics_family(p, "podrun_info", "gauge", "podrun's version and who this agent is");
     const char *info[] = {"version", l->version, "node", l->node, "run_id", l->run_id,
                           "role", l->role, NULL};
-    prom_sample(p, "podrun_info", info, 1);
-    prom_family(p, "podrun_agent_state", "gauge", "1 for the state the agent is in");
+    metrics_sample(p, "podrun_info", info, 1);
+    metrics_family(p, "podrun_agent_state", "gauge", "1 for the state the agent is in");
     for (size_t i = 0; i < sizeof states / sizeof *states; i++) {
         const char *lab[] = {"state", states[i], NULL};
-        prom_sample(p, "podrun_agent_state", lab, strcmp(states[i], s->state) == 0);
+        metrics_sample(p, "podrun_agent_state", lab, strcmp(states[i], s->state) == 0);
     }
     gauge(p, "podrun_healthy", "1 while /healthz answers 200", s->healthy);
     gauge(p, "podrun_workers", "workers this node runs in each attempt", s->workers);
@@ -76,21 +76,21 @@ static void render_events(const struct health_counters *c, struct prom *p)
 {
     counter(p, "podrun_rendezvous_rounds_total", "rounds this node was assigned in",
             (double)c->rounds);
-    prom_histogram_write(p, "podrun_rendezvous_duration_seconds",
-                         "from a join (or rejoin) to this node's assignment", &c->rdzv_seconds);
-    prom_family(p, "podrun_restarts_total", "counter",
-                "in-place restarts of the job (counted: one of --max-restarts was used)");
+    metrics_histogram_write(p, "podrun_rendezvous_duration_seconds",
+                            "from a join (or rejoin) to this node's assignment", &c->rdzv_seconds);
+    metrics_family(p, "podrun_restarts_total", "counter",
+                   "in-place restarts of the job (counted: one of --max-restarts was used)");
     const char *yes[] = {"counted", "true", NULL}, *no[] = {"counted", "false", NULL};
-    prom_sample(p, "podrun_restarts_total", yes, (double)c->restarts_counted);
-    prom_sample(p, "podrun_restarts_total", no, (double)c->restarts_uncounted);
-    prom_family(p, "podrun_worker_exits_total", "counter", "this node's worker exits by cause");
+    metrics_sample(p, "podrun_restarts_total", yes, (double)c->restarts_counted);
+    metrics_sample(p, "podrun_restarts_total", no, (double)c->restarts_uncounted);
+    metrics_family(p, "podrun_worker_exits_total", "counter", "this node's worker exits by cause");
     for (int i = 0; i < HEALTH_EXIT__COUNT; i++) {
         const char *lab[] = {"cause", health_exit_names[i], NULL};
-        prom_sample(p, "podrun_worker_exits_total", lab, (double)c->exits[i]);
+        metrics_sample(p, "podrun_worker_exits_total", lab, (double)c->exits[i]);
     }
-    prom_histogram_write(p, "podrun_failure_push_seconds",
-                         "from a failure (the failing node's clock) to this agent being told "
-                         "to stop for it", &c->push_seconds);
+    metrics_histogram_write(p, "podrun_failure_push_seconds",
+                            "from a failure (the failing node's clock) to this agent being told "
+                            "to stop for it", &c->push_seconds);
 }
 
 static void render_rdzv(const struct health_snapshot *s, struct prom *p)
@@ -108,11 +108,11 @@ static void render_rdzv(const struct health_snapshot *s, struct prom *p)
           (double)r->store_connections);
     counter(p, "podrun_store_connections_total", "connections the job store accepted",
             (double)r->store_accepted);
-    prom_family(p, "podrun_store_requests_total", "counter",
-                "requests the job store handled, by operation");
+    metrics_family(p, "podrun_store_requests_total", "counter",
+                   "requests the job store handled, by operation");
     for (int op = 0; op < WIRE_OP_COUNT && op < 32; op++) {
         const char *lab[] = {"op", wire_op_name((wire_op_t)op), NULL};
-        prom_sample(p, "podrun_store_requests_total", lab, (double)r->store_ops[op]);
+        metrics_sample(p, "podrun_store_requests_total", lab, (double)r->store_ops[op]);
     }
     gauge(p, "podrun_store_keys", "keys held by the job store", (double)r->store_keys);
     gauge(p, "podrun_store_bytes", "bytes of keys and values held by the job store",
@@ -136,22 +136,22 @@ static void render_checks(const struct health_snapshot *s, struct prom *p)
 
 static void render_port(const struct httpd_stats *h, struct prom *p)
 {
-    prom_family(p, "podrun_health_requests_total", "counter",
-                "answers of the health port, by status class");
+    metrics_family(p, "podrun_health_requests_total", "counter",
+                   "answers of the health port, by status class");
     for (int k = 2; k <= 5; k++) {
         char code[8];
         snprintf(code, sizeof code, "%dxx", k);
         const char *lab[] = {"code", code, NULL};
-        prom_sample(p, "podrun_health_requests_total", lab, (double)h->answered[k]);
+        metrics_sample(p, "podrun_health_requests_total", lab, (double)h->answered[k]);
     }
-    prom_family(p, "podrun_health_refused_total", "counter",
-                "health port connections cut short: busy (too many open), bad (not HTTP or too "
-                "long), timeout (too slow)");
+    metrics_family(p, "podrun_health_refused_total", "counter",
+                   "health port connections cut short: busy (too many open), bad (not HTTP or too "
+                   "long), timeout (too slow)");
     const char *busy[] = {"reason", "busy", NULL}, *bad[] = {"reason", "bad", NULL},
                *slow[] = {"reason", "timeout", NULL};
-    prom_sample(p, "podrun_health_refused_total", busy, (double)h->busy);
-    prom_sample(p, "podrun_health_refused_total", bad, (double)h->bad);
-    prom_sample(p, "podrun_health_refused_total", slow, (double)h->timeouts);
+    metrics_sample(p, "podrun_health_refused_total", busy, (double)h->busy);
+    metrics_sample(p, "podrun_health_refused_total", bad, (double)h->bad);
+    metrics_sample(p, "podrun_health_refused_total", slow, (double)h->timeouts);
 }
 
 void health_counters_render(const struct health_counters *c, const struct health_snapshot *s,

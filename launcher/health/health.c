@@ -36,7 +36,7 @@ static void take_snapshot(struct health *h, struct health_snapshot *s)
 }
 
 /* One request: the answer is built now, on the loop, from the counters and a snapshot. */
-static void on_request(void *arg, const struct http_request *req, struct httpd_reply *out)
+static void on_request(void *arg, const struct httpd_request *req, struct httpd_reply *out)
 {
     struct health *h = arg;
     struct health_snapshot s;
@@ -53,10 +53,10 @@ static void on_request(void *arg, const struct http_request *req, struct httpd_r
         httpd_stats(h->httpd, &hs);
         struct health_labels l = {h->version, h->node, h->run_id, h->role};
         struct prom p;
-        prom_init(&p);
+        metrics_init(&p);
         health_counters_render(&h->c, &s, &l, &hs, &p);
         if (p.oom) {
-            prom_free(&p);
+            metrics_free(&p);
             out->status = 500;
             out->body = text_copy("out of memory\n", &out->len);
             return;
@@ -132,7 +132,7 @@ void health_rdzv_assigned(struct health *h)
         return;
     h->c.rounds++;
     if (h->joined_ns)
-        prom_histogram_observe(&h->c.rdzv_seconds, (double)(uv_hrtime() - h->joined_ns) / 1e9);
+        metrics_histogram_observe(&h->c.rdzv_seconds, (double)(uv_hrtime() - h->joined_ns) / 1e9);
     h->joined_ns = 0;
 }
 
@@ -154,6 +154,6 @@ void health_job_stopped(struct health *h, const rdzv_decision_t *d, double now)
     }
     if (d->n > 0 && d->failures[0].time > 0) {
         double dt = now - d->failures[0].time;
-        prom_histogram_observe(&h->c.push_seconds, dt > 0 ? dt : 0);
+        metrics_histogram_observe(&h->c.push_seconds, dt > 0 ? dt : 0);
     }
 }

@@ -150,15 +150,15 @@ static void conn_error(struct conn *c, int status, const char *text)
 }
 
 /* A whole head arrived: the handler answers GET and HEAD. */
-static void conn_request(struct conn *c, const struct http_request *req)
+static void conn_request(struct conn *c, const struct httpd_request *req)
 {
-    if (req->method == HTTP_M_OTHER) {
+    if (req->method == HTTPD_M_OTHER) {
         conn_error(c, 405, "only GET and HEAD are served here\n");
         return;
     }
     struct httpd_reply r = {500, "text/plain; charset=utf-8", NULL, 0};
     c->d->handler(c->d->arg, req, &r);
-    conn_answer(c, r.status, r.content_type, r.body, r.len, req->method == HTTP_M_HEAD);
+    conn_answer(c, r.status, r.content_type, r.body, r.len, req->method == HTTPD_M_HEAD);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -180,18 +180,18 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         return;
     }
     c->len += (size_t)n;
-    struct http_request req;
-    switch (http_request_parse(c->buf, c->len, &req)) {
-    case HTTP_PARSE_DONE:
+    struct httpd_request req;
+    switch (httpd_request_parse(c->buf, c->len, &req)) {
+    case HTTPD_PARSE_DONE:
         conn_request(c, &req);
         break;
-    case HTTP_PARSE_BAD:
+    case HTTPD_PARSE_BAD:
         conn_error(c, 400, "not an HTTP/1.x request\n");
         break;
-    case HTTP_PARSE_LONG:
+    case HTTPD_PARSE_LONG:
         conn_error(c, 414, "the path is too long\n");
         break;
-    case HTTP_PARSE_MORE:
+    case HTTPD_PARSE_MORE:
         if (c->len >= c->d->lim.max_request)
             conn_error(c, 431, "the request head is too long\n");
         break;

@@ -33,7 +33,7 @@ struct httpd_reply {
 };
 
 /* Called once per complete GET or HEAD request; fills the reply before it returns. */
-typedef void (*httpd_handler)(void *arg, const struct http_request *req,
+typedef void (*httpd_handler)(void *arg, const struct httpd_request *req,
                               struct httpd_reply *out);
 
 struct httpd;

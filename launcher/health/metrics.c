@@ -7,15 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-void prom_init(struct prom *p)
+void metrics_init(struct prom *p)
 {
     memset(p, 0, sizeof *p);
 }
 
-void prom_free(struct prom *p)
+void metrics_free(struct prom *p)
 {
     free(p->buf);
-    prom_init(p);
+    metrics_init(p);
 }
 
 /* Makes room for n more bytes and the NUL; 0, or -1 (and oom) without memory. */
@@ -90,14 +90,14 @@ static void put_value(struct prom *p, double v)
         putf(p, "%.9g", v);
 }
 
-void prom_family(struct prom *p, const char *name, const char *type, const char *help)
+void metrics_family(struct prom *p, const char *name, const char *type, const char *help)
 {
     putf(p, "# HELP %s ", name);
     put_escaped(p, help, 0);
     putf(p, "\n# TYPE %s %s\n", name, type);
 }
 
-void prom_sample(struct prom *p, const char *name, const char *const *labels, double value)
+void metrics_sample(struct prom *p, const char *name, const char *const *labels, double value)
 {
     put(p, name, strlen(name));
     if (labels && labels[0]) {
@@ -116,14 +116,14 @@ void prom_sample(struct prom *p, const char *name, const char *const *labels, do
     put(p, "\n", 1);
 }
 
-void prom_histogram_init(struct prom_histogram *h, const double *bounds, int n)
+void metrics_histogram_init(struct prom_histogram *h, const double *bounds, int n)
 {
     memset(h, 0, sizeof *h);
     h->bounds = bounds;
     h->n = n < PROM_MAX_BUCKETS ? n : PROM_MAX_BUCKETS;
 }
 
-void prom_histogram_observe(struct prom_histogram *h, double v)
+void metrics_histogram_observe(struct prom_histogram *h, double v)
 {
     int i = 0;
     while (i < h->n && v > h->bounds[i])
@@ -133,11 +133,11 @@ void prom_histogram_observe(struct prom_histogram *h, double v)
     h->count++;
 }
 
-void prom_histogram_write(struct prom *p, const char *name, const char *help,
-                          const struct prom_histogram *h)
+void metrics_histogram_write(struct prom *p, const char *name, const char *help,
+                             const struct prom_histogram *h)
 {
     char sample[160], le[32];
-    prom_family(p, name, "histogram", help);
+    metrics_family(p, name, "histogram", help);
     snprintf(sample, sizeof sample, "%s_bucket", name);
     uint64_t cum = 0;
     for (int i = 0; i <= h->n; i++) {
@@ -147,10 +147,10 @@ void prom_histogram_write(struct prom *p, const char *name, const char *help,
         else
             snprintf(le, sizeof le, "+Inf");
         const char *labels[] = {"le", le, NULL};
-        prom_sample(p, sample, labels, (double)cum);
+        metrics_sample(p, sample, labels, (double)cum);
     }
     snprintf(sample, sizeof sample, "%s_sum", name);
-    prom_sample(p, sample, NULL, h->sum);
+    metrics_sample(p, sample, NULL, h->sum);
     snprintf(sample, sizeof sample, "%s_count", name);
-    prom_sample(p, sample, NULL, (double)h->count);
+    metrics_sample(p, sample, NULL, (double)h->count);
 }

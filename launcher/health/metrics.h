@@ -16,13 +16,13 @@ struct prom {
     int oom;
 };
 
-void prom_init(struct prom *p);
-void prom_free(struct prom *p);
+void metrics_init(struct prom *p);
+void metrics_free(struct prom *p);
 
 /* "# HELP name help\n# TYPE name type\n"; type is counter, gauge or histogram. */
-void prom_family(struct prom *p, const char *name, const char *type, const char *help);
+void metrics_family(struct prom *p, const char *name, const char *type, const char *help);
 /* "name{k1="v1",k2="v2"} value\n": labels are NULL-terminated name/value pairs (NULL: none). */
-void prom_sample(struct prom *p, const char *name, const char *const *labels, double value);
+void metrics_sample(struct prom *p, const char *name, const char *const *labels, double value);
 
 #define PROM_MAX_BUCKETS 16
 
@@ -36,10 +36,10 @@ struct prom_histogram {
     uint64_t count;
 };
 
-void prom_histogram_init(struct prom_histogram *h, const double *bounds, int n);
-void prom_histogram_observe(struct prom_histogram *h, double v);
+void metrics_histogram_init(struct prom_histogram *h, const double *bounds, int n);
+void metrics_histogram_observe(struct prom_histogram *h, double v);
 /* The family with its _bucket{le=...} (cumulative, +Inf last), _sum and _count samples. */
-void prom_histogram_write(struct prom *p, const char *name, const char *help,
-                          const struct prom_histogram *h);
+void metrics_histogram_write(struct prom *p, const char *name, const char *help,
+                             const struct prom_histogram *h);
 
 #endif

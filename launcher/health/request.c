@@ -27,35 +27,35 @@ static int copy_bounded(const char *p, const char *q, char *out, size_t cap)
 }
 
 /* METHOD SP TARGET SP HTTP/1.N in [p, q) (the line without its CR LF). */
-static enum http_parse parse_request_line(const char *p, const char *q, struct http_request *r)
+static enum httpd_parse parse_request_line(const char *p, const char *q, struct httpd_request *r)
 {
     const char *sp1 = memchr(p, ' ', (size_t)(q - p));
     if (!sp1 || sp1 == p)
-        return HTTP_PARSE_BAD;
+        return HTTPD_PARSE_BAD;
     const char *t = sp1 + 1;
     const char *sp2 = memchr(t, ' ', (size_t)(q - t));
     if (!sp2 || sp2 == t)
-        return HTTP_PARSE_BAD;
+        return HTTPD_PARSE_BAD;
     for (const char *c = p; c < q; c++)
         if (c != sp1 && c != sp2 && !visible((unsigned char)*c))
-            return HTTP_PARSE_BAD;
+            return HTTPD_PARSE_BAD;
     size_t ml = (size_t)(sp1 - p);
-    r->method = ml == 3 && !memcmp(p, "GET", 3)    ? HTTP_M_GET
-                : ml == 4 && !memcmp(p, "HEAD", 4) ? HTTP_M_HEAD
-                                                   : HTTP_M_OTHER;
+    r->method = ml == 3 && !memcmp(p, "GET", 3)    ? HTTPD_M_GET
+                : ml == 4 && !memcmp(p, "HEAD", 4) ? HTTPD_M_HEAD
+                                                   : HTTPD_M_OTHER;
     const char *v = sp2 + 1;
     if (q - v != 8 || memcmp(v, "HTTP/1.", 7) || v[7] < '0' || v[7] > '9')
-        return HTTP_PARSE_BAD;
+        return HTTPD_PARSE_BAD;
     r->minor = v[7] - '0';
     /* absolute form: the path starts at the first '/' after "scheme://authority" */
     if (*t != '/') {
         const char *s = memchr(t, ':', (size_t)(sp2 - t));
         if (!s || sp2 - s < 3 || s[1] != '/' || s[2] != '/')
-            return HTTP_PARSE_BAD;
+            return HTTPD_PARSE_BAD;
         const char *slash = memchr(s + 3, '/', (size_t)(sp2 - (s + 3)));
         if (!slash) { /* "http://host": the root */
             r->path[0] = '/';
-            return HTTP_PARSE_DONE;
+            return HTTPD_PARSE_DONE;
         }
         t = slash;
     }
@@ -64,18 +64,18 @@ static enum http_parse parse_request_line(const char *p, const char *q, struct h
     const char *qm = memchr(t, '?', (size_t)(tend - t));
     if (copy_bounded(t, qm ? qm : tend, r->path, sizeof r->path) ||
         copy_bounded(qm ? qm + 1 : tend, tend, r->query, sizeof r->query))
-        return HTTP_PARSE_LONG;
-    return HTTP_PARSE_DONE;
+        return HTTPD_PARSE_LONG;
+    return HTTPD_PARSE_DONE;
 }
 
-enum http_parse http_request_parse(const char *buf, size_t len, struct http_request *r)
+enum httpd_parse httpd_request_parse(const char *buf, size_t len, struct httpd_request *r)
 {
     const char *p = buf, *end = buf + len;
     memset(r, 0, sizeof *r);
     /* leading empty lines (a client's CRLF after a previous body) */
     while (p < end && (*p == '\r' || *p == '\n')) {
         if (*p == '\r' && (p + 1 == end || p[1] != '\n'))
-            return p + 1 == end ? HTTP_PARSE_MORE : HTTP_PARSE_BAD;
+            return p + 1 == end ? HTTPD_PARSE_MORE : HTTPD_PARSE_BAD;
         p += *p == '\r' ? 2 : 1;
     }
     const char *nl = line_end(p, end);
@@ -83,26 +83,26 @@ enum http_parse http_request_parse(const char *buf, size_t len, struct http_requ
         /* no line yet: bytes that cannot start a request are refused now, not after a timeout */
         for (const char *c = p; c < end; c++)
             if (*c != ' ' && *c != '\r' && !visible((unsigned char)*c))
-                return HTTP_PARSE_BAD;
-        return HTTP_PARSE_MORE;
+                return HTTPD_PARSE_BAD;
+        return HTTPD_PARSE_MORE;
     }
     const char *q = nl > p && nl[-1] == '\r' ? nl - 1 : nl;
-    enum http_parse rl = parse_request_line(p, q, r);
-    if (rl != HTTP_PARSE_DONE)
+    enum httpd_parse rl = parse_request_line(p, q, r);
+    if (rl != HTTPD_PARSE_DONE)
         return rl;
     /* header fields up to the empty line; only their bytes are checked */
     for (p = nl + 1;;) {
         nl = line_end(p, end);
         if (!nl)
-            return HTTP_PARSE_MORE;
+            return HTTPD_PARSE_MORE;
         q = nl > p && nl[-1] == '\r' ? nl - 1 : nl;
         if (q == p) {
             r->head_len = (size_t)(nl + 1 - buf);
-            return HTTP_PARSE_DONE;
+            return HTTPD_PARSE_DONE;
         }
         for (const char *c = p; c < q; c++)
             if ((unsigned char)*c < 0x20 && *c != '\t')
-                return HTTP_PARSE_BAD;
+                return HTTPD_PARSE_BAD;
         p = nl + 1;
     }
 }

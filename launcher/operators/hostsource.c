@@ -35,7 +35,7 @@ static int self_names(const struct cfg *c, const struct discover_host *host, boo
     return 0;
 }
 
-int hostsource_find_self(const struct hostfile *hf, const struct hostfile_resources *active,
+int hostsource_find_self(const struct hostfile *hf, const struct resources *active,
                          const struct cfg *c, const struct discover_host *host, size_t *entry,
                          size_t *node_rank, char *err, size_t errlen)
 {
@@ -64,7 +64,7 @@ static bool given_rank(const struct cfg *c)
 
 /* The line at the given node rank (among `active`, or all lines). *mine says whether the
  * machine's own names also pick that line, so that its address is this node's to bind. */
-static int at_given_rank(const struct hostfile *hf, const struct hostfile_resources *active,
+static int at_given_rank(const struct hostfile *hf, const struct resources *active,
                          const struct cfg *c, const struct discover_host *host, size_t *entry,
                          size_t *node_rank, bool *mine, char *err, size_t errlen)
 {
@@ -130,17 +130,17 @@ static int set_values(struct cfg *c, const char *file, const char *label, size_t
 }
 
 int hostsource_apply_parsed(struct cfg *c, const struct discover_host *host,
-                            const struct hostfile *hf, const struct hostfile_select *sel,
+                            const struct hostfile *hf, const struct resources_select *sel,
                             const char *label, struct hostsource_node *out, char *err,
                             size_t errlen)
 {
-    struct hostfile_resources pool, active;
+    struct resources pool, active;
     memset(&pool, 0, sizeof pool);
     memset(&active, 0, sizeof active);
     size_t entry = 0, rank = 0;
     int r = 0;
-    if (sel && !(r = hostfile_resources_from(&pool, hf, -1, err, errlen)))
-        r = hostfile_select(&active, &pool, sel, err, errlen);
+    if (sel && !(r = resources_from_hostfile(&pool, hf, -1, err, errlen)))
+        r = resources_select(&active, &pool, sel, err, errlen);
     bool mine = true;   /* the line is this machine's own (its address may be bound) */
     if (!r && given_rank(c))
         r = at_given_rank(hf, sel ? &active : NULL, c, host, &entry, &rank, &mine, err, errlen);
@@ -163,13 +163,13 @@ int hostsource_apply_parsed(struct cfg *c, const struct discover_host *host,
                 out->slots[i] = sel ? active.nodes[rank].slots[i] : (int)i;
         }
     }
-    hostfile_resources_free(&active);
-    hostfile_resources_free(&pool);
+    resources_free(&active);
+    resources_free(&pool);
     return r;
 }
 
 int hostsource_apply(struct cfg *c, const struct discover_host *host, const char *path,
-                     enum hostfile_dialect dialect, const struct hostfile_select *sel,
+                     enum hostfile_dialect dialect, const struct resources_select *sel,
                      const char *label, struct hostsource_node *out, char *err, size_t errlen)
 {
     char *text = NULL;

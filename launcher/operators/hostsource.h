@@ -17,6 +17,7 @@
 #include "launcher/config/config.h"
 #include "launcher/discover/host.h"
 #include "launcher/discover/hostfile.h"
+#include "launcher/discover/resources.h"
 
 /* What the file says about this node, for a front-end that needs more than the config holds
  * (DeepSpeed's CUDA_VISIBLE_DEVICES from the selected slot ids). */
@@ -42,19 +43,19 @@ struct hostsource_node {
  * this node is in no line or in two (-ENOENT, -EEXIST) or is left out by the selection (-ESRCH),
  * its line gives slots=0 (-EINVAL). out (may be NULL) gets what the file says about this node. */
 int hostsource_apply(struct cfg *c, const struct discover_host *host, const char *path,
-                     enum hostfile_dialect dialect, const struct hostfile_select *sel,
+                     enum hostfile_dialect dialect, const struct resources_select *sel,
                      const char *label, struct hostsource_node *out, char *err, size_t errlen);
 
 /* The same for a hostfile already parsed (a Volcano host list from the environment): `hf`'s
  * name stands for the file in sources and messages. */
 int hostsource_apply_parsed(struct cfg *c, const struct discover_host *host,
-                            const struct hostfile *hf, const struct hostfile_select *sel,
+                            const struct hostfile *hf, const struct resources_select *sel,
                             const char *label, struct hostsource_node *out, char *err,
                             size_t errlen);
 
 /* This node's line of hf (rule above): *entry its index in hf, *node_rank its index among
  * `active` (NULL: among all lines). 0, or -ENOENT / -EEXIST / -ESRCH with one line in err. */
-int hostsource_find_self(const struct hostfile *hf, const struct hostfile_resources *active,
+int hostsource_find_self(const struct hostfile *hf, const struct resources *active,
                          const struct cfg *c, const struct discover_host *host, size_t *entry,
                          size_t *node_rank, char *err, size_t errlen);
 

@@ -32,7 +32,7 @@
  *             --hostfile is then an error.
  *   hostfile  a hostfile only: --hostfile FILE, else MPIJob's hostfile, else the Volcano
  *             <task>.host file that names this pod; scheduler variables are not read.
- *   k8s       the Kubernetes API (launcher/discover/k8s.c); nothing here is read.
+ *   k8s       the Kubernetes API (launcher/discover/k8s_watch.c); nothing here is read.
  *   none      nothing is discovered: flags, PODRUN_* and PET_* only (torchrun's behaviour).
  * --standalone is a single node: nothing is discovered either.
  *

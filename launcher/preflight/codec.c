@@ -11,51 +11,24 @@
 
 #define PF_VALUE_MAX 4096    /* one decoded value */
 
-static void pf_buf_put(struct pf_buf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *s2 = realloc(b->s, cap);
-        if (!s2) {
-            b->failed = true;
-            return;
-        }
-        b->s = s2;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-void pf_buf_kv(struct pf_buf *b, const char *key, const char *fmt, ...)
+void pf_kv_add(textbuf_t *b, const char *key, const char *fmt, ...)
 {
     char val[PF_VALUE_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(val, sizeof val, fmt, ap);
     va_end(ap);
-    pf_buf_put(b, key, strlen(key));
-    pf_buf_put(b, "=", 1);
+    text_add(b, key, strlen(key));
+    text_add(b, "=", 1);
     for (const char *p = val; *p; p++) {
         if (*p == '\\')
-            pf_buf_put(b, "\\\\", 2);
+            text_add(b, "\\\\", 2);
         else if (*p == '\n')
-            pf_buf_put(b, "\\n", 2);
+            text_add(b, "\\n", 2);
         else
-            pf_buf_put(b, p, 1);
+            text_add(b, p, 1);
     }
-    pf_buf_put(b, "\n", 1);
-}
-
-void pf_buf_free(struct pf_buf *b)
-{
-    free(b->s);
-    memset(b, 0, sizeof *b);
+    text_add(b, "\n", 1);
 }
 
 /* The next line of [*p, end) as key and unescaped value (both NUL-terminated, cut to their
@@ -135,16 +108,16 @@ static void pf_cut(char *out, size_t len, const char *s)
 
 /* ---------- node ---------- */
 
-int pf_node_encode(const struct pf_node_rec *r, struct pf_buf *out)
+int pf_node_encode(const struct pf_node_rec *r, textbuf_t *out)
 {
-    pf_buf_kv(out, "name", "%s", r->name);
-    pf_buf_kv(out, "host", "%s", r->host);
-    pf_buf_kv(out, "port", "%d", r->port);
-    pf_buf_kv(out, "nproc", "%d", r->nproc);
-    pf_buf_kv(out, "rank_base", "%d", r->rank_base);
-    pf_buf_kv(out, "passed", "%d", r->passed ? 1 : 0);
-    pf_buf_kv(out, "hosts_store", "%d", r->hosts_store ? 1 : 0);
-    return out->failed ? -ENOMEM : 0;
+    pf_kv_add(out, "name", "%s", r->name);
+    pf_kv_add(out, "host", "%s", r->host);
+    pf_kv_add(out, "port", "%d", r->port);
+    pf_kv_add(out, "nproc", "%d", r->nproc);
+    pf_kv_add(out, "rank_base", "%d", r->rank_base);
+    pf_kv_add(out, "passed", "%d", r->passed ? 1 : 0);
+    pf_kv_add(out, "hosts_store", "%d", r->hosts_store ? 1 : 0);
+    return out->cut ? -ENOMEM : 0;
 }
 
 int pf_node_decode(const char *val, size_t len, struct pf_node_rec *r)
@@ -179,13 +152,13 @@ int pf_node_decode(const char *val, size_t len, struct pf_node_rec *r)
 
 /* ---------- figure ---------- */
 
-int pf_figure_encode(const struct pf_figure *f, struct pf_buf *out)
+int pf_figure_encode(const struct pf_figure *f, textbuf_t *out)
 {
-    pf_buf_kv(out, "ok", "%d", f->ok ? 1 : 0);
-    pf_buf_kv(out, "rtt", "%.9g", f->rtt);
-    pf_buf_kv(out, "bw", "%.9g", f->bw);
-    pf_buf_kv(out, "reason", "%s", f->reason);
-    return out->failed ? -ENOMEM : 0;
+    pf_kv_add(out, "ok", "%d", f->ok ? 1 : 0);
+    pf_kv_add(out, "rtt", "%.9g", f->rtt);
+    pf_kv_add(out, "bw", "%.9g", f->bw);
+    pf_kv_add(out, "reason", "%s", f->reason);
+    return out->cut ? -ENOMEM : 0;
 }
 
 int pf_figure_decode(const char *val, size_t len, struct pf_figure *f)
@@ -217,15 +190,15 @@ int pf_figure_decode(const char *val, size_t len, struct pf_figure *f)
 
 /* ---------- plan ---------- */
 
-int pf_plan_encode(bool skip, const struct pf_link *links, int n, struct pf_buf *out)
+int pf_plan_encode(bool skip, const struct pf_link *links, int n, textbuf_t *out)
 {
     if (skip)
-        pf_buf_kv(out, "skip", "1");
+        pf_kv_add(out, "skip", "1");
     for (int i = 0; i < n; i++)
-        pf_buf_kv(out, "link", "%d %d", links[i].a, links[i].b);
+        pf_kv_add(out, "link", "%d %d", links[i].a, links[i].b);
     if (!skip && n == 0)
-        pf_buf_kv(out, "links", "0");
-    return out->failed ? -ENOMEM : 0;
+        pf_kv_add(out, "links", "0");
+    return out->cut ? -ENOMEM : 0;
 }
 
 int pf_plan_decode(const char *val, size_t len, int nnodes, struct pf_plan_rec *pl)
@@ -270,19 +243,19 @@ void pf_plan_free(struct pf_plan_rec *p)
 
 /* ---------- verdict ---------- */
 
-void pf_verdict_begin(struct pf_buf *b, int nodes, bool skip)
+void pf_verdict_begin(textbuf_t *b, int nodes, bool skip)
 {
-    pf_buf_kv(b, "nodes", "%d", nodes);
+    pf_kv_add(b, "nodes", "%d", nodes);
     if (skip)
-        pf_buf_kv(b, "skip", "1");
+        pf_kv_add(b, "skip", "1");
 }
 
-void pf_verdict_host_bad(struct pf_buf *b)
+void pf_verdict_host_bad(textbuf_t *b)
 {
-    pf_buf_kv(b, "host_bad", "1");
+    pf_kv_add(b, "host_bad", "1");
 }
 
-void pf_verdict_bad(struct pf_buf *b, int rank, const char *name, const char *kind,
+void pf_verdict_bad(textbuf_t *b, int rank, const char *name, const char *kind,
                     const char *reason)
 {
     char n[PF_NAME_MAX], k[32];
@@ -294,12 +267,12 @@ void pf_verdict_bad(struct pf_buf *b, int rank, const char *name, const char *ki
     for (char *c = k; *c; c++)
         if (*c == '\t')
             *c = ' ';
-    pf_buf_kv(b, "bad", "%d\t%s\t%s\t%s", rank, n, k, reason);
+    pf_kv_add(b, "bad", "%d\t%s\t%s\t%s", rank, n, k, reason);
 }
 
-void pf_verdict_line(struct pf_buf *b, const char *text)
+void pf_verdict_line(textbuf_t *b, const char *text)
 {
-    pf_buf_kv(b, "line", "%s", text);
+    pf_kv_add(b, "line", "%s", text);
 }
 
 /* Appends a copy of s to *arr (of *n). */

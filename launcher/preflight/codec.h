@@ -17,22 +17,16 @@
 #include <stddef.h>
 
 #include "launcher/preflight/plan.h"
+#include "rdzv/base/text.h"
 
 #define PF_HOST_MAX 256
 #define PF_LINKS_MAX 70000     /* a plan names at most one link per node, plus one */
 #define PF_LINE_MAX 1024
 
-/* A growing text buffer: s is NUL-terminated, or NULL after an allocation failed. */
-struct pf_buf {
-    char *s;
-    size_t len, cap;
-    bool failed;
-};
-
-/* Appends "key=value\n" with the value escaped. */
-void pf_buf_kv(struct pf_buf *b, const char *key, const char *fmt, ...)
+/* Appends "key=value\n" with the value escaped, to a growing text (rdzv/base/text.h: `textbuf_t b =
+ * {0}`, freed with text_free; b.cut says memory ran out). */
+void pf_kv_add(textbuf_t *b, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void pf_buf_free(struct pf_buf *b);
 
 struct pf_node_rec {
     char name[PF_NAME_MAX];
@@ -44,10 +38,10 @@ struct pf_node_rec {
     bool hosts_store;  /* this agent hosts the job store: it cannot leave the job */
 };
 
-int pf_node_encode(const struct pf_node_rec *r, struct pf_buf *out);
+int pf_node_encode(const struct pf_node_rec *r, textbuf_t *out);
 int pf_node_decode(const char *val, size_t len, struct pf_node_rec *r);
 
-int pf_figure_encode(const struct pf_figure *f, struct pf_buf *out);
+int pf_figure_encode(const struct pf_figure *f, textbuf_t *out);
 /* f->done is set on success. */
 int pf_figure_decode(const char *val, size_t len, struct pf_figure *f);
 
@@ -57,7 +51,7 @@ struct pf_plan_rec {
     struct pf_link *links;   /* malloc'd (pf_plan_free) */
 };
 
-int pf_plan_encode(bool skip, const struct pf_link *links, int n, struct pf_buf *out);
+int pf_plan_encode(bool skip, const struct pf_link *links, int n, textbuf_t *out);
 /* Links must name node ranks below nnodes. */
 int pf_plan_decode(const char *val, size_t len, int nnodes, struct pf_plan_rec *p);
 void pf_plan_free(struct pf_plan_rec *p);
@@ -74,11 +68,11 @@ struct pf_verdict_rec {
 };
 
 /* The judge's side: start with pf_verdict_begin, add bad nodes and table lines. */
-void pf_verdict_begin(struct pf_buf *b, int nodes, bool skip);
-void pf_verdict_host_bad(struct pf_buf *b);
-void pf_verdict_bad(struct pf_buf *b, int rank, const char *name, const char *kind,
+void pf_verdict_begin(textbuf_t *b, int nodes, bool skip);
+void pf_verdict_host_bad(textbuf_t *b);
+void pf_verdict_bad(textbuf_t *b, int rank, const char *name, const char *kind,
                     const char *reason);
-void pf_verdict_line(struct pf_buf *b, const char *text);
+void pf_verdict_line(textbuf_t *b, const char *text);
 int pf_verdict_decode(const char *val, size_t len, struct pf_verdict_rec *v);
 void pf_verdict_free(struct pf_verdict_rec *v);
 

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rdzv/base/text.h"
+
 int pf_plan_round1(int n, struct pf_link *links)
 {
     int k = 0;
@@ -15,19 +17,6 @@ int pf_plan_round1(int n, struct pf_link *links)
     if (n > 1 && n % 2)
         links[k++] = (struct pf_link){0, n - 1};
     return k;
-}
-
-static void pf_append(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void pf_append(char *buf, size_t len, const char *fmt, ...)
-{
-    size_t used = strlen(buf);
-    if (used + 1 >= len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + used, len - used, fmt, ap);
-    va_end(ap);
 }
 
 void pf_figure_combine(const struct pf_figure *a, const struct pf_figure *b, const char *na,
@@ -49,7 +38,7 @@ void pf_figure_combine(const struct pf_figure *a, const struct pf_figure *b, con
                 out->bw = f->bw;
             continue;
         }
-        pf_append(out->reason, sizeof out->reason, "%s%s: %s", out->reason[0] ? "; " : "",
+        text_appendf(out->reason, sizeof out->reason, "%s%s: %s", out->reason[0] ? "; " : "",
                   names[i], f->done ? f->reason : "no result");
     }
 }
@@ -276,7 +265,7 @@ static void pf_judge_suspect(const struct pf_judge *j, const char *const *names,
         int p = pf_peer(x, k);
         partners_bad = partners_bad && state[p] == PF_BAD;
         pf_figure_passes(&j->figs[0][l], &j->bounds, med1, why, sizeof why);
-        pf_append(v->reason, sizeof v->reason, "%swith %s: %s", v->reason[0] ? "; " : "",
+        text_appendf(v->reason, sizeof v->reason, "%swith %s: %s", v->reason[0] ? "; " : "",
                   pf_name(names, p, nb, sizeof nb), why);
         snprintf(v->kind, sizeof v->kind, "%s", pf_kind(why));
         if (!tested && v->link < 0)
@@ -288,7 +277,7 @@ static void pf_judge_suspect(const struct pf_judge *j, const char *const *names,
             v->state = PF_GOOD;
             v->reason[0] = '\0';
         } else {
-            pf_append(v->reason, sizeof v->reason, "; no other node was left to tell which end "
+            text_appendf(v->reason, sizeof v->reason, "; no other node was left to tell which end "
                       "of the link is bad");
         }
         return;
@@ -298,7 +287,7 @@ static void pf_judge_suspect(const struct pf_judge *j, const char *const *names,
         if (x->a != k && x->b != k)
             continue;
         pf_figure_passes(&j->figs[1][l], &j->bounds, med, why, sizeof why);
-        pf_append(v->reason, sizeof v->reason, "; round 2 with %s: %s",
+        text_appendf(v->reason, sizeof v->reason, "; round 2 with %s: %s",
                   pf_name(names, pf_peer(x, k), nb, sizeof nb), why);
         snprintf(v->kind, sizeof v->kind, "%s", pf_kind(why));
     }

@@ -241,9 +241,9 @@ static void pf_set_done(store_aclient_t *c, int status, const char *v, size_t l,
         pf_fail(pf, "cannot write to the job store: %s", podrun_strerror(status));
 }
 
-static void pf_set(struct preflight *pf, const char *key, const struct pf_buf *b)
+static void pf_set(struct preflight *pf, const char *key, const textbuf_t *b)
 {
-    if (b->failed || !pf->sc) {
+    if (b->cut || !pf->sc) {
         pf_fail(pf, "out of memory");
         return;
     }
@@ -411,16 +411,16 @@ static void pf_nodes_read(struct preflight *pf)
         return;
     }
     int nl = pf_plan_round1((int)n, links);
-    struct pf_buf b = {0};
+    textbuf_t b = {0};
     pf_plan_encode(all_passed, links, all_passed ? 0 : nl, &b);
     free(links);
     pf_set(pf, pf_keyf(pf, "plan/1"), &b);
-    pf_buf_free(&b);
+    text_free(&b);
     if (all_passed && !pf->closing) {
-        struct pf_buf v = {0};
+        textbuf_t v = {0};
         pf_verdict_begin(&v, (int)n, true);
         pf_set(pf, pf_keyf(pf, "verdict"), &v);
-        pf_buf_free(&v);
+        text_free(&v);
     }
     if (!pf->closing)
         pf_step_plan(pf);
@@ -484,10 +484,10 @@ static int pf_peer_of(struct preflight *pf)
 
 static void pf_link_result(struct preflight *pf, const struct pf_figure *f)
 {
-    struct pf_buf b = {0};
+    textbuf_t b = {0};
     pf_figure_encode(f, &b);
     pf_set(pf, pf_keyf(pf, "res/%d/%d/%d", pf->r, pf->li, pf->p.node_rank), &b);
-    pf_buf_free(&b);
+    text_free(&b);
     if (!pf->closing)
         pf_next_link(pf);
 }
@@ -596,10 +596,10 @@ static void pf_next_link(struct preflight *pf)
         return;
     }
     int peer = pf_peer_of(pf);
-    struct pf_buf b = {0};
-    pf_buf_kv(&b, "ready", "1");
+    textbuf_t b = {0};
+    pf_kv_add(&b, "ready", "1");
     pf_set(pf, pf_keyf(pf, "go/%d/%d/%d", pf->r, pf->li, me), &b);
-    pf_buf_free(&b);
+    text_free(&b);
     if (pf->closing)
         return;
     struct pf_keys ks = {0};
@@ -612,7 +612,7 @@ static void pf_next_link(struct preflight *pf)
 
 /* The table line of one node. */
 static void pf_table_line(struct preflight *pf, int k, const struct pf_node_verdict *v,
-                          struct pf_buf *out)
+                          textbuf_t *out)
 {
     char nb[32], a[32], b[32], line[PF_LINE_MAX];
     const char *name = pf_node_name(pf, k, nb, sizeof nb);
@@ -658,7 +658,7 @@ static void pf_write_verdict(struct preflight *pf)
         .figs = {pf->link_figs[0], pf->link_figs[1]},
     };
     int nbad = pf_verdict(&j, names, v);
-    struct pf_buf b = {0};
+    textbuf_t b = {0};
     pf_verdict_begin(&b, n, false);
     for (int k = 0; k < n; k++) {
         if (v[k].state != PF_BAD)
@@ -683,7 +683,7 @@ static void pf_write_verdict(struct preflight *pf)
     for (int k = 0; k < n; k++)
         pf_table_line(pf, k, &v[k], &b);
     pf_set(pf, pf_keyf(pf, "verdict"), &b);
-    pf_buf_free(&b);
+    text_free(&b);
     free(v);
     free(names);
     free(nbuf);
@@ -741,10 +741,10 @@ static void pf_results_read(struct preflight *pf)
                          .nlinks = {pl->nlinks, 0}, .links = {pl->links, NULL},
                          .figs = {pf->link_figs[0], NULL}};
     int n2 = pf_plan_round2(&j, st, l2);
-    struct pf_buf b = {0};
+    textbuf_t b = {0};
     pf_plan_encode(false, l2, n2, &b);
     pf_set(pf, pf_keyf(pf, "plan/2"), &b);
-    pf_buf_free(&b);
+    text_free(&b);
     free(st);
     free(l2);
     if (!pf->closing)
@@ -884,10 +884,10 @@ static void pf_verdict_read(struct preflight *pf)
         return;
     }
     pf->have_verdict = true;
-    struct pf_buf b = {0};
-    pf_buf_kv(&b, "read", "1");
+    textbuf_t b = {0};
+    pf_kv_add(&b, "read", "1");
     pf_set(pf, pf_keyf(pf, "read/%d", pf->p.node_rank), &b);
-    pf_buf_free(&b);
+    text_free(&b);
     if (pf->closing)
         return;
     struct pf_keys ks = {0};
@@ -911,10 +911,10 @@ static void pf_local_done(void *arg, const struct pf_figure *f)
     struct preflight *pf = arg;
     pf->helpers = NULL;
     pf->local_self = *f;
-    struct pf_buf b = {0};
+    textbuf_t b = {0};
     pf_figure_encode(f, &b);
     pf_set(pf, pf_keyf(pf, "local/%d", pf->p.node_rank), &b);
-    pf_buf_free(&b);
+    text_free(&b);
     if (pf->closing)
         return;
     if (pf->p.nnodes == 1) {   /* nothing to pair: the judge judges at once */
@@ -945,10 +945,10 @@ static void pf_connected(store_aclient_t *c, int status, void *arg)
     snprintf(me.host, sizeof me.host, "%s", pf->addr);
     pf->nodes[pf->p.node_rank] = me;
     pf->have_node[pf->p.node_rank] = true;
-    struct pf_buf b = {0};
+    textbuf_t b = {0};
     pf_node_encode(&me, &b);
     pf_set(pf, pf_keyf(pf, "node/%d", pf->p.node_rank), &b);
-    pf_buf_free(&b);
+    text_free(&b);
     if (pf->closing)
         return;
     if (pf->p.mode == PF_MODE_NCCL) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rdzv/base/b64.h"
 #include "rdzv/base/common.h"
 
 /* ---- endpoints ---- */
@@ -76,72 +77,7 @@ int etcd_endpoints_parse(const char *text, int tls_default, etcd_endpoint_t *out
     }
 }
 
-/* ---- base64 ---- */
-
-static const char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-size_t etcd_b64_encode(const void *in, size_t n, char *out)
-{
-    const unsigned char *s = in;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)s[i] << 16;
-        if (i + 1 < n)
-            v |= (unsigned)s[i + 1] << 8;
-        if (i + 2 < n)
-            v |= s[i + 2];
-        out[o++] = b64_alphabet[(v >> 18) & 63];
-        out[o++] = b64_alphabet[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? b64_alphabet[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < n ? b64_alphabet[v & 63] : '=';
-    }
-    out[o] = '\0';
-    return o;
-}
-
-static int b64_value(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-int etcd_b64_decode(const char *in, size_t n, char *out, size_t cap)
-{
-    if (n % 4)
-        return -EINVAL;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 4) {
-        int pad = (in[i + 3] == '=') + (in[i + 3] == '=' && in[i + 2] == '=');
-        if (pad && i + 4 != n)
-            return -EINVAL; /* padding only at the very end */
-        unsigned v = 0;
-        for (int k = 0; k < 4 - pad; k++) {
-            int d = b64_value(in[i + k]);
-            if (d < 0)
-                return -EINVAL;
-            v |= (unsigned)d << (18 - 6 * k);
-        }
-        size_t bytes = 3 - (size_t)pad;
-        if (o + bytes > cap)
-            return -ENOSPC;
-        out[o++] = (char)(v >> 16);
-        if (bytes > 1)
-            out[o++] = (char)(v >> 8);
-        if (bytes > 2)
-            out[o++] = (char)v;
-    }
-    return (int)o;
-}
+/* ---- keys ---- */
 
 size_t etcd_prefix_end(const char *prefix, size_t klen, char *out)
 {
@@ -161,10 +97,10 @@ size_t etcd_prefix_end(const char *prefix, size_t klen, char *out)
 static json_t *b64_json(const char *s, size_t n)
 {
     char small[512], *buf = small;
-    size_t need = ETCD_B64_LEN(n);
+    size_t need = B64_ENCODED_LEN(n) + 1;
     if (need > sizeof small && !(buf = malloc(need)))
         return NULL;
-    size_t len = etcd_b64_encode(s, n, buf);
+    size_t len = b64_encode(s, n, buf, 0);
     json_t *j = json_stringn(buf, len);
     if (buf != small)
         free(buf);
@@ -522,7 +458,7 @@ static int decode_kvs(const kvlist_t *l, etcd_resp_t *r)
             get_i64(o, "version", &kv->version) || get_i64(o, "lease", &kv->lease))
             return -EPROTO;
         get_b64(o, "key", &s, &n);
-        int k = etcd_b64_decode(s, n, p, n / 4 * 3);
+        int k = b64_decode(s, n, p, n / 4 * 3, 0);
         if (k < 0)
             return -EPROTO;
         kv->key = p;
@@ -530,7 +466,7 @@ static int decode_kvs(const kvlist_t *l, etcd_resp_t *r)
         p[k] = '\0';
         p += k + 1;
         get_b64(o, "value", &s, &n);
-        int v = etcd_b64_decode(s, n, p, n / 4 * 3);
+        int v = b64_decode(s, n, p, n / 4 * 3, 0);
         if (v < 0)
             return -EPROTO;
         kv->value = p;

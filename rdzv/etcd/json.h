@@ -36,15 +36,7 @@ typedef struct etcd_endpoint {
 int etcd_endpoints_parse(const char *text, int tls_default, etcd_endpoint_t *out, int max,
                          char *err, size_t errlen);
 
-/* ---- base64 and keys ---- */
-
-/* Writes the base64 of in[0..n) and a NUL to out, which holds at least ETCD_B64_LEN(n) bytes;
- * returns the length. */
-#define ETCD_B64_LEN(n) (4 * (((size_t)(n) + 2) / 3) + 1)
-size_t etcd_b64_encode(const void *in, size_t n, char *out);
-/* Decodes standard base64 (padding required, no blanks) into out (cap bytes). Returns the
- * length, or -EINVAL for text that is not base64, -ENOSPC when out is too small. */
-int etcd_b64_decode(const char *in, size_t n, char *out, size_t cap);
+/* ---- keys (base64: rdzv/base/b64.h) ---- */
 
 /* The end of the range of every key that starts with prefix: the prefix with its last byte
  * below 0xff incremented (etcd's "range_end"). out holds klen bytes; returns its length, 0 when

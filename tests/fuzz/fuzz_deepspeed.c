@@ -119,11 +119,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
         }
         if (c.ds_mode == CFG_DS_MODE_HEAD) {
-            struct hostfile_resources w;
+            struct resources w;
             if (deepspeed_hosts_world_decode(c.ds_world_info, &w, err, sizeof err) ||
                 (int)w.count != c.nnodes_max)
                 abort();
-            hostfile_resources_free(&w);
+            resources_free(&w);
             char **fwd = NULL, **words = NULL;
             int nfwd = 0;
             if (!deepspeed_cli_forward_options(argv + 1, nopts, &fwd, &nfwd) &&
@@ -149,9 +149,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg_free(&c);
 
     /* the same bytes as world_info, launcher_args and a .deepspeed_env file */
-    struct hostfile_resources w;
+    struct resources w;
     if (deepspeed_hosts_world_decode(buf, &w, err, sizeof err) == 0)
-        hostfile_resources_free(&w);
+        resources_free(&w);
     else
         one_line(err);
     char **words = NULL;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "launcher/discover/hostfile.h"
+#include "launcher/discover/resources.h"
 
 static void one_line(const char *err)
 {
@@ -16,17 +17,17 @@ static void one_line(const char *err)
 }
 
 /* Every node of out is a pool node, in pool order, with a subset of its slots, ascending. */
-static void check_subset(const struct hostfile_resources *out,
-                         const struct hostfile_resources *pool)
+static void check_subset(const struct resources *out,
+                         const struct resources *pool)
 {
     size_t p = 0;
     for (size_t i = 0; i < out->count; i++) {
-        const struct hostfile_node *o = &out->nodes[i];
+        const struct resources_node *o = &out->nodes[i];
         while (p < pool->count && strcmp(pool->nodes[p].host, o->host) != 0)
             p++;
         if (p == pool->count)
             abort();
-        const struct hostfile_node *n = &pool->nodes[p++];
+        const struct resources_node *n = &pool->nodes[p++];
         size_t k = 0;
         for (size_t j = 0; j < o->nslots; j++) {
             if (j && o->slots[j] <= o->slots[j - 1])
@@ -71,13 +72,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (hf.count == 0)
         abort();
 
-    struct hostfile_resources pool, act;
+    struct resources pool, act;
     int def = mode & 2 ? (mode >> 2) % 9 : -1;
-    rc = hostfile_resources_from(&pool, &hf, def, err, sizeof err);
+    rc = resources_from_hostfile(&pool, &hf, def, err, sizeof err);
     if (rc) {
         one_line(err);
     } else {
-        struct hostfile_select sel = {NULL, NULL, -1, -1};
+        struct resources_select sel = {NULL, NULL, -1, -1};
         if (spec[0] == 'I')
             sel.include = spec + 1;
         else if (spec[0] == 'E')
@@ -86,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sel.num_nodes = atoi(spec + 1);
         else if (spec[0] == 'G')
             sel.num_gpus = atoi(spec + 1);
-        rc = hostfile_select(&act, &pool, &sel, err, sizeof err);
+        rc = resources_select(&act, &pool, &sel, err, sizeof err);
         if (rc)
             one_line(err);
         else
@@ -102,9 +103,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             one_line(err);
         else if (entry >= hf.count || rank >= (rc ? hf.count : act.count))
             abort();
-        hostfile_resources_free(&act);
+        resources_free(&act);
     }
-    hostfile_resources_free(&pool);
+    resources_free(&pool);
     hostfile_free(&hf);
     return 0;
 }

@@ -2,7 +2,8 @@
  *
  * The input is read three ways, as the watcher reads what the API server sends: as a PodList
  * page, then line by line as watch events applied to the table that page filled, and as a Status.
- * Every order, every k8s_tools formatter and the job plan (launcher/discover/k8s_job.c) then run
+ * Every order, every k8s_tools formatter (launcher/commands/k8s_tools.c) and the job plan
+ * (launcher/discover/k8s_job.c) then run
  * over the resulting table, and the input is also read as a Pod whose labels give the job's
  * selector. No input may crash, leak, read out of bounds or grow the table past its bound, and a
  * selector is always one line of key=value pairs. */
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "launcher/commands/k8s_tools.h"
 #include "launcher/discover/k8s_job.h"
 #include "launcher/discover/k8s_pods.h"
 
@@ -63,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         k8s_pod_gone(&t, v[0]->ns, v[0]->name, "uid", why, sizeof why);
     }
     char sel[512];
-    int sl = k8s_pod_selector((const char *)data, size, sel, sizeof sel, NULL, err, sizeof err);
+    int sl = k8s_job_selector((const char *)data, size, sel, sizeof sel, NULL, err, sizeof err);
     if (sl >= 0 && ((size_t)sl != strlen(sel) || strpbrk(sel, " \n!()")))
         abort();
     k8s_pods_free(&t);

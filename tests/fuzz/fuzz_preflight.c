@@ -9,16 +9,16 @@
 
 #include "launcher/preflight/codec.h"
 
-static void same(const struct pf_buf *a, const struct pf_buf *b)
+static void same(const textbuf_t *a, const textbuf_t *b)
 {
-    if (a->failed || b->failed || a->len != b->len || (a->len && memcmp(a->s, b->s, a->len)))
+    if (a->cut || b->cut || a->len != b->len || (a->len && memcmp(a->s, b->s, a->len)))
         abort();
 }
 
 static void node(const char *d, size_t n)
 {
     struct pf_node_rec a, b;
-    struct pf_buf x = {0}, y = {0};
+    textbuf_t x = {0}, y = {0};
     if (pf_node_decode(d, n, &a) < 0)
         return;
     pf_node_encode(&a, &x);
@@ -26,14 +26,14 @@ static void node(const char *d, size_t n)
         abort();
     pf_node_encode(&b, &y);
     same(&x, &y);
-    pf_buf_free(&x);
-    pf_buf_free(&y);
+    text_free(&x);
+    text_free(&y);
 }
 
 static void figure(const char *d, size_t n)
 {
     struct pf_figure a, b;
-    struct pf_buf x = {0}, y = {0}, z = {0};
+    textbuf_t x = {0}, y = {0}, z = {0};
     if (pf_figure_decode(d, n, &a) < 0)
         return;
     pf_figure_encode(&a, &x);
@@ -44,15 +44,15 @@ static void figure(const char *d, size_t n)
         abort();
     pf_figure_encode(&a, &z);
     same(&y, &z);   /* numbers settle on their 9-digit text after one round */
-    pf_buf_free(&x);
-    pf_buf_free(&y);
-    pf_buf_free(&z);
+    text_free(&x);
+    text_free(&y);
+    text_free(&z);
 }
 
 static void plan(const char *d, size_t n)
 {
     struct pf_plan_rec a, b;
-    struct pf_buf x = {0}, y = {0};
+    textbuf_t x = {0}, y = {0};
     if (pf_plan_decode(d, n, 1000, &a) < 0)
         return;
     pf_plan_encode(a.skip, a.links, a.nlinks, &x);
@@ -62,11 +62,11 @@ static void plan(const char *d, size_t n)
     same(&x, &y);
     pf_plan_free(&a);
     pf_plan_free(&b);
-    pf_buf_free(&x);
-    pf_buf_free(&y);
+    text_free(&x);
+    text_free(&y);
 }
 
-static void encode_verdict(const struct pf_verdict_rec *v, struct pf_buf *out)
+static void encode_verdict(const struct pf_verdict_rec *v, textbuf_t *out)
 {
     pf_verdict_begin(out, v->nodes, v->skip);
     if (v->host_bad)
@@ -80,7 +80,7 @@ static void encode_verdict(const struct pf_verdict_rec *v, struct pf_buf *out)
 static void verdict(const char *d, size_t n)
 {
     struct pf_verdict_rec a, b, c;
-    struct pf_buf x = {0}, y = {0}, z = {0};
+    textbuf_t x = {0}, y = {0}, z = {0};
     if (pf_verdict_decode(d, n, &a) < 0)
         return;
     encode_verdict(&a, &x);
@@ -94,9 +94,9 @@ static void verdict(const char *d, size_t n)
     pf_verdict_free(&a);
     pf_verdict_free(&b);
     pf_verdict_free(&c);
-    pf_buf_free(&x);
-    pf_buf_free(&y);
-    pf_buf_free(&z);
+    text_free(&x);
+    text_free(&y);
+    text_free(&z);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

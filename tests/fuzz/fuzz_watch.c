@@ -14,17 +14,17 @@
 
 static void request(const char *d, size_t n)
 {
-    struct http_request r;
-    enum http_parse p = http_request_parse(d, n, &r);
-    if (p != HTTP_PARSE_DONE)
+    struct httpd_request r;
+    enum httpd_parse p = httpd_request_parse(d, n, &r);
+    if (p != HTTPD_PARSE_DONE)
         return;
     if (r.path[0] != '/' || !memchr(r.path, '\0', sizeof r.path) ||
         !memchr(r.query, '\0', sizeof r.query) || r.head_len == 0 || r.head_len > n ||
         r.minor < 0 || r.minor > 9)
         abort();
     /* the same head again, alone: the same answer */
-    struct http_request r2;
-    if (http_request_parse(d, r.head_len, &r2) != HTTP_PARSE_DONE ||
+    struct httpd_request r2;
+    if (httpd_request_parse(d, r.head_len, &r2) != HTTPD_PARSE_DONE ||
         strcmp(r.path, r2.path) != 0 || r.head_len != r2.head_len)
         abort();
 }
@@ -53,10 +53,10 @@ static void state(const char *d, size_t n)
 static void json(const char *d, size_t n)
 {
     struct jsonbuf b;
-    jsonbuf_init(&b);
-    jsonbuf_str(&b, d, n);
+    jsonline_init(&b);
+    jsonline_str(&b, d, n);
     if (b.oom) {
-        jsonbuf_free(&b);
+        jsonline_free(&b);
         return;
     }
     json_error_t e;
@@ -64,7 +64,7 @@ static void json(const char *d, size_t n)
     if (!v || !json_is_string(v) || json_string_length(v) < n / 4)
         abort();
     json_decref(v);
-    jsonbuf_free(&b);
+    jsonline_free(&b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

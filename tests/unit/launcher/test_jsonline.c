@@ -19,7 +19,7 @@ static json_t *parse_line(const struct jsonbuf *b)
 static void test_log_line(void)
 {
     struct jsonbuf b;
-    jsonbuf_init(&b);
+    jsonline_init(&b);
     const char msg[] = "rank 1 \"failed\"\tC:\\x\n";
     jsonline_log(&b, 1790000000.25, "podrun", "pod-0", "job-1", msg, sizeof msg - 1);
     CHECK(!b.oom);
@@ -32,7 +32,7 @@ static void test_log_line(void)
     /* the text itself, its trailing newline dropped */
     CHECK_EQ_STR(json_string_value(json_object_get(o, "msg")), "rank 1 \"failed\"\tC:\\x");
     json_decref(o);
-    jsonbuf_free(&b);
+    jsonline_free(&b);
     /* node and run id left out when not known yet */
     jsonline_log(&b, 0, "report", NULL, "", "a\nb\n\n", 5);
     o = parse_line(&b);
@@ -41,7 +41,7 @@ static void test_log_line(void)
     CHECK(json_object_get(o, "run_id") == NULL);
     CHECK_EQ_STR(json_string_value(json_object_get(o, "msg")), "a\nb");
     json_decref(o);
-    jsonbuf_free(&b);
+    jsonline_free(&b);
 }
 
 /* Control bytes, broken and overlong UTF-8, surrogates: the line stays valid JSON, valid UTF-8
@@ -49,7 +49,7 @@ static void test_log_line(void)
 static void test_any_bytes(void)
 {
     struct jsonbuf b;
-    jsonbuf_init(&b);
+    jsonline_init(&b);
     const char msg[] = "\x01z\x1f|\xc3\xa9|\xe2\x82\xac|\xf0\x9f\x98\x80|\xff|\xc0\xaf|\xed\xa0\x80|"
                        "\xe2\x82|\x00" "end";
     jsonline_log(&b, 1, "podrun", "n", "r", msg, sizeof msg - 1);
@@ -64,20 +64,20 @@ static void test_any_bytes(void)
     /* the NUL byte travels as \u0000: jansson keeps the rest with the length */
     CHECK(strstr(b.buf, "\\u0000end") != NULL);
     json_decref(o);
-    jsonbuf_free(&b);
+    jsonline_free(&b);
 }
 
 static void test_fields(void)
 {
     struct jsonbuf b;
-    jsonbuf_init(&b);
-    jsonbuf_field(&b, 1, "a", "x\"y");
-    jsonbuf_field_num(&b, 0, "i", 42);
-    jsonbuf_field_num(&b, 0, "f", 1.5);
-    jsonbuf_field_num(&b, 0, "neg", -1);
-    jsonbuf_field_num(&b, 0, "nan", 0.0 / 0.0);
-    jsonbuf_field(&b, 0, "null", NULL);
-    jsonbuf_raw(&b, "}");
+    jsonline_init(&b);
+    jsonline_field(&b, 1, "a", "x\"y");
+    jsonline_field_num(&b, 0, "i", 42);
+    jsonline_field_num(&b, 0, "f", 1.5);
+    jsonline_field_num(&b, 0, "neg", -1);
+    jsonline_field_num(&b, 0, "nan", 0.0 / 0.0);
+    jsonline_field(&b, 0, "null", NULL);
+    jsonline_raw(&b, "}");
     json_error_t e;
     json_t *o = json_loads(b.buf, 0, &e);
     CHECK(o != NULL);
@@ -88,7 +88,7 @@ static void test_fields(void)
     CHECK(json_is_null(json_object_get(o, "nan")));
     CHECK_EQ_STR(json_string_value(json_object_get(o, "null")), "");
     json_decref(o);
-    jsonbuf_free(&b);
+    jsonline_free(&b);
 }
 
 int main(void)

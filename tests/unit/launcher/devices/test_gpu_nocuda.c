@@ -77,7 +77,7 @@ static int device_stage(const char *root)
     gpu_discover(NULL, &g);
     struct gpu_visible_env venv = {getenv("NVIDIA_VISIBLE_DEVICES"), getenv("CUDA_VISIBLE_DEVICES"),
                                    getenv("CUDA_DEVICE_ORDER")};
-    gpu_visible_resolve(&g, &venv, &v);
+    visible_resolve(&g, &venv, &v);
     ib_discover(NULL, &ib);
     nic_for_master("127.0.0.1", &nic, err, sizeof err);
     cpu_topo_read(&topo);

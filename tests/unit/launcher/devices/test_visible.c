@@ -132,7 +132,7 @@ static void test_table(void)
         make(cases[i].kind, g);
         struct gpu_visible_env env = {cases[i].nvidia, cases[i].cuda, cases[i].order};
         struct gpu_visible v;
-        CHECK_EQ_INT(gpu_visible_resolve(g, &env, &v), 0);
+        CHECK_EQ_INT(visible_resolve(g, &env, &v), 0);
         char got[128];
         render(&v, got, sizeof got);
         int before = check_failures;
@@ -159,13 +159,13 @@ static void test_tokens(void)
     struct gpu_visible v;
     struct gpu_visible_env env = {0};
     make(MIG, g);
-    gpu_visible_resolve(g, &env, &v);
+    visible_resolve(g, &env, &v);
     CHECK_EQ_STR(v.slot[0].token, FX_GPU_UUID[0]);
     CHECK_EQ_STR(v.slot[8].token, FX_MIG_UUID[1]);
     CHECK(v.mig);
     make(NOUUID, g);
     env.cuda_visible_devices = "5,2";
-    gpu_visible_resolve(g, &env, &v);
+    visible_resolve(g, &env, &v);
     CHECK_EQ_STR(v.slot[0].token, "5");
     CHECK_EQ_STR(v.slot[1].token, "2");
     CHECK(!v.mig);
@@ -173,10 +173,10 @@ static void test_tokens(void)
     make(MIG, g);
     g->dev[7].nmig = 0;
     env.cuda_visible_devices = NULL;
-    gpu_visible_resolve(g, &env, &v);
+    visible_resolve(g, &env, &v);
     CHECK_EQ_INT(v.n, 7);
     CHECK(strstr(v.note, "GPU 0000:db:00.0 has MIG enabled and no MIG device") != NULL);
-    CHECK_EQ_INT(gpu_visible_resolve(NULL, &env, &v), -22);
+    CHECK_EQ_INT(visible_resolve(NULL, &env, &v), -22);
     free(g);
 }
 

@@ -1,6 +1,6 @@
 /* tests/unit/launcher/discover/test_k8s_job.c — which pods are the job's nodes and when they are
  * all there (k8s_plan), why a node's pod is gone (k8s_pod_gone), and the job's selector from a
- * pod's own labels (k8s_pod_selector). Pods are made as the API server sends them in watch
+ * pod's own labels (k8s_job_selector). Pods are made as the API server sends them in watch
  * events. */
 #include <errno.h>
 #include <stdio.h>
@@ -193,7 +193,7 @@ static const char *selector(const char *labels, const char **which)
     char json[1024], err[256];
     snprintf(json, sizeof json, "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"labels\":{%s}}}",
              labels);
-    int rc = k8s_pod_selector(json, strlen(json), out, sizeof out, which, err, sizeof err);
+    int rc = k8s_job_selector(json, strlen(json), out, sizeof out, which, err, sizeof err);
     if (rc < 0)
         snprintf(out, sizeof out, "error %d: %s", rc, err);
     return out;
@@ -227,10 +227,10 @@ static void test_selector_from_labels(void)
     CHECK(strncmp(selector("\"volcano.sh/job-name\":\"a,b=c\"", &which), "error -71", 9) == 0);
     char out[8], err[128];
     const char *j = "{\"kind\":\"Pod\",\"metadata\":{\"labels\":{\"paddle-job\":\"x\"}}}";
-    CHECK_EQ_INT(k8s_pod_selector(j, strlen(j), out, sizeof out, NULL, err, sizeof err),
+    CHECK_EQ_INT(k8s_job_selector(j, strlen(j), out, sizeof out, NULL, err, sizeof err),
                  -ENOSPC);
     j = "{\"kind\":\"Status\"}";
-    CHECK_EQ_INT(k8s_pod_selector(j, strlen(j), out, sizeof out, NULL, err, sizeof err),
+    CHECK_EQ_INT(k8s_job_selector(j, strlen(j), out, sizeof out, NULL, err, sizeof err),
                  -EPROTO);
 }
 

@@ -1,5 +1,5 @@
 /* tests/unit/launcher/discover/test_k8s_pods.c — pod lists, watch events, Status objects, the
- * node-rank orders and k8s_tools.py's output. Fixtures (tests/fixtures/k8s, argv[1]) have the
+ * node-rank orders. Fixtures (tests/fixtures/k8s, argv[1]) have the
  * shapes the API server sends: a PyTorchJob's pods in every state discovery must explain, a
  * JobSet, LeaderWorkerSet and Volcano pods, a watch stream, 401/403 Status objects. */
 #include <errno.h>
@@ -226,61 +226,6 @@ static void test_watch_events(void)
     k8s_pods_free(&t);
 }
 
-static void test_k8s_tools_output(void)
-{
-    struct k8s_pods t;
-    k8s_pods_init(&t, 0);
-    CHECK_EQ_INT(load_list(&t, "podlist_pytorchjob.json"), 0);
-    char out[512];
-    /* Running, not Terminating: master-0, worker-0, worker-2 (Running though crash-looping) */
-    CHECK_EQ_INT(k8s_tools_fetch_ips(&t, NULL, out, sizeof out),
-                 strlen("10.244.1.10,10.244.2.7,10.244.3.9\n"));
-    CHECK_EQ_STR(out, "10.244.1.10,10.244.2.7,10.244.3.9\n");
-    k8s_tools_fetch_endpoints(&t, "6174", out, sizeof out);
-    CHECK_EQ_STR(out, "10.244.1.10:6174,10.244.2.7:6174,10.244.3.9:6174\n");
-    k8s_tools_fetch_endpoints(&t, "06174 ", out, sizeof out);   /* the port is text, as given */
-    CHECK_EQ_STR(out, "10.244.1.10:06174 ,10.244.2.7:06174 ,10.244.3.9:06174 \n");
-    k8s_tools_fetch_id(&t, "10.244.2.7", out, sizeof out);
-    CHECK_EQ_STR(out, "1\n");
-    k8s_tools_fetch_id(&t, "10.244.1.9", out, sizeof out);   /* Terminating: not counted */
-    CHECK_EQ_STR(out, "None\n");
-    k8s_tools_fetch_id(&t, NULL, out, sizeof out);
-    CHECK_EQ_STR(out, "None\n");
-    k8s_tools_count_pods_by_phase(&t, "Running", out, sizeof out);
-    CHECK_EQ_STR(out, "3\n");
-    k8s_tools_count_pods_by_phase(&t, "Pending", out, sizeof out);
-    CHECK_EQ_STR(out, "2\n");
-    k8s_tools_count_pods_by_phase(&t, "Terminating", out, sizeof out);
-    CHECK_EQ_STR(out, "1\n");
-    k8s_tools_count_pods_by_phase(&t, "running", out, sizeof out);
-    CHECK_EQ_STR(out, "0\n");
-    k8s_tools_fetch_ips(&t, "Terminating", out, sizeof out);
-    CHECK_EQ_STR(out, "10.244.1.9\n");
-    /* a Pending pod without an IP: k8s_tools.py fails there, so do we */
-    CHECK_EQ_INT(k8s_tools_fetch_ips(&t, "Pending", out, sizeof out), -ENODATA);
-    k8s_tools_fetch_ips(&t, "Succeeded", out, sizeof out);
-    CHECK_EQ_STR(out, "\n");
-    CHECK_EQ_INT(k8s_tools_containers_all_ready(&t), 0);
-    CHECK_EQ_INT(k8s_tools_fetch_ips(&t, NULL, out, 10), -ENOSPC);
-
-    k8s_tools_wait_running_header("paddle-job=bert", "4", out, sizeof out);
-    CHECK_EQ_STR(out, "label selector: paddle-job=bert, desired: 4\n");
-    k8s_tools_wait_running_progress(3, out, sizeof out);
-    CHECK_EQ_STR(out, "current cnt: 3 sleep for 5 seconds...\n");
-    k8s_tools_wait_ready_header("paddle-job=bert", out, sizeof out);
-    CHECK_EQ_STR(out, "label selector: paddle-job=bert, wait all containers ready\n");
-    k8s_tools_wait_ready_progress(out, sizeof out);
-    CHECK_EQ_STR(out, "not all containers ready, sleep for 5 seconds...\n");
-    k8s_pods_free(&t);
-
-    k8s_pods_init(&t, 0);
-    CHECK_EQ_INT(load_list(&t, "podlist_jobset.json"), 0);
-    CHECK_EQ_INT(k8s_tools_containers_all_ready(&t), 1);
-    k8s_tools_fetch_ips(&t, NULL, out, sizeof out);
-    CHECK_EQ_STR(out, "10.8.0.1,10.8.0.2,10.8.1.1,10.8.1.2,10.8.2.1,10.8.2.2\n");
-    k8s_pods_free(&t);
-}
-
 /* A pod from its metadata and status JSON. */
 static int one_pod(struct k8s_pods *t, const char *name, const char *meta, const char *status)
 {
@@ -491,7 +436,6 @@ int main(int argc, char **argv)
     RUN(test_pytorchjob_list);
     RUN(test_orders);
     RUN(test_watch_events);
-    RUN(test_k8s_tools_output);
     RUN(test_why_not_ready);
     RUN(test_index_values);
     RUN(test_name_order);

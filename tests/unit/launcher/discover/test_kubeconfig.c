@@ -203,25 +203,6 @@ static void test_bad_files(void)
     kubeconfig_free(&kc);
 }
 
-static void test_base64(void)
-{
-    char *out;
-    size_t len;
-    CHECK_EQ_INT(kubeconfig_base64("aGVsbG8=", &out, &len), 0);
-    CHECK_EQ_STR(out, "hello");
-    CHECK_EQ_INT(len, 5);
-    free(out);
-    CHECK_EQ_INT(kubeconfig_base64("aGVs\nbG8h", &out, &len), 0);
-    CHECK_EQ_STR(out, "hello!");
-    free(out);
-    CHECK_EQ_INT(kubeconfig_base64("", &out, &len), 0);
-    CHECK_EQ_INT(len, 0);
-    free(out);
-    CHECK_EQ_INT(kubeconfig_base64("aGVsbG8=x", &out, &len), -EPROTO);
-    CHECK_EQ_INT(kubeconfig_base64("a", &out, &len), -EPROTO);
-    CHECK_EQ_INT(kubeconfig_base64("a$==", &out, &len), -EPROTO);
-}
-
 int main(void)
 {
     RUN(test_current_context);
@@ -230,6 +211,5 @@ int main(void)
     RUN(test_merged_files);
     RUN(test_anchors_and_nulls);
     RUN(test_bad_files);
-    RUN(test_base64);
     return check_result();
 }

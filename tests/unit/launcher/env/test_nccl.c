@@ -283,7 +283,7 @@ static void test_device_order(void)
     struct gpu_visible_env genv = {0};
     struct nccl_env e;
     gpus(g, true);
-    gpu_visible_resolve(g, &genv, &v);
+    visible_resolve(g, &genv, &v);
     struct nccl_facts f = {.gpus = g, .visible = &v, .nlocal = 8};
     nccl_env_derive(&f, NULL, &e);
     VAR(&e, "CUDA_DEVICE_ORDER", NCCL_ENV_SET, "PCI_BUS_ID",
@@ -293,7 +293,7 @@ static void test_device_order(void)
     VAR(&e, "CUDA_DEVICE_ORDER", NCCL_ENV_USER, "FASTEST_FIRST", NULL);
     /* indices chosen by the user: changing the order would change which GPUs they name */
     genv.cuda_visible_devices = "0,5";
-    gpu_visible_resolve(g, &genv, &v);
+    visible_resolve(g, &genv, &v);
     char *cvd[] = {"CUDA_VISIBLE_DEVICES=0,5", NULL};
     nccl_env_derive(&f, cvd, &e);
     VAR(&e, "CUDA_DEVICE_ORDER", NCCL_ENV_UNSET, "", "name them by UUID or set CUDA_DEVICE_ORDER=PCI_BUS_ID");
@@ -301,7 +301,7 @@ static void test_device_order(void)
     /* one model: CUDA's order is the PCI order */
     gpus(g, false);
     genv.cuda_visible_devices = NULL;
-    gpu_visible_resolve(g, &genv, &v);
+    visible_resolve(g, &genv, &v);
     nccl_env_derive(&f, NULL, &e);
     VAR(&e, "CUDA_DEVICE_ORDER", NONE, NULL, NULL);
     free(g);
@@ -314,7 +314,7 @@ static void test_per_rank_visible(void)
     struct gpu_visible_env genv = {0};
     struct nccl_env e;
     gpus(g, false);
-    gpu_visible_resolve(g, &genv, &v);
+    visible_resolve(g, &genv, &v);
     struct nccl_facts f = {.gpus = g, .visible = &v, .nlocal = 8};
     /* default: workers inherit, as under torchrun */
     nccl_env_derive(&f, NULL, &e);
@@ -334,7 +334,7 @@ static void test_per_rank_visible(void)
     CHECK_EQ_INT(nccl_env_rank_visible(&e, &v, 1, buf, 10), -ENOSPC);
     /* asked, with the user's own list: each worker gets one device of it */
     genv.cuda_visible_devices = "GPU-5e6f,GPU-1f2e";
-    gpu_visible_resolve(g, &genv, &v);
+    visible_resolve(g, &genv, &v);
     char *cvd[] = {"CUDA_VISIBLE_DEVICES=GPU-5e6f,GPU-1f2e", NULL};
     f.nlocal = 2;
     nccl_env_derive(&f, cvd, &e);
@@ -357,7 +357,7 @@ static void test_per_rank_visible(void)
     snprintf(g->dev[7].migs[0].uuid, sizeof g->dev[7].migs[0].uuid, "%s", FX_MIG_UUID[0]);
     snprintf(g->dev[7].migs[1].uuid, sizeof g->dev[7].migs[1].uuid, "%s", FX_MIG_UUID[1]);
     genv.cuda_visible_devices = NULL;
-    gpu_visible_resolve(g, &genv, &v);
+    visible_resolve(g, &genv, &v);
     f.nlocal = 9;
     nccl_env_derive(&f, NULL, &e);
     VAR(&e, "CUDA_VISIBLE_DEVICES", NCCL_ENV_SET, NULL, "MIG devices");
@@ -394,7 +394,7 @@ static void test_never_overrides(void)
     struct ib_info ib;
     struct nic_choice c = nic_routed(false);
     gpus(g, true);
-    gpu_visible_resolve(g, &genv, &v);
+    visible_resolve(g, &genv, &v);
     ib_fixture(&ib, false);
     struct nccl_facts f = {.gpus = g, .visible = &v, .ib = &ib, .nic = &c, .nlocal = 8};
     struct nccl_env base, e;

@@ -38,7 +38,7 @@ static int load_ds(struct cfg *c, char **env, struct fake_machine *m, const char
 /* world_info as "host:0,1 host:2" for comparison. */
 static void world_text(const char *wi, char *out, size_t cap)
 {
-    struct hostfile_resources r;
+    struct resources r;
     out[0] = '\0';
     if (!wi || deepspeed_hosts_world_decode(wi, &r, err, sizeof err))
         return;
@@ -48,7 +48,7 @@ static void world_text(const char *wi, char *out, size_t cap)
         snprintf(out + strlen(out), cap - strlen(out), "%s%s:%s", i ? " " : "", r.nodes[i].host,
                  s);
     }
-    hostfile_resources_free(&r);
+    resources_free(&r);
 }
 
 static const char HF[] = "worker-0 slots=2\n"

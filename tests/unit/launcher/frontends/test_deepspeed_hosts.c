@@ -15,14 +15,14 @@ static char err[512];
  * not, and keeps the object's order as node order. */
 static void test_world_info(void)
 {
-    struct hostfile_resources r = {0};
+    struct resources r = {0};
     int a[] = {0, 1}, b[] = {0, 2};
-    CHECK_EQ_INT(hostfile_resources_add(&r, "t", "worker-0", 1, a, 2, err, sizeof err), 0);
-    CHECK_EQ_INT(hostfile_resources_add(&r, "t", "worker-1", 2, b, 2, err, sizeof err), 0);
+    CHECK_EQ_INT(resources_add(&r, "t", "worker-0", 1, a, 2, err, sizeof err), 0);
+    CHECK_EQ_INT(resources_add(&r, "t", "worker-1", 2, b, 2, err, sizeof err), 0);
     char *wi = NULL;
     CHECK_EQ_INT(deepspeed_hosts_world_encode(&r, &wi), 0);
     CHECK_EQ_STR(wi, "eyJ3b3JrZXItMCI6IFswLCAxXSwgIndvcmtlci0xIjogWzAsIDJdfQ==");
-    hostfile_resources_free(&r);
+    resources_free(&r);
     const char *forms[] = {wi, "eyJ3b3JrZXItMCI6IFswLCAxXSwgIndvcmtlci0xIjogWzAsIDJdfQ"};
     for (int f = 0; f < 2; f++) {
         CHECK_EQ_INT(deepspeed_hosts_world_decode(forms[f], &r, err, sizeof err), 0);
@@ -30,14 +30,14 @@ static void test_world_info(void)
         CHECK_EQ_STR(r.nodes[0].host, "worker-0");
         CHECK_EQ_STR(r.nodes[1].host, "worker-1");
         CHECK_EQ_INT(r.nodes[1].slots[1], 2);
-        hostfile_resources_free(&r);
+        resources_free(&r);
     }
     free(wi);
     /* {"z": [1], "a": [0]}: the order given, not sorted; standard alphabet */
     const char *za = "eyJ6IjogWzFdLCAiYSI6IFswXX0=";
     CHECK_EQ_INT(deepspeed_hosts_world_decode(za, &r, err, sizeof err), 0);
     CHECK_EQ_STR(r.nodes[0].host, "z");
-    hostfile_resources_free(&r);
+    resources_free(&r);
     const char *bad[] = {"", "e", "eyJhIjogMX0", "eyJhIjogW119", "eyJhIjogWy0xXX0", "WzFd",
                          "eyJhIjogWzBdLCAiYSI6IFsxXX0"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

@@ -13,37 +13,37 @@
 static void test_escape_and_values(void)
 {
     struct prom p;
-    prom_init(&p);
-    prom_family(&p, "x_total", "counter", "a\\b\nc");
+    metrics_init(&p);
+    metrics_family(&p, "x_total", "counter", "a\\b\nc");
     const char *lab[] = {"node", "a\"b\\c\nd", "k", "v", NULL};
-    prom_sample(&p, "x_total", lab, 3);
-    prom_sample(&p, "x_total", NULL, 0.25);
-    prom_sample(&p, "x_total", NULL, 1.0 / 0.0);
-    prom_sample(&p, "x_total", NULL, 0.0 / 0.0);
+    metrics_sample(&p, "x_total", lab, 3);
+    metrics_sample(&p, "x_total", NULL, 0.25);
+    metrics_sample(&p, "x_total", NULL, 1.0 / 0.0);
+    metrics_sample(&p, "x_total", NULL, 0.0 / 0.0);
     CHECK(!p.oom);
     CHECK_EQ_STR(p.buf, "# HELP x_total a\\\\b\\nc\n# TYPE x_total counter\n"
                         "x_total{node=\"a\\\"b\\\\c\\nd\",k=\"v\"} 3\n"
                         "x_total 0.25\nx_total +Inf\nx_total NaN\n");
-    prom_free(&p);
+    metrics_free(&p);
 }
 
 static void test_histogram(void)
 {
     static const double bounds[] = {0.1, 1, 10};
     struct prom_histogram h;
-    prom_histogram_init(&h, bounds, 3);
-    prom_histogram_observe(&h, 0.05);
-    prom_histogram_observe(&h, 0.1);   /* le is inclusive */
-    prom_histogram_observe(&h, 5);
-    prom_histogram_observe(&h, 50);
+    metrics_histogram_init(&h, bounds, 3);
+    metrics_histogram_observe(&h, 0.05);
+    metrics_histogram_observe(&h, 0.1);   /* le is inclusive */
+    metrics_histogram_observe(&h, 5);
+    metrics_histogram_observe(&h, 50);
     struct prom p;
-    prom_init(&p);
-    prom_histogram_write(&p, "d_seconds", "d", &h);
+    metrics_init(&p);
+    metrics_histogram_write(&p, "d_seconds", "d", &h);
     CHECK_EQ_STR(p.buf, "# HELP d_seconds d\n# TYPE d_seconds histogram\n"
                         "d_seconds_bucket{le=\"0.1\"} 2\nd_seconds_bucket{le=\"1\"} 2\n"
                         "d_seconds_bucket{le=\"10\"} 3\nd_seconds_bucket{le=\"+Inf\"} 4\n"
                         "d_seconds_sum 55.15\nd_seconds_count 4\n");
-    prom_free(&p);
+    metrics_free(&p);
 }
 
 /* The value of the first sample line that starts with `prefix` (name and labels), or -1. */
@@ -102,8 +102,8 @@ static void test_agent_page(void)
     c.restarts_counted = 1;
     c.exits[HEALTH_EXIT_CODE] = 1;
     c.exits[HEALTH_EXIT_STOPPED] = 3;
-    prom_histogram_observe(&c.rdzv_seconds, 0.2);
-    prom_histogram_observe(&c.push_seconds, 0.004);
+    metrics_histogram_observe(&c.rdzv_seconds, 0.2);
+    metrics_histogram_observe(&c.push_seconds, 0.004);
     struct health_snapshot s = {.state = "running", .healthy = 1, .workers = 4,
                                 .workers_running = 4, .round = 1, .node_rank = 0, .nnodes = 3,
                                 .world_size = 12, .restart_count = 1, .restarts_used = 1,
@@ -117,7 +117,7 @@ static void test_agent_page(void)
     struct health_labels l = {"1.2.3", "pod \"0\"", "job", "default"};
     struct httpd_stats h = {.answered = {0, 0, 5, 0, 1, 0}, .busy = 2};
     struct prom p;
-    prom_init(&p);
+    metrics_init(&p);
     health_counters_render(&c, &s, &l, &h, &p);
     CHECK(!p.oom);
     check_format(p.buf);
@@ -144,17 +144,17 @@ static void test_agent_page(void)
     CHECK(sample(p.buf, "podrun_health_check_ok") == 1);
     CHECK(sample(p.buf, "podrun_health_checks_total") == 40);
     CHECK(sample(p.buf, "podrun_health_check_failures_total") == 0);
-    prom_free(&p);
+    metrics_free(&p);
     /* before the first round and off the host: no round gauges, no store's */
     struct health_snapshot s0 = {.state = "rendezvous", .healthy = 1, .round = -1};
-    prom_init(&p);
+    metrics_init(&p);
     health_counters_render(&c, &s0, &l, &h, &p);
     check_format(p.buf);
     CHECK(strstr(p.buf, "podrun_rendezvous_round ") == NULL);
     CHECK(strstr(p.buf, "podrun_store_keys") == NULL);
     CHECK(sample(p.buf, "podrun_store_hosted") == 0);
     CHECK(strstr(p.buf, "podrun_health_check") == NULL);   /* --health-check-interval 0 */
-    prom_free(&p);
+    metrics_free(&p);
 }
 
 int main(void)

@@ -110,7 +110,7 @@ static void test_deepspeed_selection(void)
     struct hostsource_node me;
     fake_host_init(&h, &m);
     cfg_init(&c);
-    struct hostfile_select sel = {"w-0:0,1@w-2:1,3", NULL, -1, -1};
+    struct resources_select sel = {"w-0:0,1@w-2:1,3", NULL, -1, -1};
     CHECK_EQ_INT(hostsource_apply(&c, &h, "/job/ds", HOSTFILE_DEEPSPEED, &sel, "DeepSpeed", &me,
                                   err, sizeof err), 0);
     CHECK_EQ_INT(me.node_rank, 1);
@@ -125,7 +125,7 @@ static void test_deepspeed_selection(void)
     cfg_free(&c);
     /* left out by the selection: said so */
     cfg_init(&c);
-    struct hostfile_select ex = {NULL, "w-2", -1, -1};
+    struct resources_select ex = {NULL, "w-2", -1, -1};
     CHECK_EQ_INT(hostsource_apply(&c, &h, "/job/ds", HOSTFILE_DEEPSPEED, &ex, "DeepSpeed", NULL,
                                   err, sizeof err), -ESRCH);
     CHECK(strstr(err, "leaves out") != NULL);

@@ -1,4 +1,5 @@
-/* launcher/discover/k8s.c — credentials and the list+watch of pods (launcher/discover/k8s.h).
+/* launcher/discover/k8s_watch.c — credentials and the list+watch of pods
+ * (launcher/discover/k8s_watch.h).
  *
  * The watch is a small state machine on the loop:
  *
@@ -12,7 +13,7 @@
  * after a quiet hour still resumes inside the server's history instead of listing again.
  * The backoff doubles from backoff_min_ms to backoff_max_ms (+/-25 % jitter) and starts over
  * once a list completes or a watch delivers. */
-#include "launcher/discover/k8s.h"
+#include "launcher/discover/k8s_watch.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* tests/unit/launcher/discover/test_k8s.c — the pod watch against the test API server.
+/* tests/unit/launcher/discover/test_k8s_watch.c — the pod watch against the test API server.
  *
  * tests/fakes/k8s_api.py (argv[1]) runs as a child process with its HTTPS API and a plain HTTP
  * control port; this test drives both from one loop: the watch under test, and the control
@@ -20,7 +20,7 @@
 #include <uv.h>
 
 #include "tests/unit/check.h"
-#include "launcher/discover/k8s.h"
+#include "launcher/discover/k8s_watch.h"
 
 static const char *fake_script;
 static char dir[64];
@@ -647,14 +647,14 @@ static void test_credential_errors(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: test_k8s tests/fakes/k8s_api.py\n");
+        fprintf(stderr, "usage: test_k8s_watch tests/fakes/k8s_api.py\n");
         return 2;
     }
     fake_script = argv[1];
     signal(SIGPIPE, SIG_IGN);
     snprintf(dir, sizeof dir, "/tmp/podrun-k8s-XXXXXX");
     if (!mkdtemp(dir) || fake_start() != 0) {
-        fprintf(stderr, "test_k8s: the test API server did not start\n");
+        fprintf(stderr, "test_k8s_watch: the test API server did not start\n");
         fake_stop();
         return 1;
     }

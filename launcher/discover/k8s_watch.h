@@ -1,4 +1,4 @@
-/* launcher/discover/k8s.h — the pods of a job, from the Kubernetes API, pushed on the loop.
+/* launcher/discover/k8s_watch.h — the pods of a job, from the Kubernetes API, pushed on the loop.
  *
  * Credentials come from inside the cluster (KUBERNETES_SERVICE_HOST/PORT and the service
  * account's token, ca.crt and namespace files) or from a kubeconfig. A watch lists the pods by
@@ -6,8 +6,8 @@
  * a lost connection or a server error reconnects after a bounded backoff; the token file is read
  * again for every request, so a rotated token is picked up. Everything runs on the caller's
  * libuv loop through rdzv/base/http.h. */
-#ifndef PODRUN_DISCOVER_K8S_H
-#define PODRUN_DISCOVER_K8S_H
+#ifndef PODRUN_DISCOVER_K8S_WATCH_H
+#define PODRUN_DISCOVER_K8S_WATCH_H
 
 #include <stddef.h>
 #include <uv.h>
