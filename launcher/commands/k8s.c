@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "launcher/discover/k8s_watch.h"
+#include "launcher/discover/identity.h"
 #include "launcher/discover/k8s_pods.h"
 #include "launcher/commands/k8s_tools.h"
 #include "rdzv/base/common.h"

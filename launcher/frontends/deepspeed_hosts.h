@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "launcher/discover/hostfile.h"
+#include "launcher/discover/resources.h"
 
 /* ---- world_info ---- */
 
