@@ -104,8 +104,6 @@ static inline void pkey(const etcd_agent_t *a, char *out, size_t cap, const char
     sfmt(out, cap, "%s%s", a->m.prefix, rest);
 }
 
-/* ---- small etcd helpers ---- */
-
 static inline void on_ignored(void *arg, int status, const etcd_resp_t *r)
 {
     (void)arg, (void)status, (void)r;
