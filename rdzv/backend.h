@@ -8,7 +8,9 @@
  * agent can take over coordinating it (backend_etcd.c).
  *
  * An agent of any backend begins with rdzv_agent_t, so the API's handle is the backend's own
- * struct: rendezvous.c only ever reads `backend` from it. */
+ * struct: rendezvous.c only ever reads `backend` from it. Both backends' agents begin with
+ * rdzv_member_t (member.h), which holds the node's side of the protocol once; what a backend adds
+ * is its transport, and the coordinator runs on a loop through host.h. */
 #ifndef PODRUN_RDZV_BACKEND_H
 #define PODRUN_RDZV_BACKEND_H
 

@@ -5,253 +5,142 @@
  * write), while records and heartbeats are SETs that the store applies at once behind it.
  * Protocol: rdzv/rendezvous.h.
  *
- * The agent side is a small state machine: CONNECTING -> JOINING (join sent, WAIT on the
- * assignment) -> RUNNING (WAIT on the round's end) -> STOPPED (the launcher restarts or exits)
- * or FINISHED; DEAD once lost() was called. Every request it makes gets its callback exactly
- * once, and the agent stays allocated until every one has come back and every handle is
- * closed (`pending`, `handles`). */
-#include "rdzv/backend.h"
+ * The agent is a member (rdzv/member.h: the states, the records, the reports, the lifetime) and
+ * this file its transport: STARTING is the connection and the store's list of runs, JOINING a
+ * WAIT on the assignment, RUNNING a WAIT on the round's end, with heartbeats throughout. Every
+ * request it makes gets its callback exactly once, and the agent stays allocated until every one
+ * has come back and every handle is closed (`pending`, `handles`). The hosting agent runs the
+ * coordinator on its loop (rdzv/host.h) with the store server as the sink of its writes. */
+#include "rdzv/member.h"
 
 #include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "podrun/store.h"
-#include "rdzv/store/acl.h"
 #include "rdzv/store/aclient.h"
 #include "rdzv/coordinator.h"
+#include "rdzv/host.h"
 #include "rdzv/store/server.h"
 #include "rdzv/status.h"
 
 #define GUEST_CHECK_MS 5000   /* holds_this_run's bound */
 
-enum agent_state {
-    AS_CONNECTING,
-    AS_JOINING,  /* join sent, waiting for the assignment */
-    AS_RUNNING,  /* assigned, waiting for the end of the round */
-    AS_STOPPED,  /* the round stopped; rejoin or exit is up to the launcher */
-    AS_FINISHED,
-    AS_DEAD,     /* lost() was called */
-};
-
 typedef struct store_agent {
-    rdzv_agent_t base;          /* first: the API hands out &base */
-    uv_loop_t *loop;
-    rdzv_params_t p;
-    char *run_id, *endpoint_host, *local_addr, *expected;
-    char name[RDZV_NAME_MAX], addr[RDZV_NAME_MAX], hostname[RDZV_NAME_MAX];
-    char domain[RDZV_NAME_MAX]; /* NVLink domain, "" none */
-    int nproc, service;
-    rdzv_callbacks_t cb;
-    void *arg;
-    char id[17];
-    char prefix[256];
+    rdzv_member_t m;            /* first: it is a member (member.h); m.port: the store's */
+    char *endpoint_host;
     char connect_host[RDZV_NAME_MAX];
-    uint16_t port;
     auth_key_t token;           /* p.token points here when the job has one */
 
-    /* host side */
-    store_server_t *server;
-    coord_t *coord;
-    uv_timer_t ctimer[COORD_T_COUNT];
+    /* host side (m.server: the job store this agent hosts) */
+    host_t host;                /* the coordinator on this loop (host.h) */
 
     /* agent side */
     store_aclient_t *conn;
     int ready;
-    int state, join_k, round, node_rank;
-    int stop_action; /* of the last decision */
-    int leaving, closing;
     char *stranger;             /* the store is another run's: the line that says so */
-    uv_timer_t hb_timer, prog_timer, defer_timer;
+    uv_timer_t hb_timer;
     int ping_out;               /* a PING asks the host for a sign of life */
     uint64_t ping_sent, hb_tick; /* loop times (ms) */
     double started;
-    void (*leave_sent)(void *);
-    void *leave_arg;
 
     /* what /metrics and `podrun status` see */
     unsigned long heartbeats, heartbeat_misses;
     uv_timer_t state_timer;     /* host: the job's state record, every keep_alive_interval */
     int pub_round, pub_phase;   /* ... and at once when the round or its phase changed */
-
-    /* lifetime: open handles and requests still owed a callback */
-    int handles, pending;
-    void (*closed)(void *);
-    void *closed_arg;
 } store_agent_t;
+
+static const rdzv_transport_t store_transport;
 
 /* ---- lifetime ---- */
 
-/* The last step of a close: frees the agent, then runs `closed` (the caller may free what it
- * gave us as arg from there). */
-static void agent_free(store_agent_t *a)
+/* What the member does not free itself (member.h, release). */
+static void store_release(rdzv_member_t *m)
 {
-    void (*closed)(void *) = a->closed;
-    void *arg = a->closed_arg;
-    coord_free(a->coord);
-    free(a->run_id);
+    store_agent_t *a = (store_agent_t *)m;
+    host_free(&a->host);
     free(a->stranger);
     free(a->endpoint_host);
-    free(a->local_addr);
-    free(a->expected);
-    free(a);
-    if (closed)
-        closed(arg);
-}
-
-/* Frees the agent once it is closing and nothing can call back into it any more: every handle
- * closed, every request answered, the server gone. Called from each of those ends. */
-static void maybe_free(store_agent_t *a)
-{
-    if (a->closing == 2 && a->handles == 0 && a->pending == 0 && !a->server)
-        agent_free(a);
-}
-
-static void on_handle_closed(uv_handle_t *h)
-{
-    store_agent_t *a = h->data;
-    a->handles--;
-    maybe_free(a);
-}
-
-static void timer_init(store_agent_t *a, uv_timer_t *t)
-{
-    uv_timer_init(a->loop, t);
-    t->data = a;
-    a->handles++;
 }
 
 /* Every request gets a callback exactly once; `pending` keeps the agent alive until then. */
 static int req_begin(store_agent_t *a, int rc)
 {
     if (rc == 0)
-        a->pending++;
+        a->m.pending++;
     return rc;
 }
 
 /* Returns 1 if the agent is being torn down and the reply should be ignored. */
 static int req_end(store_agent_t *a)
 {
-    a->pending--;
-    if (a->closing) {
-        maybe_free(a);
+    a->m.pending--;
+    if (a->m.closing) {
+        member_maybe_free(&a->m);
         return 1;
     }
     return 0;
 }
 
-static void stop_timers(store_agent_t *a)
+/* The heartbeats stop with the waiting (member.h, halt). */
+static void store_halt(rdzv_member_t *m)
 {
-    uv_timer_stop(&a->hb_timer);
-    uv_timer_stop(&a->prog_timer);
-}
-
-/* This node is out of the job: tell the launcher once. */
-static void agent_fail(store_agent_t *a, int err, const char *why)
-{
-    if (a->state == AS_DEAD || a->closing)
-        return;
-    a->state = AS_DEAD;
-    stop_timers(a);
-    if (a->cb.lost)
-        a->cb.lost(a->arg, err, why);
-}
-
-static void progress(store_agent_t *a, const char *line)
-{
-    if (a->cb.progress)
-        a->cb.progress(a->arg, line);
+    uv_timer_stop(&((store_agent_t *)m)->hb_timer);
 }
 
 /* ---- host side: the coordinator next to the store ---- */
 
-static void run_actions(store_agent_t *a);
 static void publish_state(store_agent_t *a);
 
-static void on_server_closed(void *arg)
+static void on_host_closed(void *arg)
 {
     store_agent_t *a = arg;
-    a->server = NULL;
-    maybe_free(a);
+    a->m.handles--;
+    member_maybe_free(&a->m);
 }
 
-/* Closing, second stage: the timers and (on the host) the server go; maybe_free finishes. */
+/* Closing, second stage: the timers and (on the host) the server go; the member finishes. */
 static void close_handles(store_agent_t *a)
 {
-    uv_timer_t *ts[] = {&a->hb_timer, &a->prog_timer, &a->defer_timer};
-    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++)
-        uv_close((uv_handle_t *)ts[i], on_handle_closed);
-    if (a->coord) {
-        for (int i = 0; i < COORD_T_COUNT; i++)
-            uv_close((uv_handle_t *)&a->ctimer[i], on_handle_closed);
-        uv_close((uv_handle_t *)&a->state_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&a->hb_timer, member_on_handle_closed);
+    if (a->host.coord) {
+        if (host_close(&a->host, on_host_closed, a))
+            a->m.handles++;
+        uv_close((uv_handle_t *)&a->state_timer, member_on_handle_closed);
     }
-    a->closing = 2;
-    if (a->server)
-        store_server_close(a->server, on_server_closed, a);
-    else
-        maybe_free(a);
+    member_close_handles(&a->m);
 }
 
-/* One of the coordinator's timers, armed by run_actions, fired: its input, then its actions. */
-static void on_ctimer(uv_timer_t *t)
+/* The coordinator's writes of one pass (host.h, apply), in order, in-process: they wake the
+ * remote WAITs; the workers' fresh namespace too. A write the store cannot take (out of memory)
+ * would leave agents waiting for an answer that never comes, so this agent gives up instead:
+ * with it goes the store, which every agent notices at once. */
+static void store_apply(void *arg, const coord_action_t *w, size_t n, int over)
 {
-    store_agent_t *a = t->data;
-    int id = (int)(t - a->ctimer);
-    coord_on_timer(a->coord, id, podrun_time_epoch());
-    run_actions(a);
-}
-
-/* Applies the coordinator's actions in order: in-process writes that wake the remote WAITs,
- * timers, log lines, the workers' fresh namespace, and the final "closed". A write the store
- * cannot take (out of memory) would leave agents waiting for an answer that never comes, so this
- * agent gives up instead: with it goes the store, which every agent notices at once. */
-static void run_actions(store_agent_t *a)
-{
-    coord_action_t act;
+    store_agent_t *a = arg;
     char lost_key[256] = "";
     int lost = 0;
-    while (coord_next_action(a->coord, &act)) {
-        switch (act.kind) {
-        case COORD_SET: {
-            int r = store_server_set(a->server, act.key, strlen(act.key), act.val, act.vlen);
+    for (size_t i = 0; i < n; i++) {
+        const coord_action_t *act = &w[i];
+        if (act->kind == COORD_SET) {
+            int r = store_server_set(a->m.server, act->key, strlen(act->key), act->val,
+                                     act->vlen);
             if (r < 0 && !lost) {
                 lost = r;
-                sfmt(lost_key, sizeof lost_key, "%s", act.key);
+                sfmt(lost_key, sizeof lost_key, "%s", act->key);
             }
-            break;
-        }
-        case COORD_TIMER:
-            if (act.at < 0) {
-                uv_timer_stop(&a->ctimer[act.timer]);
-            } else {
-                double d = (act.at - podrun_time_epoch()) * 1000.0;
-                uv_timer_start(&a->ctimer[act.timer], on_ctimer, d > 0 ? (uint64_t)d + 1 : 0, 0);
-            }
-            break;
-        case COORD_LOG:
-            progress(a, act.val);
-            break;
-        case COORD_DELETE:
-            store_server_delete(a->server, act.key, strlen(act.key));
-            break;
-        case COORD_DELETE_WORKERS:
-            store_server_delete_except(a->server, act.key);
-            break;
-        case COORD_CLOSED:
-            if (a->closing == 1)
-                close_handles(a);
-            return;
-        default:
-            break;
+        } else if (act->kind == COORD_DELETE) {
+            store_server_delete(a->m.server, act->key, strlen(act->key));
+        } else if (act->kind == COORD_DELETE_WORKERS) {
+            store_server_delete_except(a->m.server, act->key);
         }
     }
+    if (over)
+        return; /* store_closed follows */
     coord_info_t info;
-    coord_info(a->coord, &info);
+    coord_info(a->host.coord, &info);
     if (info.round != a->pub_round || info.phase != a->pub_phase)
         publish_state(a);
     if (lost) {
@@ -259,11 +148,27 @@ static void run_actions(store_agent_t *a)
          * waiting, this agent goes, and with it the store, which every agent notices */
         char why[RDZV_LINE_MAX];
         sfmt(why, sizeof why, "rendezvous '%s': could not record %s in the job store: %s",
-             a->run_id, lost_key, podrun_strerror(lost));
-        progress(a, why);
-        agent_fail(a, PODRUN_ESTORELOST, why);
+             a->m.run_id, lost_key, podrun_strerror(lost));
+        member_progress(&a->m, "%s", why);
+        member_fail(&a->m, PODRUN_ESTORELOST, why);
     }
 }
+
+static void store_log(void *arg, const char *line)
+{
+    store_agent_t *a = arg;
+    member_progress(&a->m, "%s", line);
+}
+
+/* The coordinator is done: every other agent is gone, or close_timeout passed. */
+static void store_closed(void *arg)
+{
+    store_agent_t *a = arg;
+    if (a->m.closing == 1)
+        close_handles(a);
+}
+
+static const host_sink_t store_sink = {store_apply, store_log, store_closed};
 
 /* Every observed key is a record an agent writes for the coordinator alone (join, heartbeat,
  * failure, done, leave): the coordinator reads it in-process and, by returning 1, lets the key
@@ -272,10 +177,10 @@ static int on_observed_write(void *arg, uint64_t conn, const char *key, size_t k
                              const char *val, size_t vlen)
 {
     store_agent_t *a = arg;
-    if (a->closing == 2)
+    if (a->m.closing == 2)
         return 0;
-    coord_on_write(a->coord, conn, key, klen, val, vlen, podrun_time_epoch());
-    run_actions(a);
+    coord_on_write(a->host.coord, conn, key, klen, val, vlen, podrun_time_epoch());
+    host_run(&a->host);
     return 1;
 }
 
@@ -283,20 +188,13 @@ static int on_observed_write(void *arg, uint64_t conn, const char *key, size_t k
 static void on_observed_close(void *arg, uint64_t conn, int err)
 {
     store_agent_t *a = arg;
-    if (a->closing == 2)
+    if (a->m.closing == 2)
         return;
     char why[96];
     sfmt(why, sizeof why, "unreachable, nothing acknowledged for %g s",
-         a->p.keep_alive_interval * a->p.keep_alive_max_attempt);
-    coord_on_close(a->coord, conn, err == UV_ETIMEDOUT ? why : NULL, podrun_time_epoch());
-    run_actions(a);
-}
-
-static void on_store_log(void *arg, const char *line)
-{
-    store_agent_t *a = arg;
-    if (a->cb.store_log)
-        a->cb.store_log(a->arg, line);
+         a->m.p.keep_alive_interval * a->m.p.keep_alive_max_attempt);
+    coord_on_close(a->host.coord, conn, err == UV_ETIMEDOUT ? why : NULL, podrun_time_epoch());
+    host_run(&a->host);
 }
 
 /* A write under "podrun/<run>/n/" of another run is a node started with another --rdzv-id:
@@ -310,13 +208,13 @@ static void stranger_why(const store_agent_t *a, const char *key, size_t klen, c
     if (!slash || slash == run || (size_t)(end - slash) < 3 || memcmp(slash, "/n/", 3) != 0)
         return;
     int rl = (int)(slash - run);
-    if ((size_t)rl == strlen(a->run_id) && memcmp(run, a->run_id, (size_t)rl) == 0)
+    if ((size_t)rl == strlen(a->m.run_id) && memcmp(run, a->m.run_id, (size_t)rl) == 0)
         return;
     for (int i = 0; i < rl; i++)
         if (run[i] < 0x21 || run[i] > 0x7e)
             return; /* not a run id a flag gives: the general reason, with the key escaped */
     sfmt(why, cap, "a node of run '%.*s' reached this job store, which belongs to run '%s'; "
-         "give every node the same --rdzv-id (PET_RDZV_ID)", rl < 200 ? rl : 200, run, a->run_id);
+         "give every node the same --rdzv-id (PET_RDZV_ID)", rl < 200 ? rl : 200, run, a->m.run_id);
 }
 
 /* Over the wire, the only keys under "podrun/" a client writes are agents' records and the
@@ -327,7 +225,7 @@ static int may_write(void *arg, const char *key, size_t klen, char *why, size_t 
 {
     store_agent_t *a = arg;
     char prefix[300];
-    sfmt(prefix, sizeof prefix, "podrun/%s/", a->run_id);
+    sfmt(prefix, sizeof prefix, "podrun/%s/", a->m.run_id);
     size_t n = strlen(prefix);
     if (klen > n + 3 && memcmp(key, prefix, n) == 0 && memcmp(key + n, "pf/", 3) == 0)
         return 1;
@@ -343,24 +241,24 @@ static int may_write(void *arg, const char *key, size_t klen, char *why, size_t 
  * value limit (nodes beyond it are counted, not listed). */
 static void publish_state(store_agent_t *a)
 {
-    if (!a->coord || !a->server || a->closing == 2)
+    if (!a->host.coord || !a->m.server || a->m.closing == 2)
         return;
     coord_info_t info;
-    coord_info(a->coord, &info);
+    coord_info(a->host.coord, &info);
     size_t cap = (size_t)info.members + (size_t)info.joined + (size_t)info.waiting + 64;
     rdzv_status_node_t *nodes = malloc(cap * sizeof *nodes);
     if (!nodes)
         return;
     rdzv_status_t st;
-    coord_state(a->coord, podrun_time_epoch(), &st, nodes, cap);
+    coord_state(a->host.coord, podrun_time_epoch(), &st, nodes, cap);
     a->pub_round = info.round;
     a->pub_phase = info.phase;
     char *text = NULL;
     long len = rdzv_status_encode(&st, 4u << 20, &text);
     if (len >= 0) {
         char key[320];
-        sfmt(key, sizeof key, "%s%s", a->prefix, RDZV_STATUS_KEY);
-        store_server_set(a->server, key, strlen(key), text, (size_t)len);
+        sfmt(key, sizeof key, "%s%s", a->m.prefix, RDZV_STATUS_KEY);
+        store_server_set(a->m.server, key, strlen(key), text, (size_t)len);
     }
     free(text);
     free(nodes);
@@ -375,53 +273,39 @@ static void on_state_timer(uv_timer_t *t)
  * see every record write; this agent then joins over loopback like any other. */
 static int host_start(store_agent_t *a)
 {
-    podrun_log_t log = {on_store_log, a};
-    int rc = store_server_start(a->loop, a->local_addr, a->p.endpoint_port, NULL, &log,
-                                &a->server);
+    podrun_log_t log = {member_on_store_log, &a->m};
+    int rc = store_server_start(a->m.loop, a->m.local_addr, a->m.p.endpoint_port, NULL, &log,
+                                &a->m.server);
     if (rc < 0)
         return rc;
-    a->port = store_server_port(a->server);
-    coord_params_t cp = {
-        .run_id = a->run_id,
-        .min_nodes = a->p.min_nodes,
-        .max_nodes = a->p.max_nodes,
-        .segment_size = a->p.segment_size,
-        .max_restarts = a->p.max_restarts,
-        .join_timeout = a->p.join_timeout,
-        .last_call_timeout = a->p.last_call_timeout,
-        .close_timeout = a->p.close_timeout,
-        .keep_alive_interval = a->p.keep_alive_interval,
-        .keep_alive_max_attempt = a->p.keep_alive_max_attempt,
-        .progress_interval = a->p.progress_interval,
-        .store_host = a->endpoint_host,
-        .store_port = a->port,
-        .expected = a->expected,
-    };
-    a->coord = coord_new(&cp, podrun_time_epoch());
-    if (!a->coord) {
-        store_server_close(a->server, NULL, NULL);
-        a->server = NULL;
+    a->m.port = store_server_port(a->m.server);
+    coord_params_t cp = host_coord_params(&a->m.p);
+    cp.store_host = a->endpoint_host;
+    cp.store_port = a->m.port;
+    a->host.coord = coord_new(&cp, podrun_time_epoch());
+    if (!a->host.coord) {
+        store_server_close(a->m.server, NULL, NULL);
+        a->m.server = NULL;
         return -EINVAL;
     }
-    for (int i = 0; i < COORD_T_COUNT; i++)
-        timer_init(a, &a->ctimer[i]);
-    store_server_observe(a->server, coord_observe_prefix(a->coord), on_observed_write,
+    host_init(&a->host, a->m.loop, &store_sink, a);
+    store_server_observe(a->m.server, coord_observe_prefix(a->host.coord), on_observed_write,
                          on_observed_close, a);
-    store_server_guard(a->server, a->p.token, may_write, a);
-    store_server_allow(a->server, a->p.allow);
-    store_server_liveness(a->server, (unsigned)(a->p.keep_alive_interval *
-                                                a->p.keep_alive_max_attempt * 1000));
-    run_actions(a);
+    store_server_guard(a->m.server, a->m.p.token, may_write, a);
+    store_server_allow(a->m.server, a->m.p.allow);
+    store_server_liveness(a->m.server, (unsigned)(a->m.p.keep_alive_interval *
+                                                a->m.p.keep_alive_max_attempt * 1000));
+    host_run(&a->host);
     /* who can be asked about: `podrun status HOST:PORT` starts from this list */
     char runs[RDZV_NAME_MAX + 2];
-    sfmt(runs, sizeof runs, "%s\n", a->run_id);
-    store_server_set(a->server, RDZV_RUNS_KEY, strlen(RDZV_RUNS_KEY), runs, strlen(runs));
-    timer_init(a, &a->state_timer);
-    uint64_t every = (uint64_t)(a->p.keep_alive_interval * 1000);
+    sfmt(runs, sizeof runs, "%s\n", a->m.run_id);
+    store_server_set(a->m.server, RDZV_RUNS_KEY, strlen(RDZV_RUNS_KEY), runs, strlen(runs));
+    member_timer_init(&a->m, &a->state_timer);
+    uint64_t every = (uint64_t)(a->m.p.keep_alive_interval * 1000);
     uv_timer_start(&a->state_timer, on_state_timer, 0, every ? every : 1000);
     /* the host's own agent reaches the store over loopback */
     sfmt(a->connect_host, sizeof a->connect_host, "%s",
-             a->local_addr && *a->local_addr ? a->local_addr : "127.0.0.1");
+             a->m.local_addr && *a->m.local_addr ? a->m.local_addr : "127.0.0.1");
     return 0;
 }
 
@@ -431,17 +315,12 @@ static int host_start(store_agent_t *a)
  * (RDZV_HANG_FACTOR x W), in ms: see "Liveness" in rdzv/rendezvous.h. */
 static uint64_t window_ms(const store_agent_t *a)
 {
-    return (uint64_t)(a->p.keep_alive_interval * a->p.keep_alive_max_attempt * 1000);
+    return (uint64_t)(a->m.p.keep_alive_interval * a->m.p.keep_alive_max_attempt * 1000);
 }
 
 static uint64_t hang_ms(const store_agent_t *a)
 {
     return RDZV_HANG_FACTOR * window_ms(a);
-}
-
-static void key_of(store_agent_t *a, char *out, size_t cap, const char *what, int num)
-{
-    rdzv_node_key(out, cap, a->prefix, a->id, what, num);
 }
 
 static void on_written(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
@@ -471,39 +350,15 @@ static int wait_and_get(store_agent_t *a, const char *key, store_reply_cb on_wai
     return 0;
 }
 
-/* The end record of the running round: finished, or the job's stop decision (this node's own
- * first record, if any, is found for the launcher's exit code). An unreadable record leaves
- * nothing to act on: this node is out (store lost). */
+/* The value of the running round's end record (member_on_end reads it). */
 static void on_end_value(store_aclient_t *c, int status, const char *val, size_t len,
                          int64_t num, void *arg)
 {
     (void)c, (void)num;
     store_agent_t *a = arg;
-    if (req_end(a) || status < 0 || a->state != AS_RUNNING)
+    if (req_end(a) || status < 0 || a->m.state != MS_RUNNING)
         return;
-    rdzv_failure_t failures[RDZV_MAX_FAILURES];
-    rdzv_decision_t d;
-    int r = rdzv_end_decode(val, len, &d, failures);
-    if (r < 0) {
-        agent_fail(a, PODRUN_ESTORELOST, "unreadable end-of-round record from the job store");
-        return;
-    }
-    if (r == 1) {
-        a->state = AS_FINISHED;
-        stop_timers(a);
-        if (a->cb.finished)
-            a->cb.finished(a->arg);
-        return;
-    }
-    for (int i = 0; i < d.n; i++)
-        if (failures[i].node_rank == a->node_rank && strcmp(failures[i].node_name, a->name) == 0) {
-            d.own = i;
-            break;
-        }
-    a->state = AS_STOPPED;
-    a->stop_action = d.action;
-    if (a->cb.stopped)
-        a->cb.stopped(a->arg, &d);
+    member_on_end(&a->m, a->m.round, val, len);
 }
 
 /* The round's end record exists; its value follows in the same reply. Tell the launcher now
@@ -513,58 +368,30 @@ static void on_end_waited(store_aclient_t *c, int status, const char *val, size_
 {
     (void)c, (void)val, (void)len, (void)num;
     store_agent_t *a = arg;
-    if (req_end(a) || status < 0 || a->state != AS_RUNNING)
+    if (req_end(a) || status < 0 || a->m.state != MS_RUNNING)
         return;
-    if (a->cb.ending)
-        a->cb.ending(a->arg, a->round);
+    member_on_ending(&a->m, a->m.round);
 }
 
-/* The answer to this node's join: an assignment (RUNNING: wait for the round's end, then start
- * the workers through assigned()) or an error that ends this node's part in the job ("finished"
- * is not one: the job is done and this node exits 0 with it). An empty value is the answer to a
+/* The answer to this node's join (member_on_assign reads it). An empty value is the answer to a
  * GET whose WAIT was cancelled for a progress line: the real one follows. */
 static void on_assign_value(store_aclient_t *c, int status, const char *val, size_t len,
                             int64_t num, void *arg)
 {
     (void)c, (void)num;
     store_agent_t *a = arg;
-    if (req_end(a) || status < 0 || a->state != AS_JOINING || len == 0)
+    if (req_end(a) || status < 0)
         return;
-    rdzv_assignment_t as;
-    char host[RDZV_NAME_MAX], err[32], text[RDZV_LINE_MAX];
-    if (rdzv_assign_decode(val, len, &as, host, sizeof host, err, sizeof err, text,
-                           sizeof text) < 0) {
-        agent_fail(a, PODRUN_ESTORELOST, "unreadable assignment from the job store");
-        return;
-    }
-    if (err[0]) {
-        if (strcmp(err, "finished") == 0) {
-            a->state = AS_FINISHED;
-            stop_timers(a);
-            progress(a, text);
-            if (a->cb.finished)
-                a->cb.finished(a->arg);
-        } else {
-            agent_fail(a,
-                       strcmp(err, "timeout") == 0    ? PODRUN_EJOINTIMEOUT
-                       : strcmp(err, "rejected") == 0 ? PODRUN_EREJECTED
-                                                      : PODRUN_EENDED,
-                       text);
-        }
-        return;
-    }
-    a->state = AS_RUNNING;
-    a->round = as.round;
-    a->node_rank = as.node_rank;
-    uv_timer_stop(&a->prog_timer);
+    member_on_assign(&a->m, val, len);
+}
+
+/* Assigned: a WAIT on the round's end and its GET (member.h, assigned). */
+static int store_assigned(rdzv_member_t *m)
+{
+    store_agent_t *a = (store_agent_t *)m;
     char key[320];
-    sfmt(key, sizeof key, "%sr/%d/end", a->prefix, a->round);
-    if (wait_and_get(a, key, on_end_waited, on_end_value) < 0) {
-        agent_fail(a, PODRUN_ESTORELOST, "could not wait on the job store");
-        return;
-    }
-    if (a->cb.assigned)
-        a->cb.assigned(a->arg, &as);
+    sfmt(key, sizeof key, "%sr/%d/end", a->m.prefix, a->m.round);
+    return wait_and_get(a, key, on_end_waited, on_end_value);
 }
 
 /* The WAIT on the assign key was answered (the value follows) or cancelled for a progress line:
@@ -581,29 +408,17 @@ static void on_assign_waited(store_aclient_t *c, int status, const char *val, si
 static int wait_assign(store_agent_t *a)
 {
     char key[320];
-    key_of(a, key, sizeof key, "assign", a->join_k);
+    member_key(&a->m, key, sizeof key, "assign", a->m.join_k);
     return wait_and_get(a, key, on_assign_waited, on_assign_value);
 }
 
-/* JOINING: the k-th join record, and the WAIT + GET of the k-th assign key, in one write. */
-static void send_join(store_agent_t *a)
+/* JOINING: the k-th join record, and the WAIT + GET of the k-th assign key, in one write
+ * (member.h, join). */
+static int store_join(rdzv_member_t *m, const char *key, const char *val, size_t len)
 {
-    rdzv_desc_rec_t d;
-    char key[320], val[1024];
-    memset(&d, 0, sizeof d);
-    sfmt(d.name, sizeof d.name, "%s", a->name);
-    sfmt(d.addr, sizeof d.addr, "%s", a->addr);
-    sfmt(d.host, sizeof d.host, "%s", a->hostname);
-    d.nproc = a->nproc;
-    d.service = a->service;
-    sfmt(d.domain, sizeof d.domain, "%s", a->domain);
-    d.want_rank = a->p.want_rank;
-    d.pid = (int)getpid();
-    int len = rdzv_desc_encode(&d, val, sizeof val);
-    a->state = AS_JOINING;
-    key_of(a, key, sizeof key, "join", a->join_k);
-    if (len < 0 || send_set(a, key, val, (size_t)len) < 0 || wait_assign(a) < 0)
-        agent_fail(a, PODRUN_ESTORELOST, "could not send the join to the job store");
+    store_agent_t *a = (store_agent_t *)m;
+    int rc = send_set(a, key, val, len);
+    return rc < 0 ? rc : wait_assign(a) < 0 ? -ENOTCONN : 0;
 }
 
 /* The echo of the PING that asked the host for a sign of life. */
@@ -626,15 +441,15 @@ static void on_pong(store_aclient_t *c, int status, const char *val, size_t len,
 static void on_hb_timer(uv_timer_t *t)
 {
     store_agent_t *a = t->data;
-    uint64_t now = uv_now(a->loop), heard = store_aclient_last_heard(a->conn);
+    uint64_t now = uv_now(a->m.loop), heard = store_aclient_last_heard(a->conn);
     /* A tick this late means this loop itself stalled: timers run before I/O, so the answer may
      * be waiting unread. The question out gets a fresh window instead of a verdict. */
-    int late = a->hb_tick > 0 && now - a->hb_tick > (uint64_t)(2000 * a->p.keep_alive_interval);
+    int late = a->hb_tick > 0 && now - a->hb_tick > (uint64_t)(2000 * a->m.p.keep_alive_interval);
     a->hb_tick = now;
     if (late)
         a->ping_sent = now;
     char key[320];
-    key_of(a, key, sizeof key, "hb", -1);
+    member_key(&a->m, key, sizeof key, "hb", -1);
     send_set(a, key, "", 0);
     a->heartbeats++;
     uint64_t since = heard > a->ping_sent ? heard : a->ping_sent;
@@ -645,8 +460,8 @@ static void on_hb_timer(uv_timer_t *t)
         sfmt(why, sizeof why,
              "the job store at %s:%u did not answer for %g s though its connection stayed open "
              "(the store host is hung or stopped)",
-             a->connect_host, a->port, (double)hang_ms(a) / 1000);
-        agent_fail(a, PODRUN_ESTORESILENT, why);
+             a->connect_host, a->m.port, (double)hang_ms(a) / 1000);
+        member_fail(&a->m, PODRUN_ESTORESILENT, why);
         return;
     }
     if (!a->ping_out && now - (heard > a->ping_sent ? heard : a->ping_sent) >= window_ms(a) &&
@@ -662,13 +477,13 @@ static void on_status(store_aclient_t *c, int status, const char *val, size_t le
 {
     (void)c, (void)num;
     store_agent_t *a = arg;
-    if (req_end(a) || status < 0 || len == 0 || a->state != AS_JOINING)
+    if (req_end(a) || status < 0 || len == 0 || a->m.state != MS_JOINING)
         return;
     char line[RDZV_LINE_MAX];
     size_t n = len < sizeof line - 1 ? len : sizeof line - 1;
     memcpy(line, val, n);
     line[n] = '\0';
-    progress(a, line);
+    member_progress(&a->m, "%s", line);
 }
 
 static void on_cancelled(store_aclient_t *c, int status, const char *val, size_t len,
@@ -682,44 +497,36 @@ static void on_cancelled(store_aclient_t *c, int status, const char *val, size_t
  * status while joining (the host sees the coordinator's own lines). The status is read behind a
  * CANCEL_WAIT, since a GET behind the WAIT would only be answered with the assignment; the
  * WAIT and GET of the assign key go out again right after it. */
-static void on_prog_timer(uv_timer_t *t)
+static void store_tick(rdzv_member_t *m)
 {
-    store_agent_t *a = t->data;
-    if (a->state == AS_CONNECTING) {
+    store_agent_t *a = (store_agent_t *)m;
+    if (a->m.state == MS_STARTING) {
         char line[RDZV_LINE_MAX], left[32];
-        podrun_format_duration(a->started + a->p.join_timeout - podrun_time_epoch(), left, sizeof left);
+        podrun_format_duration(a->started + a->m.p.join_timeout - podrun_time_epoch(), left, sizeof left);
         int hello = store_aclient_hello_error(a->conn);
         if (hello == PODRUN_EREFUSED) {
             sfmt(line, sizeof line,
                  "rendezvous '%s': the job store at %s:%u refused this node's address %s: it is "
                  "not in the store's allow-list (--store-allow on the hosting node); retrying "
-                 "(%s left)", a->run_id, a->connect_host, a->port,
-                 a->local_addr ? a->local_addr : "(no --local-addr)", left);
-            progress(a, line);
+                 "(%s left)", a->m.run_id, a->connect_host, a->m.port,
+                 a->m.local_addr ? a->m.local_addr : "(no --local-addr)", left);
+            member_progress(&a->m, "%s", line);
             return;
         }
         sfmt(line, sizeof line,
-                 "rendezvous '%s': waiting for the job store at %s:%u (%s left)%s%s%s", a->run_id,
-                 a->connect_host, a->port, left,
+                 "rendezvous '%s': waiting for the job store at %s:%u (%s left)%s%s%s", a->m.run_id,
+                 a->connect_host, a->m.port, left,
                  hello ? "; a program there accepts connections but does not answer as a job "
                          "store (" : "", hello ? podrun_strerror(hello) : "",
                  hello ? "): the port is taken on that machine; give another one" : "");
-        progress(a, line);
-    } else if (a->state == AS_JOINING && !a->server && a->ready) {
+        member_progress(&a->m, "%s", line);
+    } else if (a->m.state == MS_JOINING && !a->m.server && a->ready) {
         char key[320];
-        sfmt(key, sizeof key, "%sstatus", a->prefix);
+        sfmt(key, sizeof key, "%sstatus", a->m.prefix);
         if (req_begin(a, store_aclient_cancel_wait(a->conn, on_cancelled, a)) < 0 ||
             req_begin(a, store_aclient_get(a->conn, key, on_status, a)) < 0 || wait_assign(a) < 0)
-            agent_fail(a, PODRUN_ESTORELOST, "could not wait on the job store");
+            member_fail(&a->m, PODRUN_ESTORELOST, "could not wait on the job store");
     }
-}
-
-/* The first progress line after 1 s (or progress_interval if shorter), then every
- * progress_interval. */
-static void start_progress(store_agent_t *a)
-{
-    uint64_t pi = (uint64_t)(a->p.progress_interval * 1000);
-    uv_timer_start(&a->prog_timer, on_prog_timer, pi < 1000 ? pi : 1000, pi);
 }
 
 /* The connection to the store dropped. Unless this node is on its way out anyway (closing,
@@ -730,19 +537,18 @@ static void on_conn_lost(store_aclient_t *c, int status, void *arg)
     (void)c;
     store_agent_t *a = arg;
     a->ready = 0;
-    if (a->closing || a->leaving || a->state == AS_FINISHED ||
-        (a->state == AS_STOPPED && a->stop_action == RDZV_EXIT))
+    if (member_done_anyway(&a->m))
         return;
     char why[RDZV_LINE_MAX];
     if (status == UV_ETIMEDOUT)
         sfmt(why, sizeof why,
              "the job store at %s:%u is unreachable: nothing this node sent was acknowledged for "
              "%g s",
-             a->connect_host, a->port, (double)window_ms(a) / 1000);
+             a->connect_host, a->m.port, (double)window_ms(a) / 1000);
     else
         sfmt(why, sizeof why, "lost the connection to the job store at %s:%u", a->connect_host,
-             a->port);
-    agent_fail(a, PODRUN_ESTORELOST, why);
+             a->m.port);
+    member_fail(&a->m, PODRUN_ESTORELOST, why);
 }
 
 /* The join of a node of another run was written: the store's host refuses it and names this
@@ -754,7 +560,7 @@ static void on_stranger_join_written(store_aclient_t *c, int status, const char 
     store_agent_t *a = arg;
     if (req_end(a))
         return;
-    agent_fail(a, PODRUN_ERUNID, a->stranger);
+    member_fail(&a->m, PODRUN_ERUNID, a->stranger);
 }
 
 /* Whether the store's list of runs (one per line) names this node's; an empty list is a store
@@ -781,27 +587,27 @@ static void on_runs(store_aclient_t *c, int status, const char *val, size_t len,
 {
     (void)c, (void)num;
     store_agent_t *a = arg;
-    if (req_end(a) || status < 0 || a->state != AS_CONNECTING)
+    if (req_end(a) || status < 0 || a->m.state != MS_STARTING)
         return; /* a lost connection is said by on_conn_lost */
-    if (!runs_name(val, len, a->run_id)) {
+    if (!runs_name(val, len, a->m.run_id)) {
         char line[RDZV_LINE_MAX];
         const char *nl = memchr(val, '\n', len);
         int n = (int)(nl ? (size_t)(nl - val) : len);
         sfmt(line, sizeof line, "rendezvous '%s': the job store at %s:%u belongs to run '%.*s', "
              "this agent's run id is '%s'; give every node the same --rdzv-id (PET_RDZV_ID)",
-             a->run_id, a->connect_host, a->port, n < 200 ? n : 200, val, a->run_id);
+             a->m.run_id, a->connect_host, a->m.port, n < 200 ? n : 200, val, a->m.run_id);
         a->stranger = strdup(line);
-        a->state = AS_JOINING;
+        a->m.state = MS_JOINING;
         char key[320];
-        key_of(a, key, sizeof key, "join", a->join_k);
+        member_key(&a->m, key, sizeof key, "join", a->m.join_k);
         if (!a->stranger || req_begin(a, store_aclient_set(a->conn, key, "", 0,
                                                            on_stranger_join_written, a)) < 0)
-            agent_fail(a, PODRUN_ERUNID, a->stranger ? a->stranger : line);
+            member_fail(&a->m, PODRUN_ERUNID, a->stranger ? a->stranger : line);
         return;
     }
-    send_join(a);
-    a->ping_sent = uv_now(a->loop);
-    uv_timer_start(&a->hb_timer, on_hb_timer, 0, (uint64_t)(a->p.keep_alive_interval * 1000));
+    member_join(&a->m);
+    a->ping_sent = uv_now(a->m.loop);
+    uv_timer_start(&a->hb_timer, on_hb_timer, 0, (uint64_t)(a->m.p.keep_alive_interval * 1000));
 }
 
 /* The connection is up (or gave up at join_timeout: this node could not reach the store): the
@@ -817,23 +623,23 @@ static void on_connected(store_aclient_t *c, int status, void *arg)
             sfmt(why, sizeof why,
                  "rendezvous '%s': the job store at %s:%u refused this node: %s; give every node "
                  "the same --rdzv-token-file or PODRUN_RDZV_TOKEN",
-                 a->run_id, a->connect_host, a->port, podrun_strerror(status));
-            agent_fail(a, PODRUN_EREJECTED, why);
+                 a->m.run_id, a->connect_host, a->m.port, podrun_strerror(status));
+            member_fail(&a->m, PODRUN_EREJECTED, why);
             return;
         }
-        podrun_format_duration(a->p.join_timeout, took, sizeof took);
+        podrun_format_duration(a->m.p.join_timeout, took, sizeof took);
         sfmt(why, sizeof why,
-             "rendezvous '%s': could not reach the job store at %s:%u within %s: %s", a->run_id,
-             a->connect_host, a->port, took, podrun_strerror(status));
-        agent_fail(a, PODRUN_EJOINTIMEOUT, why);
+             "rendezvous '%s': could not reach the job store at %s:%u within %s: %s", a->m.run_id,
+             a->connect_host, a->m.port, took, podrun_strerror(status));
+        member_fail(&a->m, PODRUN_EJOINTIMEOUT, why);
         return;
     }
     store_aclient_on_lost(c, on_conn_lost, a);
     store_aclient_liveness(c, (unsigned)window_ms(a));
     a->ready = 1;
-    if (a->state == AS_CONNECTING &&
+    if (a->m.state == MS_STARTING &&
         req_begin(a, store_aclient_get(c, RDZV_RUNS_KEY, on_runs, a)) < 0)
-        agent_fail(a, PODRUN_ESTORELOST, "could not ask the job store which run it serves");
+        member_fail(&a->m, PODRUN_ESTORELOST, "could not ask the job store which run it serves");
 }
 
 /* How often a joining agent tries the store host: every RDZV_JOIN_RETRY_MS, jittered, so it
@@ -845,17 +651,6 @@ static unsigned join_retry_ms(int max_nodes)
     return ms < RDZV_JOIN_RETRY_MS ? RDZV_JOIN_RETRY_MS : ms > 2000 ? 2000 : (unsigned)ms;
 }
 
-static int copy_str(char **dst, const char *src)
-{
-    *dst = NULL;
-    if (!src)
-        return 0;
-    *dst = strdup(src);
-    return *dst ? 0 : -ENOMEM;
-}
-
-static void store_close(rdzv_agent_t *base, void (*closed)(void *), void *arg);
-
 /* The port this agent meant to host on is taken: is it this run's job store? Asked once, at
  * start, with a bound (a program that accepts and never answers costs GUEST_CHECK_MS). A store
  * that wants a token does not show its runs to this check; the taken port stays the error. */
@@ -865,10 +660,10 @@ static int holds_this_run(const store_agent_t *a)
     const char *key = RDZV_RUNS_KEY;
     char *val = NULL;
     size_t len = 0;
-    if (podrun_store_connect(a->connect_host, a->port, GUEST_CHECK_MS, &s) < 0)
+    if (podrun_store_connect(a->connect_host, a->m.port, GUEST_CHECK_MS, &s) < 0)
         return 0;
     int ok = podrun_store_check(s, &key, 1) == 1 && podrun_store_get(s, key, &val, &len) == 0 &&
-             len > 0 && runs_name(val, len, a->run_id);
+             len > 0 && runs_name(val, len, a->m.run_id);
     free(val);
     podrun_store_close(s);
     return ok;
@@ -886,35 +681,17 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
     store_agent_t *a = calloc(1, sizeof *a);
     if (!a)
         return -ENOMEM;
-    a->base.backend = &rdzv_backend_store;
-    a->loop = loop;
-    a->p = *p;
-    if (p->token) {
-        a->token = *p->token;
-        a->p.token = &a->token;
-    }
-    a->cb = *cb;
-    a->arg = arg;
-    a->nproc = self->nproc;
-    a->service = self->service;
-    sfmt(a->domain, sizeof a->domain, "%s", self->domain ? self->domain : "");
-    a->node_rank = -1;
-    a->started = podrun_time_epoch();
-    if (copy_str(&a->run_id, p->run_id) || copy_str(&a->endpoint_host, p->endpoint_host) ||
-        copy_str(&a->local_addr, p->local_addr && *p->local_addr ? p->local_addr : NULL) ||
-        copy_str(&a->expected, p->expected)) {
-        a->closing = 2;
-        agent_free(a);
+    if (member_init(&a->m, &rdzv_backend_store, &store_transport, loop, p, self, cb, arg) < 0 ||
+        (p->endpoint_host && *p->endpoint_host && !(a->endpoint_host = strdup(p->endpoint_host)))) {
+        member_free(&a->m);
         return -ENOMEM;
     }
-    podrun_hostname(a->hostname, sizeof a->hostname);
-    sfmt(a->name, sizeof a->name, "%s",
-             self->name && *self->name ? self->name : a->hostname);
-    sfmt(a->addr, sizeof a->addr, "%s",
-             self->addr && *self->addr ? self->addr : a->local_addr ? a->local_addr : a->name);
-    podrun_random_id(a->id, 16);
-    sfmt(a->prefix, sizeof a->prefix, "podrun/%s/", a->run_id);
-    a->port = p->endpoint_port;
+    if (p->token) {
+        a->token = *p->token;
+        a->m.p.token = &a->token;
+    }
+    a->started = podrun_time_epoch();
+    a->m.port = p->endpoint_port;
     sfmt(a->connect_host, sizeof a->connect_host, "%s",
              a->endpoint_host ? a->endpoint_host : "127.0.0.1");
 
@@ -923,94 +700,32 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
         /* torchrun's rule: hosting that was only inferred yields to another agent of the same
          * run on this machine, which bound the port first */
         if (rc == UV_EADDRINUSE && p->is_host == RDZV_HOST_INFERRED && holds_this_run(a)) {
-            progress(a, "joining the job store that another agent of this run hosts on this "
-                        "machine");
+            member_progress(&a->m, "joining the job store that another agent of this run "
+                                   "hosts on this machine");
             rc = 0;
         }
         if (rc < 0) {
-            a->closing = 2;
-            agent_free(a);
+            member_free(&a->m);
             return rc;
         }
     }
-    timer_init(a, &a->hb_timer);
-    timer_init(a, &a->prog_timer);
-    timer_init(a, &a->defer_timer);
-    int ms = (int)(a->p.join_timeout * 1000);
-    int rc = store_aclient_connect(loop, a->connect_host, a->port, ms, on_connected, a, &a->conn);
+    member_timer_init(&a->m, &a->hb_timer);
+    member_timers_init(&a->m);
+    int ms = (int)(a->m.p.join_timeout * 1000);
+    int rc = store_aclient_connect(loop, a->connect_host, a->m.port, ms, on_connected, a, &a->conn);
     if (rc == 0) {
-        store_aclient_auth(a->conn, a->p.token);
+        store_aclient_auth(a->conn, a->m.p.token);
         /* from the advertised address: the one an allow-list lets in */
-        store_aclient_source(a->conn, a->local_addr);
+        store_aclient_source(a->conn, a->m.local_addr);
     }
     if (rc < 0) {
-        store_close(&a->base, NULL, NULL);
+        member_close(&a->m.base, NULL, NULL);
         return rc;
     }
-    store_aclient_retry_every(a->conn, join_retry_ms(a->p.max_nodes));
-    start_progress(a);
-    *out = &a->base;
+    store_aclient_retry_every(a->conn, join_retry_ms(a->m.p.max_nodes));
+    member_start_progress(&a->m);
+    *out = &a->m.base;
     return 0;
-}
-
-/* The record goes out on the connection; the node's own name, address and the time fill
- * what the caller left out. Only while a round runs or has just stopped. */
-static int store_report_failure(rdzv_agent_t *base, const rdzv_failure_t *f)
-{
-    store_agent_t *a = (store_agent_t *)base;
-    if (a->state != AS_RUNNING && a->state != AS_STOPPED)
-        return -EINVAL;
-    char key[320], val[2048];
-    rdzv_failure_t g = *f;
-    if (!g.node_name[0])
-        sfmt(g.node_name, sizeof g.node_name, "%s", a->name);
-    if (!g.host[0])
-        sfmt(g.host, sizeof g.host, "%s", a->addr);
-    if (g.time <= 0)
-        g.time = podrun_time_epoch();
-    int len = rdzv_failure_encode(&g, val, sizeof val);
-    if (len < 0)
-        return len;
-    key_of(a, key, sizeof key, "fail", a->round);
-    return send_set(a, key, val, (size_t)len);
-}
-
-static int store_report_done(rdzv_agent_t *base)
-{
-    store_agent_t *a = (store_agent_t *)base;
-    if (a->state != AS_RUNNING)
-        return -EINVAL;
-    char key[320];
-    key_of(a, key, sizeof key, "done", a->round);
-    return send_set(a, key, "1", 1);
-}
-
-/* The record names the lost node by what it joined with; the coordinator matches it against
- * the members of the round this agent runs in, so a report that arrives after that round is
- * over changes nothing. */
-static int store_report_peer_lost(rdzv_agent_t *base, const char *name, const char *addr,
-                                  const char *reason)
-{
-    store_agent_t *a = (store_agent_t *)base;
-    if (a->state != AS_RUNNING)
-        return -EINVAL;
-    char key[320], val[1024];
-    kvbuf_t b;
-    kv_init(&b, val, sizeof val);
-    kv_add(&b, "name", name, RDZV_NAME_MAX - 1);
-    kv_add(&b, "addr", addr, RDZV_NAME_MAX - 1);
-    kv_add(&b, "reason", reason, RDZV_REASON_MAX - 1);
-    key_of(a, key, sizeof key, "peer", a->round);
-    return send_set(a, key, val, b.len);
-}
-
-/* Runs the leave's `sent` callback, once. */
-static void leave_done(store_agent_t *a)
-{
-    void (*sent)(void *) = a->leave_sent;
-    a->leave_sent = NULL;
-    if (sent)
-        sent(a->leave_arg);
 }
 
 static void on_leave_written(store_aclient_t *c, int status, const char *val, size_t len,
@@ -1018,80 +733,37 @@ static void on_leave_written(store_aclient_t *c, int status, const char *val, si
 {
     (void)c, (void)status, (void)val, (void)len, (void)num;
     store_agent_t *a = arg;
-    a->pending--;
-    leave_done(a);
-    maybe_free(a);
+    a->m.pending--;
+    member_leave_sent(&a->m);
 }
 
-static void on_defer(uv_timer_t *t)
+/* One of this node's records on the connection (member.h, put); the leave's with a callback. */
+static int store_put(rdzv_member_t *m, const char *key, const char *val, size_t len, int ack)
 {
-    leave_done(t->data);
+    store_agent_t *a = (store_agent_t *)m;
+    if (!ack)
+        return send_set(a, key, val, len);
+    if (!a->conn || !a->ready)
+        return -ENOTCONN;
+    return req_begin(a, store_aclient_set(a->conn, key, val, len, on_leave_written, a));
 }
 
-/* The leave record goes out if there is a connection to send it on; `sent` runs once it is
- * written, or from the loop at once when it cannot be (never from inside this call). */
-static int store_leave(rdzv_agent_t *base, const char *reason, void (*sent)(void *), void *arg)
+/* Closes the connection (member_close ran). The host then keeps the store up until every other
+ * agent is gone or close_timeout passed (COORD_CLOSED), so nobody sees a reset at the end. */
+static void store_close(rdzv_member_t *m)
 {
-    store_agent_t *a = (store_agent_t *)base;
-    if (a->leaving || a->closing)
-        return -EALREADY;
-    a->leaving = 1;
-    a->leave_sent = sent;
-    a->leave_arg = arg;
-    stop_timers(a);
-    char key[320], val[RDZV_REASON_MAX];
-    sfmt(val, sizeof val, "%s", reason ? reason : "shutting down");
-    key_of(a, key, sizeof key, "leave", -1);
-    if (a->conn && a->ready &&
-        req_begin(a, store_aclient_set(a->conn, key, val, strlen(val), on_leave_written, a)) == 0)
-        return 0;
-    uv_timer_start(&a->defer_timer, on_defer, 0, 0);
-    return 0;
-}
-
-/* The next join (k+1) of a stopped agent: a fresh assign key, so no answer to the last join can
- * be read as this one's. */
-static int store_rejoin(rdzv_agent_t *base)
-{
-    store_agent_t *a = (store_agent_t *)base;
-    if (a->state != AS_STOPPED || a->stop_action != RDZV_RESTART || a->closing || a->leaving)
-        return -EINVAL;
-    a->join_k++;
-    send_join(a);
-    if (a->state == AS_JOINING)
-        start_progress(a);
-    return a->state == AS_JOINING ? 0 : -ENOTCONN;
-}
-
-/* Closes the connection. The host then keeps the store up until every other agent is gone or
- * close_timeout passed (COORD_CLOSED), so nobody sees a reset at the end; `closed` runs once
- * everything is freed. */
-static void store_close(rdzv_agent_t *base, void (*closed)(void *), void *arg)
-{
-    store_agent_t *a = (store_agent_t *)base;
-    if (a->closing)
-        return;
-    a->closing = 1;
-    a->closed = closed;
-    a->closed_arg = arg;
-    stop_timers(a);
-    uv_timer_stop(&a->defer_timer);
+    store_agent_t *a = (store_agent_t *)m;
     store_aclient_t *c = a->conn;
     a->conn = NULL;
     a->ready = 0;
     if (c)
         store_aclient_close(c);
-    if (a->coord) {
-        coord_shutdown(a->coord, podrun_time_epoch());
-        run_actions(a); /* closes the handles on COORD_CLOSED */
+    if (a->host.coord) {
+        coord_shutdown(a->host.coord, podrun_time_epoch());
+        host_run(&a->host); /* closes the handles on COORD_CLOSED */
     } else {
         close_handles(a);
     }
-}
-
-static uint16_t store_port(const rdzv_agent_t *base)
-{
-    return ((const store_agent_t *)base)->port;
 }
 
 static void store_stats(const rdzv_agent_t *base, rdzv_stats_t *out)
@@ -1099,12 +771,12 @@ static void store_stats(const rdzv_agent_t *base, rdzv_stats_t *out)
     const store_agent_t *a = (const store_agent_t *)base;
     out->heartbeats = a->heartbeats;
     out->heartbeat_misses = a->heartbeat_misses;
-    if (!a->server || !a->coord)
+    if (!a->m.server || !a->host.coord)
         return;
     out->hosting = 1;
-    out->silent_nodes = coord_silent_nodes(a->coord);
+    out->silent_nodes = coord_silent_nodes(a->host.coord);
     store_server_stats_t st;
-    store_server_stats(a->server, &st);
+    store_server_stats(a->m.server, &st);
     out->store_connections = st.connections;
     out->store_accepted = st.accepted;
     memcpy(out->store_ops, st.ops, sizeof out->store_ops);
@@ -1112,81 +784,20 @@ static void store_stats(const rdzv_agent_t *base, rdzv_stats_t *out)
     out->store_bytes = st.bytes;
 }
 
-/* ---- who hosts ---- */
-
-static int addr_parse(const char *text, struct sockaddr_storage *ss)
-{
-    memset(ss, 0, sizeof *ss);
-    if (uv_ip4_addr(text, 0, (struct sockaddr_in *)ss) == 0)
-        return 0;
-    return uv_ip6_addr(text, 0, (struct sockaddr_in6 *)ss);
-}
-
-/* Does address sa stand for this node: local_addr itself when one is given (agents sharing a
- * machine each have their own), else loopback or any interface's address. */
-static int addr_is_self(const struct sockaddr *sa, const char *local_addr)
-{
-    if (local_addr) {
-        struct sockaddr_storage la;
-        return addr_parse(local_addr, &la) == 0 &&
-               acl_same_ip(sa, (const struct sockaddr *)&la);
-    }
-    return store_aclient_is_local(sa);
-}
-
-/* This machine's host name, short or full, either way round ("node-1" and "node-1.example"). */
-static int is_own_name(const char *name)
-{
-    char hn[256];
-    if (strcmp(name, "localhost") == 0)
-        return 1;
-    if (podrun_hostname(hn, sizeof hn) < 0 || !hn[0])
-        return 0;
-    size_t el = strlen(name), hl = strlen(hn);
-    if (strcmp(name, hn) == 0)
-        return 1;
-    if (el < hl && strncmp(hn, name, el) == 0 && hn[el] == '.')
-        return 1;
-    return hl < el && strncmp(name, hn, hl) == 0 && name[hl] == '.';
-}
-
-int rdzv_endpoint_is_local(const char *endpoint_host, const char *local_addr)
-{
-    if (!endpoint_host || !*endpoint_host)
-        return 0;
-    if (local_addr && !*local_addr)
-        local_addr = NULL;
-    if (local_addr && strcmp(endpoint_host, local_addr) == 0)
-        return 1;
-    struct sockaddr_storage ss;
-    if (addr_parse(endpoint_host, &ss) == 0)
-        return addr_is_self((const struct sockaddr *)&ss, local_addr);
-    if (!local_addr && is_own_name(endpoint_host))
-        return 1;
-    /* a name: what it resolves to (once, at start; torchrun asks the resolver too) */
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(endpoint_host, NULL, &hints, &res) != 0)
-        return 0;
-    int found = 0;
-    for (struct addrinfo *ai = res; ai && !found; ai = ai->ai_next)
-        found = (ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
-                addr_is_self(ai->ai_addr, local_addr);
-    freeaddrinfo(res);
-    return found;
-}
+static const rdzv_transport_t store_transport = {
+    .what = "the job store",
+    .put = store_put,             /* a SET on the connection */
+    .join = store_join,           /* the join's SET, then WAIT + GET of its assign key */
+    .assigned = store_assigned,   /* WAIT + GET of the round's end */
+    .tick = store_tick,           /* waiting for the store, or the coordinator's status */
+    .halt = store_halt,           /* the heartbeats stop */
+    .close = store_close,         /* the connection; the host's coordinator winds down */
+    .release = store_release,
+};
 
 const rdzv_backend_t rdzv_backend_store = {
     .name = "store",
     .start = store_start,
-    .report_failure = store_report_failure,
-    .report_done = store_report_done,
-    .report_peer_lost = store_report_peer_lost,
-    .leave = store_leave,
-    .rejoin = store_rejoin,
-    .close = store_close,
-    .store_port = store_port,
+    MEMBER_ENTRIES, /* reports, leave, rejoin, close, store_port: member.h */
     .stats = store_stats,
 };

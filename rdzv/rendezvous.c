@@ -3,8 +3,12 @@
 #include "rdzv/rendezvous.h"
 
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <string.h>
 
+#include "rdzv/store/acl.h"
+#include "rdzv/store/aclient.h"
 #include "rdzv/backend.h"
 
 static const rdzv_backend_t *const backends[] = {&rdzv_backend_store, &rdzv_backend_etcd};
@@ -119,4 +123,70 @@ void rdzv_agent_stats(const rdzv_agent_t *a, rdzv_stats_t *out)
 uint16_t rdzv_agent_store_port(const rdzv_agent_t *a)
 {
     return a->backend->store_port(a);
+}
+
+/* ---- who hosts ---- */
+
+static int addr_parse(const char *text, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    if (uv_ip4_addr(text, 0, (struct sockaddr_in *)ss) == 0)
+        return 0;
+    return uv_ip6_addr(text, 0, (struct sockaddr_in6 *)ss);
+}
+
+/* Does address sa stand for this node: local_addr itself when one is given (agents sharing a
+ * machine each have their own), else loopback or any interface's address. */
+static int addr_is_self(const struct sockaddr *sa, const char *local_addr)
+{
+    if (local_addr) {
+        struct sockaddr_storage la;
+        return addr_parse(local_addr, &la) == 0 &&
+               acl_same_ip(sa, (const struct sockaddr *)&la);
+    }
+    return store_aclient_is_local(sa);
+}
+
+/* This machine's host name, short or full, either way round ("node-1" and "node-1.example"). */
+static int is_own_name(const char *name)
+{
+    char hn[256];
+    if (strcmp(name, "localhost") == 0)
+        return 1;
+    if (podrun_hostname(hn, sizeof hn) < 0 || !hn[0])
+        return 0;
+    size_t el = strlen(name), hl = strlen(hn);
+    if (strcmp(name, hn) == 0)
+        return 1;
+    if (el < hl && strncmp(hn, name, el) == 0 && hn[el] == '.')
+        return 1;
+    return hl < el && strncmp(name, hn, hl) == 0 && name[hl] == '.';
+}
+
+int rdzv_endpoint_is_local(const char *endpoint_host, const char *local_addr)
+{
+    if (!endpoint_host || !*endpoint_host)
+        return 0;
+    if (local_addr && !*local_addr)
+        local_addr = NULL;
+    if (local_addr && strcmp(endpoint_host, local_addr) == 0)
+        return 1;
+    struct sockaddr_storage ss;
+    if (addr_parse(endpoint_host, &ss) == 0)
+        return addr_is_self((const struct sockaddr *)&ss, local_addr);
+    if (!local_addr && is_own_name(endpoint_host))
+        return 1;
+    /* a name: what it resolves to (once, at start; torchrun asks the resolver too) */
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(endpoint_host, NULL, &hints, &res) != 0)
+        return 0;
+    int found = 0;
+    for (struct addrinfo *ai = res; ai && !found; ai = ai->ai_next)
+        found = (ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
+                addr_is_self(ai->ai_addr, local_addr);
+    freeaddrinfo(res);
+    return found;
 }
