@@ -76,12 +76,17 @@ def test_slow_reader_loses_nothing(podrun):
     e = dict(os.environ)
     p = subprocess.Popen([podrun, "--nproc-per-node", "4", *PY, worker("flood.py"), "50000"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
-    # every pipe on the way fills up: podrun's stdout, then each worker's into podrun
-    wait_for(lambda: pipe_full(p.stdout), 60, "podrun's stdout pipe to fill up")
-    wait_for(lambda: blocked_writers(p.pid, 4), 60, "the 4 workers to be held back")
-    with open(f"/proc/{p.pid}/status") as f:
-        rss_kib = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
-    out, err = p.communicate(timeout=300)
+    try:
+        # every pipe on the way fills up: podrun's stdout, then each worker's into podrun
+        wait_for(lambda: pipe_full(p.stdout), 60, "podrun's stdout pipe to fill up")
+        wait_for(lambda: blocked_writers(p.pid, 4), 60, "the 4 workers to be held back")
+        with open(f"/proc/{p.pid}/status") as f:
+            rss_kib = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+        out, err = p.communicate(timeout=300)
+    finally:   # a failed wait leaves no podrun blocked on a pipe nobody reads
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
     assert p.returncode == 0
     check_flood(out.decode(), err.decode(), 4, 50000)
     assert rss_kib < 64 * 1024, f"podrun held {rss_kib} KiB while its reader was stalled"
