@@ -17,11 +17,33 @@ def podrun():
     return PODRUN
 
 
+_given = set()   # the ports free_port gave out in this process
+
+
 def free_port(host="127.0.0.1"):
-    """A port that was free a moment ago (tests bind it right away)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port that was free a moment ago (tests bind it right away), and never one this process
+    gave out before: the kernel may offer a port again once it is closed, and a test that asks
+    for several ports binds them only later."""
+    while True:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            p = s.getsockname()[1]
+        if p not in _given:
+            _given.add(p)
+            return p
+
+
+# Modules whose tests share one thing that the first of them makes in the source tree (a root
+# file system under build-static/, the one-file build in build-wheel/, meson's install of the
+# build directory): under pytest-xdist (scripts/test) each module runs in one worker, so the
+# thing is made once and never by two workers at a time.
+SHARED = {"test_static.py", "test_wheel.py", "test_install.py"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.name in SHARED:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 @pytest.fixture

@@ -131,7 +131,7 @@ def test_hostfile_job_without_ssh(tmp_path):
 def test_hostfile_job_finds_own_address(tmp_path):
     """Hosts in their own network namespaces, no --local-addr: each agent finds its line by the
     addresses of its interfaces, advertises that address and binds the store on it."""
-    net = Netns(f"pd{os.getpid() % 1000}h", 3)
+    net = Netns(f"pd{os.getpid()}h", 3)
     try:
         hostfile = tmp_path / "hostfile"
         order = [1, 0, 2]

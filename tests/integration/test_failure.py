@@ -87,7 +87,7 @@ def test_sigterm_to_one_agent(port):
 
 
 def test_node_cut_off(port):
-    net = Netns(f"pf{os.getpid() % 1000}n", 3)
+    net = Netns(f"pf{os.getpid()}n", 3)
     marker = f"300.{os.getpid()}{port}"
     up = started_dir()
     try:

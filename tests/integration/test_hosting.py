@@ -31,7 +31,7 @@ def ranks(agents):
 def test_endpoint_is_own_interface_address(port):
     """`--rdzv-endpoint 10.250.0.1:PORT` on the node that owns 10.250.0.1 (not loopback): that
     node hosts; the other joins it."""
-    net = Netns(f"ph{os.getpid() % 1000}n", 2)
+    net = Netns(f"ph{os.getpid()}n", 2)
     try:
         ep = f"{Netns.addr(0)}:{port}"
         agents = [plain_agent(2, ep, ["--rdzv-conf", "join_timeout=30"], net.prefix_cmd(i),
@@ -45,7 +45,7 @@ def test_endpoint_is_own_interface_address(port):
 def test_endpoint_name_for_another_interface(port, tmp_path):
     """A name that resolves to another of the node's interfaces (`node0i` -> an InfiniBand
     port's address): a one-node job is hosted there and runs."""
-    net = Netns(f"pi{os.getpid() % 1000}n", 1)
+    net = Netns(f"pi{os.getpid()}n", 1)
     try:
         ns = net.names[0]
         for cmd in (["link", "add", "ib0", "type", "veth", "peer", "name", "ib0p"],

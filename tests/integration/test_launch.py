@@ -26,8 +26,9 @@ def envs_of(out):
 
 def test_exact_env_per_rank(podrun, tmp_path):
     names = ",".join(TORCHRUN_VARS + KNOBS + ["USER_VAR"])
+    port = str(free_port())
     r = run(podrun, "--nproc-per-node", "3", "--rdzv-id", "job7", "--role", "trainer",
-            "--master-port", "29555", "--log-dir", str(tmp_path), *PY,
+            "--master-port", port, "--log-dir", str(tmp_path), *PY,
             worker("env_dump.py"), names,
             env={"USER_VAR": "kept", "NCCL_ASYNC_ERROR_HANDLING": "0", "RANK": "9"})
     assert r.returncode == 0, r.stderr
@@ -38,7 +39,7 @@ def test_exact_env_per_rank(podrun, tmp_path):
             "LOCAL_RANK": str(rank), "RANK": str(rank), "GROUP_RANK": "0",
             "ROLE_RANK": str(rank), "ROLE_NAME": "trainer", "LOCAL_WORLD_SIZE": "3",
             "WORLD_SIZE": "3", "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": "3",
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
             "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
             "TORCHELASTIC_RUN_ID": "job7", "TORCHELASTIC_USE_AGENT_STORE": "True",
             "TORCHELASTIC_ERROR_FILE": f"{tmp_path}/job7/attempt_0/{rank}/error.json",

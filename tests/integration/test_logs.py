@@ -1,10 +1,8 @@
 """Worker output: whole prefixed lines, nothing lost, per-rank log files, tee/redirects/filter."""
-import array
-import fcntl
 import os
 import re
+import select
 import subprocess
-import termios
 import time
 
 from conftest import TORCH_PY
@@ -46,12 +44,15 @@ def test_8_workers_100k_lines_each_whole_and_complete(podrun):
     check_flood(r.stdout, r.stderr, 8, 100000)
 
 
-def pipe_full(f):
-    """True when the pipe read through f holds all it can: its size, less at most the rest of
-    one page (the kernel fills the pipe page by page)."""
-    n = array.array("i", [0])
-    fcntl.ioctl(f.fileno(), termios.FIONREAD, n)
-    return n[0] > fcntl.fcntl(f.fileno(), fcntl.F_GETPIPE_SZ) - os.sysconf("SC_PAGE_SIZE")
+def pipe_full(pid, fd=1):
+    """True when the pipe that process pid writes to on fd has no room left, as poll tells its
+    writer (through a write end opened in /proc). Not a byte count: a loaded writer makes
+    larger writes that each start a page, so a full pipe may hold well under its size."""
+    w = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        return not select.select([], [w], [], 0)[1]
+    finally:
+        os.close(w)
 
 
 def blocked_writers(pid, n):
@@ -76,12 +77,17 @@ def test_slow_reader_loses_nothing(podrun):
     e = dict(os.environ)
     p = subprocess.Popen([podrun, "--nproc-per-node", "4", *PY, worker("flood.py"), "50000"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
-    # every pipe on the way fills up: podrun's stdout, then each worker's into podrun
-    wait_for(lambda: pipe_full(p.stdout), 60, "podrun's stdout pipe to fill up")
-    wait_for(lambda: blocked_writers(p.pid, 4), 60, "the 4 workers to be held back")
-    with open(f"/proc/{p.pid}/status") as f:
-        rss_kib = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
-    out, err = p.communicate(timeout=300)
+    try:
+        # every pipe on the way fills up: podrun's stdout, then each worker's into podrun
+        wait_for(lambda: pipe_full(p.pid), 60, "podrun's stdout pipe to fill up")
+        wait_for(lambda: blocked_writers(p.pid, 4), 60, "the 4 workers to be held back")
+        with open(f"/proc/{p.pid}/status") as f:
+            rss_kib = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+        out, err = p.communicate(timeout=300)
+    finally:   # a failed wait leaves no podrun blocked on a pipe nobody reads
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
     assert p.returncode == 0
     check_flood(out.decode(), err.decode(), 4, 50000)
     assert rss_kib < 64 * 1024, f"podrun held {rss_kib} KiB while its reader was stalled"

@@ -139,7 +139,7 @@ def test_min_max_with_fewer_than_max(port):
 
 
 def test_four_nodes_in_network_namespaces(port):
-    net = Netns(f"pr{os.getpid() % 1000}n", 4)
+    net = Netns(f"pr{os.getpid()}n", 4)
     try:
         endpoint = f"{Netns.addr(0)}:{port}"
         agents = [Agent(agent_args(4, 2, endpoint, Netns.addr(i)), prefix=net.prefix_cmd(i),

@@ -95,12 +95,13 @@ def test_tcp_on_the_etcd_backend():
 
 
 def have_netns():
+    probe = f"prpf{os.getpid()}"
     if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("tc"):
         return "needs root, ip and tc to build network namespaces"
-    r = subprocess.run(["ip", "netns", "add", "prpfprobe"], capture_output=True, text=True)
+    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if r.returncode != 0:
         return f"cannot create a network namespace here: {r.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", "prpfprobe"], capture_output=True)
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
     return None
 
 
@@ -114,7 +115,7 @@ class BadNet:
     host can reach, though it reaches the job store on host 0 itself."""
 
     def __init__(self):
-        self.net = Netns(f"pf{os.getpid() % 1000}n", 4)
+        self.net = Netns(f"pf{os.getpid()}n", 4)
         p = self.net.prefix
         try:
             self._slow(f"{p}2", f"{p}h2")
