@@ -24,7 +24,7 @@
  *                                              discovery saw it (a Kubernetes pod deleted)
  *   P n/<id>/assign/<k>    the agent's lease   the coordinator's answer to join k
  *   P leader               the leader's lease  the agent that coordinates (its id)
- *   P state                the job lease       the job's state (rdzv/etcd_state.h)
+ *   P state                the job lease       the job's state (rdzv/etcd/state.h)
  *   P r/<R>/end            the job lease       how round R ended (the decision, or finished)
  *   P status               the job lease       the open round's progress line
  *   P job                  the job lease       the job lease's id
@@ -80,7 +80,7 @@
  *    answer, its round's end, the leader key) and watches again; a leader rebuilds from P state
  *    as at a takeover.
  *  - An answer that is not etcd's (a proxy's page, garbage, an oversized one) is a failed
- *    attempt on that endpoint, parsed by rdzv/etcd_json.c which takes any bytes.
+ *    attempt on that endpoint, parsed by rdzv/etcd/json.c which takes any bytes.
  */
 #include "rdzv/etcd_leader.h"
 

@@ -235,7 +235,7 @@ static int may_write(void *arg, const char *key, size_t klen, char *why, size_t 
     return 0;
 }
 
-/* The job's state record (rdzv/state.h) for `podrun status`: written in-process, like the
+/* The job's state record (rdzv/status.h) for `podrun status`: written in-process, like the
  * coordinator's own keys, so readers anywhere see the round, the nodes and their last heartbeat
  * at most keep_alive_interval old. O(nodes) per write; the value is bounded by the store's
  * value limit (nodes beyond it are counted, not listed). */
@@ -338,7 +338,7 @@ static int send_set(store_agent_t *a, const char *key, const char *val, size_t l
 }
 
 /* A WAIT on `key` and, in the same write, the GET that reads it once it exists: the store answers
- * both together (rdzv/server.c). on_waited runs when the key exists, on_value with its value. */
+ * both together (rdzv/store/server.c). on_waited runs when the key exists, on_value with its value. */
 static int wait_and_get(store_agent_t *a, const char *key, store_reply_cb on_waited,
                         store_reply_cb on_value)
 {
