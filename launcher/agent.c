@@ -2255,6 +2255,7 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     a->hc.failed = health_failed;
     a->hc.say = health_say;
     a->hc.arg = a;
+    a->hc.rz = &a->rz;   /* `podrun status` shows each check (healthcheck.h) */
     ssize_t el = readlink("/proc/self/exe", a->exe, sizeof a->exe - 1);
     a->exe[el > 0 ? el : 0] = '\0';
     a->round = -1;

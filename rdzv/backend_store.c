@@ -75,6 +75,9 @@ typedef struct store_agent {
 
     /* what /metrics and `podrun status` see */
     unsigned long heartbeats, heartbeat_misses;
+    rdzv_health_t health_sent;  /* the health check's state as last recorded in the store */
+    double health_unsent;       /* epoch s of a check with no news since, for the next
+                                   heartbeat to carry; 0: none */
     uv_timer_t state_timer;     /* host: the job's state record, every keep_alive_interval */
     int pub_round, pub_phase;   /* ... and at once when the round or its phase changed */
 
@@ -635,7 +638,12 @@ static void on_hb_timer(uv_timer_t *t)
         a->ping_sent = now;
     char key[320];
     key_of(a, key, sizeof key, "hb", -1);
-    send_set(a, key, "", 0);
+    char val[64];
+    int vl = a->health_unsent > 0 ? rdzv_health_ago_encode(a->health_unsent, podrun_time_epoch(),
+                                                           val, sizeof val)
+                                  : 0;
+    if (send_set(a, key, val, vl > 0 ? (size_t)vl : 0) == 0)
+        a->health_unsent = 0;
     a->heartbeats++;
     uint64_t since = heard > a->ping_sent ? heard : a->ping_sent;
     if (a->ping_out && !late)
@@ -1004,6 +1012,30 @@ static int store_report_peer_lost(rdzv_agent_t *base, const char *name, const ch
     return send_set(a, key, val, b.len);
 }
 
+/* A new state, interval or finding is a record; a check that found what the last one did
+ * leaves only its time for the next heartbeat (rendezvous.h: a healthy job writes no more than
+ * its heartbeats however often it checks). */
+static int store_report_health(rdzv_agent_t *base, const rdzv_health_t *h)
+{
+    store_agent_t *a = (store_agent_t *)base;
+    const rdzv_health_t *o = &a->health_sent;
+    if (h->state == o->state && h->interval == o->interval && strcmp(h->why, o->why) == 0) {
+        a->health_unsent = h->checked;
+        return 0;
+    }
+    char key[320], val[512];
+    int len = rdzv_health_encode(h, podrun_time_epoch(), val, sizeof val);
+    if (len < 0)
+        return len;
+    key_of(a, key, sizeof key, "health", -1);
+    int r = send_set(a, key, val, (size_t)len);
+    if (r == 0) {
+        a->health_sent = *h;
+        a->health_unsent = 0;
+    }
+    return r;
+}
+
 /* Runs the leave's `sent` callback, once. */
 static void leave_done(store_agent_t *a)
 {
@@ -1184,6 +1216,7 @@ const rdzv_backend_t rdzv_backend_store = {
     .report_failure = store_report_failure,
     .report_done = store_report_done,
     .report_peer_lost = store_report_peer_lost,
+    .report_health = store_report_health,
     .leave = store_leave,
     .rejoin = store_rejoin,
     .close = store_close,
