@@ -187,6 +187,7 @@ void agent_health_init(struct agent *a)
     a->health.check.failed = health_failed;
     a->health.check.say = health_say;
     a->health.check.arg = a;
+    a->health.check.rz = &a->rdzv.rz; /* `podrun status` shows each check (healthcheck.h) */
 }
 
 /* ---------- torch's file-based timers (timer_server.c) ---------- */

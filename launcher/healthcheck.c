@@ -19,6 +19,23 @@ void healthcheck_init(struct healthcheck *h, uv_loop_t *loop, uint64_t interval_
     h->handle = true;
 }
 
+/* What `podrun status` is to show for this node now, to the job (the rendezvous keeps it to
+ * the changes). Never fails the caller: a record that cannot go now goes with the next. */
+static void publish(const struct healthcheck *h)
+{
+    if (!h->rz || !*h->rz)
+        return;
+    rdzv_health_t r = {.interval = (double)h->interval_ms / 1000, .checked = h->last_time};
+    r.state = !h->interval_ms  ? RDZV_HEALTH_OFF
+              : !h->watching   ? RDZV_HEALTH_IDLE
+              : !h->last_time  ? RDZV_HEALTH_WAITING
+              : h->last_ok     ? RDZV_HEALTH_OK
+                               : RDZV_HEALTH_FAILED;
+    if (r.state == RDZV_HEALTH_FAILED)
+        sfmt(r.why, sizeof r.why, "%s", h->last_why);   /* cut: one line in a table */
+    (void)rdzv_agent_report_health(*h->rz, &r);
+}
+
 static void on_check(uv_timer_t *t)
 {
     struct healthcheck *h = t->data;
@@ -31,10 +48,13 @@ static void on_check(uv_timer_t *t)
     h->last_time = podrun_time_epoch();
     h->last_ok = !bad;
     h->checks++;
+    if (bad) {
+        h->failures++;
+        snprintf(h->last_why, sizeof h->last_why, "%s", why);
+    }
+    publish(h);   /* before the failure's own record: status names it by then */
     if (!bad)
         return;
-    h->failures++;
-    snprintf(h->last_why, sizeof h->last_why, "%s", why);
     uv_timer_stop(&h->timer);   /* one failure per attempt: the job is being stopped */
     h->failed(h->arg, why);
 }
@@ -57,13 +77,17 @@ static void open_nvml(struct healthcheck *h)
 void healthcheck_start(struct healthcheck *h, bool gpus, bool links, const char *ib_hca,
                        int ib_off, const char *ifnames)
 {
-    if (!h->interval_ms || (!gpus && !links))
+    h->watching = h->interval_ms && (gpus || links);
+    if (!h->watching) {
+        publish(h);
         return;
+    }
     if (gpus && !h->nvml_tried)
         open_nvml(h);
     if (links)
         linkwatch_open(&h->links, ib_hca, ib_off, ifnames);
     uv_timer_start(&h->timer, on_check, h->interval_ms, h->interval_ms);
+    publish(h);
 }
 
 void healthcheck_stop(struct healthcheck *h)

@@ -4,7 +4,11 @@
  * One uv_timer, no thread: each check is a few NVML calls per GPU (events taken without
  * waiting) and one small sysfs read per link, bounded by the counts of both. NVML is opened once
  * when the watch starts, not per check. The first bad finding is reported through `failed` and
- * the checks stop until healthcheck_start is called again (the next attempt). */
+ * the checks stop until healthcheck_start is called again (the next attempt).
+ *
+ * Each check and each start also tell the job (rdzv_agent_report_health) what `podrun status`
+ * shows for this node: off, nothing to check, no check yet, ok, or the failure line, with the
+ * time of the last check. The rendezvous sends only changes as records. */
 #ifndef PODRUN_LAUNCHER_HEALTHCHECK_H
 #define PODRUN_LAUNCHER_HEALTHCHECK_H
 
@@ -14,6 +18,7 @@
 
 #include "launcher/devices/gpuwatch.h"
 #include "launcher/devices/linkwatch.h"
+#include "rdzv/rendezvous.h"
 
 #define HEALTHCHECK_WHY 256
 
@@ -24,7 +29,10 @@ struct healthcheck {
     uint64_t interval_ms;       /* 0: off */
     struct gpuwatch gpus;
     struct linkwatch links;
-    /* the last check, for /metrics */
+    bool watching;              /* started for this attempt with something to check */
+    /* the last check, for /metrics, and for `podrun status` through the rendezvous (*rz, when
+     * set and open: rdzv_agent_report_health after each check and at each start) */
+    rdzv_agent_t **rz;
     double last_time;           /* epoch s; 0: none yet */
     bool last_ok;
     uint64_t checks, failures;
@@ -36,7 +44,7 @@ struct healthcheck {
 
 /* Off until healthcheck_start; interval_ms 0 keeps it off for good. */
 void healthcheck_init(struct healthcheck *h, uv_loop_t *loop, uint64_t interval_ms);
-/* Starts checking for an attempt whose workers run: the GPUs when `gpus` (NVML is opened the
+/* Starts checking for an attempt whose workers run (and says so, or that checking is off): the GPUs when `gpus` (NVML is opened the
  * first time; its absence is said once), the links when `links` (ib_hca, ib_off and ifnames as
  * linkwatch_open); neither: nothing is checked. The first check runs one interval from now. */
 void healthcheck_start(struct healthcheck *h, bool gpus, bool links, const char *ib_hca,

@@ -27,6 +27,8 @@ typedef struct rdzv_backend {
     /* optional (NULL: -ENOTSUP) */
     int (*report_peer_lost)(rdzv_agent_t *a, const char *name, const char *addr,
                             const char *reason);
+    /* optional (NULL: -ENOTSUP) */
+    int (*report_health)(rdzv_agent_t *a, const rdzv_health_t *h);
     int (*leave)(rdzv_agent_t *a, const char *reason, void (*sent)(void *), void *arg);
     int (*rejoin)(rdzv_agent_t *a);
     void (*close)(rdzv_agent_t *a, void (*closed)(void *), void *arg);

@@ -450,7 +450,12 @@ static void on_hb_timer(uv_timer_t *t)
         a->ping_sent = now;
     char key[320];
     member_key(&a->m, key, sizeof key, "hb", -1);
-    send_set(a, key, "", 0);
+    /* the time of a health check that found no news rides on the heartbeat (member.h) */
+    char val[64];
+    double unsent = a->m.health_unsent;
+    int vl = unsent > 0 ? rdzv_health_ago_encode(unsent, podrun_time_epoch(), val, sizeof val) : 0;
+    if (send_set(a, key, val, vl > 0 ? (size_t)vl : 0) == 0)
+        a->m.health_unsent = 0;
     a->heartbeats++;
     uint64_t since = heard > a->ping_sent ? heard : a->ping_sent;
     if (a->ping_out && !late)

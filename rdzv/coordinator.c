@@ -51,6 +51,12 @@ typedef struct cnode {
     int was_member; /* a member of the last round (whole segments keep it before a spare) */
     int assign_k; /* the join whose assign key holds an answer, -1: none */
     double last_seen;
+    /* its health check as last reported (rdzv_health_t, kept small: the finding is allocated
+     * only while the last check failed) */
+    int health;
+    float health_interval;
+    double health_checked;
+    char *health_why;
 } cnode_t;
 
 typedef struct action_store {
@@ -1100,6 +1106,22 @@ static void on_peer(coord_t *c, cnode_t *n, int r, const char *val, size_t vlen,
     node_gone(c, c->nodes[found], found, FK_LOST, why, now);
 }
 
+/* A node's health-check record: kept for `podrun status`, decides nothing (a failed check
+ * also sends a failure record or a leave, which do). */
+static void on_health(cnode_t *n, const char *val, size_t vlen, double now)
+{
+    rdzv_health_t h;
+    if (rdzv_health_decode(val, vlen, now, &h) < 0)
+        return;
+    free(n->health_why);
+    n->health_why = NULL;
+    if (h.state == RDZV_HEALTH_FAILED && (n->health_why = strdup(h.why)) == NULL)
+        h.state = RDZV_HEALTH_NONE;   /* without memory: not shown, rather than shown wrong */
+    n->health = h.state;
+    n->health_interval = (float)h.interval;
+    n->health_checked = h.checked;
+}
+
 /* Parses "<prefix><16 hex id>/<what>[/<num>]" and hands the record to its handler; any other key
  * under the prefix is ignored (noise, or an agent of another version). Every write proves its
  * node alive, including a node dropped as silent that turns out not to be. */
@@ -1128,8 +1150,9 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
         if (!slash[1] || *end || num < 0 || num > (1L << 30))
             return;
     }
-    enum { OP_HB, OP_JOIN, OP_DONE, OP_FAIL, OP_LEAVE, OP_PEER, OP_COUNT };
-    static const char *const ops[OP_COUNT] = {"hb", "join", "done", "fail", "leave", "peer"};
+    enum { OP_HB, OP_JOIN, OP_DONE, OP_FAIL, OP_LEAVE, OP_PEER, OP_HEALTH, OP_COUNT };
+    static const char *const ops[OP_COUNT] = {"hb",    "join", "done",  "fail",
+                                              "leave", "peer", "health"};
     int op = 0;
     while (op < OP_COUNT && strcmp(rest, ops[op]) != 0)
         op++;
@@ -1173,7 +1196,15 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
             node_gone(c, n, idx, FK_LEFT, why, now);
         }
         break;
-    default: /* a heartbeat: last_seen is all */
+    case OP_HEALTH:
+        on_health(n, val, vlen, now);
+        break;
+    default: /* a heartbeat: last_seen, and the time of a health check that found no news */
+        if (vlen && n->health >= RDZV_HEALTH_WAITING) {
+            double t = rdzv_health_ago_decode(val, vlen, now);
+            if (t > 0)
+                n->health_checked = t;
+        }
         break;
     }
 }
@@ -1217,6 +1248,7 @@ static void compact_nodes(coord_t *c)
             c->nodes[renum[i]] = c->nodes[i];
         } else {
             free(c->nodes[i]->strs);
+            free(c->nodes[i]->health_why);
             free(c->nodes[i]);
         }
     }
@@ -1523,6 +1555,7 @@ void coord_free(coord_t *c)
     free(c->q);
     for (size_t i = 0; i < c->n_nodes; i++) {
         free(c->nodes[i]->strs);
+        free(c->nodes[i]->health_why);
         free(c->nodes[i]);
     }
     free(c->nodes);
@@ -1595,6 +1628,11 @@ int coord_state(const coord_t *c, double now, rdzv_status_t *st, rdzv_status_nod
         o->node_rank = n->state == NS_MEMBER ? n->node_rank : -1;
         o->nproc = n->d.nproc;
         o->last_seen = n->last_seen;
+        memset(&o->health, 0, sizeof o->health);
+        o->health.state = n->health;
+        o->health.interval = n->health_interval;
+        o->health.checked = n->health_checked;
+        sfmt(o->health.why, sizeof o->health.why, "%s", n->health_why ? n->health_why : "");
     }
     qsort(nodes, k, sizeof *nodes, cmp_node_rank);
     int base = 0;

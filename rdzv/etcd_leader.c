@@ -639,7 +639,8 @@ static void lead_resume(etcd_agent_t *a)
             if (pass == 0 && is_join && n && num == n->join_k && n->answered_k < num)
                 feed_write(a, idn, s->key, s->klen, s->val, s->vlen);
             else if (pass == 1 && (strcmp(what, "fail") == 0 || strcmp(what, "done") == 0 ||
-                                   strcmp(what, "leave") == 0 || strcmp(what, "peer") == 0))
+                                   strcmp(what, "leave") == 0 || strcmp(what, "peer") == 0 ||
+                                   strcmp(what, "health") == 0))
                 feed_write(a, idn, s->key, s->klen, s->val, s->vlen);
         }
     }

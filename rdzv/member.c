@@ -362,6 +362,30 @@ int member_report_peer_lost(rdzv_agent_t *base, const char *name, const char *ad
     return m->t->put(m, key, val, b.len, 0);
 }
 
+/* A new state, interval or finding is a record; a check that found what the last one did
+ * leaves only its time, for the transport's next periodic write to carry (rendezvous.h: a
+ * healthy job writes no more than its heartbeats however often it checks). */
+int member_report_health(rdzv_agent_t *base, const rdzv_health_t *h)
+{
+    rdzv_member_t *m = (rdzv_member_t *)base;
+    const rdzv_health_t *o = &m->health_sent;
+    if (h->state == o->state && h->interval == o->interval && strcmp(h->why, o->why) == 0) {
+        m->health_unsent = h->checked;
+        return 0;
+    }
+    char key[320], val[512];
+    int len = rdzv_health_encode(h, podrun_time_epoch(), val, sizeof val);
+    if (len < 0)
+        return len;
+    member_key(m, key, sizeof key, "health", -1);
+    int r = m->t->put(m, key, val, (size_t)len, 0);
+    if (r == 0) {
+        m->health_sent = *h;
+        m->health_unsent = 0;
+    }
+    return r;
+}
+
 /* Runs the leave's `sent` callback, once. */
 static void leave_done(rdzv_member_t *m)
 {

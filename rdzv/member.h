@@ -38,7 +38,7 @@ typedef struct rdzv_member rdzv_member_t;
 /* What a backend does for a member. Entries marked optional may be NULL. */
 typedef struct rdzv_transport {
     const char *what; /* where the records live, for messages: "the job store", "etcd" */
-    /* Writes one of this node's records (fail, done, peer, leave, a later join). With `ack`, the
+    /* Writes one of this node's records (fail, done, peer, leave, health, a later join). With `ack`, the
      * transport calls member_leave_sent once it is written or has failed, exactly once, unless
      * this call returns an error. 0, or a negative code (-ENOTCONN: nothing to send it on). */
     int (*put)(rdzv_member_t *m, const char *key, const char *val, size_t len, int ack);
@@ -87,6 +87,10 @@ struct rdzv_member {
     uv_timer_t prog_timer, defer_timer;
     void (*leave_sent)(void *);
     void *leave_arg;
+    rdzv_health_t health_sent;  /* the health check as last recorded (member_report_health) */
+    double health_unsent;       /* epoch s of a check with no news since it, for a transport
+                                   that sends something periodically to carry (store: the
+                                   heartbeat); 0: none */
 
     store_server_t *server;     /* this node's store server, if it runs one */
     uint16_t port;              /* what rdzv_agent_store_port answers */
@@ -157,6 +161,7 @@ int member_report_failure(rdzv_agent_t *a, const rdzv_failure_t *f);
 int member_report_done(rdzv_agent_t *a);
 int member_report_peer_lost(rdzv_agent_t *a, const char *name, const char *addr,
                             const char *reason);
+int member_report_health(rdzv_agent_t *a, const rdzv_health_t *h);
 int member_leave(rdzv_agent_t *a, const char *reason, void (*sent)(void *), void *arg);
 int member_rejoin(rdzv_agent_t *a);
 void member_close(rdzv_agent_t *a, void (*closed)(void *), void *arg);
@@ -166,7 +171,8 @@ uint16_t member_store_port(const rdzv_agent_t *a);
  * `const rdzv_backend_t rdzv_backend_x = {.name = "x", .start = x_start, MEMBER_ENTRIES};` */
 #define MEMBER_ENTRIES                                                                            \
     .report_failure = member_report_failure, .report_done = member_report_done,                   \
-    .report_peer_lost = member_report_peer_lost, .leave = member_leave, .rejoin = member_rejoin, \
+    .report_peer_lost = member_report_peer_lost, .report_health = member_report_health,           \
+    .leave = member_leave, .rejoin = member_rejoin,                                               \
     .close = member_close, .store_port = member_store_port
 
 #endif

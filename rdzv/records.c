@@ -177,7 +177,8 @@ int rdzv_agent_record_key(const char *key, size_t klen, const char *prefix)
     static const struct {
         const char *what;
         int num;
-    } kinds[] = {{"join", 1}, {"hb", 0}, {"fail", 1}, {"done", 1}, {"leave", 0}, {"peer", 1}};
+    } kinds[] = {{"join", 1}, {"hb", 0}, {"fail", 1}, {"done", 1}, {"leave", 0}, {"peer", 1},
+                 {"health", 0}};
     size_t pl = strlen(prefix);
     if (klen < pl + 2 + 17 || memcmp(key, prefix, pl) != 0 || memcmp(key + pl, "n/", 2) != 0)
         return 0;
@@ -304,6 +305,60 @@ int rdzv_failure_decode(const char *text, size_t len, rdzv_failure_t *f)
 {
     rdzv_failure_take(text, len, "", f);
     return kv_get(text, len, "reason", NULL, 0) < 0 ? -EINVAL : 0;
+}
+
+const char *const rdzv_health_names[RDZV_HEALTH__COUNT] = {
+    [RDZV_HEALTH_NONE] = "-",      [RDZV_HEALTH_OFF] = "off", [RDZV_HEALTH_IDLE] = "idle",
+    [RDZV_HEALTH_WAITING] = "waiting", [RDZV_HEALTH_OK] = "ok", [RDZV_HEALTH_FAILED] = "failed",
+};
+
+/* Seconds since `checked`, never negative (a clock stepped back between the check and now). */
+static double age_since(double checked, double now)
+{
+    return now > checked ? now - checked : 0;
+}
+
+int rdzv_health_encode(const rdzv_health_t *h, double now, char *buf, size_t cap)
+{
+    kvbuf_t b;
+    kv_init(&b, buf, cap);
+    kv_add_int(&b, "state", h->state);
+    kv_add_double(&b, "interval", h->interval);
+    if (h->checked > 0)
+        kv_add_double(&b, "ago", age_since(h->checked, now));
+    if (h->state == RDZV_HEALTH_FAILED)
+        kv_add(&b, "why", h->why, RDZV_REASON_MAX - 1);
+    return kv_result(&b);
+}
+
+int rdzv_health_decode(const char *text, size_t len, double now, rdzv_health_t *h)
+{
+    memset(h, 0, sizeof *h);
+    h->state = clamp_int(kv_get_int(text, len, "state", 0), 0, RDZV_HEALTH__COUNT - 1, 0);
+    if (h->state == RDZV_HEALTH_NONE)
+        return -EINVAL;
+    double iv = kv_get_double(text, len, "interval", 0);
+    h->interval = iv >= 0 && iv <= 1e7 ? iv : 0;
+    h->checked = rdzv_health_ago_decode(text, len, now);
+    if (h->state == RDZV_HEALTH_FAILED) {
+        kv_get(text, len, "why", h->why, sizeof h->why);
+        clean_text(h->why, 0);
+    }
+    return 0;
+}
+
+int rdzv_health_ago_encode(double checked, double now, char *buf, size_t cap)
+{
+    kvbuf_t b;
+    kv_init(&b, buf, cap);
+    kv_add_double(&b, "ago", age_since(checked, now));
+    return kv_result(&b);
+}
+
+double rdzv_health_ago_decode(const char *text, size_t len, double now)
+{
+    double ago = len ? kv_get_double(text, len, "ago", -1) : -1;
+    return ago >= 0 && ago <= 1e7 ? now - ago : 0;
 }
 
 int rdzv_assign_encode(const rdzv_assignment_t *a, char *buf, size_t cap)

@@ -25,7 +25,7 @@ void rdzv_node_key(char *out, size_t cap, const char *prefix, const char *ids, c
                    int num);
 
 /* 1 when key[0..klen) is a record an agent writes, "<prefix>n/<16 hex>/" followed by join/<k>,
- * hb, fail/<R>, done/<R>, leave or peer/<R> (numbers decimal, at most 2^30): the only keys under
+ * hb, health, fail/<R>, done/<R>, leave or peer/<R> (numbers decimal, at most 2^30): the only keys under
  * "podrun/" a client may write. Every other key there is the coordinator's answer. */
 int rdzv_agent_record_key(const char *key, size_t klen, const char *prefix);
 
@@ -68,6 +68,16 @@ void rdzv_failure_put(kvbuf_t *b, const char *pfx, const rdzv_failure_t *f);
 void rdzv_failure_take(const char *text, size_t len, const char *pfx, rdzv_failure_t *f);
 int rdzv_failure_encode(const rdzv_failure_t *f, char *buf, size_t cap);
 int rdzv_failure_decode(const char *text, size_t len, rdzv_failure_t *f);
+
+/* A node's health-check record, sent when its state changed: state, interval, why, and the
+ * last check's age ("ago", seconds by the sender's clock), so that the reader places it on its
+ * own clock: decode sets h->checked = now - ago (0 when no check has run). */
+int rdzv_health_encode(const rdzv_health_t *h, double now, char *buf, size_t cap);
+int rdzv_health_decode(const char *text, size_t len, double now, rdzv_health_t *h); /* 0, -EINVAL */
+/* A heartbeat's value after a check: "ago=<s>" (the same clock rule); decode gives the check's
+ * time on the reader's clock, or 0 when the value holds none (an empty heartbeat). */
+int rdzv_health_ago_encode(double checked, double now, char *buf, size_t cap);
+double rdzv_health_ago_decode(const char *text, size_t len, double now);
 
 /* An assignment or, when `error` is non-NULL, an error answer ("timeout", "rejected", "ended",
  * "finished") with a text. */

@@ -97,6 +97,13 @@ int rdzv_agent_report_peer_lost(rdzv_agent_t *a, const char *name, const char *a
                                         reason ? reason : "");
 }
 
+int rdzv_agent_report_health(rdzv_agent_t *a, const rdzv_health_t *h)
+{
+    if (!a->backend->report_health)
+        return -ENOTSUP;
+    return a->backend->report_health(a, h);
+}
+
 int rdzv_agent_leave(rdzv_agent_t *a, const char *reason, void (*sent)(void *), void *arg)
 {
     return a->backend->leave(a, reason, sent, arg);

@@ -26,7 +26,11 @@
  *   P n/<id>/join/<k>        agent (SET)   node descriptor: name, addr, host, nproc, want_rank, pid
  *   P n/<id>/assign/<k>      coordinator   assignment for the agent's k-th join, or an error
  *                                          ("timeout", "rejected", "ended", "finished" + text)
- *   P n/<id>/hb              agent (SET)   heartbeat every keep_alive_interval (no answer)
+ *   P n/<id>/hb              agent (SET)   heartbeat every keep_alive_interval (no answer);
+ *                                          value "" or, after a health check that found what
+ *                                          the last one did, how long ago it ran ("ago=0.4")
+ *   P n/<id>/health          agent (SET)   its health check's state when it changed
+ *                                          (records.h: rdzv_health_encode)
  *   P n/<id>/fail/<R>        agent (SET)   failure record (first failure of its workers in round R)
  *   P n/<id>/done/<R>        agent (SET)   all of its workers of round R exited 0
  *   P n/<id>/leave           agent (SET)   the agent is going away (SIGTERM); value = reason
@@ -275,6 +279,26 @@ typedef struct rdzv_agent rdzv_agent_t;
  * (retried until join_timeout), the node joins, and callbacks follow. Strings are copied. */
 int rdzv_agent_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_desc_t *self,
                      const rdzv_callbacks_t *cb, void *arg, rdzv_agent_t **out);
+/* This node's run-time health check (--health-check-interval, launcher/healthcheck.h) as
+ * `podrun status` shows it per node. */
+enum rdzv_health_state {
+    RDZV_HEALTH_NONE,     /* not reported (not started yet, or an agent that does not say) */
+    RDZV_HEALTH_OFF,      /* --health-check-interval 0 */
+    RDZV_HEALTH_IDLE,     /* on, but this node has no GPU and no link to check */
+    RDZV_HEALTH_WAITING,  /* on, no check has run yet */
+    RDZV_HEALTH_OK,       /* the last check found every GPU and link well */
+    RDZV_HEALTH_FAILED,   /* the last check found `why` */
+    RDZV_HEALTH__COUNT
+};
+extern const char *const rdzv_health_names[RDZV_HEALTH__COUNT];
+
+typedef struct rdzv_health {
+    int state;                  /* enum rdzv_health_state */
+    double interval;            /* seconds between checks; 0 when off */
+    double checked;             /* epoch s of the last check (the sender's clock); 0: none */
+    char why[RDZV_REASON_MAX];  /* FAILED: what the check found, one line */
+} rdzv_health_t;
+
 /* The first failure of a local worker in the current round (later ones may follow). */
 int rdzv_agent_report_failure(rdzv_agent_t *a, const rdzv_failure_t *f);
 /* Every local worker of the current round exited 0. */
@@ -287,6 +311,13 @@ int rdzv_agent_report_done(rdzv_agent_t *a);
  * runs: -EINVAL otherwise, -ENOTSUP for a backend without it. */
 int rdzv_agent_report_peer_lost(rdzv_agent_t *a, const char *name, const char *addr,
                                 const char *reason);
+/* This node's health check after each check and when checking starts (or stays off) for an
+ * attempt. What reaches the job store is bounded by changes, not by checks: a new state,
+ * interval or finding is a record (P n/<id>/health, once); a check that found what the last one
+ * did only moves its time, which rides on the next heartbeat, so a healthy job of N nodes writes
+ * nothing more than its heartbeats. -ENOTSUP for a backend without it (etcd), -ENOTCONN before
+ * the connection is up (the next call tries again). */
+int rdzv_agent_report_health(rdzv_agent_t *a, const rdzv_health_t *h);
 /* Tells the job this node is going away; `sent` runs once the message is on the wire (or at once
  * from the loop if there is no connection to send it on). */
 int rdzv_agent_leave(rdzv_agent_t *a, const char *reason, void (*sent)(void *), void *arg);

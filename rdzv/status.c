@@ -15,6 +15,9 @@ const char *const rdzv_node_phase_names[RDZV_NODE__COUNT] = {
     [RDZV_NODE_STOPPED] = "stopped",
 };
 
+/* a node line is at most its escaped strings plus a few numbers, and its health line the
+ * escaped finding plus three */
+#define NODE_LINE_MAX (4 * RDZV_NAME_MAX + 2 * RDZV_REASON_MAX + 256)
 #define HEADER_MAX (RDZV_LINE_MAX * 2 + 4096) /* every header line, escaped, with room */
 
 /* The header: everything but the nodes, as key=value lines. */
@@ -60,10 +63,26 @@ static size_t field_put(char *p, const char *v)
     return n;
 }
 
+/* A node's "health=" line (none while it reported nothing): the bytes written. */
+static size_t health_put(char *p, const rdzv_health_t *h)
+{
+    if (h->state <= RDZV_HEALTH_NONE || h->state >= RDZV_HEALTH__COUNT)
+        return 0;
+    /* both numbers bounded, so the head fits its 128 bytes */
+    double iv = isfinite(h->interval) && h->interval >= 0 && h->interval < 1e9 ? h->interval : 0;
+    double t = isfinite(h->checked) && h->checked > 0 && h->checked < 1e12 ? h->checked : 0;
+    int k = snprintf(p, 128, "health=%d\t%.3f\t%.3f\t", h->state, iv, t);
+    size_t n = k > 0 && k < 128 ? (size_t)k : 0;
+    if (!n)
+        return 0;
+    n += field_put(p + n, h->state == RDZV_HEALTH_FAILED ? h->why : "");
+    p[n++] = '\n';
+    return n;
+}
+
 long rdzv_status_encode(const rdzv_status_t *s, size_t max_len, char **out)
 {
-    /* a node line is at most its escaped strings plus a few numbers */
-    size_t per_node = 4 * RDZV_NAME_MAX + 128;
+    size_t per_node = NODE_LINE_MAX;
     size_t cap = HEADER_MAX + (size_t)(s->n_nodes > 0 ? s->n_nodes : 0) * per_node;
     char *buf = malloc(cap);
     if (!buf)
@@ -76,7 +95,7 @@ long rdzv_status_encode(const rdzv_status_t *s, size_t max_len, char **out)
     size_t len = (size_t)hl;
     for (int i = 0; i < s->n_nodes; i++) {
         const rdzv_status_node_t *n = &s->nodes[i];
-        char line[4 * RDZV_NAME_MAX + 128];
+        char line[NODE_LINE_MAX];
         int k = snprintf(line, sizeof line, "node=%d\t%d\t%d\t%d\t%.3f\t",
                          n->phase, n->node_rank, n->rank_base, n->nproc,
                          isfinite(n->last_seen) ? n->last_seen : 0.0);
@@ -85,6 +104,7 @@ long rdzv_status_encode(const rdzv_status_t *s, size_t max_len, char **out)
         line[ll++] = '\t';
         ll += field_put(line + ll, n->addr);
         line[ll++] = '\n';
+        ll += health_put(line + ll, &n->health);
         if (max_len && len + ll + 1 > max_len)
             break; /* the rest are counted in n_total only */
         memcpy(buf + len, line, ll);
@@ -148,6 +168,7 @@ static int node_decode(const char *p, const char *q, rdzv_status_node_t *n)
     double seen = strtod(num, &end);
     if (*end || !isfinite(seen))
         return -1;
+    memset(&n->health, 0, sizeof n->health);   /* a "health=" line may follow */
     n->phase = (int)v[0];
     n->node_rank = (int)v[1];
     n->rank_base = (int)v[2];
@@ -155,6 +176,39 @@ static int node_decode(const char *p, const char *q, rdzv_status_node_t *n)
     n->last_seen = seen;
     field_take(f[5], f[6] - 1, n->name, sizeof n->name);
     field_take(f[6], q, n->addr, sizeof n->addr);
+    return 0;
+}
+
+/* A "health=" line's fields [p, q) into h: 0, or -1 when it is not one (it is skipped). */
+static int health_decode(const char *p, const char *q, rdzv_health_t *h)
+{
+    char num[3][40], *end;
+    const char *f = p;
+    for (int i = 0; i < 3; i++) {
+        const char *t = memchr(f, '\t', (size_t)(q - f));
+        if (!t || (size_t)(t - f) >= sizeof num[i] || t == f)
+            return -1;
+        memcpy(num[i], f, (size_t)(t - f));
+        num[i][t - f] = '\0';
+        f = t + 1;
+    }
+    long st = strtol(num[0], &end, 10);
+    if (*end || st <= RDZV_HEALTH_NONE || st >= RDZV_HEALTH__COUNT)
+        return -1;
+    double iv = strtod(num[1], &end);
+    if (*end || !isfinite(iv) || iv < 0)
+        return -1;
+    double t = strtod(num[2], &end);
+    if (*end || !isfinite(t) || t < 0)
+        return -1;
+    memset(h, 0, sizeof *h);
+    h->state = (int)st;
+    h->interval = iv;
+    h->checked = t;
+    field_take(f, q, h->why, sizeof h->why);
+    for (char *c = h->why; *c; c++)   /* one line in a table: no control bytes */
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
     return 0;
 }
 
@@ -193,18 +247,28 @@ int rdzv_status_decode(const char *text, size_t len, rdzv_status_t *s, rdzv_stat
     /* the nodes, in one pass over the lines */
     size_t pos = 0;
     int seen = 0;
+    rdzv_status_node_t *last = NULL;   /* the node a "health=" line belongs to */
     while (pos < len) {
         const char *line = text + pos;
         const char *nl = memchr(line, '\n', len - pos);
         size_t ll = nl ? (size_t)(nl - line) : len - pos;
         pos += ll + 1;
+        if (ll >= 7 && memcmp(line, "health=", 7) == 0) {
+            /* belongs to the node line just before it */
+            if (last && health_decode(line + 7, line + ll, &last->health) < 0)
+                last->health.state = RDZV_HEALTH_NONE;
+            continue;
+        }
+        last = NULL;
         if (ll < 5 || memcmp(line, "node=", 5) != 0)
             continue;
         rdzv_status_node_t n;
         if (node_decode(line + 5, line + ll, &n) < 0)
             continue;
-        if ((size_t)s->n_nodes < cap)
-            nodes[s->n_nodes++] = n;
+        if ((size_t)s->n_nodes < cap) {
+            nodes[s->n_nodes] = n;
+            last = &nodes[s->n_nodes++];
+        }
         seen++;
     }
     if (s->n_total < seen)

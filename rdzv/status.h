@@ -5,7 +5,10 @@
  * The host writes it under "podrun/<run_id>/state" every keep_alive_interval (and lists its run
  * ids under "podrun/runs"), so anyone who reaches the job store can read how the job is doing
  * without writing a byte. The text is "key=value" header lines (rdzv/records.h's escaping) and one
- * "node=" line per node with tab-separated fields, so a thousand-node job decodes in one pass. */
+ * "node=" line per node with tab-separated fields, so a thousand-node job decodes in one pass.
+ * A node whose agent reported its health check has a "health=" line right after its own
+ * (state, interval, time of the last check, what it found): a reader that does not know the
+ * line skips it, and a node without one reads as RDZV_HEALTH_NONE. */
 #ifndef PODRUN_RDZV_STATUS_H
 #define PODRUN_RDZV_STATUS_H
 
@@ -34,6 +37,8 @@ typedef struct rdzv_status_node {
     int rank_base;      /* -1 unless a member */
     int nproc;
     double last_seen;   /* epoch s of its last record or heartbeat (host clock) */
+    /* its run-time health check (rendezvous.h rdzv_health_t; checked on the host clock) */
+    rdzv_health_t health;
 } rdzv_status_node_t;
 
 /* The round's phase, as coordinator.h's. */

@@ -33,8 +33,9 @@ static const char usage[] =
     "                     [--rdzv-token-file FILE] HOST[:PORT]\n"
     "\n"
     "How a running job is doing, read from its job store (any agent's --rdzv-endpoint; port\n"
-    "29400 when left out): the round, each node with its node rank, global ranks, address and\n"
-    "last heartbeat, the restarts used, and the last failure's root cause. It only reads.\n"
+    "29400 when left out): the round, each node with its node rank, global ranks, address,\n"
+    "last heartbeat and last health check (ok, or what it found), the restarts used, and the\n"
+    "last failure's root cause. It only reads.\n"
     "\n"
     "  --rdzv-id ID        the job, when the store hosts several (default: every one)\n"
     "  --json              one JSON object per job instead of text\n"
@@ -115,6 +116,32 @@ static double age_of(const rdzv_status_t *s, double t, double now)
     return (s->time - t) + (rec_age > 0 ? rec_age : 0);
 }
 
+/* A node's health-check column: "ok, 1.2s ago", "FAILED, 0.3s ago" (its finding on a line of
+ * its own), "off", "nothing to check", "no check yet", or "-" when its agent said nothing. */
+static void health_word(const rdzv_status_t *s, const rdzv_health_t *h, double now, char *buf,
+                        size_t cap)
+{
+    char ago[32];
+    fmt_age(age_of(s, h->checked, now), ago, sizeof ago);
+    switch (h->state) {
+    case RDZV_HEALTH_OFF:
+        snprintf(buf, cap, "off");
+        break;
+    case RDZV_HEALTH_IDLE:
+        snprintf(buf, cap, "nothing to check");
+        break;
+    case RDZV_HEALTH_WAITING:
+        snprintf(buf, cap, "no check yet");
+        break;
+    case RDZV_HEALTH_OK:
+    case RDZV_HEALTH_FAILED:
+        snprintf(buf, cap, "%s, %s ago", h->state == RDZV_HEALTH_OK ? "ok" : "FAILED", ago);
+        break;
+    default:
+        snprintf(buf, cap, "-");
+    }
+}
+
 static void print_failure(const rdzv_status_t *s, double now)
 {
     if (s->failure_round < 0) {
@@ -157,8 +184,8 @@ static void print_text(const struct opts *o, const rdzv_status_t *s, double now)
     if (s->line[0])
         printf("  %s\n", s->line);
     if (s->n_nodes) {
-        printf("  %-9s %-11s %-7s %-20s %-24s %-9s %s\n", "node rank", "ranks", "workers",
-               "node", "address", "state", "last heartbeat");
+        printf("  %-9s %-11s %-7s %-20s %-24s %-9s %-14s %s\n", "node rank", "ranks",
+               "workers", "node", "address", "state", "last heartbeat", "health check");
         for (int i = 0; i < s->n_nodes; i++) {
             const rdzv_status_node_t *n = &s->nodes[i];
             char rank[16] = "-", ranks[32] = "-", hb[32];
@@ -167,8 +194,13 @@ static void print_text(const struct opts *o, const rdzv_status_t *s, double now)
                 snprintf(ranks, sizeof ranks, "%d-%d", n->rank_base, n->rank_base + n->nproc - 1);
             }
             fmt_age(age_of(s, n->last_seen, now), hb, sizeof hb);
-            printf("  %-9s %-11s %-7d %-20s %-24s %-9s %s ago\n", rank, ranks, n->nproc, n->name,
-                   n->addr, rdzv_node_phase_names[n->phase], hb);
+            char hc[64], hb_ago[40];
+            health_word(s, &n->health, now, hc, sizeof hc);
+            snprintf(hb_ago, sizeof hb_ago, "%s ago", hb);
+            printf("  %-9s %-11s %-7d %-20s %-24s %-9s %-14s %s\n", rank, ranks, n->nproc,
+                   n->name, n->addr, rdzv_node_phase_names[n->phase], hb_ago, hc);
+            if (n->health.state == RDZV_HEALTH_FAILED)
+                printf("      health check on %s: %s\n", n->name, n->health.why);
         }
         if (s->n_total > s->n_nodes)
             printf("  ... and %d more nodes\n", s->n_total - s->n_nodes);
@@ -177,6 +209,25 @@ static void print_text(const struct opts *o, const rdzv_status_t *s, double now)
 }
 
 /* ---- the same as JSON ------------------------------------------------------------------- */
+
+/* ,"health_check":{state, interval, last_check, why}, or null when the node's agent said
+ * nothing; last_check is null before the first check. */
+static void json_health(struct jsonbuf *b, const rdzv_health_t *h)
+{
+    if (h->state <= RDZV_HEALTH_NONE || h->state >= RDZV_HEALTH__COUNT) {
+        jsonline_raw(b, ",\"health_check\":null");
+        return;
+    }
+    jsonline_raw(b, ",\"health_check\":");
+    jsonline_field(b, 1, "state", rdzv_health_names[h->state]);
+    jsonline_field_num(b, 0, "interval", h->interval);
+    if (h->checked > 0)
+        jsonline_field_num(b, 0, "last_check", h->checked);
+    else
+        jsonline_raw(b, ",\"last_check\":null");
+    jsonline_field(b, 0, "why", h->why);
+    jsonline_raw(b, "}");
+}
 
 static void print_json(const struct opts *o, const rdzv_status_t *s)
 {
@@ -211,6 +262,7 @@ static void print_json(const struct opts *o, const rdzv_status_t *s)
         jsonline_field_num(&b, 0, "rank_base", n->rank_base);
         jsonline_field_num(&b, 0, "nproc", n->nproc);
         jsonline_field_num(&b, 0, "last_heartbeat", n->last_seen);
+        json_health(&b, &n->health);
         jsonline_raw(&b, "}");
     }
     jsonline_raw(&b, "],\"last_failure\":");

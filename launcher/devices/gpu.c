@@ -16,37 +16,10 @@
 
 #include "launcher/devices/cpu.h"
 #include "launcher/devices/cpuset.h"
-#include "launcher/devices/dl.h"
-#include "launcher/devices/nvml_abi.h"
+#include "launcher/devices/nvml.h"
 #include "launcher/devices/sysroot.h"
 
-#define GPU_NVML_SONAME "libnvidia-ml.so.1"
 #define GPU_MASK_WORDS (CPU_SETSIZE / (8 * sizeof(unsigned long)))
-
-/* The NVML entry points podrun uses; the optional ones may be absent from old drivers. */
-struct gpu_nvml {
-    dl_lib_t lib;
-    nvmlReturn_t (*init)(void);
-    nvmlReturn_t (*shutdown)(void);
-    nvmlReturn_t (*count)(unsigned int *);
-    nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t *);
-    nvmlReturn_t (*uuid)(nvmlDevice_t, char *, unsigned int);
-    nvmlReturn_t (*pci_v3)(nvmlDevice_t, nvmlPciInfo_t *);
-    nvmlReturn_t (*pci_v2)(nvmlDevice_t, nvmlPciInfo_t *);
-    nvmlReturn_t (*name)(nvmlDevice_t, char *, unsigned int);
-    nvmlReturn_t (*minor)(nvmlDevice_t, unsigned int *);
-    nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned int *, unsigned int *);
-    nvmlReturn_t (*mig_max)(nvmlDevice_t, unsigned int *);
-    nvmlReturn_t (*mig_by_index)(nvmlDevice_t, unsigned int, nvmlDevice_t *);
-    nvmlReturn_t (*gi_id)(nvmlDevice_t, unsigned int *);
-    nvmlReturn_t (*ci_id)(nvmlDevice_t, unsigned int *);
-    nvmlReturn_t (*cpu_scoped)(nvmlDevice_t, unsigned int, unsigned long *, unsigned int);
-    nvmlReturn_t (*cpu_affinity)(nvmlDevice_t, unsigned int, unsigned long *);
-    nvmlReturn_t (*mem_affinity)(nvmlDevice_t, unsigned int, unsigned long *, unsigned int);
-    nvmlReturn_t (*fabric_v)(nvmlDevice_t, nvmlGpuFabricInfoV_t *);
-    nvmlReturn_t (*fabric)(nvmlDevice_t, nvmlGpuFabricInfo_t *);
-    const char *(*error_string)(nvmlReturn_t);
-};
 
 const char *gpu_source_name(enum gpu_source s)
 {
@@ -75,49 +48,23 @@ static void gpu_note(struct gpu_list *g, const char *fmt, ...)
     va_end(ap);
 }
 
-static const char *gpu_nvml_error(const struct gpu_nvml *n, nvmlReturn_t rc)
+static const char *gpu_nvml_error(const struct nvml *n, nvmlReturn_t rc)
 {
     const char *s = n->error_string ? n->error_string(rc) : NULL;
     return s ? s : "NVML error";
 }
 
-static int gpu_nvml_open(struct gpu_nvml *n, const char *soname, char *err, size_t errlen)
+/* The one NVML table (nvml.h), with the UUID that names every device; 0 or -ENOENT, why in
+ * err. */
+static int gpu_nvml_open(const struct nvml **n, const char *soname, char *err, size_t errlen)
 {
-    memset(n, 0, sizeof *n);
-    int rc = dl_open(&n->lib, soname, err, errlen);
-    if (rc < 0)
-        return rc;
-    const dl_sym_t syms[] = {
-        {"nvmlInit_v2", NULL, &n->init, false},
-        {"nvmlShutdown", NULL, &n->shutdown, false},
-        {"nvmlDeviceGetCount_v2", NULL, &n->count, false},
-        {"nvmlDeviceGetHandleByIndex_v2", NULL, &n->by_index, false},
-        {"nvmlDeviceGetUUID", NULL, &n->uuid, false},
-        {"nvmlDeviceGetPciInfo_v3", NULL, &n->pci_v3, true},
-        {"nvmlDeviceGetPciInfo_v2", NULL, &n->pci_v2, true},
-        {"nvmlDeviceGetName", NULL, &n->name, true},
-        {"nvmlDeviceGetMinorNumber", NULL, &n->minor, true},
-        {"nvmlDeviceGetMigMode", NULL, &n->mig_mode, true},
-        {"nvmlDeviceGetMaxMigDeviceCount", NULL, &n->mig_max, true},
-        {"nvmlDeviceGetMigDeviceHandleByIndex", NULL, &n->mig_by_index, true},
-        {"nvmlDeviceGetGpuInstanceId", NULL, &n->gi_id, true},
-        {"nvmlDeviceGetComputeInstanceId", NULL, &n->ci_id, true},
-        {"nvmlDeviceGetCpuAffinityWithinScope", NULL, &n->cpu_scoped, true},
-        {"nvmlDeviceGetCpuAffinity", NULL, &n->cpu_affinity, true},
-        {"nvmlDeviceGetMemoryAffinity", NULL, &n->mem_affinity, true},
-        {"nvmlErrorString", NULL, &n->error_string, true},
-        {"nvmlDeviceGetGpuFabricInfoV", NULL, &n->fabric_v, true},
-        {"nvmlDeviceGetGpuFabricInfo", NULL, &n->fabric, true},
-    };
-    rc = dl_bind(&n->lib, syms, sizeof syms / sizeof syms[0], err, errlen);
-    if (rc < 0)
-        dl_close(&n->lib);
-    return rc;
+    int rc = nvml_load(soname, n, err, errlen);
+    return rc < 0 ? rc : nvml_need(*n, (*n)->uuid != NULL, "nvmlDeviceGetUUID", err, errlen);
 }
 
 /* The GPU's MIG devices, when MIG is enabled. Handles that do not exist (unused slots) are
  * skipped; NVML numbers MIG devices densely but not necessarily from 0 after reconfiguration. */
-static void gpu_nvml_migs(const struct gpu_nvml *n, nvmlDevice_t h, struct gpu_dev *d)
+static void gpu_nvml_migs(const struct nvml *n, nvmlDevice_t h, struct gpu_dev *d)
 {
     unsigned int cur = 0, pending = 0, max = 0;
     if (!n->mig_mode || n->mig_mode(h, &cur, &pending) != NVML_SUCCESS)
@@ -139,7 +86,7 @@ static void gpu_nvml_migs(const struct gpu_nvml *n, nvmlDevice_t h, struct gpu_d
 }
 
 /* NUMA node and nearby CPUs: NVML's node-scoped affinity first, sysfs for what it cannot say. */
-static void gpu_nvml_locality(const struct gpu_nvml *n, nvmlDevice_t h, struct gpu_dev *d)
+static void gpu_nvml_locality(const struct nvml *n, nvmlDevice_t h, struct gpu_dev *d)
 {
     unsigned long mask[GPU_MASK_WORDS];
     memset(mask, 0, sizeof mask);
@@ -170,7 +117,7 @@ static void gpu_nvml_locality(const struct gpu_nvml *n, nvmlDevice_t h, struct g
 /* The GPU's NVLink domain into g->fabric, when it has none yet: the versioned call first, the
  * older one on drivers without it. A GPU whose registration has not completed has no domain. A
  * node whose GPUs report different domains keeps the first and says so in the note. */
-static void gpu_nvml_fabric(const struct gpu_nvml *n, nvmlDevice_t h, struct gpu_list *g)
+static void gpu_nvml_fabric(const struct nvml *n, nvmlDevice_t h, struct gpu_list *g)
 {
     nvmlGpuFabricInfoV_t f;
     memset(&f, 0, sizeof f);
@@ -211,7 +158,7 @@ static void gpu_dev_init(struct gpu_dev *d, int index)
 }
 
 /* One NVML device; 0, or a negative value when it cannot be used (and the note says why). */
-static int gpu_nvml_device(const struct gpu_nvml *n, unsigned int i, struct gpu_list *g)
+static int gpu_nvml_device(const struct nvml *n, unsigned int i, struct gpu_list *g)
 {
     nvmlDevice_t h;
     struct gpu_dev *d = &g->dev[g->n];
@@ -243,31 +190,29 @@ static int gpu_nvml_device(const struct gpu_nvml *n, unsigned int i, struct gpu_
 
 static int gpu_from_nvml(const struct gpu_opts *o, struct gpu_list *g)
 {
-    struct gpu_nvml n;
+    const struct nvml *n;
     char err[256];
-    const char *soname = o && o->nvml_lib ? o->nvml_lib : GPU_NVML_SONAME;
+    const char *soname = o && o->nvml_lib ? o->nvml_lib : NVML_SONAME;
     if (gpu_nvml_open(&n, soname, err, sizeof err) < 0) {
         gpu_note(g, "%s", err);
         return -ENOENT;
     }
-    nvmlReturn_t rc = n.init();
+    nvmlReturn_t rc = n->init();
     if (rc != NVML_SUCCESS) {
-        gpu_note(g, "%s: nvmlInit_v2 failed: %s", soname, gpu_nvml_error(&n, rc));
-        dl_close(&n.lib);
+        gpu_note(g, "%s: nvmlInit_v2 failed: %s", soname, gpu_nvml_error(n, rc));
         return -ENODEV;
     }
     unsigned int count = 0;
-    rc = n.count(&count);
+    rc = n->count(&count);
     if (rc != NVML_SUCCESS)
-        gpu_note(g, "%s: nvmlDeviceGetCount_v2 failed: %s", soname, gpu_nvml_error(&n, rc));
+        gpu_note(g, "%s: nvmlDeviceGetCount_v2 failed: %s", soname, gpu_nvml_error(n, rc));
     else if (count > GPU_MAX) {
         gpu_note(g, "NVML lists %u GPUs; podrun uses the first %d", count, GPU_MAX);
         count = GPU_MAX;
     }
     for (unsigned int i = 0; rc == NVML_SUCCESS && i < count; i++)
-        gpu_nvml_device(&n, i, g);
-    n.shutdown();
-    dl_close(&n.lib);
+        gpu_nvml_device(n, i, g);
+    n->shutdown();
     return rc == NVML_SUCCESS ? 0 : -ENODEV;
 }
 

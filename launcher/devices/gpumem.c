@@ -5,42 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "launcher/devices/dl.h"
-#include "launcher/devices/nvml_abi.h"
+#include "launcher/devices/nvml.h"
 
 #define PROCS_MAX 64   /* processes named per GPU */
-
-struct nvml {
-    dl_lib_t lib;
-    nvmlReturn_t (*init)(void);
-    nvmlReturn_t (*shutdown)(void);
-    nvmlReturn_t (*count)(unsigned int *);
-    nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t *);
-    nvmlReturn_t (*mem)(nvmlDevice_t, nvmlMemory_t *);
-    nvmlReturn_t (*procs_v3)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
-    nvmlReturn_t (*procs_v1)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_v1_t *);
-};
-
-static int bind(struct nvml *n, const char *soname, char *err, size_t elen)
-{
-    memset(n, 0, sizeof *n);
-    int rc = dl_open(&n->lib, soname, err, elen);
-    if (rc < 0)
-        return rc;
-    const dl_sym_t syms[] = {
-        {"nvmlInit_v2", NULL, &n->init, false},
-        {"nvmlShutdown", NULL, &n->shutdown, false},
-        {"nvmlDeviceGetCount_v2", NULL, &n->count, false},
-        {"nvmlDeviceGetHandleByIndex_v2", NULL, &n->by_index, false},
-        {"nvmlDeviceGetMemoryInfo", NULL, &n->mem, false},
-        {"nvmlDeviceGetComputeRunningProcesses_v3", NULL, &n->procs_v3, true},
-        {"nvmlDeviceGetComputeRunningProcesses", NULL, &n->procs_v1, true},
-    };
-    rc = dl_bind(&n->lib, syms, sizeof syms / sizeof *syms, err, elen);
-    if (rc < 0)
-        dl_close(&n->lib);
-    return rc;
-}
 
 /* The process's name from /proc/PID/comm, "?" when it is gone or not visible. */
 static void comm_of(unsigned pid, char *out, size_t len)
@@ -65,7 +32,7 @@ static void append(char *out, size_t len, const char *text)
 }
 
 /* GPU i's compute processes into holders: "GPU i: pid P (comm) X GiB, ...; ". */
-static void name_holders(struct nvml *n, nvmlDevice_t h, unsigned i, char *out, size_t len)
+static void name_holders(const struct nvml *n, nvmlDevice_t h, unsigned i, char *out, size_t len)
 {
     static nvmlProcessInfo_t p3[PROCS_MAX];
     static nvmlProcessInfo_v1_t p1[PROCS_MAX];
@@ -96,25 +63,27 @@ static void name_holders(struct nvml *n, nvmlDevice_t h, unsigned i, char *out, 
 int gpumem_used(const char *soname, uint64_t *used, char *holders, size_t hlen, char *err,
                 size_t elen)
 {
-    struct nvml n;
-    const char *so = soname ? soname : "libnvidia-ml.so.1";
+    const struct nvml *n;
+    const char *so = soname ? soname : NVML_SONAME;
     if (holders && hlen)
         holders[0] = '\0';
-    int rc = bind(&n, so, err, elen);
+    int rc = nvml_load(so, &n, err, elen);
+    if (rc == 0)
+        rc = nvml_need(n, n->mem != NULL, "nvmlDeviceGetMemoryInfo", err, elen);
     if (rc < 0)
         return rc;
-    nvmlReturn_t r = n.init();
+    nvmlReturn_t r = n->init();
     unsigned count = 0;
     *used = 0;
-    if (r == NVML_SUCCESS && (r = n.count(&count)) == NVML_SUCCESS) {
+    if (r == NVML_SUCCESS && (r = n->count(&count)) == NVML_SUCCESS) {
         for (unsigned i = 0; i < count && r == NVML_SUCCESS; i++) {
             nvmlDevice_t h;
             nvmlMemory_t m;
-            if ((r = n.by_index(i, &h)) != NVML_SUCCESS || (r = n.mem(h, &m)) != NVML_SUCCESS)
+            if ((r = n->by_index(i, &h)) != NVML_SUCCESS || (r = n->mem(h, &m)) != NVML_SUCCESS)
                 break;
             *used += m.used;
             if (holders && m.used)
-                name_holders(&n, h, i, holders, hlen);
+                name_holders(n, h, i, holders, hlen);
         }
     }
     size_t hl = holders ? strlen(holders) : 0;
@@ -122,7 +91,6 @@ int gpumem_used(const char *soname, uint64_t *used, char *holders, size_t hlen, 
         holders[hl - 2] = '\0';   /* the last GPU's separator */
     if (r != NVML_SUCCESS)
         snprintf(err, elen, "%s: NVML error %d", so, r);
-    n.shutdown();
-    dl_close(&n.lib);
+    n->shutdown();
     return r == NVML_SUCCESS ? 0 : -ENODEV;
 }

@@ -7,49 +7,26 @@
 
 #include "launcher/devices/watch_rules.h"
 
-static int bind(struct gpuwatch *w, const char *soname, char *err, size_t elen)
-{
-    int rc = dl_open(&w->lib, soname, err, elen);
-    if (rc < 0)
-        return rc;
-    const dl_sym_t syms[] = {
-        {"nvmlInit_v2", NULL, &w->init, false},
-        {"nvmlShutdown", NULL, &w->shutdown, false},
-        {"nvmlDeviceGetCount_v2", NULL, &w->count, false},
-        {"nvmlDeviceGetHandleByIndex_v2", NULL, &w->by_index, false},
-        {"nvmlDeviceGetUUID", NULL, &w->uuid, false},
-        {"nvmlEventSetCreate", NULL, &w->set_create, true},
-        {"nvmlEventSetFree", NULL, &w->set_free, true},
-        {"nvmlDeviceRegisterEvents", NULL, &w->reg, true},
-        {"nvmlEventSetWait_v2", NULL, &w->wait, true},
-        {"nvmlDeviceGetTotalEccErrors", NULL, &w->ecc_total, true},
-        {"nvmlDeviceGetRetiredPagesPendingStatus", NULL, &w->pending, true},
-    };
-    rc = dl_bind(&w->lib, syms, sizeof syms / sizeof *syms, err, elen);
-    if (rc < 0)
-        dl_close(&w->lib);
-    return rc;
-}
-
 /* GPU i's handle, UUID and starting ECC count; its critical Xids go to the event set. */
 static nvmlReturn_t take_gpu(struct gpuwatch *w, unsigned i)
 {
-    nvmlReturn_t r = w->by_index(i, &w->gpu[i].h);
+    const struct nvml *nv = w->nv;
+    nvmlReturn_t r = nv->by_index(i, &w->gpu[i].h);
     if (r != NVML_SUCCESS)
         return r;
-    if (w->uuid(w->gpu[i].h, w->gpu[i].uuid, sizeof w->gpu[i].uuid) != NVML_SUCCESS)
+    if (nv->uuid(w->gpu[i].h, w->gpu[i].uuid, sizeof w->gpu[i].uuid) != NVML_SUCCESS)
         snprintf(w->gpu[i].uuid, sizeof w->gpu[i].uuid, "?");
     /* a GPU without events (some vGPUs) is still asked for its counts */
     if (w->set)
-        (void)w->reg(w->gpu[i].h, nvmlEventTypeXidCriticalError, w->set);
+        (void)nv->reg(w->gpu[i].h, nvmlEventTypeXidCriticalError, w->set);
     /* a query that is not supported is not asked again; a GPU already lost is, and the first
      * check says so */
-    nvmlReturn_t e = w->ecc_total ? w->ecc_total(w->gpu[i].h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                                                 NVML_VOLATILE_ECC, &w->gpu[i].ecc)
-                                  : NVML_ERROR_NOT_SUPPORTED;
+    nvmlReturn_t e = nv->ecc_total ? nv->ecc_total(w->gpu[i].h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                   NVML_VOLATILE_ECC, &w->gpu[i].ecc)
+                                   : NVML_ERROR_NOT_SUPPORTED;
     w->gpu[i].ecc_known = e == NVML_SUCCESS || e == NVML_ERROR_GPU_IS_LOST;
     int p = 0;
-    e = w->pending ? w->pending(w->gpu[i].h, &p) : NVML_ERROR_NOT_SUPPORTED;
+    e = nv->pending ? nv->pending(w->gpu[i].h, &p) : NVML_ERROR_NOT_SUPPORTED;
     w->gpu[i].pending_known = e == NVML_SUCCESS || e == NVML_ERROR_GPU_IS_LOST;
     w->gpu[i].pending = p == NVML_FEATURE_ENABLED;
     return NVML_SUCCESS;
@@ -57,22 +34,27 @@ static nvmlReturn_t take_gpu(struct gpuwatch *w, unsigned i)
 
 int gpuwatch_open(struct gpuwatch *w, const char *soname, char *err, size_t elen)
 {
-    const char *so = soname ? soname : "libnvidia-ml.so.1";
+    const char *so = soname ? soname : NVML_SONAME;
     memset(w, 0, sizeof *w);
-    int rc = bind(w, so, err, elen);
-    if (rc < 0)
+    int rc = nvml_load(so, &w->nv, err, elen);
+    if (rc == 0)
+        rc = nvml_need(w->nv, w->nv->uuid != NULL, "nvmlDeviceGetUUID", err, elen);
+    if (rc < 0) {
+        w->nv = NULL;
         return rc;
-    nvmlReturn_t r = w->init();
+    }
+    nvmlReturn_t r = w->nv->init();
     if (r != NVML_SUCCESS) {
         snprintf(err, elen, "%s: nvmlInit failed (NVML error %d)", so, r);
-        dl_close(&w->lib);
+        w->nv = NULL;
         /* the library without its driver: a node without NVIDIA GPUs */
         return r == NVML_ERROR_DRIVER_NOT_LOADED ? -ENOENT : -ENODEV;
     }
     w->open = true;
-    if (w->set_create && w->reg && w->wait && w->set_create(&w->set) != NVML_SUCCESS)
+    const struct nvml *nv = w->nv;
+    if (nv->set_create && nv->reg && nv->wait && nv->set_create(&w->set) != NVML_SUCCESS)
         w->set = NULL;
-    if ((r = w->count(&w->n)) == NVML_SUCCESS) {
+    if ((r = nv->count(&w->n)) == NVML_SUCCESS) {
         w->n = w->n < GPUWATCH_MAX ? w->n : GPUWATCH_MAX;
         for (unsigned i = 0; i < w->n && r == NVML_SUCCESS; i++)
             r = take_gpu(w, i);
@@ -117,7 +99,7 @@ static int take_events(struct gpuwatch *w, char *why, size_t len, char *note, si
     char what[96];
     for (int k = 0; w->set && k < GPUWATCH_EVENTS; k++) {
         memset(&e, 0, sizeof e);
-        nvmlReturn_t r = w->wait(w->set, &e, 0);
+        nvmlReturn_t r = w->nv->wait(w->set, &e, 0);
         if (r == NVML_ERROR_GPU_IS_LOST)
             return bad(w, index_of(w, e.device), why, len, "lost from the bus (NVML: GPU is lost)");
         if (r != NVML_SUCCESS)
@@ -147,7 +129,7 @@ static int check_gpu(struct gpuwatch *w, unsigned i, char *why, size_t len)
     unsigned long long ecc = 0;
     nvmlReturn_t r = NVML_SUCCESS;
     if (w->gpu[i].ecc_known &&
-        (r = w->ecc_total(w->gpu[i].h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
+        (r = w->nv->ecc_total(w->gpu[i].h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
                           &ecc)) == NVML_SUCCESS && ecc > w->gpu[i].ecc) {
         snprintf(what, sizeof what, "%llu new uncorrectable ECC error%s (%llu in all)",
                  ecc - w->gpu[i].ecc, ecc - w->gpu[i].ecc == 1 ? "" : "s", ecc);
@@ -156,7 +138,7 @@ static int check_gpu(struct gpuwatch *w, unsigned i, char *why, size_t len)
     }
     int p = 0;
     if (r == NVML_SUCCESS && w->gpu[i].pending_known &&
-        (r = w->pending(w->gpu[i].h, &p)) == NVML_SUCCESS && p == NVML_FEATURE_ENABLED &&
+        (r = w->nv->pending(w->gpu[i].h, &p)) == NVML_SUCCESS && p == NVML_FEATURE_ENABLED &&
         !w->gpu[i].pending) {
         w->gpu[i].pending = true;
         return bad(w, (int)i, why, len, "retired pages pending (the GPU needs a reset)");
@@ -183,11 +165,11 @@ int gpuwatch_check(struct gpuwatch *w, char *why, size_t len, char *note, size_t
 void gpuwatch_close(struct gpuwatch *w)
 {
     if (w->open) {
-        if (w->set && w->set_free)
-            w->set_free(w->set);
-        w->shutdown();
+        if (w->set && w->nv->set_free)
+            w->nv->set_free(w->set);
+        w->nv->shutdown();
     }
     w->set = NULL;
     w->open = false;
-    dl_close(&w->lib);
+    w->nv = NULL;   /* the table stays loaded for the next open (nvml.h) */
 }

@@ -12,14 +12,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "launcher/devices/dl.h"
-#include "launcher/devices/nvml_abi.h"
+#include "launcher/devices/nvml.h"
 
 #define GPUWATCH_MAX 64
 #define GPUWATCH_EVENTS 64   /* events taken per check: a storm is not drained in one go */
 
 struct gpuwatch {
-    dl_lib_t lib;
+    const struct nvml *nv;   /* the process's one NVML table (nvml.h) */
     bool open;
     nvmlEventSet_t set;   /* NULL: no event support */
     unsigned n;
@@ -30,17 +29,6 @@ struct gpuwatch {
         bool ecc_known, pending_known;
         bool pending;             /* retired pages were pending at open already */
     } gpu[GPUWATCH_MAX];
-    nvmlReturn_t (*init)(void);
-    nvmlReturn_t (*shutdown)(void);
-    nvmlReturn_t (*count)(unsigned int *);
-    nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t *);
-    nvmlReturn_t (*uuid)(nvmlDevice_t, char *, unsigned int);
-    nvmlReturn_t (*set_create)(nvmlEventSet_t *);
-    nvmlReturn_t (*set_free)(nvmlEventSet_t);
-    nvmlReturn_t (*reg)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
-    nvmlReturn_t (*wait)(nvmlEventSet_t, nvmlEventData_t *, unsigned int);
-    nvmlReturn_t (*ecc_total)(nvmlDevice_t, int, int, unsigned long long *);
-    nvmlReturn_t (*pending)(nvmlDevice_t, int *);
 };
 
 /* Opens NVML (soname NULL: libnvidia-ml.so.1), registers every GPU for critical Xid events and

@@ -4,13 +4,14 @@ tests/fakes/fake_nvml.c) and the links NCCL was told to use through sysfs (a fix
 tests/fixtures/mkmachine, whose port state and operstate files the test rewrites). A bad GPU or
 link is that node's failure, pushed to every agent at once; under --nnodes MIN:MAX the node
 takes itself out and the job goes on."""
+import json
 import os
 import re
 import subprocess
 import urllib.request
 
 from cluster import Agent, killed_on_failure, wait_all, wait_for
-from conftest import BUILD
+from conftest import BUILD, PODRUN
 
 MKMACHINE = str(BUILD / "tests" / "fixtures" / "mkmachine")
 FAKES = str(BUILD / "tests" / "fakes")
@@ -48,11 +49,11 @@ class Node:
         os.replace(tmp, self.root / rel)
 
 
-def start(tmp_path, port, n, nnodes=None, hold=None, extra=(), worker=WORKER):
+def start(tmp_path, port, n, nnodes=None, hold=None, extra=(), worker=WORKER, env_add=None):
     nodes = [Node(tmp_path, i) for i in range(n)]
     agents = []
     for i, node in enumerate(nodes):
-        env = node.env()
+        env = dict(node.env(), **(env_add or {}))
         env["HOLD_WORLD"] = str(hold or n)
         args = ["--nnodes", str(nnodes or n), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", f"127.0.0.2:{port}", "--rdzv-id", "hc",
@@ -150,3 +151,106 @@ def test_min_max_takes_the_node_out_and_the_job_goes_on(tmp_path, port):
     for a in agents[:2]:
         assert what in a.err, a.err
         assert "up world=2" in a.out and "finished" in a.out, a.out
+
+
+def status_json(port):
+    """The job's one object from `podrun status --json`, or None while it has no state yet."""
+    r = subprocess.run([PODRUN, "status", "--json", f"127.0.0.2:{port}"], capture_output=True,
+                       text=True, timeout=30)
+    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
+    return json.loads(lines[0]) if r.returncode in (0, 1) and lines else None
+
+
+def status_text(port):
+    r = subprocess.run([PODRUN, "status", f"127.0.0.2:{port}"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode in (0, 1), r.stderr   # 1: the job ended (after a failure)
+    return r.stdout
+
+
+def node_rows(text):
+    """{node address: its row} of the text table."""
+    return {row.split()[4]: row for row in text.splitlines() if re.match(r"^  \d ", row)}
+
+
+# holds until the test releases it, also through the SIGTERM of the stop: the agents stay up
+# (and the job store with them) while the test reads `podrun status` after the failure
+HOLDING = ('echo "up world=$GROUP_WORLD_SIZE"; '
+           'trap \'while [ ! -e "$RELEASE" ]; do sleep 0.05; done; exit 0\' TERM; '
+           'while [ ! -e "$RELEASE" ]; do sleep 0.05; done')
+
+
+def test_status_shows_each_nodes_last_check_and_then_the_failure(tmp_path, port):
+    release = tmp_path / "release"
+    nodes, agents = start(tmp_path, port, 2, worker=HOLDING, env_add={"RELEASE": str(release)})
+    addrs = ["127.0.0.2", "127.0.0.3"]
+    with killed_on_failure(agents):
+        wait_running(agents)
+
+        def all_ok():
+            j = status_json(port)
+            hs = [n["health_check"] for n in j["nodes"]] if j else []
+            return len(hs) == 2 and all(h and h["state"] == "ok" for h in hs) and j
+        job = wait_for(all_ok, 30, "both nodes' checks ok in podrun status")
+        for n in job["nodes"]:
+            h = n["health_check"]
+            assert h["interval"] == 0.1 and h["why"] == "", h
+            assert 0 <= job["time"] - h["last_check"] < 10, (job["time"], h)
+        first = {n["addr"]: n["health_check"]["last_check"] for n in job["nodes"]}
+        # the time of the last check moves on while nothing changes (heartbeats carry it)
+        wait_for(lambda: (j := status_json(port)) and all(
+            n["health_check"]["last_check"] > first[n["addr"]] for n in j["nodes"]), 30,
+            "a later check in podrun status")
+        rows = node_rows(status_text(port))
+        assert sorted(rows) == addrs
+        for row in rows.values():
+            assert re.search(r"running .* ago +ok, [\d.]+s ago$", row), row
+
+        nodes[1].write("health.conf", "xid gpu=3 xid=79\n")
+        what = f"GPU 3 ({GPU3}): Xid 79, fallen off the bus"
+
+        def failed_named():
+            t = status_text(port)
+            return "FAILED" in node_rows(t).get(addrs[1], "") and t
+        text = wait_for(failed_named, 30, "node1's failed check in podrun status")
+        rows = node_rows(text)
+        assert re.search(r"FAILED, [\d.]+s ago$", rows[addrs[1]]), text
+        assert re.search(r" ok, [\d.]+s ago$", rows[addrs[0]]), text
+        assert re.search(r"^      health check on \S+: " + re.escape(what) + "$", text, re.M), text
+        job = status_json(port)
+        h = {n["addr"]: n["health_check"] for n in job["nodes"]}
+        assert h[addrs[1]]["state"] == "failed" and h[addrs[1]]["why"] == what, h
+        assert h[addrs[0]]["state"] == "ok", h
+        release.write_text("")
+        codes = wait_all(agents, timeout=60)
+    assert codes == [171, 175], [a.err for a in agents]
+
+
+def test_status_says_where_checking_is_off(tmp_path, port):
+    release = tmp_path / "release"
+    nodes = [Node(tmp_path, i) for i in range(2)]
+    agents = []
+    for i, node in enumerate(nodes):
+        env = dict(node.env(), RELEASE=str(release))
+        args = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", f"127.0.0.2:{port}", "--rdzv-id", "hc",
+                "--local-addr", f"127.0.0.{2 + i}",
+                "--health-check-interval", "0" if i == 0 else INTERVAL,
+                "--no-python", "sh", "-c", HOLDING]
+        agents.append(Agent(args, env=env, name=f"node{i}"))
+    with killed_on_failure(agents):
+        wait_running(agents)
+
+        def states():
+            j = status_json(port)
+            got = {n["addr"]: (n["health_check"] or {}).get("state") for n in j["nodes"]} \
+                if j else {}
+            return got == {"127.0.0.2": "off", "127.0.0.3": "ok"} and j
+        job = wait_for(states, 30, "one node off, one ok in podrun status")
+        off = [n["health_check"] for n in job["nodes"] if n["addr"] == "127.0.0.2"][0]
+        assert off["interval"] == 0 and off["last_check"] is None, off
+        rows = node_rows(status_text(port))
+        assert rows["127.0.0.2"].endswith(" off"), rows
+        release.write_text("")
+        codes = wait_all(agents, timeout=60)
+    assert codes == [0, 0], [a.err for a in agents]

@@ -829,6 +829,56 @@ static void test_conn_timed_out(void)
     coord_free(c);
 }
 
+/* Node i's health check in the state `podrun status` is shown. */
+static rdzv_health_t health_of(coord_t *c, int i)
+{
+    rdzv_status_t st;
+    rdzv_status_node_t nodes[8];
+    char want[32];
+    snprintf(want, sizeof want, "10.0.0.%d", i + 1);
+    coord_state(c, now, &st, nodes, 8);
+    for (int k = 0; k < st.n_nodes; k++)
+        if (strcmp(nodes[k].addr, want) == 0)
+            return nodes[k].health;
+    return (rdzv_health_t){0};
+}
+
+/* A node's health record is kept for `podrun status` (its check placed on this clock by its
+ * age), a heartbeat's age moves the time of the last check, a failed check's finding is kept
+ * until the next record, and none of it stops the round. */
+static void test_health_for_status(void)
+{
+    coord_t *c = running(2, 0);
+    char val[512];
+    rdzv_health_t h = {RDZV_HEALTH_OK, 5, 100.0, ""};
+    CHECK(rdzv_health_encode(&h, 100.5, val, sizeof val) > 0);
+    wr(c, 0, "health", -1, val);
+    rdzv_health_t g = health_of(c, 0);
+    CHECK_EQ_INT(g.state, RDZV_HEALTH_OK);
+    CHECK(g.interval == 5 && g.checked == now - 0.5);
+    CHECK_EQ_INT(health_of(c, 1).state, RDZV_HEALTH_NONE);
+    advance(c, 1);
+    wr(c, 0, "hb", -1, "ago=0.25\n");
+    CHECK(health_of(c, 0).checked == now - 0.25);
+    wr(c, 0, "hb", -1, "");   /* a heartbeat without a check leaves the time */
+    CHECK(health_of(c, 0).checked == now - 0.25);
+    wr(c, 1, "hb", -1, "ago=0.1\n");   /* no state reported yet: nothing to move */
+    CHECK_EQ_INT(health_of(c, 1).state, RDZV_HEALTH_NONE);
+    h = (rdzv_health_t){RDZV_HEALTH_FAILED, 5, 200.0, "GPU 3 (GPU-1...): Xid 79, fallen off"};
+    CHECK(rdzv_health_encode(&h, 200.0, val, sizeof val) > 0);
+    wr(c, 1, "health", -1, val);
+    g = health_of(c, 1);
+    CHECK_EQ_INT(g.state, RDZV_HEALTH_FAILED);
+    CHECK_EQ_STR(g.why, "GPU 3 (GPU-1...): Xid 79, fallen off");
+    CHECK(end_of(0, NULL, NULL) < 0);   /* a record, not a failure: the round runs on */
+    h = (rdzv_health_t){RDZV_HEALTH_OFF, 0, 0, ""};
+    CHECK(rdzv_health_encode(&h, 200.0, val, sizeof val) > 0);
+    wr(c, 1, "health", -1, val);
+    g = health_of(c, 1);
+    CHECK(g.state == RDZV_HEALTH_OFF && g.why[0] == '\0' && g.checked == 0);
+    coord_free(c);
+}
+
 static void test_conn_closed_without_done(void)
 {
     coord_t *c = running(3, 0);
@@ -1501,6 +1551,7 @@ int main(void)
     RUN(test_heartbeat_loss);
     RUN(test_conn_timed_out);
     RUN(test_conn_closed_without_done);
+    RUN(test_health_for_status);
     RUN(test_all_done_finished);
     RUN(test_service_nodes_not_waited_for);
     RUN(test_shutdown_waits_for_agents);

@@ -155,6 +155,7 @@ static void test_agent_record_key(void)
         "podrun/job/n/0123456789abcdef/hb",     "podrun/job/n/0123456789abcdef/fail/3",
         "podrun/job/n/0123456789abcdef/done/0", "podrun/job/n/0123456789abcdef/leave",
         "podrun/job/n/0123456789abcdef/peer/2", "podrun/job/n/0123456789abcdef/join/1073741824",
+        "podrun/job/n/0123456789abcdef/health",
     };
     const char *bad[] = {
         "podrun/job/r/0/end", "podrun/job/status", "podrun/job/n/0123456789abcdef/assign/0",
@@ -164,6 +165,7 @@ static void test_agent_record_key(void)
         "podrun/job/n/0123456789abcdef/leavex", "podrun/job/n/0123456789ABCDEF/hb",
         "podrun/job/n/0123456789abcde/hb", "podrun/job/n/0123456789abcdef0/hb",
         "podrun/other/n/0123456789abcdef/hb", "podrun/job/n/0123456789abcdef/fail/1/x",
+        "podrun/job/n/0123456789abcdef/health/1", "podrun/job/n/0123456789abcdef/healthy",
     };
     for (size_t i = 0; i < sizeof good / sizeof *good; i++)
         CHECK(rdzv_agent_record_key(good[i], strlen(good[i]), p));
@@ -173,6 +175,33 @@ static void test_agent_record_key(void)
     CHECK(!rdzv_agent_record_key("podrun/job/n/0123456789abcdef/hb", 30, p));
 }
 
+/* A health record and a heartbeat's check age place the check on the reader's clock (the age,
+ * not the sender's time, travels); a finding is cut and cleaned like any text from a peer. */
+static void test_health(void)
+{
+    char buf[512];
+    rdzv_health_t h = {RDZV_HEALTH_FAILED, 5, 1000.0, "GPU 3: Xid 79\x1b[2J"}, d;
+    int len = rdzv_health_encode(&h, 1002.5, buf, sizeof buf);
+    CHECK(len > 0);
+    CHECK_EQ_INT(rdzv_health_decode(buf, (size_t)len, 2000.0, &d), 0);
+    CHECK_EQ_INT(d.state, RDZV_HEALTH_FAILED);
+    CHECK(d.interval == 5 && d.checked == 1997.5);
+    CHECK_EQ_STR(d.why, "GPU 3: Xid 79?[2J");
+    h = (rdzv_health_t){RDZV_HEALTH_WAITING, 0.1, 0, "ignored"};
+    len = rdzv_health_encode(&h, 1002.5, buf, sizeof buf);
+    CHECK_EQ_INT(rdzv_health_decode(buf, (size_t)len, 2000.0, &d), 0);
+    CHECK(d.state == RDZV_HEALTH_WAITING && d.checked == 0 && d.why[0] == '\0');
+    /* no state, or one out of range: no record */
+    CHECK_EQ_INT(rdzv_health_decode("interval=1\n", 11, 1, &d), -EINVAL);
+    CHECK_EQ_INT(rdzv_health_decode("state=6\n", 8, 1, &d), -EINVAL);
+    /* a heartbeat: empty, or the age of a check that found no news */
+    CHECK(rdzv_health_ago_decode("", 0, 50) == 0);
+    len = rdzv_health_ago_encode(40.0, 40.25, buf, sizeof buf);
+    CHECK(len > 0 && rdzv_health_ago_decode(buf, (size_t)len, 100.0) == 99.75);
+    CHECK(rdzv_health_ago_decode("ago=-3\n", 7, 100.0) == 0);
+    CHECK(rdzv_health_ago_decode("ago=x\n", 6, 100.0) == 0);
+}
+
 int main(void)
 {
     RUN(test_kv_codec);
@@ -180,5 +209,6 @@ int main(void)
     RUN(test_agent_record_key);
     RUN(test_untrusted_text);
     RUN(test_records_roundtrip);
+    RUN(test_health);
     return check_result();
 }

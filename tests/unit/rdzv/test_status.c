@@ -162,11 +162,49 @@ static void test_bad_bytes(void)
     CHECK_EQ_INT(out[0].rank_base, 4);
 }
 
+/* Each node's health check: after its own line, only for a node that reported one, the finding
+ * escaped, and lines that are no health line leave the node without one. */
+static void test_health(void)
+{
+    rdzv_status_t s, d;
+    rdzv_status_node_t nodes[3], out[3];
+    fill(&s, nodes, 3);
+    nodes[0].health = (rdzv_health_t){RDZV_HEALTH_OK, 5, 1700000008.25, ""};
+    nodes[1].health = (rdzv_health_t){RDZV_HEALTH_FAILED, 0.5, 1700000009.0,
+                                      "GPU 3 (GPU-8932f937...): Xid 79,\tfallen\noff"};
+    char *text = NULL;
+    long len = rdzv_status_encode(&s, 0, &text);
+    CHECK(len > 0);
+    CHECK(strstr(text, "health=4\t5.000\t1700000008.250\t\n") != NULL);
+    CHECK_EQ_INT(rdzv_status_decode(text, (size_t)len, &d, out, 3), 0);
+    CHECK_EQ_INT(d.n_nodes, 3);
+    CHECK_EQ_INT(out[0].health.state, RDZV_HEALTH_OK);
+    CHECK(out[0].health.interval == 5 && out[0].health.checked == 1700000008.25);
+    CHECK_EQ_INT(out[1].health.state, RDZV_HEALTH_FAILED);
+    /* one line in a table: the tab and the newline come back as '?' */
+    CHECK_EQ_STR(out[1].health.why, "GPU 3 (GPU-8932f937...): Xid 79,?fallen?off");
+    CHECK_EQ_INT(out[2].health.state, RDZV_HEALTH_NONE);
+    free(text);
+    /* a health line before any node, after a bad node line, or broken: no health */
+    const char t[] = "run_id=j\nhealth=4\t1\t2\t\n"
+                     "node=2\t0\t0\t1\t1.0\ta\tb\nhealth=9\t1\t2\t\n"
+                     "node=2\t1\t1\t1\t1.0\tc\td\nhealth=4\tx\t2\t\n"
+                     "node=x\t1\t1\t1\t1.0\tc\td\nhealth=4\t1\t2\t\n"
+                     "node=2\t2\t2\t1\t1.0\te\tf\nhealth=5\t1\t2\twhy\n";
+    CHECK_EQ_INT(rdzv_status_decode(t, sizeof t - 1, &d, out, 3), 0);
+    CHECK_EQ_INT(d.n_nodes, 3);
+    CHECK_EQ_INT(out[0].health.state, RDZV_HEALTH_NONE);
+    CHECK_EQ_INT(out[1].health.state, RDZV_HEALTH_NONE);
+    CHECK_EQ_INT(out[2].health.state, RDZV_HEALTH_FAILED);
+    CHECK_EQ_STR(out[2].health.why, "why");
+}
+
 int main(void)
 {
     RUN(test_round_trip);
     RUN(test_no_failure_yet);
     RUN(test_cut_to_limit);
     RUN(test_bad_bytes);
+    RUN(test_health);
     return check_result();
 }
