@@ -1,0 +1,47 @@
+/* rdzv/coordinator_resume.c — a new coordinator picks up a job from what the store kept
+ * (coord_resume). */
+#include "rdzv/coordinator_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int coord_resume(coord_t *c, const coord_resume_t *r, double now)
+{
+    q_reset(c);
+    if (c->n_nodes || r->round < 0 || r->restarts_used < 0 || r->n_members < 0 ||
+        (r->phase != COORD_OPEN && r->phase != COORD_RUNNING && r->phase != COORD_OVER))
+        return -EINVAL;
+    for (int i = 0; i < r->n_members; i++) {
+        const coord_member_t *m = &r->members[i];
+        char *end;
+        uint64_t id = strtoull(m->id, &end, 16);
+        int idx;
+        if (strlen(m->id) != 16 || *end || id == 0 || u64map_get(&c->by_id, id) >= 0)
+            return -EINVAL;
+        cnode_t *n = node_for(c, id, id, m->id, &idx, now);
+        if (!n || node_set_desc(n, &m->d) < 0)
+            return -ENOMEM;
+        n->state = NS_MEMBER;
+        n->node_rank = m->node_rank;
+    }
+    c->restarts_used = r->restarts_used;
+    c->last_sweep = now;
+    act_timer(c, COORD_T_SWEEP, now + c->p.keep_alive_interval);
+    if (r->phase == COORD_OPEN) {
+        round_open(c, r->round, now); /* the members become expected, as after a decision */
+        return 0;
+    }
+    round_stop_open_timers(c);
+    c->round = r->round;
+    c->joined = c->done = c->waiting = 0;
+    c->stopped = c->decided = c->stop_counted = c->n_failures = 0;
+    if (r->phase == COORD_RUNNING) {
+        c->phase = COORD_RUNNING;
+        c->members = r->n_members;
+    } else {
+        round_go_over(c, r->over_kind ? r->over_kind : "ended", r->over_text ? r->over_text : "");
+    }
+    return 0;
+}
