@@ -7,47 +7,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- a growing string ---- */
+#include "rdzv/base/text.h"
 
-struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-};
+/* ---- growing text (rdzv/base/text.h) ---- */
 
-static void sb_add(struct sbuf *b, const char *s, size_t n)
+static void add(textbuf_t *b, const char *s)
 {
-    if (b->oom)
+    text_add(b, s, strlen(s));
+}
+
+/* Takes back the last k bytes (a separator the next piece replaces); a cut text is left alone. */
+static void unadd(textbuf_t *b, size_t k)
+{
+    if (b->cut || b->len < k)
         return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
+    b->len -= k;
+    b->need -= k;
+    b->s[b->len] = '\0';
 }
 
-static void sb_str(struct sbuf *b, const char *s)
+/* The text into *out, or -ENOMEM when it was cut (out of memory or over TEXT_GROW_MAX). */
+static int done(textbuf_t *b, char **out)
 {
-    sb_add(b, s, strlen(s));
-}
-
-static int sb_done(struct sbuf *b, char **out)
-{
-    if (b->oom || !b->p) {
-        free(b->p);
+    if (b->cut || !b->s) {
+        text_free(b);
         return -ENOMEM;
     }
-    *out = b->p;
+    *out = b->s;
     return 0;
 }
 
@@ -67,52 +53,52 @@ bool fanout_cmd_rcmd_is_exec(char *const *launcher_words, const char *pdsh_rcmd_
 
 /* One word and a space for the remote shell: single-quoted, '%' doubled for pdsh unless
  * keep_percent. */
-static void shell_word(struct sbuf *b, const char *w, bool keep_percent)
+static void shell_word(textbuf_t *b, const char *w, bool keep_percent)
 {
-    sb_add(b, "'", 1);
+    text_add(b, "'", 1);
     for (; *w; w++) {
         if (*w == '\'')
-            sb_str(b, "'\\''");
+            add(b, "'\\''");
         else if (*w == '%' && !keep_percent)
-            sb_str(b, "%%");
+            add(b, "%%");
         else
-            sb_add(b, w, 1);
+            text_add(b, w, 1);
     }
-    sb_add(b, "' ", 2);
+    text_add(b, "' ", 2);
 }
 
 int fanout_cmd_start(const struct fanout_cmd_agent *r, char **out)
 {
-    struct sbuf b = {0};
+    textbuf_t b = {0};
     char t[512];
     if (r->venv_script) {
         /* '.', not bash's 'source', which sh lacks; a script that fails stops the host's
          * agent (and so the job) rather than running it outside the environment */
-        sb_str(&b, ". ");
+        add(&b, ". ");
         shell_word(&b, r->venv_script, false);
-        b.n--;   /* the separator comes next */
-        sb_str(&b, " || exit 2; ");
+        unadd(&b, 1);   /* the separator comes next */
+        add(&b, " || exit 2; ");
     }
     for (int i = 0; i < r->nexports; i++) {
         const char *eq = strchr(r->exports[i], '=');
         if (!eq)
             continue;
-        sb_str(&b, "export ");
-        sb_add(&b, r->exports[i], (size_t)(eq - r->exports[i]));
-        sb_add(&b, "=", 1);
+        add(&b, "export ");
+        text_add(&b, r->exports[i], (size_t)(eq - r->exports[i]));
+        text_add(&b, "=", 1);
         shell_word(&b, eq + 1, false);
-        b.n--;
-        sb_str(&b, "; ");
+        unadd(&b, 1);
+        add(&b, "; ");
     }
-    sb_str(&b, "cd ");
+    add(&b, "cd ");
     shell_word(&b, r->cwd, false);
-    b.n--;
-    sb_str(&b, " && exec ");
+    unadd(&b, 1);
+    add(&b, " && exec ");
     shell_word(&b, r->podrun, false);
-    sb_str(&b, "deepspeed ");
+    add(&b, "deepspeed ");
     snprintf(t, sizeof t, "--world_info=%s", r->world_info);
     shell_word(&b, t, false);
-    sb_str(&b, "--node_rank=%n ");
+    add(&b, "--node_rank=%n ");
     snprintf(t, sizeof t, "--master_addr=%s", r->master_addr);
     shell_word(&b, t, false);
     snprintf(t, sizeof t, "--master_port=%d", r->master_port);
@@ -121,35 +107,35 @@ int fanout_cmd_start(const struct fanout_cmd_agent *r, char **out)
     shell_word(&b, t, false);
     snprintf(t, sizeof t, "--pid-file=%s/podrun-%s-", r->pid_dir, r->run_id);
     shell_word(&b, t, false);
-    b.n -= 2;   /* the node rank outside the quotes: '...-'%n.pid */
-    sb_str(&b, "'%n.pid ");
+    unadd(&b, 2);   /* the node rank outside the quotes: '...-'%n.pid */
+    add(&b, "'%n.pid ");
     if (r->addr_is_host)
-        sb_str(&b, "--local-addr=%h ");
+        add(&b, "--local-addr=%h ");
     if (r->name_is_host)
-        sb_str(&b, "--node-name=%h ");
+        add(&b, "--node-name=%h ");
     for (int i = 0; i < r->noptions; i++)
         shell_word(&b, r->options[i], false);
-    sb_str(&b, "-- ");
+    add(&b, "-- ");
     for (int i = 0; i < r->program_argc; i++)
         shell_word(&b, r->program[i], false);
-    if (b.n && b.p[b.n - 1] == ' ')
-        b.p[--b.n] = '\0';
-    return sb_done(&b, out);
+    if (b.len && b.s[b.len - 1] == ' ')
+        unadd(&b, 1);
+    return done(&b, out);
 }
 
 int fanout_cmd_stop(const struct fanout_cmd_agent *r, char **out)
 {
-    struct sbuf b = {0};
+    textbuf_t b = {0};
     char t[512];
     snprintf(t, sizeof t, "%s/podrun-%s-", r->pid_dir, r->run_id);
-    sb_str(&b, "f=");
+    add(&b, "f=");
     shell_word(&b, t, false);
-    b.n -= 2;
+    unadd(&b, 2);
     /* the file goes with the signal: a repeated stop must not make it a second SIGTERM, which
      * an agent takes as "kill the workers now" */
-    sb_str(&b, "'%n.pid; if [ -f \"$f\" ]; then kill -TERM \"$(cat \"$f\")\"; rm -f \"$f\"; fi "
+    add(&b, "'%n.pid; if [ -f \"$f\" ]; then kill -TERM \"$(cat \"$f\")\"; rm -f \"$f\"; fi "
                "2>/dev/null; exit 0");
-    return sb_done(&b, out);
+    return done(&b, out);
 }
 
 int fanout_cmd_pdsh_argv(const char *hosts, int fanout, char *const *launcher_words, bool exec,
@@ -185,19 +171,19 @@ int fanout_cmd_pdsh_argv(const char *hosts, int fanout, char *const *launcher_wo
 
 int fanout_cmd_expand_host(const char *command, const char *host, int node_rank, char **out)
 {
-    struct sbuf b = {0};
+    textbuf_t b = {0};
     char num[16];
     snprintf(num, sizeof num, "%d", node_rank);
     for (const char *p = command; *p; p++) {
         if (*p == '%' && p[1] == 'n')
-            sb_str(&b, num), p++;
+            add(&b, num), p++;
         else if (*p == '%' && p[1] == 'h')
-            sb_str(&b, host), p++;
+            add(&b, host), p++;
         else if (*p == '%' && p[1] == '%')
-            sb_add(&b, "%", 1), p++;
+            text_add(&b, "%", 1), p++;
         else
-            sb_add(&b, p, 1);
+            text_add(&b, p, 1);
     }
-    sb_add(&b, "", 0);
-    return sb_done(&b, out);
+    text_add(&b, "", 0);
+    return done(&b, out);
 }

@@ -10,135 +10,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rdzv/base/b64.h"
 #include "rdzv/base/common.h"
+#include "rdzv/base/text.h"
 
 #define fail(code, err, len, ...) podrun_failf(code, err, len, __VA_ARGS__)
 
-/* ---- a growing string ---- */
+/* ---- growing text (rdzv/base/text.h) ---- */
 
-struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-};
-
-static void sb_add(struct sbuf *b, const char *s, size_t n)
+static void add(textbuf_t *b, const char *s)
 {
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void sb_str(struct sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
-static int sb_done(struct sbuf *b, char **out)
-{
-    if (b->oom || !b->p) {
-        free(b->p);
-        return -ENOMEM;
-    }
-    *out = b->p;
-    return 0;
+    text_add(b, s, strlen(s));
 }
 
 /* ---- world_info ---- */
 
-static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-static void b64_encode(struct sbuf *b, const unsigned char *in, size_t n)
-{
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)in[i] << 16 | (i + 1 < n ? (unsigned)in[i + 1] << 8 : 0) |
-                     (i + 2 < n ? in[i + 2] : 0);
-        char q[4] = {b64url[v >> 18 & 63], b64url[v >> 12 & 63],
-                     i + 1 < n ? b64url[v >> 6 & 63] : '=', i + 2 < n ? b64url[v & 63] : '='};
-        sb_add(b, q, 4);
-    }
-}
-
-/* One base64 digit, either alphabet; -1 for anything else. */
-static int b64_digit(int c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '-' || c == '+')
-        return 62;
-    if (c == '_' || c == '/')
-        return 63;
-    return -1;
-}
-
-/* text (padding optional) into a malloc'd buffer; -EINVAL for a byte that is not base64. */
-static int b64_decode(const char *text, unsigned char **out, size_t *outlen)
-{
-    size_t n = strlen(text);
-    while (n && text[n - 1] == '=')
-        n--;
-    if (n % 4 == 1)
-        return -EINVAL;
-    unsigned char *o = malloc(n / 4 * 3 + 3);
-    if (!o)
-        return -ENOMEM;
-    size_t k = 0;
-    unsigned acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int d = b64_digit((unsigned char)text[i]);
-        if (d < 0) {
-            free(o);
-            return -EINVAL;
-        }
-        acc = (acc << 6 | (unsigned)d) & 0xffffff;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            o[k++] = (unsigned char)(acc >> bits);
-        }
-    }
-    *out = o;
-    *outlen = k;
-    return 0;
-}
-
 /* A JSON string as Python's json.dumps writes it (ASCII; others as \uXXXX are not needed: host
  * names are bytes without spaces, and non-ASCII bytes go through as they are). */
-static void json_quote(struct sbuf *b, const char *s)
+static void json_quote(textbuf_t *b, const char *s)
 {
-    sb_add(b, "\"", 1);
+    text_add(b, "\"", 1);
     for (; *s; s++) {
         char e[8];
         if (*s == '"' || *s == '\\') {
             e[0] = '\\', e[1] = *s;
-            sb_add(b, e, 2);
+            text_add(b, e, 2);
         } else if ((unsigned char)*s < 0x20) {
             snprintf(e, sizeof e, "\\u%04x", (unsigned char)*s);
-            sb_str(b, e);
+            add(b, e);
         } else {
-            sb_add(b, s, 1);
+            text_add(b, s, 1);
         }
     }
-    sb_add(b, "\"", 1);
+    text_add(b, "\"", 1);
 }
 
 /* Whether s is UTF-8 text (JSON carries nothing else; DeepSpeed reads the file as UTF-8). */
@@ -162,45 +66,49 @@ int deepspeed_hosts_world_encode(const struct resources *r, char **out)
     for (size_t i = 0; i < r->count; i++)
         if (!utf8_ok((const unsigned char *)r->nodes[i].host))
             return -EILSEQ;
-    struct sbuf j = {0};
-    sb_str(&j, "{");
+    textbuf_t j = {0};
+    add(&j, "{");
     for (size_t i = 0; i < r->count; i++) {
         if (i)
-            sb_str(&j, ", ");
+            add(&j, ", ");
         json_quote(&j, r->nodes[i].host);
-        sb_str(&j, ": [");
+        add(&j, ": [");
         for (size_t k = 0; k < r->nodes[i].nslots; k++) {
             char d[16];
             snprintf(d, sizeof d, "%s%d", k ? ", " : "", r->nodes[i].slots[k]);
-            sb_str(&j, d);
+            add(&j, d);
         }
-        sb_str(&j, "]");
+        add(&j, "]");
     }
-    sb_str(&j, "}");
-    if (j.oom) {
-        free(j.p);
+    add(&j, "}");
+    char *b = j.cut ? NULL : malloc(B64_ENCODED_LEN(j.len) + 1);
+    if (b)
+        b64_encode(j.s, j.len, b, B64_URL);
+    text_free(&j);
+    if (!b)
         return -ENOMEM;
-    }
-    struct sbuf b = {0};
-    b64_encode(&b, (const unsigned char *)j.p, j.n);
-    free(j.p);
-    return sb_done(&b, out);
+    *out = b;
+    return 0;
 }
 
 int deepspeed_hosts_world_decode(const char *text, struct resources *r, char *err,
                                  size_t errlen)
 {
-    unsigned char *raw = NULL;
-    size_t n = 0;
+    char *raw = NULL;
+    size_t len = strlen(text), n = 0;
     memset(r, 0, sizeof *r);
-    int rc = b64_decode(text, &raw, &n);
+    /* any run of '=' at the end is padding, as it has always been read here (the head writes at
+     * most two) */
+    while (len && text[len - 1] == '=')
+        len--;
+    int rc = b64_decode_alloc(text, len, B64_ANY | B64_PAD_OPTIONAL, &raw, &n);
     if (rc == -ENOMEM)
         return fail(rc, err, errlen, "out of memory");
     if (rc)
         return fail(-EINVAL, err, errlen, "--world_info: not base64; it is the head's encoding "
                     "of {\"host\": [slot, ...], ...}");
     json_error_t je;
-    json_t *o = json_loadb((const char *)raw, n, JSON_REJECT_DUPLICATES, &je);
+    json_t *o = json_loadb(raw, n, JSON_REJECT_DUPLICATES, &je);
     free(raw);
     if (!o || !json_is_object(o) || json_object_size(o) == 0) {
         json_decref(o);
@@ -339,8 +247,8 @@ int deepspeed_hosts_words_split(const char *text, char ***out, int *count, char 
             p++;
         if (!*p)
             break;
-        struct sbuf w = {0};
-        sb_add(&w, "", 0);
+        textbuf_t w = {0};
+        text_add(&w, "", 0);
         char q = 0;
         for (; *p && (q || !isspace((unsigned char)*p)); p++) {
             if (q == '\'' && *p == '\'')
@@ -350,12 +258,12 @@ int deepspeed_hosts_words_split(const char *text, char ***out, int *count, char 
             else if (!q && (*p == '\'' || *p == '"'))
                 q = *p;
             else if (*p == '\\' && q != '\'' && p[1])
-                sb_add(&w, ++p, 1);
+                text_add(&w, ++p, 1);
             else
-                sb_add(&w, p, 1);
+                text_add(&w, p, 1);
         }
         if (q) {
-            free(w.p);
+            text_free(&w);
             deepspeed_hosts_words_free(v);
             return fail(-EINVAL, err, errlen, "--launcher_args \"%.80s\": a %c quote is not "
                         "closed", text, q);
@@ -363,18 +271,18 @@ int deepspeed_hosts_words_split(const char *text, char ***out, int *count, char 
         if ((size_t)n + 2 > cap) {
             char **nv = realloc(v, (cap *= 2) * sizeof *v);
             if (!nv) {
-                free(w.p);
+                text_free(&w);
                 deepspeed_hosts_words_free(v);
                 return -ENOMEM;
             }
             v = nv;
         }
-        if (w.oom) {
-            free(w.p);
+        if (w.cut) {
+            text_free(&w);
             deepspeed_hosts_words_free(v);
             return -ENOMEM;
         }
-        v[n++] = w.p;
+        v[n++] = w.s;
         v[n] = NULL;
     }
     *out = v;
