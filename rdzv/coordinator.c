@@ -6,7 +6,7 @@
  * below is consistent again before the input returns, which is what lets the host's loop drain
  * the actions and apply them in order. The round's life: OPEN (joins counted;
  * round_check_close decides) -> RUNNING (round_close gave out ranks; a stop reason arms DECIDE)
- * -> round_decide() sets the end record and opens the next round at once, or the job goes OVER
+ * -> coord_round_decide() sets the end record and opens the next round at once, or the job goes OVER
  * (round_go_over answers everyone still waiting). */
 #include "rdzv/coordinator_int.h"
 
@@ -24,7 +24,7 @@
 /* ---- action queue ---- */
 
 /* Forgets the previous input's actions: their strings were promised only until this input. */
-void q_reset(coord_t *c)
+void coord_q_reset(coord_t *c)
 {
     for (size_t i = 0; i < c->q_len; i++) {
         free(c->q[i].key);
@@ -39,9 +39,9 @@ void q_reset(coord_t *c)
 }
 
 /* A zeroed action at the end of the queue; NULL without memory, and that action is lost (a lost
- * line costs nothing; a lost set is what round_decide()'s and round_close's callers retry on their
+ * line costs nothing; a lost set is what coord_round_decide()'s and round_close's callers retry on their
  * timers). */
-action_store_t *q_push(coord_t *c, int kind)
+action_store_t *coord_q_push(coord_t *c, int kind)
 {
     if (c->q_len == c->q_cap) {
         size_t nc = c->q_cap ? c->q_cap * 2 : 64;
@@ -58,9 +58,9 @@ action_store_t *q_push(coord_t *c, int kind)
 }
 
 /* Queues "set key to val"; both are copied, the callers' buffers live on their stacks. */
-void act_set(coord_t *c, const char *key, const char *val, size_t vlen)
+void coord_act_set(coord_t *c, const char *key, const char *val, size_t vlen)
 {
-    action_store_t *s = q_push(c, COORD_SET);
+    action_store_t *s = coord_q_push(c, COORD_SET);
     if (!s)
         return;
     s->key = strdup(key);
@@ -79,9 +79,9 @@ void act_set(coord_t *c, const char *key, const char *val, size_t vlen)
 }
 
 /* Queues "delete key". */
-void act_delete(coord_t *c, const char *key)
+void coord_act_delete(coord_t *c, const char *key)
 {
-    action_store_t *s = q_push(c, COORD_DELETE);
+    action_store_t *s = coord_q_push(c, COORD_DELETE);
     if (!s)
         return;
     s->key = strdup(key);
@@ -93,9 +93,9 @@ void act_delete(coord_t *c, const char *key)
 }
 
 /* Queues "arm `timer` for `at`" (epoch seconds; < 0: stop it). One host timer per kind. */
-void act_timer(coord_t *c, int timer, double at)
+void coord_act_timer(coord_t *c, int timer, double at)
 {
-    action_store_t *s = q_push(c, COORD_TIMER);
+    action_store_t *s = coord_q_push(c, COORD_TIMER);
     if (s) {
         s->a.timer = timer;
         s->a.at = at;
@@ -103,14 +103,14 @@ void act_timer(coord_t *c, int timer, double at)
 }
 
 /* Queues one line for the host's log. */
-void act_log(coord_t *c, const char *fmt, ...)
+void coord_act_log(coord_t *c, const char *fmt, ...)
 {
     char line[RDZV_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    action_store_t *s = q_push(c, COORD_LOG);
+    action_store_t *s = coord_q_push(c, COORD_LOG);
     if (!s)
         return;
     s->val = strdup(line);
@@ -133,12 +133,12 @@ int coord_next_action(coord_t *c, coord_action_t *a)
 /* ---- helpers ---- */
 
 /* How lines name a node: its name, else its address, else its id (it wrote before joining). */
-const char *node_label(const cnode_t *n)
+const char *coord_node_label(const cnode_t *n)
 {
     return n->d.name[0] ? n->d.name : n->d.addr[0] ? n->d.addr : n->ids;
 }
 
-void node_key(const coord_t *c, char *out, size_t cap, const cnode_t *n, const char *what,
+void coord_node_key(const coord_t *c, char *out, size_t cap, const cnode_t *n, const char *what,
               int num)
 {
     rdzv_node_key(out, cap, c->prefix, n->ids, what, num);
@@ -146,13 +146,13 @@ void node_key(const coord_t *c, char *out, size_t cap, const cnode_t *n, const c
 
 /* Answers n's latest join with an error kind ("timeout", "rejected", "ended", "finished") and a
  * text: the agent's WAIT on that join's assign key wakes with it. */
-void answer_error(coord_t *c, cnode_t *n, const char *kind, const char *text)
+void coord_answer_error(coord_t *c, cnode_t *n, const char *kind, const char *text)
 {
     char key[256], val[RDZV_LINE_MAX + 64];
-    node_key(c, key, sizeof key, n, "assign", n->join_k);
+    coord_node_key(c, key, sizeof key, n, "assign", n->join_k);
     int len = rdzv_assign_error_encode(kind, text, val, sizeof val);
     if (len >= 0)
-        act_set(c, key, val, (size_t)len);
+        coord_act_set(c, key, val, (size_t)len);
     n->assign_k = n->join_k;
 }
 
@@ -163,12 +163,12 @@ static void forget_answer(coord_t *c, cnode_t *n)
     if (n->assign_k < 0)
         return;
     char key[256];
-    node_key(c, key, sizeof key, n, "assign", n->assign_k);
-    act_delete(c, key);
+    coord_node_key(c, key, sizeof key, n, "assign", n->assign_k);
+    coord_act_delete(c, key);
     n->assign_k = -1;
 }
 
-int exp_find(const coord_t *c, const char *name)
+int coord_exp_find(const coord_t *c, const char *name)
 {
     for (int i = 0; i < c->n_exp; i++)
         if (strcmp(c->exp_names[i], name) == 0)
@@ -191,11 +191,11 @@ static void progress_line(coord_t *c, double now, int timed_out, char *out, size
     for (size_t i = 0; i < c->n_nodes; i++) {
         cnode_t *n = c->nodes[i];
         if (n->state == NS_JOINED) {
-            textlist_add(&lj, node_label(n));
+            textlist_add(&lj, coord_node_label(n));
             if (n->d.want_rank < 0)
                 all_ranked = 0;
         } else if (n->state == NS_STOPPED && c->expect_known) {
-            textlist_add(&lm, node_label(n));
+            textlist_add(&lm, coord_node_label(n));
         }
     }
     for (int i = 0; i < c->n_exp && c->round == 0; i++)
@@ -255,24 +255,24 @@ static void progress_line(coord_t *c, double now, int timed_out, char *out, size
     }
     if (c->p.segment_size > 1) {
         size_t used = strlen(out);
-        sfmt(out + used, cap - used, "; %d of them in whole segments of %d", round_ready_nodes(c),
+        sfmt(out + used, cap - used, "; %d of them in whole segments of %d", coord_round_ready_nodes(c),
              c->p.segment_size);
     }
 }
 
 /* Publishes the open round's state under P status: waiting agents on other nodes cannot see the
  * coordinator, so they read this for their own progress lines. */
-void set_status(coord_t *c, const char *line)
+void coord_set_status(coord_t *c, const char *line)
 {
     char key[256];
     sfmt(key, sizeof key, "%sstatus", c->prefix);
-    act_set(c, key, line, strlen(line));
+    coord_act_set(c, key, line, strlen(line));
 }
 
 /* The node behind a write: found by its id, created at its first write. An id belongs to the
  * connection that first used it and a connection to one id, so a second agent reusing either is
  * ignored rather than believed. NULL for those, and without memory. */
-cnode_t *node_for(coord_t *c, uint64_t conn, uint64_t id, const char *ids, int *idx,
+cnode_t *coord_node_for(coord_t *c, uint64_t conn, uint64_t id, const char *ids, int *idx,
                   double now)
 {
     int i = u64map_get(&c->by_id, id);
@@ -321,7 +321,7 @@ cnode_t *node_for(coord_t *c, uint64_t conn, uint64_t id, const char *ids, int *
 }
 
 /* Keeps the descriptor, its strings in one allocation (see cdesc_t). */
-int node_set_desc(cnode_t *n, const rdzv_desc_rec_t *d)
+int coord_node_set_desc(cnode_t *n, const rdzv_desc_rec_t *d)
 {
     size_t ln = strlen(d->name) + 1, la = strlen(d->addr) + 1, lh = strlen(d->host) + 1;
     size_t ld = strlen(d->domain) + 1;
@@ -349,14 +349,14 @@ int node_set_desc(cnode_t *n, const rdzv_desc_rec_t *d)
  * segment) than the running one? */
 static int seg_grows(coord_t *c)
 {
-    return round_seg_pick(c, NS_MEMBER, NS_WAITING, 0) > c->members;
+    return coord_round_seg_pick(c, NS_MEMBER, NS_WAITING, 0) > c->members;
 }
 
 /* A node's k-th join. Admitted to the open round; queued for the next while one runs (an elastic
  * job with room restarts for it now); answered at once when the job is over or the node is a
  * member of the running round. Every answer goes to the key of this k, so an answer to an
  * earlier join can never be taken for this one. A repeated join changes nothing. */
-void on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, size_t vlen,
+void coord_on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, size_t vlen,
              double now)
 {
     rdzv_desc_rec_t d;
@@ -364,29 +364,29 @@ void on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, size_t vle
         forget_answer(c, n);
     n->join_k = k;
     if (rdzv_desc_decode(val, vlen, &d) < 0) {
-        answer_error(c, n, "rejected", "unreadable node descriptor");
+        coord_answer_error(c, n, "rejected", "unreadable node descriptor");
         return;
     }
     if (n->state == NS_JOINED || n->state == NS_WAITING)
         return; /* a repeated join changes nothing but the key it is answered on */
     if (n->state == NS_MEMBER && c->phase == COORD_RUNNING) {
-        answer_error(c, n, "rejected", "joined again while its round is running");
+        coord_answer_error(c, n, "rejected", "joined again while its round is running");
         return;
     }
-    if (node_set_desc(n, &d) < 0) {
-        answer_error(c, n, "rejected", "the job store host is out of memory");
+    if (coord_node_set_desc(n, &d) < 0) {
+        coord_answer_error(c, n, "rejected", "the job store host is out of memory");
         return;
     }
     if (c->phase == COORD_OVER) {
-        answer_error(c, n, c->over_kind, c->over_text);
+        coord_answer_error(c, n, c->over_kind, c->over_text);
         n->state = NS_GONE;
         return;
     }
     if (n->state == NS_GONE || n->state == NS_MEMBER)
         n->state = NS_NEW;
     if (c->phase == COORD_OPEN) {
-        if (round_admit(c, n, idx, now) == 0)
-            round_check_close(c, now);
+        if (coord_round_admit(c, n, idx, now) == 0)
+            coord_round_check_close(c, now);
         return;
     }
     /* running: wait for the next round; an elastic job with room restarts for it now */
@@ -395,12 +395,12 @@ void on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, size_t vle
     if (c->elastic && !c->stopped &&
         (c->p.segment_size > 1 ? seg_grows(c) : c->members + c->waiting <= c->p.max_nodes)) {
         char why[RDZV_REASON_MAX];
-        sfmt(why, sizeof why, "membership change: %.100s joined", node_label(n));
-        round_stop(c, FK_JOINED, NULL, why, now);
+        sfmt(why, sizeof why, "membership change: %.100s joined", coord_node_label(n));
+        coord_round_stop(c, FK_JOINED, NULL, why, now);
     } else {
-        act_log(c, "rendezvous '%s': %s waits for the next round (round %d is running with %d "
+        coord_act_log(c, "rendezvous '%s': %s waits for the next round (round %d is running with %d "
                    "of at most %d nodes)",
-                c->run_id, node_label(n), c->round, c->members, c->p.max_nodes);
+                c->run_id, coord_node_label(n), c->round, c->members, c->p.max_nodes);
     }
 }
 
@@ -420,7 +420,7 @@ static void on_done(coord_t *c, cnode_t *n, int r)
     sfmt(key, sizeof key, "%sr/%d/end", c->prefix, c->round);
     int len = rdzv_end_encode(NULL, val, sizeof val);
     if (len >= 0)
-        act_set(c, key, val, (size_t)len);
+        coord_act_set(c, key, val, (size_t)len);
     c->finished = 1;
     char text[256];
     if (c->services)
@@ -430,8 +430,8 @@ static void on_done(coord_t *c, cnode_t *n, int r)
     else
         sfmt(text, sizeof text, "job '%s' finished: all %d nodes done in round %d", c->run_id,
              c->members, c->round);
-    act_log(c, "%s", text);
-    round_go_over(c, "finished", text);
+    coord_act_log(c, "%s", text);
+    coord_round_go_over(c, "finished", text);
 }
 
 /* A member's first worker failure in round r: a stop reason. What the record leaves out (host,
@@ -445,15 +445,15 @@ static void on_fail(coord_t *c, cnode_t *n, int r, const char *val, size_t vlen,
     if (!f.host[0])
         sfmt(f.host, sizeof f.host, "%s", n->d.addr);
     if (!f.node_name[0])
-        sfmt(f.node_name, sizeof f.node_name, "%s", node_label(n));
+        sfmt(f.node_name, sizeof f.node_name, "%s", coord_node_label(n));
     f.node_rank = n->node_rank;
     if (!f.reason[0])
         sfmt(f.reason, sizeof f.reason, "failed");
     if (f.time <= 0)
         f.time = now;
     char why[RDZV_REASON_MAX];
-    round_fail_summary(&f, why, sizeof why);
-    round_stop(c, FK_WORKER, &f, why, now);
+    coord_round_fail_summary(&f, why, sizeof why);
+    coord_round_stop(c, FK_WORKER, &f, why, now);
 }
 
 /* A member's report that another node of round r is gone as its discovery saw it: the node
@@ -483,8 +483,8 @@ static void on_peer(coord_t *c, cnode_t *n, int r, const char *val, size_t vlen,
     if (found < 0)
         return;
     char why[RDZV_REASON_MAX];
-    sfmt(why, sizeof why, "agent lost: %.60s (seen by %.40s)", reason, node_label(n));
-    round_node_gone(c, c->nodes[found], found, FK_LOST, why, now);
+    sfmt(why, sizeof why, "agent lost: %.60s (seen by %.40s)", reason, coord_node_label(n));
+    coord_round_node_gone(c, c->nodes[found], found, FK_LOST, why, now);
 }
 
 /* A node's health-check record: kept for `podrun status`, decides nothing (a failed check
@@ -509,7 +509,7 @@ static void on_health(cnode_t *n, const char *val, size_t vlen, double now)
 void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, const char *val,
                     size_t vlen, double now)
 {
-    q_reset(c);
+    coord_q_reset(c);
     size_t pl = strlen(c->observe_prefix);
     if (klen <= pl + 17 || memcmp(key, c->observe_prefix, pl) != 0 || key[pl + 16] != '/')
         return;
@@ -540,7 +540,7 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
     if (op == OP_COUNT)
         return;
     int idx;
-    cnode_t *n = node_for(c, conn, id, ids, &idx, now);
+    cnode_t *n = coord_node_for(c, conn, id, ids, &idx, now);
     if (!n)
         return;
     n->last_seen = now;
@@ -553,7 +553,7 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
     switch (op) {
     case OP_JOIN:
         if (num >= 0)
-            on_join(c, n, idx, (int)num, val, vlen, now);
+            coord_on_join(c, n, idx, (int)num, val, vlen, now);
         break;
     case OP_DONE:
         if (num >= 0)
@@ -574,7 +574,7 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
             memcpy(r, val ? val : "", val ? l : 0);
             r[val ? l : 0] = '\0';
             sfmt(why, sizeof why, "agent left: %s", r[0] ? r : "shutting down");
-            round_node_gone(c, n, idx, FK_LEFT, why, now);
+            coord_round_node_gone(c, n, idx, FK_LEFT, why, now);
         }
         break;
     case OP_HEALTH:
@@ -591,12 +591,12 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
 }
 
 /* Shutting down and no agent is connected any more: COORD_CLOSED, once. */
-void maybe_closed(coord_t *c)
+void coord_maybe_closed(coord_t *c)
 {
     if (c->closing && !c->closed_sent && c->connected <= 0) {
         c->closed_sent = 1;
-        act_timer(c, COORD_T_CLOSE, -1);
-        q_push(c, COORD_CLOSED);
+        coord_act_timer(c, COORD_T_CLOSE, -1);
+        coord_q_push(c, COORD_CLOSED);
     }
 }
 
@@ -655,7 +655,7 @@ void coord_on_close(coord_t *c, uint64_t conn, const char *why, double now)
 
 void coord_on_lost(coord_t *c, uint64_t conn, const char *why, double now)
 {
-    q_reset(c);
+    coord_q_reset(c);
     int idx = u64map_get(&c->by_conn, conn);
     if (idx < 0)
         return;
@@ -665,9 +665,9 @@ void coord_on_lost(coord_t *c, uint64_t conn, const char *why, double now)
     n->connected = 0;
     c->connected--;
     if (n->state != NS_GONE && !(n->state == NS_MEMBER && c->phase == COORD_OVER))
-        round_node_gone(c, n, idx, FK_LOST, why, now);
+        coord_round_node_gone(c, n, idx, FK_LOST, why, now);
     forget_answer(c, n);
-    maybe_closed(c);
+    coord_maybe_closed(c);
     /* in a job that is over nobody comes back: the nodes go with the coordinator */
     if (c->phase != COORD_OVER && c->n_nodes - (size_t)c->connected > c->n_nodes / 2 + 16)
         compact_nodes(c);
@@ -698,48 +698,48 @@ static void sweep(coord_t *c, double now)
             char why[64];
             sfmt(why, sizeof why, "node silent for %g s", limit);
             c->silent_nodes++;
-            round_node_gone(c, n, (int)i, FK_SILENT, why, now);
+            coord_round_node_gone(c, n, (int)i, FK_SILENT, why, now);
         }
     }
-    act_timer(c, COORD_T_SWEEP, now + c->p.keep_alive_interval);
+    coord_act_timer(c, COORD_T_SWEEP, now + c->p.keep_alive_interval);
 }
 
 /* One of the timers the host armed on our word. A timer that fires after the state it was for
  * has passed (the round closed, the job ended) does nothing. */
 void coord_on_timer(coord_t *c, int timer, double now)
 {
-    q_reset(c);
+    coord_q_reset(c);
     char line[RDZV_LINE_MAX];
     switch (timer) {
     case COORD_T_JOIN:
         if (c->phase != COORD_OPEN)
             break;
-        if (round_ready_nodes(c) >= c->p.min_nodes) {
-            round_close(c, now);
+        if (coord_round_ready_nodes(c) >= c->p.min_nodes) {
+            coord_round_close(c, now);
         } else {
             progress_line(c, now, 1, line, sizeof line);
-            act_log(c, "%s", line);
-            round_go_over(c, "timeout", line);
+            coord_act_log(c, "%s", line);
+            coord_round_go_over(c, "timeout", line);
         }
         break;
     case COORD_T_LAST_CALL:
         c->last_call_armed = 0;
-        if (c->phase == COORD_OPEN && round_ready_nodes(c) >= c->p.min_nodes)
-            round_close(c, now);
+        if (c->phase == COORD_OPEN && coord_round_ready_nodes(c) >= c->p.min_nodes)
+            coord_round_close(c, now);
         break;
     case COORD_T_SWEEP:
         sweep(c, now);
         break;
     case COORD_T_DECIDE:
-        round_decide(c, now);
+        coord_round_decide(c, now);
         break;
     case COORD_T_PROGRESS:
         if (c->phase != COORD_OPEN)
             break;
         progress_line(c, now, 0, line, sizeof line);
-        set_status(c, line);
-        act_log(c, "%s", line);
-        act_timer(c, COORD_T_PROGRESS, now + c->p.progress_interval);
+        coord_set_status(c, line);
+        coord_act_log(c, "%s", line);
+        coord_act_timer(c, COORD_T_PROGRESS, now + c->p.progress_interval);
         break;
     case COORD_T_CLOSE:
         if (c->closing && !c->closed_sent) {
@@ -747,12 +747,12 @@ void coord_on_timer(coord_t *c, int timer, double now)
             textlist_t l = {names, sizeof names, 0, 0, 8};
             for (size_t i = 0; i < c->n_nodes; i++)
                 if (c->nodes[i]->connected)
-                    textlist_add(&l, node_label(c->nodes[i]));
+                    textlist_add(&l, coord_node_label(c->nodes[i]));
             textlist_end(&l);
-            act_log(c, "rendezvous '%s': closing the store with %d agent%s still connected: %s",
+            coord_act_log(c, "rendezvous '%s': closing the store with %d agent%s still connected: %s",
                     c->run_id, c->connected, c->connected == 1 ? "" : "s", names);
             c->connected = 0;
-            maybe_closed(c);
+            coord_maybe_closed(c);
         }
         break;
     default:
@@ -765,7 +765,7 @@ void coord_on_timer(coord_t *c, int timer, double now)
  * close_timeout. */
 void coord_shutdown(coord_t *c, double now)
 {
-    q_reset(c);
+    coord_q_reset(c);
     if (c->closing)
         return;
     c->closing = 1;
@@ -778,23 +778,23 @@ void coord_shutdown(coord_t *c, double now)
             sfmt(f.node_name, sizeof f.node_name, "%s", c->store_host);
             f.time = now;
             sfmt(f.reason, sizeof f.reason, "%s", HOST_CLOSING);
-            round_record_failure(c, &f);
+            coord_round_record_failure(c, &f);
             c->stopped = 1;
             sfmt(c->stop_why, sizeof c->stop_why, "%s", HOST_CLOSING);
         }
-        round_decide(c, now);
+        coord_round_decide(c, now);
     }
     if (c->phase == COORD_OPEN) {
         char text[256];
         sfmt(text, sizeof text, "job '%s': the job store host is shutting down", c->run_id);
-        round_go_over(c, "ended", text);
+        coord_round_go_over(c, "ended", text);
     }
-    act_timer(c, COORD_T_SWEEP, -1);
-    round_stop_open_timers(c);
-    act_timer(c, COORD_T_DECIDE, -1);
+    coord_act_timer(c, COORD_T_SWEEP, -1);
+    coord_round_stop_open_timers(c);
+    coord_act_timer(c, COORD_T_DECIDE, -1);
     if (c->connected > 0)
-        act_timer(c, COORD_T_CLOSE, now + c->p.close_timeout);
-    maybe_closed(c);
+        coord_act_timer(c, COORD_T_CLOSE, now + c->p.close_timeout);
+    coord_maybe_closed(c);
 }
 
 const char *coord_observe_prefix(const coord_t *c)
@@ -842,7 +842,7 @@ static int parse_expected(coord_t *c, const char *list)
             char *s = strndup(p, l);
             if (!s)
                 return -ENOMEM;
-            if (exp_find(c, s) >= 0)
+            if (coord_exp_find(c, s) >= 0)
                 free(s);
             else
                 c->exp_names[c->n_exp++] = s;
@@ -884,8 +884,8 @@ coord_t *coord_new(const coord_params_t *p, double now)
     c->elastic = p->min_nodes < p->max_nodes;
     c->last_sweep = c->started = now;
     c->last_fail_round = -1;
-    act_timer(c, COORD_T_SWEEP, now + p->keep_alive_interval);
-    round_open(c, 0, now);
+    coord_act_timer(c, COORD_T_SWEEP, now + p->keep_alive_interval);
+    coord_round_open(c, 0, now);
     return c;
 }
 
@@ -893,7 +893,7 @@ void coord_free(coord_t *c)
 {
     if (!c)
         return;
-    q_reset(c);
+    coord_q_reset(c);
     free(c->q);
     for (size_t i = 0; i < c->n_nodes; i++) {
         free(c->nodes[i]->strs);

@@ -97,39 +97,39 @@ struct coord {
 };
 
 /* coordinator.c: the action queue, helpers and inputs */
-void q_reset(coord_t *c);
-action_store_t *q_push(coord_t *c, int kind);
-void act_set(coord_t *c, const char *key, const char *val, size_t vlen);
-void act_delete(coord_t *c, const char *key);
-void act_timer(coord_t *c, int timer, double at);
-void act_log(coord_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-const char *node_label(const cnode_t *n);
-void node_key(const coord_t *c, char *out, size_t cap, const cnode_t *n, const char *what,
+void coord_q_reset(coord_t *c);
+action_store_t *coord_q_push(coord_t *c, int kind);
+void coord_act_set(coord_t *c, const char *key, const char *val, size_t vlen);
+void coord_act_delete(coord_t *c, const char *key);
+void coord_act_timer(coord_t *c, int timer, double at);
+void coord_act_log(coord_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *coord_node_label(const cnode_t *n);
+void coord_node_key(const coord_t *c, char *out, size_t cap, const cnode_t *n, const char *what,
               int num);
-void answer_error(coord_t *c, cnode_t *n, const char *kind, const char *text);
-int exp_find(const coord_t *c, const char *name);
-void set_status(coord_t *c, const char *line);
-cnode_t *node_for(coord_t *c, uint64_t conn, uint64_t id, const char *ids, int *idx,
+void coord_answer_error(coord_t *c, cnode_t *n, const char *kind, const char *text);
+int coord_exp_find(const coord_t *c, const char *name);
+void coord_set_status(coord_t *c, const char *line);
+cnode_t *coord_node_for(coord_t *c, uint64_t conn, uint64_t id, const char *ids, int *idx,
                   double now);
-int node_set_desc(cnode_t *n, const rdzv_desc_rec_t *d);
-void on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, size_t vlen,
+int coord_node_set_desc(cnode_t *n, const rdzv_desc_rec_t *d);
+void coord_on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, size_t vlen,
              double now);
-void maybe_closed(coord_t *c);
+void coord_maybe_closed(coord_t *c);
 
 /* coordinator_round.c */
-void round_stop_open_timers(coord_t *c);
-void round_go_over(coord_t *c, const char *kind, const char *text);
-int round_admit(coord_t *c, cnode_t *n, int idx, double now);
-void round_open(coord_t *c, int round, double now);
-int round_seg_pick(coord_t *c, int s1, int s2, int apply);
-int round_ready_nodes(coord_t *c);
-void round_close(coord_t *c, double now);
-void round_check_close(coord_t *c, double now);
-void round_record_failure(coord_t *c, const rdzv_failure_t *f);
-void round_fail_summary(const rdzv_failure_t *f, char *out, size_t cap);
-void round_stop(coord_t *c, int kind, const rdzv_failure_t *f, const char *why,
+void coord_round_stop_open_timers(coord_t *c);
+void coord_round_go_over(coord_t *c, const char *kind, const char *text);
+int coord_round_admit(coord_t *c, cnode_t *n, int idx, double now);
+void coord_round_open(coord_t *c, int round, double now);
+int coord_round_seg_pick(coord_t *c, int s1, int s2, int apply);
+int coord_round_ready_nodes(coord_t *c);
+void coord_round_close(coord_t *c, double now);
+void coord_round_check_close(coord_t *c, double now);
+void coord_round_record_failure(coord_t *c, const rdzv_failure_t *f);
+void coord_round_fail_summary(const rdzv_failure_t *f, char *out, size_t cap);
+void coord_round_stop(coord_t *c, int kind, const rdzv_failure_t *f, const char *why,
                 double now);
-void round_decide(coord_t *c, double now);
-void round_node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char *reason, double now);
+void coord_round_decide(coord_t *c, double now);
+void coord_round_node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char *reason, double now);
 
 #endif

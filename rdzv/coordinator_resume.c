@@ -9,7 +9,7 @@
 
 int coord_resume(coord_t *c, const coord_resume_t *r, double now)
 {
-    q_reset(c);
+    coord_q_reset(c);
     if (c->n_nodes || r->round < 0 || r->restarts_used < 0 || r->n_members < 0 ||
         (r->phase != COORD_OPEN && r->phase != COORD_RUNNING && r->phase != COORD_OVER))
         return -EINVAL;
@@ -20,20 +20,20 @@ int coord_resume(coord_t *c, const coord_resume_t *r, double now)
         int idx;
         if (strlen(m->id) != 16 || *end || id == 0 || u64map_get(&c->by_id, id) >= 0)
             return -EINVAL;
-        cnode_t *n = node_for(c, id, id, m->id, &idx, now);
-        if (!n || node_set_desc(n, &m->d) < 0)
+        cnode_t *n = coord_node_for(c, id, id, m->id, &idx, now);
+        if (!n || coord_node_set_desc(n, &m->d) < 0)
             return -ENOMEM;
         n->state = NS_MEMBER;
         n->node_rank = m->node_rank;
     }
     c->restarts_used = r->restarts_used;
     c->last_sweep = now;
-    act_timer(c, COORD_T_SWEEP, now + c->p.keep_alive_interval);
+    coord_act_timer(c, COORD_T_SWEEP, now + c->p.keep_alive_interval);
     if (r->phase == COORD_OPEN) {
-        round_open(c, r->round, now); /* the members become expected, as after a decision */
+        coord_round_open(c, r->round, now); /* the members become expected, as after a decision */
         return 0;
     }
-    round_stop_open_timers(c);
+    coord_round_stop_open_timers(c);
     c->round = r->round;
     c->joined = c->done = c->waiting = 0;
     c->stopped = c->decided = c->stop_counted = c->n_failures = 0;
@@ -41,7 +41,7 @@ int coord_resume(coord_t *c, const coord_resume_t *r, double now)
         c->phase = COORD_RUNNING;
         c->members = r->n_members;
     } else {
-        round_go_over(c, r->over_kind ? r->over_kind : "ended", r->over_text ? r->over_text : "");
+        coord_round_go_over(c, r->over_kind ? r->over_kind : "ended", r->over_text ? r->over_text : "");
     }
     return 0;
 }

@@ -8,47 +8,47 @@
 #include <string.h>
 
 /* The open round's timers (join, last call, progress) are off. */
-void round_stop_open_timers(coord_t *c)
+void coord_round_stop_open_timers(coord_t *c)
 {
-    act_timer(c, COORD_T_JOIN, -1);
-    act_timer(c, COORD_T_LAST_CALL, -1);
-    act_timer(c, COORD_T_PROGRESS, -1);
+    coord_act_timer(c, COORD_T_JOIN, -1);
+    coord_act_timer(c, COORD_T_LAST_CALL, -1);
+    coord_act_timer(c, COORD_T_PROGRESS, -1);
     c->last_call_armed = 0;
 }
 
 /* The job is over (finished, timed out, ended). Everyone still waiting for an answer gets `kind`
  * and `text` now, and on_join gives every later joiner the same, so nobody waits for a round that
  * will not come. */
-void round_go_over(coord_t *c, const char *kind, const char *text)
+void coord_round_go_over(coord_t *c, const char *kind, const char *text)
 {
     c->phase = COORD_OVER;
     sfmt(c->over_kind, sizeof c->over_kind, "%s", kind);
     sfmt(c->over_text, sizeof c->over_text, "%s", text);
-    round_stop_open_timers(c);
+    coord_round_stop_open_timers(c);
     for (size_t i = 0; i < c->n_nodes; i++) {
         cnode_t *n = c->nodes[i];
         if (n->state == NS_WAITING || n->state == NS_JOINED) {
-            answer_error(c, n, kind, text);
+            coord_answer_error(c, n, kind, text);
             n->state = NS_GONE;
         }
     }
     c->waiting = c->joined = 0;
-    set_status(c, text);
+    coord_set_status(c, text);
 }
 
 /* Adds a joining node to the open round. A wanted node rank must be below MAX and free, or the
  * node is rejected at once: no later round could give it either. Keeps the counts round_check_close
  * decides on (joined, expected_missing, rank_owner) in step. 0, or -1 when rejected. */
-int round_admit(coord_t *c, cnode_t *n, int idx, double now)
+int coord_round_admit(coord_t *c, cnode_t *n, int idx, double now)
 {
     int want = n->d.want_rank;
     if (want >= c->p.max_nodes) {
         char text[256];
         sfmt(text, sizeof text,
                  "node rank %d of %s is out of range: the job has at most %d nodes (ranks 0..%d)",
-                 want, node_label(n), c->p.max_nodes, c->p.max_nodes - 1);
-        act_log(c, "rendezvous '%s': rejected %s", c->run_id, text);
-        answer_error(c, n, "rejected", text);
+                 want, coord_node_label(n), c->p.max_nodes, c->p.max_nodes - 1);
+        coord_act_log(c, "rendezvous '%s': rejected %s", c->run_id, text);
+        coord_answer_error(c, n, "rejected", text);
         n->state = NS_GONE;
         return -1;
     }
@@ -58,9 +58,9 @@ int round_admit(coord_t *c, cnode_t *n, int idx, double now)
         sfmt(text, sizeof text,
                  "node rank %d of %s (%s) is already taken by %s (%s): give every node its own "
                  "--node-rank",
-                 want, node_label(n), n->d.addr, node_label(o), o->d.addr);
-        act_log(c, "rendezvous '%s': rejected %s", c->run_id, text);
-        answer_error(c, n, "rejected", text);
+                 want, coord_node_label(n), n->d.addr, coord_node_label(o), o->d.addr);
+        coord_act_log(c, "rendezvous '%s': rejected %s", c->run_id, text);
+        coord_answer_error(c, n, "rejected", text);
         n->state = NS_GONE;
         return -1;
     }
@@ -72,7 +72,7 @@ int round_admit(coord_t *c, cnode_t *n, int idx, double now)
     c->joined++;
     n->last_seen = now;
     if (c->round == 0 && c->n_exp) {
-        int e = exp_find(c, n->d.name);
+        int e = coord_exp_find(c, n->d.name);
         if (e >= 0 && !c->exp_joined[e]) {
             c->exp_joined[e] = 1;
             n->exp_idx = e;
@@ -82,7 +82,7 @@ int round_admit(coord_t *c, cnode_t *n, int idx, double now)
     return 0;
 }
 
-/* A joined node leaves the open round before it closed: round_admit() undone, its rank free
+/* A joined node leaves the open round before it closed: coord_round_admit() undone, its rank free
  * again. */
 static void unadmit(coord_t *c, cnode_t *n, int idx)
 {
@@ -100,7 +100,7 @@ static void unadmit(coord_t *c, cnode_t *n, int idx)
 /* Opens round `round`. The live members of the last round become expected (STOPPED), so an
  * unchanged job closes the moment the last of them is back; nodes that waited for room join at
  * once, up to MAX. Arms the join timeout and the first progress line. */
-void round_open(coord_t *c, int round, double now)
+void coord_round_open(coord_t *c, int round, double now)
 {
     c->round = round;
     c->phase = COORD_OPEN;
@@ -116,10 +116,10 @@ void round_open(coord_t *c, int round, double now)
     c->n_failures = 0;
     for (int r = 0; r < c->p.max_nodes; r++)
         c->rank_owner[r] = -1;
-    act_timer(c, COORD_T_JOIN, c->join_deadline);
-    act_timer(c, COORD_T_LAST_CALL, -1);
+    coord_act_timer(c, COORD_T_JOIN, c->join_deadline);
+    coord_act_timer(c, COORD_T_LAST_CALL, -1);
     /* the first line soon, so a short wait is explained too; then every progress_interval */
-    act_timer(c, COORD_T_PROGRESS,
+    coord_act_timer(c, COORD_T_PROGRESS,
               now + (c->p.progress_interval < 1 ? c->p.progress_interval : 1));
     /* live members of the previous round are expected back; waiting nodes join right away */
     for (size_t i = 0; i < c->n_nodes; i++) {
@@ -138,10 +138,10 @@ void round_open(coord_t *c, int round, double now)
         cnode_t *n = c->nodes[i];
         if (n->state == NS_WAITING) {
             c->waiting--;
-            round_admit(c, n, (int)i, now);
+            coord_round_admit(c, n, (int)i, now);
         }
     }
-    round_check_close(c, now);
+    coord_round_check_close(c, now);
 }
 
 /* The nodes in state s1 or s2 as rdzv_rank_node_t, ix[i] their index in c->nodes; their number,
@@ -180,7 +180,7 @@ static void seg_log_small(coord_t *c, const rdzv_rank_node_t *rn, const int *tak
                 count++;
             }
         if (first)
-            act_log(c,
+            coord_act_log(c,
                     "rendezvous '%s' round %d: NVLink domain %s has %d node%s, fewer than "
                     "--segment-size %d: left out",
                     c->run_id, c->round, *rn[i].domain ? rn[i].domain : "(none)", count,
@@ -191,7 +191,7 @@ static void seg_log_small(coord_t *c, const rdzv_rank_node_t *rn, const int *tak
 /* Whole segments (coord_params.segment_size): how many of the nodes in state s1 or s2 a round can
  * take. With `apply` (joined nodes, at the close), the others go back to waiting for a later
  * round (spares), and a domain too small for one segment is named. The count, or -ENOMEM. */
-int round_seg_pick(coord_t *c, int s1, int s2, int apply)
+int coord_round_seg_pick(coord_t *c, int s1, int s2, int apply)
 {
     int *ix;
     rdzv_rank_node_t *rn;
@@ -209,9 +209,9 @@ int round_seg_pick(coord_t *c, int s1, int s2, int apply)
                 unadmit(c, m, ix[i]);
                 m->state = NS_WAITING;
                 c->waiting++;
-                act_log(c, "rendezvous '%s' round %d: %s waits as a spare (no whole segment of "
+                coord_act_log(c, "rendezvous '%s' round %d: %s waits as a spare (no whole segment of "
                            "%d nodes of its NVLink domain is left for it)",
-                        c->run_id, c->round, node_label(m), c->p.segment_size);
+                        c->run_id, c->round, coord_node_label(m), c->p.segment_size);
             }
     }
     free(take), free(ix), free(rn);
@@ -219,11 +219,11 @@ int round_seg_pick(coord_t *c, int s1, int s2, int apply)
 }
 
 /* The joined nodes that count towards closing: all of them, or whole segments. */
-int round_ready_nodes(coord_t *c)
+int coord_round_ready_nodes(coord_t *c)
 {
     if (c->p.segment_size <= 1)
         return c->joined;
-    int got = round_seg_pick(c, NS_JOINED, NS_JOINED, 0);
+    int got = coord_round_seg_pick(c, NS_JOINED, NS_JOINED, 0);
     return got < 0 ? 0 : got;
 }
 
@@ -231,9 +231,9 @@ int round_ready_nodes(coord_t *c)
  * the workers (queued before any assignment, so no worker of this attempt can read a key of the
  * last one), then each node's assignment on its join's key. Without memory nothing changes and
  * the join timer closes the round later. */
-void round_close(coord_t *c, double now)
+void coord_round_close(coord_t *c, double now)
 {
-    if (c->p.segment_size > 1 && round_seg_pick(c, NS_JOINED, NS_JOINED, 1) < 0)
+    if (c->p.segment_size > 1 && coord_round_seg_pick(c, NS_JOINED, NS_JOINED, 1) < 0)
         return; /* the join timer retries */
     int n = c->joined, services = 0;
     cnode_t **v = malloc((size_t)n * sizeof *v);
@@ -260,14 +260,14 @@ void round_close(coord_t *c, double now)
     for (int r = 0; r < n; r++) {
         const cnode_t *m = v[order[r]];
         if (m->d.want_rank >= n)
-            act_log(c,
+            coord_act_log(c,
                     "rendezvous '%s' round %d: node rank %d of %s does not fit %d nodes; it gets "
                     "a free one",
-                    c->run_id, c->round, m->d.want_rank, node_label(m), n);
+                    c->run_id, c->round, m->d.want_rank, coord_node_label(m), n);
     }
 
     /* a fresh namespace for the workers of this attempt, before anyone can start */
-    action_store_t *s = q_push(c, COORD_DELETE_WORKERS);
+    action_store_t *s = coord_q_push(c, COORD_DELETE_WORKERS);
     if (s) {
         s->key = strdup("podrun/");
         s->a.key = s->key;
@@ -285,10 +285,10 @@ void round_close(coord_t *c, double now)
             .store_port = c->p.store_port,
         };
         char key[256], val[512];
-        node_key(c, key, sizeof key, m, "assign", m->join_k);
+        coord_node_key(c, key, sizeof key, m, "assign", m->join_k);
         int len = rdzv_assign_encode(&a, val, sizeof val);
         if (len >= 0)
-            act_set(c, key, val, (size_t)len);
+            coord_act_set(c, key, val, (size_t)len);
         m->assign_k = m->join_k;
         m->state = NS_MEMBER;
         m->node_rank = i;
@@ -306,15 +306,15 @@ void round_close(coord_t *c, double now)
     c->joined = 0;
     c->world = world;
     c->round_since = now;
-    round_stop_open_timers(c);
+    coord_round_stop_open_timers(c);
     char line[256];
     sfmt(line, sizeof line,
              "rendezvous '%s' round %d complete: %d node%s, world size %lld, restart count %d "
              "(%.3f s)",
              c->run_id, c->round, n, n == 1 ? "" : "s", world, c->restarts_used,
              now - c->round_opened);
-    set_status(c, line);
-    act_log(c, "%s", line);
+    coord_set_status(c, line);
+    coord_act_log(c, "%s", line);
 }
 
 /* After any change to who has joined: close now (MAX joined, or MIN and everyone expected), or
@@ -322,22 +322,22 @@ void round_close(coord_t *c, double now)
  * With whole segments a restart round that is full but still expects members of the last round
  * waits for them until the last call: spares must not take the place of survivors that are on
  * their way back (a member that is gone is not expected). */
-void round_check_close(coord_t *c, double now)
+void coord_round_check_close(coord_t *c, double now)
 {
     if (c->phase != COORD_OPEN)
         return;
-    int n = round_ready_nodes(c);
+    int n = coord_round_ready_nodes(c);
     int full = n >= c->p.max_nodes &&
                !(c->p.segment_size > 1 && c->round > 0 && c->expected_missing > 0);
     if (full ||
         (n >= c->p.min_nodes && c->expect_known && c->expected_missing <= 0)) {
-        round_close(c, now);
+        coord_round_close(c, now);
     } else if (n >= c->p.min_nodes && !c->last_call_armed) {
         c->last_call_armed = 1;
-        act_timer(c, COORD_T_LAST_CALL, now + c->p.last_call_timeout);
+        coord_act_timer(c, COORD_T_LAST_CALL, now + c->p.last_call_timeout);
     } else if (n < c->p.min_nodes && c->last_call_armed) {
         c->last_call_armed = 0;
-        act_timer(c, COORD_T_LAST_CALL, -1);
+        coord_act_timer(c, COORD_T_LAST_CALL, -1);
     }
 }
 
@@ -349,7 +349,7 @@ static int cmp_fail(const void *pa, const void *pb)
 
 /* Keeps the RDZV_MAX_FAILURES earliest failures sorted by time, so [0] is the root cause even
  * when reports arrive out of order. */
-void round_record_failure(coord_t *c, const rdzv_failure_t *f)
+void coord_round_record_failure(coord_t *c, const rdzv_failure_t *f)
 {
     if (c->n_failures < RDZV_MAX_FAILURES) {
         c->failures[c->n_failures++] = *f;
@@ -362,7 +362,7 @@ void round_record_failure(coord_t *c, const rdzv_failure_t *f)
 }
 
 /* One line for a failure: "rank 3 on worker-1 exited with code 1", "worker-1: agent lost: …". */
-void round_fail_summary(const rdzv_failure_t *f, char *out, size_t cap)
+void coord_round_fail_summary(const rdzv_failure_t *f, char *out, size_t cap)
 {
     if (f->rank >= 0)
         sfmt(out, cap, "rank %d on %.60s %.100s", f->rank, f->node_name, f->reason);
@@ -375,14 +375,14 @@ void round_fail_summary(const rdzv_failure_t *f, char *out, size_t cap)
  * loop are sorted in and the root cause is the earliest of them. A worker's failure always uses
  * up a restart; in an elastic job a node leaving, lost or joining is a membership change that
  * does not. Reports after the decision are only logged: the decision is set once. */
-void round_stop(coord_t *c, int kind, const rdzv_failure_t *f, const char *why,
+void coord_round_stop(coord_t *c, int kind, const rdzv_failure_t *f, const char *why,
                 double now)
 {
     if (f)
-        round_record_failure(c, f);
+        coord_round_record_failure(c, f);
     if (c->phase != COORD_RUNNING || c->decided) {
         if (f)
-            act_log(c, "rendezvous '%s' round %d: also %s on %s: %s", c->run_id, c->round,
+            coord_act_log(c, "rendezvous '%s' round %d: also %s on %s: %s", c->run_id, c->round,
                     kind == FK_WORKER ? "failed" : "lost", f->node_name, f->reason);
         return;
     }
@@ -392,14 +392,14 @@ void round_stop(coord_t *c, int kind, const rdzv_failure_t *f, const char *why,
         return;
     c->stopped = 1;
     sfmt(c->stop_why, sizeof c->stop_why, "%s", why);
-    act_timer(c, COORD_T_DECIDE, now);
+    coord_act_timer(c, COORD_T_DECIDE, now);
 }
 
 /* The job-wide decision for the stopped round, set once under P r/<R>/end so every agent reads
  * the same root cause. Restart while restarts are left, opening the next round in the same step
  * so that rejoining agents find it open; else exit, and the job is over. A closing store host
  * always exits: it leaves no store to restart in. */
-void round_decide(coord_t *c, double now)
+void coord_round_decide(coord_t *c, double now)
 {
     if (c->phase != COORD_RUNNING || !c->stopped || c->decided)
         return;
@@ -435,7 +435,7 @@ void round_decide(coord_t *c, double now)
         c->last_fail_action = d.action;
     }
     if (d.n > 0)
-        round_fail_summary(&c->failures[0], d.reason, sizeof d.reason);
+        coord_round_fail_summary(&c->failures[0], d.reason, sizeof d.reason);
     else
         sfmt(d.reason, sizeof d.reason, "%s", c->stop_why);
 
@@ -445,20 +445,20 @@ void round_decide(coord_t *c, double now)
     sfmt(key, sizeof key, "%sr/%d/end", c->prefix, c->round);
     int len = rdzv_end_encode(&d, val, 32768);
     if (len >= 0)
-        act_set(c, key, val, (size_t)len);
+        coord_act_set(c, key, val, (size_t)len);
     free(val);
     /* the end records of the last RDZV_KEEP_ROUNDS rounds stay for debugging; an older one no
      * agent can still read: every member of that round has since joined a later one, or is gone */
     if (c->round >= RDZV_KEEP_ROUNDS) {
         sfmt(key, sizeof key, "%sr/%d/end", c->prefix, c->round - RDZV_KEEP_ROUNDS);
-        act_delete(c, key);
+        coord_act_delete(c, key);
     }
     if (d.action == RDZV_RESTART) {
-        act_log(c, "rendezvous '%s' round %d stopped: %s; restarting as round %d (restart %s, "
+        coord_act_log(c, "rendezvous '%s' round %d stopped: %s; restarting as round %d (restart %s, "
                    "%d of %d used)",
                 c->run_id, c->round, d.reason, c->round + 1, counted ? "counted" : "not counted",
                 c->restarts_used, c->p.max_restarts);
-        round_open(c, c->round + 1, now);
+        coord_round_open(c, c->round + 1, now);
     } else {
         char text[RDZV_LINE_MAX];
         sfmt(text, sizeof text, "job '%s' stopped in round %d: %s%s", c->run_id, c->round,
@@ -467,8 +467,8 @@ void round_decide(coord_t *c, double now)
              : !c->closing                ? " (no restarts left)"
              : strstr(d.reason, HOST_CLOSING) ? ""
                                               : " (" HOST_CLOSING ")");
-        act_log(c, "%s", text);
-        round_go_over(c, "ended", text);
+        coord_act_log(c, "%s", text);
+        coord_round_go_over(c, "ended", text);
     }
 }
 
@@ -477,7 +477,7 @@ static void node_failure(const cnode_t *n, const char *reason, double now, rdzv_
 {
     rdzv_failure_init(f);
     sfmt(f->host, sizeof f->host, "%s", n->d.addr[0] ? n->d.addr : n->d.host);
-    sfmt(f->node_name, sizeof f->node_name, "%s", node_label(n));
+    sfmt(f->node_name, sizeof f->node_name, "%s", coord_node_label(n));
     f->node_rank = n->node_rank;
     f->time = now;
     sfmt(f->reason, sizeof f->reason, "%s", reason);
@@ -488,36 +488,36 @@ static void node_failure(const cnode_t *n, const char *reason, double now, rdzv_
  * node leaves the open round (which may now close without it), an expected one is waited for no
  * longer, a waiting one is dropped, and a running member that was not done stops the round with a
  * failure record naming it. A silent node is told "rejected" in case it is alive after all. */
-void round_node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char *reason, double now)
+void coord_round_node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char *reason, double now)
 {
     /* A silent node (cut off, host down) may never close its connection: a closing store must
      * not wait close_timeout for it. */
     if (kind == FK_SILENT && n->connected) {
         n->connected = 0;
         c->connected--;
-        maybe_closed(c);
+        coord_maybe_closed(c);
     }
     switch (n->state) {
     case NS_JOINED:
         unadmit(c, n, idx);
         if (kind == FK_SILENT)
-            answer_error(c, n, "rejected", reason);
+            coord_answer_error(c, n, "rejected", reason);
         n->state = NS_GONE;
-        act_log(c, "rendezvous '%s' round %d: %s dropped out before the round closed: %s",
-                c->run_id, c->round, node_label(n), reason);
-        round_check_close(c, now);
+        coord_act_log(c, "rendezvous '%s' round %d: %s dropped out before the round closed: %s",
+                c->run_id, c->round, coord_node_label(n), reason);
+        coord_round_check_close(c, now);
         break;
     case NS_STOPPED:
         c->expected_missing--;
         n->state = NS_GONE;
-        act_log(c, "rendezvous '%s' round %d: %s will not rejoin: %s", c->run_id, c->round,
-                node_label(n), reason);
-        round_check_close(c, now);
+        coord_act_log(c, "rendezvous '%s' round %d: %s will not rejoin: %s", c->run_id, c->round,
+                coord_node_label(n), reason);
+        coord_round_check_close(c, now);
         break;
     case NS_WAITING:
         c->waiting--;
         if (kind == FK_SILENT)
-            answer_error(c, n, "rejected", reason);
+            coord_answer_error(c, n, "rejected", reason);
         n->state = NS_GONE;
         break;
     case NS_MEMBER:
@@ -526,8 +526,8 @@ void round_node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char *reas
             rdzv_failure_t f;
             char why[RDZV_REASON_MAX + RDZV_NAME_MAX];
             node_failure(n, reason, now, &f);
-            sfmt(why, sizeof why, "%s: %s", node_label(n), reason);
-            round_stop(c, kind, &f, why, now);
+            sfmt(why, sizeof why, "%s: %s", coord_node_label(n), reason);
+            coord_round_stop(c, kind, &f, why, now);
         }
         break;
     default:

@@ -55,7 +55,7 @@ int coord_state(const coord_t *c, double now, rdzv_status_t *st, rdzv_status_nod
         if (k >= cap)
             continue;
         rdzv_status_node_t *o = &nodes[k++];
-        sfmt(o->name, sizeof o->name, "%s", node_label(n));
+        sfmt(o->name, sizeof o->name, "%s", coord_node_label(n));
         sfmt(o->addr, sizeof o->addr, "%s", n->d.addr);
         o->phase = phase;
         o->node_rank = n->state == NS_MEMBER ? n->node_rank : -1;

@@ -79,7 +79,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 /* Whether c may hold `more` bytes beyond what it holds now (queued replies and a split
  * request), within its own cap and the server's budget: a client that does not read its replies,
  * or asks for answers far larger than its requests, must not grow the server without bound. */
-int conn_room(const conn_t *c, size_t more)
+int server_conn_room(const conn_t *c, size_t more)
 {
     const store_server_t *s = c->srv;
     size_t held = c->queued + c->rcap;
@@ -88,14 +88,14 @@ int conn_room(const conn_t *c, size_t more)
 }
 
 
-void conn_over(conn_t *c)
+void server_conn_over(conn_t *c)
 {
     char why[240];
     snprintf(why, sizeof why,
              "replies and partial requests held for it would pass %zu bytes (%zu held for all "
              "connections, limit --max-pending-bytes %zu): a client must read its replies",
              c->srv->conn_cap, c->srv->pending, c->srv->lim.max_pending_bytes);
-    conn_fail(c, why);
+    server_conn_fail(c, why);
 }
 
 static void on_written(uv_write_t *req, int status)
@@ -119,7 +119,7 @@ static void on_written(uv_write_t *req, int status)
 }
 
 /* Writes now what the socket takes, queues the rest. Errors close the connection. */
-void conn_send(conn_t *c, const char *p, size_t len)
+void server_conn_send(conn_t *c, const char *p, size_t len)
 {
     if (c->closing || len == 0)
         return;
@@ -134,8 +134,8 @@ void conn_send(conn_t *c, const char *p, size_t len)
     if (n < 0)
         n = 0;
     size_t rest = len - (size_t)n;
-    if (!conn_room(c, rest)) {
-        conn_over(c);
+    if (!server_conn_room(c, rest)) {
+        server_conn_over(c);
         return;
     }
     wreq_t *w = malloc(sizeof *w + rest);
@@ -169,7 +169,7 @@ static wire_buf_t *reply_buf(conn_t *c, wire_buf_t *tmp)
 static void reply_done(conn_t *c, wire_buf_t *b)
 {
     if (b != &c->srv->out) {
-        conn_send(c, b->p, b->len);
+        server_conn_send(c, b->p, b->len);
         wire_buf_free(b);
     }
 }
@@ -190,10 +190,10 @@ static void on_ready(void *arg, ks_owner_t *owner)
     static const char stop = WIRE_STOP_WAITING;
     c->blocked = 0;
     if (c == s->cur) {
-        /* its own request woke it: the batch gets the STOP_WAITING, and process() runs the
+        /* its own request woke it: the batch gets the STOP_WAITING, and server_process() runs the
          * parked requests right behind the request that woke it */
         if (wire_put_u8(&s->out, (uint8_t)stop) < 0)
-            conn_fail(c, "out of memory"); /* a lost STOP_WAITING would hang the client */
+            server_conn_fail(c, "out of memory"); /* a lost STOP_WAITING would hang the client */
     } else if (c->park && c->park->len) {
         c->next_woken = NULL;
         if (s->woken_tail)
@@ -202,7 +202,7 @@ static void on_ready(void *arg, ks_owner_t *owner)
             s->woken = c;
         s->woken_tail = c;
     } else {
-        conn_send(c, &stop, 1);
+        server_conn_send(c, &stop, 1);
     }
 }
 
@@ -231,7 +231,7 @@ static void on_conn_closed(uv_handle_t *h)
     conn_t *c = (conn_t *)h;
     store_server_t *s = c->srv;
     keyspace_release(s->ks, &c->owner);
-    ops_park_free(c);
+    server_ops_park_free(c);
     list_unlink(&c->node);
     s->nconns--;
     if (s->nconns < s->lim.max_connections)
@@ -252,7 +252,7 @@ static void conn_close(conn_t *c)
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
 
-void peer_name(conn_t *c, char *out, size_t n)
+void server_peer_name(conn_t *c, char *out, size_t n)
 {
     struct sockaddr_storage ss;
     int len = sizeof ss;
@@ -271,12 +271,12 @@ void peer_name(conn_t *c, char *out, size_t n)
 }
 
 /* Bad input or a limit: this connection goes, with one line saying why. */
-void conn_fail(conn_t *c, const char *why)
+void server_conn_fail(conn_t *c, const char *why)
 {
     if (c->closing)
         return;
     char peer[96];
-    peer_name(c, peer, sizeof peer);
+    server_peer_name(c, peer, sizeof peer);
     podrun_logf(&c->srv->log, "closing connection %llu from %s: %s", (unsigned long long)c->id,
                 peer, why);
     conn_close(c);
@@ -298,7 +298,7 @@ static void parse_error(conn_t *c, ssize_t r, const char *p)
                  "%zu B, %zu keys; see podrun store --help)",
                  d, c->srv->lim.max_key_len, c->srv->lim.max_value_len,
                  c->srv->lim.max_keys_per_req);
-    conn_fail(c, why);
+    server_conn_fail(c, why);
 }
 
 static void rbuf_fail(conn_t *c, int r);
@@ -307,7 +307,7 @@ static void rbuf_fail(conn_t *c, int r);
  * the connection was failed. Behind an unanswered WAIT, requests that have an answer are parked;
  * once the WAIT is answered by a request of this same batch, the parked ones run before the
  * requests that follow it. */
-ssize_t process(conn_t *c, const char *p, size_t len)
+ssize_t server_process(conn_t *c, const char *p, size_t len)
 {
     store_server_t *s = c->srv;
     size_t off = 0;
@@ -332,8 +332,8 @@ ssize_t process(conn_t *c, const char *p, size_t len)
             c->need = need;
             break;
         }
-        if (c->blocked && ops_parks(&req)) {
-            int pr = ops_park(c, p + off, (size_t)r);
+        if (c->blocked && server_ops_parks(&req)) {
+            int pr = server_ops_park(c, p + off, (size_t)r);
             if (pr < 0) {
                 rbuf_fail(c, pr);
                 return -1;
@@ -341,13 +341,13 @@ ssize_t process(conn_t *c, const char *p, size_t len)
             off += (size_t)r;
             continue;
         }
-        if (ops_handle(c, &req) < 0)
+        if (server_ops_handle(c, &req) < 0)
             return -1;
-        if (!c->blocked && c->park && ops_run_parked(c) < 0)
+        if (!c->blocked && c->park && server_ops_run_parked(c) < 0)
             return -1;
         /* replies to a batch of pipelined requests are bounded like everything else */
-        if (!conn_room(c, s->out.len)) {
-            conn_over(c);
+        if (!server_conn_room(c, s->out.len)) {
+            server_conn_over(c);
             return -1;
         }
         off += (size_t)r;
@@ -372,7 +372,7 @@ static int rbuf_reserve(conn_t *c, size_t want)
 {
     if (want <= c->rcap)
         return 0;
-    if (!conn_room(c, want - c->rcap))
+    if (!server_conn_room(c, want - c->rcap))
         return -ENOBUFS;
     char *b = realloc(c->rbuf, want);
     if (!b)
@@ -394,9 +394,9 @@ static void rbuf_free(conn_t *c)
 static void rbuf_fail(conn_t *c, int r)
 {
     if (r == -ENOBUFS)
-        conn_over(c);
+        server_conn_over(c);
     else
-        conn_fail(c, "out of memory");
+        server_conn_fail(c, "out of memory");
 }
 
 /* The connections whose WAIT was answered while requests were parked behind it: each gets its
@@ -419,9 +419,9 @@ static void drain_woken(store_server_t *s)
         s->cur = c;
         s->out.len = 0;
         if (wire_put_u8(&s->out, WIRE_STOP_WAITING) < 0)
-            conn_fail(c, "out of memory");
-        else if (ops_run_parked(c) == 0)
-            conn_send(c, s->out.p, s->out.len);
+            server_conn_fail(c, "out of memory");
+        else if (server_ops_run_parked(c) == 0)
+            server_conn_send(c, s->out.p, s->out.len);
         s->cur = NULL;
     }
     if (s->out.cap > (1u << 20))
@@ -471,10 +471,10 @@ static void read_conn(conn_t *c, ssize_t nread, const uv_buf_t *buf)
     }
     s->cur = c;
     s->out.len = 0;
-    ssize_t used = process(c, p, len);
+    ssize_t used = server_process(c, p, len);
     s->cur = NULL;
     if (used >= 0)
-        conn_send(c, s->out.p, s->out.len);
+        server_conn_send(c, s->out.p, s->out.len);
     if (s->out.cap > (1u << 20))
         wire_buf_free(&s->out);
     if (used < 0)
@@ -520,7 +520,7 @@ static void on_connection(uv_stream_t *l, int status)
     s->handles++;
     list_push(&s->conns, &c->node);
     s->nconns++;
-    if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0 || (s->guard.acl && !ops_conn_admitted(c))) {
+    if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0 || (s->guard.acl && !server_ops_conn_admitted(c))) {
         conn_close(c);
         return;
     }

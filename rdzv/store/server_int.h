@@ -86,19 +86,19 @@ struct store_server {
 
 
 /* server.c */
-int conn_room(const conn_t *c, size_t more);
-void conn_over(conn_t *c);
-void conn_send(conn_t *c, const char *p, size_t len);
-void peer_name(conn_t *c, char *out, size_t n);
-void conn_fail(conn_t *c, const char *why);
-ssize_t process(conn_t *c, const char *p, size_t len);
+int server_conn_room(const conn_t *c, size_t more);
+void server_conn_over(conn_t *c);
+void server_conn_send(conn_t *c, const char *p, size_t len);
+void server_peer_name(conn_t *c, char *out, size_t n);
+void server_conn_fail(conn_t *c, const char *why);
+ssize_t server_process(conn_t *c, const char *p, size_t len);
 
 /* server_ops.c */
-int ops_conn_admitted(conn_t *c);
-int ops_handle(conn_t *c, const wire_req_t *q);
-int ops_parks(const wire_req_t *q);
-int ops_park(conn_t *c, const char *p, size_t len);
-void ops_park_free(conn_t *c);
-int ops_run_parked(conn_t *c);
+int server_ops_conn_admitted(conn_t *c);
+int server_ops_handle(conn_t *c, const wire_req_t *q);
+int server_ops_parks(const wire_req_t *q);
+int server_ops_park(conn_t *c, const char *p, size_t len);
+void server_ops_park_free(conn_t *c);
+int server_ops_run_parked(conn_t *c);
 
 #endif

@@ -60,7 +60,7 @@ static int list_key(void *arg, const char *key, size_t klen, const char *val, si
     (void)val;
     (void)vlen;
     conn_t *c = arg;
-    if (!conn_room(c, c->srv->out.len + klen + 8))
+    if (!server_conn_room(c, c->srv->out.len + klen + 8))
         return -ENOBUFS;
     return wire_put_str(&c->srv->out, key, klen);
 }
@@ -69,7 +69,7 @@ static int list_key(void *arg, const char *key, size_t klen, const char *val, si
  *
  * A handler applies one decoded request to the key space and puts its reply (if the op has one)
  * into the batch of the read callback that is running. It returns 0; or a negative code for
- * ops_handle() to close the connection with (-ENOBUFS: a limit on what the connection may hold,
+ * server_ops_handle() to close the connection with (-ENOBUFS: a limit on what the connection may hold,
  * anything else: the op failed, e.g. -ENOSPC when the store is full); or CLOSED when it closed
  * the connection itself with its own words. */
 #define CLOSED 1
@@ -128,7 +128,7 @@ static int op_add(conn_t *c, const wire_req_t *q)
         char why[160];
         snprintf(why, sizeof why, "ADD on a key whose value is not a 64-bit integer%s",
                  r == -ERANGE ? " (or the sum overflows)" : "");
-        conn_fail(c, why);
+        server_conn_fail(c, why);
         return CLOSED;
     }
     if (r < 0)
@@ -192,7 +192,7 @@ static int op_multi_get(conn_t *c, const wire_req_t *q)
     wire_iter_init(&it, q->list);
     while (r == 0 && wire_list_next(&it, &k, NULL)) {
         keyspace_get(c->srv->ks, k.p, k.len, &v, &vlen);
-        if (!conn_room(c, o->len + vlen + 8))
+        if (!server_conn_room(c, o->len + vlen + 8))
             return -ENOBUFS;
         r = wire_put_str(o, v, vlen);
     }
@@ -215,7 +215,7 @@ static int op_cancel_wait(conn_t *c, const wire_req_t *q)
 {
     (void)q;
     keyspace_cancel_waits(c->srv->ks, &c->owner);
-    c->blocked = 0; /* process() runs what was parked right behind the answer */
+    c->blocked = 0; /* server_process() runs what was parked right behind the answer */
     return wire_put_u8(&c->srv->out, WIRE_WAIT_CANCELED);
 }
 
@@ -287,18 +287,18 @@ static int guard_handshake(conn_t *c, const wire_req_t *q)
     int r = store_guard_answer(&s->guard, &c->auth, q, reply, sizeof reply, &rlen, line,
                                sizeof line);
     if (r < 0 && r != -EACCES) {
-        conn_fail(c, line);
+        server_conn_fail(c, line);
         return GUARD_FAIL;
     }
     if (wire_put_str(&s->out, reply, rlen) < 0) {
-        conn_fail(c, "out of memory");
+        server_conn_fail(c, "out of memory");
         return GUARD_FAIL;
     }
     if (r == 0)
         return GUARD_DONE;
-    conn_send(c, s->out.p, s->out.len);
+    server_conn_send(c, s->out.p, s->out.len);
     s->out.len = 0;
-    conn_fail(c, line);
+    server_conn_fail(c, line);
     return GUARD_FAIL;
 }
 
@@ -329,9 +329,9 @@ static int guard_count(conn_t *c, const wire_req_t *q)
     if (r == 0)
         return GUARD_DONE;
     if (r == -ENOBUFS)
-        conn_over(c);
+        server_conn_over(c);
     else
-        conn_fail(c, "out of memory");
+        server_conn_fail(c, "out of memory");
     return GUARD_FAIL;
 }
 
@@ -344,7 +344,7 @@ static int guard(conn_t *c, const wire_req_t *q)
     case STORE_GUARD_HIDE:
         return guard_count(c, q);
     case STORE_GUARD_REFUSE:
-        conn_fail(c, line);
+        server_conn_fail(c, line);
         return GUARD_FAIL;
     default:
         return GUARD_PASS;
@@ -353,7 +353,7 @@ static int guard(conn_t *c, const wire_req_t *q)
 
 /* At accept: a source the guard does not admit is refused with one line, and the client is told
  * so in the bytes it reads first. */
-int ops_conn_admitted(conn_t *c)
+int server_ops_conn_admitted(conn_t *c)
 {
     struct sockaddr_storage peer, self;
     int pl = sizeof peer, sl = sizeof self;
@@ -364,7 +364,7 @@ int ops_conn_admitted(conn_t *c)
                            known ? (struct sockaddr *)&self : NULL))
         return 1;
     char name[96];
-    peer_name(c, name, sizeof name);
+    server_peer_name(c, name, sizeof name);
     podrun_logf(&c->srv->log, "refused a connection from %s: not in the job store's allow-list "
                               "(--store-allow, and the job's own pods or hosts)", name);
     /* the client's answer to its hello: it was refused, not served by some other program */
@@ -378,7 +378,7 @@ int ops_conn_admitted(conn_t *c)
 
 /* Applies one request through its handler. Returns 0, or -1 once the connection is failed: a
  * handler's error costs this connection only, with one line saying why. */
-int ops_handle(conn_t *c, const wire_req_t *q)
+int server_ops_handle(conn_t *c, const wire_req_t *q)
 {
     int g = c->srv->guard.on ? guard(c, q) : GUARD_PASS;
     if (g != GUARD_PASS)
@@ -390,24 +390,24 @@ int ops_handle(conn_t *c, const wire_req_t *q)
     if (r == 0)
         return 0;
     if (r == -ENOBUFS) {
-        conn_over(c);
+        server_conn_over(c);
     } else if (r < 0) {
         char why[160];
         snprintf(why, sizeof why, "%s failed: %s", wire_op_name(q->op), ks_error(r));
-        conn_fail(c, why);
+        server_conn_fail(c, why);
     }
     return -1;
 }
 
 /* Whether a request that arrives behind an unanswered WAIT waits for it (see the top). */
-int ops_parks(const wire_req_t *q)
+int server_ops_parks(const wire_req_t *q)
 {
     return wire_reply_shape(q->op) != WIRE_R_NONE && q->op != WIRE_PING &&
            q->op != WIRE_CANCEL_WAIT;
 }
 
 /* Keeps one whole request behind c's WAIT; its bytes count as held by the connection. */
-int ops_park(conn_t *c, const char *p, size_t len)
+int server_ops_park(conn_t *c, const char *p, size_t len)
 {
     parked_t *k = c->park;
     size_t have = k ? k->len : 0, cap = k ? k->cap : 0;
@@ -415,7 +415,7 @@ int ops_park(conn_t *c, const char *p, size_t len)
         size_t nc = cap ? 2 * cap : 256;
         while (nc < have + len)
             nc *= 2;
-        if (!conn_room(c, nc - cap))
+        if (!server_conn_room(c, nc - cap))
             return -ENOBUFS;
         parked_t *g = realloc(k, sizeof *g + nc);
         if (!g)
@@ -431,7 +431,7 @@ int ops_park(conn_t *c, const char *p, size_t len)
     return 0;
 }
 
-void ops_park_free(conn_t *c)
+void server_ops_park_free(conn_t *c)
 {
     if (c->park) {
         c->srv->pending -= c->park->cap;
@@ -444,13 +444,13 @@ void ops_park_free(conn_t *c)
 /* c's WAIT was answered (or cancelled): its parked requests run now, into the batch of the
  * running callback, in order; a parked WAIT that cannot be answered parks the rest again.
  * 0, or -1 when the connection was failed. */
-int ops_run_parked(conn_t *c)
+int server_ops_run_parked(conn_t *c)
 {
     parked_t *k = c->park;
     if (!k)
         return 0;
     c->park = NULL;
-    ssize_t used = process(c, k->data, k->len);
+    ssize_t used = server_process(c, k->data, k->len);
     c->srv->pending -= k->cap;
     free(k);
     return used < 0 ? -1 : 0;
