@@ -242,8 +242,14 @@ def test_health_port_bad_clients(podrun):
                 closed += 1
         assert closed == 40
         assert time.monotonic() - t0 < 9
-        st, _ = wait_for(lambda: (lambda r: r[0] == 200 and r)(get(hp, "/healthz")), 10,
-                         "a probe again", every=0.1)
+        # the port may still count the connections it is closing (a probe then is refused as
+        # "busy", with a reset): what is under test is that probes are answered again
+        def probe_ok():
+            try:
+                return get(hp, "/healthz")[0] == 200
+            except OSError:
+                return False
+        wait_for(probe_ok, 10, "a probe again", every=0.1)
         m = scrape(hp)
         assert metric(m, "podrun_health_refused_total", reason="busy") >= 24
         assert metric(m, "podrun_health_refused_total", reason="timeout") >= 16
