@@ -411,7 +411,7 @@ int server_ops_park(conn_t *c, const char *p, size_t len)
 {
     parked_t *k = c->park;
     size_t have = k ? k->len : 0, cap = k ? k->cap : 0;
-    if (have + len > cap) {
+    if (!k || have + len > cap) {
         size_t nc = cap ? 2 * cap : 256;
         while (nc < have + len)
             nc *= 2;
