@@ -288,7 +288,7 @@ static int assigned(int i, int k, rdzv_assignment_t *a, char *err, size_t ecap, 
 
 static int node_rank_of(int i, int k)
 {
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     return assigned(i, k, &a, NULL, 0, NULL, 0) == 1 ? a.node_rank : -1;
 }
 
@@ -340,7 +340,7 @@ static void test_join_fixed_closes_at_max(void)
     CHECK_EQ_INT(node_rank_of(1, 0), 1);
     CHECK_EQ_INT(node_rank_of(0, 0), 2);
     CHECK_EQ_INT(W.deletes, 1);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     assigned(0, 0, &a, NULL, 0, NULL, 0);
     CHECK_EQ_INT(a.nnodes, 3);
     CHECK_EQ_INT(a.world_size, 3);
@@ -369,7 +369,7 @@ static void test_last_call_min_max(void)
     advance(c, 1.5);
     CHECK_EQ_INT(node_rank_of(0, 0), 0);
     CHECK_EQ_INT(node_rank_of(2, 0), 2);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     assigned(1, 0, &a, NULL, 0, NULL, 0);
     CHECK_EQ_INT(a.nnodes, 3);
     coord_free(c);
@@ -416,7 +416,7 @@ static void test_given_ranks(void)
     join(c, 3, "dup", 1, 0, 0); /* rank 0 taken */
     join(c, 4, "far", 1, 7, 0); /* out of range */
     char err[32], text[RDZV_LINE_MAX];
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     CHECK_EQ_INT(assigned(3, 0, &a, err, sizeof err, text, sizeof text), -1);
     CHECK_EQ_STR(err, "rejected");
     CHECK(strstr(text, "node rank 0") && strstr(text, "already taken by y"));
@@ -458,7 +458,7 @@ static void test_join_timeout_names_missing(void)
     const char *v = w_get("podrun/job1/status");
     CHECK(v && strstr(v, "2/4 nodes joined"));
     advance(c, 595);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     char err[32], text[RDZV_LINE_MAX];
     CHECK_EQ_INT(assigned(0, 0, &a, err, sizeof err, text, sizeof text), -1);
     CHECK_EQ_STR(err, "timeout");
@@ -487,8 +487,8 @@ static void test_failure_root_cause(void)
     fail(c, 2, 0, 2, 2000.50, "exited with code 1");
     fail(c, 1, 0, 1, 2000.25, "exited with code 7");
     CHECK_EQ_INT(end_of(0, NULL, NULL) , -1); /* decided on the next pass */
-    rdzv_decision_t d;
-    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    rdzv_decision_t d = {0};
+    rdzv_failure_t f[RDZV_MAX_FAILURES] = {0};
     run_timers(c);
     CHECK_EQ_INT(end_of(0, &d, f), 0);
     CHECK_EQ_INT(d.action, RDZV_RESTART);
@@ -524,7 +524,7 @@ static void rejoin_all(coord_t *c, int n, int k)
 static void test_permanent_failure_exits(void)
 {
     coord_t *c = running(2, 1);
-    rdzv_decision_t d;
+    rdzv_decision_t d = {0};
     rdzv_failure_t f[RDZV_MAX_FAILURES], g;
     char val[2048];
     rdzv_failure_init(&g);
@@ -546,8 +546,8 @@ static void test_permanent_failure_exits(void)
 static void test_restart_counting(void)
 {
     coord_t *c = running(3, 1);
-    rdzv_decision_t d;
-    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    rdzv_decision_t d = {0};
+    rdzv_failure_t f[RDZV_MAX_FAILURES] = {0};
     fail(c, 0, 0, 0, now, "exited with code 1");
     run_timers(c);
     CHECK_EQ_INT(end_of(0, &d, f), 0);
@@ -559,7 +559,7 @@ static void test_restart_counting(void)
     join(c, 1, "worker-1", 1, -1, 1);
     CHECK_EQ_INT(node_rank_of(0, 1), -1);
     join(c, 2, "worker-2", 1, -1, 1);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     CHECK_EQ_INT(assigned(2, 1, &a, NULL, 0, NULL, 0), 1);
     CHECK_EQ_INT(a.round, 1);
     CHECK_EQ_INT(a.restart_count, 1);
@@ -585,8 +585,8 @@ static void test_restart_counting(void)
 static void test_fatal_failure_exits_without_restart(void)
 {
     coord_t *c = running(3, 5);
-    rdzv_decision_t d;
-    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    rdzv_decision_t d = {0};
+    rdzv_failure_t f[RDZV_MAX_FAILURES] = {0};
     fail(c, 0, 0, 0, now, "exit code 1");          /* an ordinary failure first... */
     fail_fatal(c, 2, 0, 2, now + 0.5);               /* ...and a fatal one in the same pass */
     run_timers(c);
@@ -609,8 +609,8 @@ static void test_membership_change_not_counted(void)
     /* a node leaves (SIGTERM): restart, not counted, even with max_restarts 0 */
     wr(c, 2, "leave", -1, "SIGTERM");
     run_timers(c);
-    rdzv_decision_t d;
-    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    rdzv_decision_t d = {0};
+    rdzv_failure_t f[RDZV_MAX_FAILURES] = {0};
     CHECK_EQ_INT(end_of(0, &d, f), 0);
     CHECK_EQ_INT(d.action, RDZV_RESTART);
     CHECK_EQ_INT(d.restart_counted, 0);
@@ -618,7 +618,7 @@ static void test_membership_change_not_counted(void)
     CHECK_EQ_STR(f[0].reason, "agent left: SIGTERM");
     /* the two survivors rejoin: round 1 closes without a last call */
     rejoin_all(c, 2, 1);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     CHECK_EQ_INT(assigned(1, 1, &a, NULL, 0, NULL, 0), 1);
     CHECK_EQ_INT(a.nnodes, 2);
     CHECK_EQ_INT(a.restart_count, 0);
@@ -663,7 +663,7 @@ static void test_segments_fixed(void)
     CHECK_EQ_INT(node_rank_of(3, 0), 1);
     CHECK_EQ_INT(node_rank_of(0, 0), 2);
     CHECK_EQ_INT(node_rank_of(5, 0), 3);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     CHECK_EQ_INT(assigned(4, 0, &a, NULL, 0, NULL, 0), 0);   /* n-5: a spare, no answer */
     CHECK_EQ_INT(assigned(2, 0, &a, NULL, 0, NULL, 0), 0);
     CHECK(logs_contain("n-5 waits as a spare"));
@@ -719,7 +719,7 @@ static void test_segments_restart_keeps_survivors(void)
     join_domain = NULL;
     CHECK_EQ_INT(node_rank_of(0, 1), 0);
     CHECK_EQ_INT(node_rank_of(1, 1), 1);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     CHECK_EQ_INT(assigned(2, 0, &a, NULL, 0, NULL, 0), 0);
     /* a member that is gone is not waited for: the spare takes its place at once */
     fail(c, 1, 1, 1, now, "exited with code 1");
@@ -743,13 +743,13 @@ static void test_full_job_waits(void)
     CHECK(logs_contain("spare waits for the next round"));
     conn_close(c, 1); /* a node dies: restart, the spare takes its place */
     run_timers(c);
-    rdzv_decision_t d;
-    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    rdzv_decision_t d = {0};
+    rdzv_failure_t f[RDZV_MAX_FAILURES] = {0};
     CHECK_EQ_INT(end_of(0, &d, f), 0);
     CHECK_EQ_STR(f[0].reason, "agent lost: connection closed");
     CHECK_EQ_INT(d.restart_counted, 1);
     join(c, 0, "worker-0", 1, -1, 1);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     CHECK_EQ_INT(assigned(5, 0, &a, NULL, 0, NULL, 0), 1);
     CHECK_EQ_INT(a.nnodes, 2);
     coord_free(c);
@@ -779,8 +779,8 @@ static void test_heartbeat_loss(void)
     hb(c, 0);
     hb(c, 1);
     advance(c, 1); /* node 2 silent for 31 s now */
-    rdzv_decision_t d;
-    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    rdzv_decision_t d = {0};
+    rdzv_failure_t f[RDZV_MAX_FAILURES] = {0};
     CHECK_EQ_INT(end_of(0, &d, f), 0);
     CHECK_EQ_INT(d.action, RDZV_EXIT);
     CHECK_EQ_STR(f[0].node_name, "worker-2");
@@ -799,7 +799,7 @@ static void test_heartbeat_loss(void)
     coord_info_t info;
     coord_info(c, &info);
     CHECK_EQ_INT(info.joined, 1);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     char err[32], text[256];
     CHECK_EQ_INT(assigned(1, 0, &a, err, sizeof err, text, sizeof text), -1);
     CHECK_EQ_STR(text, "node silent for 30 s");
@@ -821,8 +821,8 @@ static void test_conn_timed_out(void)
     coord_on_close(c, 3, "unreachable, nothing acknowledged for 3 s", now);
     drain(c);
     run_timers(c);
-    rdzv_decision_t d;
-    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    rdzv_decision_t d = {0};
+    rdzv_failure_t f[RDZV_MAX_FAILURES] = {0};
     CHECK_EQ_INT(end_of(0, &d, f), 0);
     CHECK_EQ_STR(f[0].node_name, "worker-2");
     CHECK_EQ_STR(f[0].reason, "agent lost: unreachable, nothing acknowledged for 3 s");
@@ -888,8 +888,8 @@ static void test_conn_closed_without_done(void)
     CHECK_EQ_INT(end_of(0, NULL, NULL), -1);
     conn_close(c, 1); /* not done: the job stops at once */
     run_timers(c);
-    rdzv_decision_t d;
-    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    rdzv_decision_t d = {0};
+    rdzv_failure_t f[RDZV_MAX_FAILURES] = {0};
     CHECK_EQ_INT(end_of(0, &d, f), 0);
     CHECK_EQ_INT(d.action, RDZV_EXIT);
     CHECK_EQ_STR(f[0].reason, "agent lost: connection closed");
@@ -928,8 +928,8 @@ static void test_peer_reported_lost(void)
     peer(c, 1, 0, "", "10.0.0.3");                 /* worker-2 by its address */
     peer(c, 0, 0, "worker-2", "10.0.0.3");         /* the same, seen by another: one record */
     run_timers(c);
-    rdzv_decision_t d;
-    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    rdzv_decision_t d = {0};
+    rdzv_failure_t f[RDZV_MAX_FAILURES] = {0};
     CHECK_EQ_INT(end_of(0, &d, f), 0);
     CHECK_EQ_INT(d.action, RDZV_EXIT);
     CHECK_EQ_INT(d.n, 1);
@@ -952,9 +952,9 @@ static void test_all_done_finished(void)
     wr(c, 1, "done", 0, "1"); /* a repeat counts once */
     CHECK_EQ_INT(end_of(0, NULL, NULL), -1);
     wr(c, 2, "done", 0, "1");
-    rdzv_decision_t d;
+    rdzv_decision_t d = {0};
     CHECK_EQ_INT(end_of(0, &d, NULL), 1);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     char err[32];
     CHECK_EQ_INT(assigned(7, 0, &a, err, sizeof err, NULL, 0), -1);
     CHECK_EQ_STR(err, "finished");
@@ -990,7 +990,7 @@ static void test_service_nodes_not_waited_for(void)
     wr(c, 0, "done", 0, "1");                 /* a service's done: not what the job waits for */
     CHECK_EQ_INT(end_of(0, NULL, NULL), -1);
     wr(c, 3, "done", 0, "1");
-    rdzv_decision_t d;
+    rdzv_decision_t d = {0};
     CHECK_EQ_INT(end_of(0, &d, NULL), 1);     /* finished with pserver-1 still running */
     CHECK(logs_contain("2 service nodes to stop"));
     coord_free(c);
@@ -1010,7 +1010,7 @@ static void test_service_nodes_not_waited_for(void)
     }
     conn_close(c, 0);
     run_timers(c);
-    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    rdzv_failure_t f[RDZV_MAX_FAILURES] = {0};
     CHECK_EQ_INT(end_of(0, &d, f), 0);
     CHECK_EQ_INT(d.action, RDZV_EXIT);
     coord_free(c);
@@ -1036,7 +1036,7 @@ static void test_shutdown_waits_for_agents(void)
     join(c, 0, "a", 1, -1, 0);
     coord_shutdown(c, now);
     drain(c);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     char err[32], text[256];
     CHECK_EQ_INT(assigned(0, 0, &a, err, sizeof err, text, sizeof text), -1);
     CHECK_EQ_STR(err, "ended");
@@ -1073,8 +1073,8 @@ static void test_silent_node_rejoins(void)
         hb(c, 0);
         advance(c, 1);
     }
-    rdzv_decision_t d;
-    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    rdzv_decision_t d = {0};
+    rdzv_failure_t f[RDZV_MAX_FAILURES] = {0};
     CHECK_EQ_INT(end_of(0, &d, f), 0);
     CHECK_EQ_INT(d.action, RDZV_RESTART);
     auto_hb = 1;
@@ -1104,7 +1104,7 @@ static void test_waiting_nodes_capped_at_max(void)
     join(c, 3, "d", 1, -1, 0);
     run_timers(c);
     CHECK_EQ_INT(end_of(0, NULL, NULL), 0);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     int n = 0;
     for (int i = 1; i <= 3; i++)
         if (assigned(i, 0, &a, NULL, 0, NULL, 0) == 1) {
@@ -1140,7 +1140,7 @@ static void test_stopped_node_expected_again(void)
     run_timers(c);
     CHECK_EQ_INT(end_of(1, NULL, NULL), 0);
     join(c, 1, "b", 1, -1, 1);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     CHECK_EQ_INT(assigned(1, 1, &a, NULL, 0, NULL, 0), 0); /* a is expected back */
     join(c, 0, "a", 1, -1, 2);
     CHECK_EQ_INT(assigned(1, 1, &a, NULL, 0, NULL, 0), 1);
@@ -1156,8 +1156,8 @@ static void test_shutdown_ends_running_round(void)
     coord_t *c = running(2, 3);
     coord_shutdown(c, now);
     drain(c);
-    rdzv_decision_t d;
-    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    rdzv_decision_t d = {0};
+    rdzv_failure_t f[RDZV_MAX_FAILURES] = {0};
     CHECK_EQ_INT(end_of(0, &d, f), 0);
     CHECK_EQ_INT(d.action, RDZV_EXIT);
     CHECK(strstr(d.reason, "shutting down") != NULL);
@@ -1180,7 +1180,7 @@ static void test_shutdown_ends_running_round(void)
     CHECK_EQ_INT(d.action, RDZV_EXIT);
     CHECK_EQ_STR(f[0].reason, "agent lost: connection closed");
     join(c, 0, "worker-0", 1, -1, 1);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     char err[32];
     CHECK_EQ_INT(assigned(0, 1, &a, err, sizeof err, NULL, 0), -1);
     CHECK_EQ_STR(err, "ended");
@@ -1199,7 +1199,7 @@ static void test_bad_input_ignored(void)
     }
     /* an unreadable descriptor is answered, not crashed on */
     wr(c, 0, "join", 0, "garbage");
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     char err[32];
     CHECK_EQ_INT(assigned(0, 0, &a, err, sizeof err, NULL, 0), -1);
     CHECK_EQ_STR(err, "rejected");
@@ -1251,8 +1251,8 @@ static void test_resume(void)
     CHECK_EQ_INT(info.members, 3);
     conn_close(c, 0);
     run_timers(c);
-    rdzv_decision_t d;
-    rdzv_failure_t f[RDZV_MAX_FAILURES];
+    rdzv_decision_t d = {0};
+    rdzv_failure_t f[RDZV_MAX_FAILURES] = {0};
     CHECK_EQ_INT(end_of(4, &d, f), 0);
     CHECK_EQ_INT(d.action, RDZV_RESTART);
     CHECK_EQ_INT(d.restart_count, 2);
@@ -1265,7 +1265,7 @@ static void test_resume(void)
     advance(c, 1.5);
     CHECK(logs_contain("round 5: 2/3 nodes joined, waiting for 1 more node"));
     join(c, 5, "spare", 1, -1, 0);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     CHECK_EQ_INT(assigned(5, 0, &a, NULL, 0, NULL, 0), 1);
     CHECK_EQ_INT(a.round, 5);
     CHECK_EQ_INT(a.restart_count, 2);
@@ -1461,7 +1461,7 @@ static void test_two_failures_one_spare(void)
     CHECK_EQ_INT(end_of(0, NULL, NULL), 0);
     join(c, 1, "worker-1", 1, -1, 1);
     join(c, 2, "worker-2", 1, -1, 1);
-    rdzv_assignment_t a;
+    rdzv_assignment_t a = {0};
     CHECK_EQ_INT(assigned(5, 0, &a, NULL, 0, NULL, 0), 1);
     CHECK_EQ_INT(a.round, 1);
     CHECK_EQ_INT(a.nnodes, 3);

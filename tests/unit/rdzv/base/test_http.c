@@ -343,10 +343,13 @@ static void test_plain_http(void)
 static void test_ca_in_memory_and_client_certs(void)
 {
     setup();
-    size_t ca_len, cert_len, key_len;
+    size_t ca_len = 0, cert_len = 0, key_len = 0;
     char *ca = read_file("ca.crt", &ca_len);
     char *cert = read_file("client.crt", &cert_len);
     char *key = read_file("client.key", &key_len);
+    CHECK(ca && cert && key);
+    if (!ca || !cert || !key)
+        return;
     static struct call anon, files, blobs;
     memset(&anon, 0, sizeof anon);
     memset(&files, 0, sizeof files);

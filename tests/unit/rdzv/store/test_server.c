@@ -114,7 +114,7 @@ static void test_validate_and_ping(void)
     u32(op(&m, V2_PING), 7);
     u32(op(&m, V2_PING), 8);
     flush(fd, &m);
-    unsigned char b[8];
+    unsigned char b[8] = {0};
     CHECK_EQ_INT(raw_recv(fd, b, 8, 2000), 8);
     CHECK(b[0] == 7 && b[4] == 8);
     close(fd);
