@@ -20,17 +20,42 @@ def podrun():
 _given = set()   # the ports free_port gave out in this process
 
 
+def _port_block():
+    """This process's own block of ports, below the kernel's range for outgoing connections
+    (ip_local_port_range, 32768-60999 by default): a port the kernel hands out as "free" from
+    that range can be taken a moment later by any process's outgoing connection, and a test
+    worker beside this one would be offered the same ports. Each pytest-xdist worker (gwN) gets
+    a block of its own."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    k = int(worker[2:]) if worker[2:].isdigit() else 0
+    size = 2800
+    first = 10000 + (k % 8) * size
+    return first, first + size
+
+
+_next_port = None
+
+
 def free_port(host="127.0.0.1"):
-    """A port that was free a moment ago (tests bind it right away), and never one this process
-    gave out before: the kernel may offer a port again once it is closed, and a test that asks
-    for several ports binds them only later."""
-    while True:
+    """A port that is free now (tests bind it right away), from this process's block, and
+    never one this process gave out before (a test that asks for several binds them later)."""
+    global _next_port
+    first, end = _port_block()
+    if _next_port is None:
+        _next_port = first + os.getpid() % (end - first)
+    for _ in range(end - first):
+        p = _next_port
+        _next_port = first + (p + 1 - first) % (end - first)
+        if p in _given:
+            continue
         with socket.socket() as s:
-            s.bind((host, 0))
-            p = s.getsockname()[1]
-        if p not in _given:
-            _given.add(p)
-            return p
+            try:
+                s.bind((host, p))
+            except OSError:
+                continue
+        _given.add(p)
+        return p
+    raise RuntimeError(f"no free port left in {first}-{end - 1} on {host}")
 
 
 # Modules whose tests share one thing that the first of them makes in the source tree (a root
