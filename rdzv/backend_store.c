@@ -48,7 +48,7 @@ typedef struct store_agent {
 
     /* what /metrics and `podrun status` see */
     unsigned long heartbeats, heartbeat_misses;
-    uv_timer_t state_timer;     /* host: the job's state record, every keep_alive_interval */
+    uv_timer_t state_timer;     /* host: the job's state record, every heartbeat period */
     int pub_round, pub_phase;   /* ... and at once when the round or its phase changed */
 } store_agent_t;
 
@@ -237,7 +237,7 @@ static int may_write(void *arg, const char *key, size_t klen, char *why, size_t 
 
 /* The job's state record (rdzv/status.h) for `podrun status`: written in-process, like the
  * coordinator's own keys, so readers anywhere see the round, the nodes and their last heartbeat
- * at most keep_alive_interval old. O(nodes) per write; the value is bounded by the store's
+ * at most one heartbeat period old. O(nodes) per write; the value is bounded by the store's
  * value limit (nodes beyond it are counted, not listed). */
 static void publish_state(store_agent_t *a)
 {
@@ -301,8 +301,7 @@ static int host_start(store_agent_t *a)
     sfmt(runs, sizeof runs, "%s\n", a->m.run_id);
     store_server_set(a->m.server, RDZV_RUNS_KEY, strlen(RDZV_RUNS_KEY), runs, strlen(runs));
     member_timer_init(&a->m, &a->state_timer);
-    uint64_t every = (uint64_t)(a->m.p.keep_alive_interval * 1000);
-    uv_timer_start(&a->state_timer, on_state_timer, 0, every ? every : 1000);
+    uv_timer_start(&a->state_timer, on_state_timer, 0, rdzv_heartbeat_ms(&a->m.p));
     /* the host's own agent reaches the store over loopback */
     sfmt(a->connect_host, sizeof a->connect_host, "%s",
              a->m.local_addr && *a->m.local_addr ? a->m.local_addr : "127.0.0.1");
@@ -321,6 +320,14 @@ static uint64_t window_ms(const store_agent_t *a)
 static uint64_t hang_ms(const store_agent_t *a)
 {
     return RDZV_HANG_FACTOR * window_ms(a);
+}
+
+/* How long the host may be quiet before this agent asks with a PING: W, or the heartbeat period
+ * where a large job's is longer (Liveness). */
+static uint64_t quiet_ms(const store_agent_t *a)
+{
+    uint64_t w = window_ms(a), hb = rdzv_heartbeat_ms(&a->m.p);
+    return hb > w ? hb : w;
 }
 
 static void on_written(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
@@ -433,18 +440,19 @@ static void on_pong(store_aclient_t *c, int status, const char *val, size_t len,
         a->ping_out = 0;
 }
 
-/* Every keep_alive_interval: this node's heartbeat (a SET of its hb key; no answer, so the host
- * pays one read for it), and the check on the host (rendezvous.h, "Liveness"): any byte from it
- * is a sign of life; after a window W of quiet a PING asks for one; a PING unanswered for the
- * hang bound H, with nothing else heard either, means the host is hung. A dead host or a cut
- * network is the kernel's to notice (the connection fails after W without acknowledgements). */
+/* Every heartbeat period (rdzv_heartbeat_ms): this node's heartbeat (a SET of its hb key; no
+ * answer, so the host pays one read for it), and the check on the host (rendezvous.h,
+ * "Liveness"): any byte from it is a sign of life; after quiet_ms of quiet a PING asks for one;
+ * a PING unanswered for the hang bound H, with nothing else heard either, means the host is hung.
+ * A dead host or a cut network is the kernel's to notice (the connection fails after W without
+ * acknowledgements). */
 static void on_hb_timer(uv_timer_t *t)
 {
     store_agent_t *a = t->data;
     uint64_t now = uv_now(a->m.loop), heard = store_aclient_last_heard(a->conn);
     /* A tick this late means this loop itself stalled: timers run before I/O, so the answer may
      * be waiting unread. The question out gets a fresh window instead of a verdict. */
-    int late = a->hb_tick > 0 && now - a->hb_tick > (uint64_t)(2000 * a->m.p.keep_alive_interval);
+    int late = a->hb_tick > 0 && now - a->hb_tick > 2 * rdzv_heartbeat_ms(&a->m.p);
     a->hb_tick = now;
     if (late)
         a->ping_sent = now;
@@ -469,7 +477,7 @@ static void on_hb_timer(uv_timer_t *t)
         member_fail(&a->m, PODRUN_ESTORESILENT, why);
         return;
     }
-    if (!a->ping_out && now - (heard > a->ping_sent ? heard : a->ping_sent) >= window_ms(a) &&
+    if (!a->ping_out && now - (heard > a->ping_sent ? heard : a->ping_sent) >= quiet_ms(a) &&
         req_begin(a, store_aclient_ping(a->conn, on_pong, a)) == 0) {
         a->ping_out = 1;
         a->ping_sent = now;
@@ -612,7 +620,7 @@ static void on_runs(store_aclient_t *c, int status, const char *val, size_t len,
     }
     member_join(&a->m);
     a->ping_sent = uv_now(a->m.loop);
-    uv_timer_start(&a->hb_timer, on_hb_timer, 0, (uint64_t)(a->m.p.keep_alive_interval * 1000));
+    uv_timer_start(&a->hb_timer, on_hb_timer, 0, rdzv_heartbeat_ms(&a->m.p));
 }
 
 /* The connection is up (or gave up at join_timeout: this node could not reach the store): the

@@ -27,6 +27,18 @@ void rdzv_params_default(rdzv_params_t *p)
     p->read_timeout = 60;
 }
 
+uint64_t rdzv_heartbeat_ms(const rdzv_params_t *p)
+{
+    double every = p->keep_alive_interval > 0 ? p->keep_alive_interval : 1;
+    int attempts = p->keep_alive_max_attempt > 0 ? p->keep_alive_max_attempt : 3;
+    int nodes = p->max_nodes > 0 ? p->max_nodes : 1;
+    double ms = 1000.0 * every * ((nodes + RDZV_HEARTBEAT_RATE - 1) / RDZV_HEARTBEAT_RATE);
+    double most = 1000.0 * RDZV_HANG_FACTOR * every * attempts / 3;
+    if (ms > most)
+        ms = most;
+    return ms < 1 ? 1 : (uint64_t)ms;
+}
+
 /* Every field left at 0 (or below) gets its value from rdzv_params_default. */
 static void fill_defaults(rdzv_params_t *p)
 {

@@ -103,6 +103,12 @@
  *    answer). A sweep or a heartbeat tick that runs late because this side's own loop was stalled
  *    restarts the clocks instead of judging. A silent node still waiting for its assignment is
  *    answered "rejected", so it exits if it is alive after all.
+ *  - Heartbeats (store backend) come every keep_alive_interval while the job has at most
+ *    RDZV_HEARTBEAT_RATE nodes (max_nodes); in a larger job the period grows with the node count
+ *    (rdzv_heartbeat_ms: 8 s at 16,384 nodes by default, at most H / 3), so the host reads about
+ *    RDZV_HEARTBEAT_RATE heartbeats a second at any size, and an agent's PING waits for the
+ *    longer of W and the period. W and H stay as they are: a lost connection is seen at once, an
+ *    unreachable machine after W, a hung node after H; a hung host after H plus that wait.
  *
  * Who hosts: static — node rank 0, at master_addr:master_port; c10d — the agent whose local
  * address is the endpoint host (rdzv_endpoint_is_local), or the one given is_host=1. The host
@@ -154,6 +160,7 @@
 #define RDZV_KEEP_ROUNDS 4   /* end records kept for debugging (Key lifetimes) */
 #define RDZV_JOIN_RETRY_MS 50      /* a joining agent's attempt interval (Joining) */
 #define RDZV_JOIN_RETRY_RATE 10240 /* attempts per second a whole job makes at most (Joining) */
+#define RDZV_HEARTBEAT_RATE 2048   /* heartbeats per second the host reads at most (Liveness) */
 
 /* The lost() callback gets PODRUN_EJOINTIMEOUT, PODRUN_ESTORELOST, PODRUN_ESTORESILENT,
  * PODRUN_EREJECTED or PODRUN_EENDED (rdzv/base/common.h). */
@@ -202,6 +209,11 @@ typedef struct rdzv_params {
 /* Fills the defaults above (strings NULL, want_rank -1, min = max = 1). Fields left at 0 when
  * the agent starts get these defaults too. */
 void rdzv_params_default(rdzv_params_t *p);
+
+/* The heartbeat period of a job with p's keep_alive_interval, keep_alive_max_attempt and
+ * max_nodes, in ms (Liveness): keep_alive_interval x ceil(max_nodes / RDZV_HEARTBEAT_RATE),
+ * at most a third of the hang bound. */
+uint64_t rdzv_heartbeat_ms(const rdzv_params_t *p);
 
 typedef struct rdzv_node_desc {
     const char *name;  /* hostname or PODRUN_NODE_NAME */

@@ -4,7 +4,8 @@
  * epoll loop, each from a source address of its own among 127.0.0.2-251, speaking exactly what
  * rdzv/backend_store.c sends: one connection per agent, the same requests in the same writes and
  * the same keys, with the records encoded by rdzv/records.c and the requests by rdzv/store/wire.c.
- * Each agent joins, heartbeats every keep-alive interval, waits for its assignment and for the
+ * Each agent joins, heartbeats every heartbeat period (rdzv_heartbeat_ms: keep_alive_interval,
+ * longer in a job of more than RDZV_HEARTBEAT_RATE agents), waits for its assignment and for the
  * end of its round, reports done or a failure, and rejoins after a restart decision, as the real
  * agent does once its workers are gone (a simulated agent has none, so it rejoins at once).
  *
@@ -47,6 +48,7 @@
 #include <unistd.h>
 
 #include "rdzv/records.h"
+#include "rdzv/rendezvous.h"
 #include "rdzv/store/wire.h"
 
 /* ---- options ---- */
@@ -401,6 +403,9 @@ static uint64_t ns(double s)
     return (uint64_t)(s * 1e9);
 }
 
+/* the heartbeat period of a job of K agents, as the real agent computes it (main) */
+static uint64_t hb_ns;
+
 /* The real agent's progress timer: 1 s after it starts joining, then every progress interval,
  * a GET of the coordinator's status line while it waits. `gen` is the join it belongs to. */
 static void start_progress(agent_t *a)
@@ -415,16 +420,17 @@ static void on_tick(const tmr_t *t)
     if (a->state == A_OUT || a->state == A_FINISHED)
         return;
     if (t->kind == T_HB) {
-        /* the heartbeat; after a window of quiet from the host, a PING; a PING unanswered for
-         * the hang bound (10 windows) is what makes the real agent give up: an error here */
-        uint64_t now = now_ns(), w = ns(3 * O.interval);
+        /* the heartbeat; after a window of quiet from the host (or a heartbeat period, where
+         * that is longer), a PING; a PING unanswered for the hang bound (10 windows) is what
+         * makes the real agent give up: an error here */
+        uint64_t now = now_ns(), w = ns(3 * O.interval), quiet = w > hb_ns ? w : hb_ns;
         uint64_t since = a->last_heard > a->ping_sent ? a->last_heard : a->ping_sent;
         send_hb(a);
         if (a->ping_out && now - since >= 10 * w)
             error_once(a, "the host did not answer for the hang bound");
-        else if (!a->ping_out && now - since >= w)
+        else if (!a->ping_out && now - since >= quiet)
             send_ping(a);
-        heap_push(t->at + ns(O.interval), a->idx, T_HB, 0);
+        heap_push(t->at + hb_ns, a->idx, T_HB, 0);
     } else if (a->state == A_JOINING && t->gen == a->join_k) {
         send_status(a);
         heap_push(t->at + ns(O.progress), a->idx, T_PROG, t->gen);
@@ -509,7 +515,7 @@ static void on_hello(conn_t *c)
     /* heartbeats from now on, at a random phase as agents started at different times */
     a->ping_sent = now_ns();
     send_hb(a);
-    heap_push(now_ns() + (uint64_t)(drand48() * ns(O.interval)), a->idx, T_HB, 0);
+    heap_push(now_ns() + (uint64_t)(drand48() * hb_ns), a->idx, T_HB, 0);
 }
 
 static wire_reply_shape_t shape_of(int kind)
@@ -1073,7 +1079,7 @@ static void phase_done(void)
 static void report(void)
 {
     int n = res.rounds;
-    printf("\"k\": %d, \"spares\": %d, \"join_s\": %.4f, \"round_s\": %.4f, "
+    printf("\"k\": %d, \"heartbeat_s\": %.3f, \"spares\": %d, \"join_s\": %.4f, \"round_s\": %.4f, "
            "\"round0_msgs_per_agent\": %.2f, \"steady_s\": %.1f, \"host_cpu\": %.4f, "
            "\"host_rss_kib\": %ld, \"host_hwm_kib\": %ld, \"spare_cpu\": %.4f, "
            "\"spare_rss_kib\": %ld, \"disturbed\": %d, \"rounds\": %d, \"push_p50_ms\": %.2f, "
@@ -1081,7 +1087,7 @@ static void report(void)
            "\"restart_ms\": %.2f, \"msgs_per_agent_round\": %.2f, \"finished\": %d, "
            "\"rounds_host_cpu_s\": %.3f, \"rounds_loadgen_cpu_s\": %.3f, "
            "\"errors\": %ld, \"first_error\": \"%s\"}\n",
-           O.k, O.spares, res.join_s, res.round_s, res.round0_msgs, O.steady, res.cpu, res.rss,
+           O.k, (double)hb_ns / 1e9, O.spares, res.join_s, res.round_s, res.round0_msgs, O.steady, res.cpu, res.rss,
            res.hwm, res.spare_cpu, res.spare_rss, res.disturbed, n,
            n ? median_of(res.push50, n) : -1, n ? median_of(res.push99, n) : -1,
            n ? median_of(res.pushmax, n) : -1, n ? median_of(res.dec99, n) : -1,
@@ -1141,6 +1147,11 @@ int main(int argc, char **argv)
     }
     if (!O.port || !O.run_id[0] || !O.host_pid || O.k < 2 || O.spares < 0 || O.rounds < 0)
         usage();
+    rdzv_params_t hp;
+    rdzv_params_default(&hp);
+    hp.keep_alive_interval = O.interval;
+    hp.min_nodes = hp.max_nodes = O.k;
+    hb_ns = rdzv_heartbeat_ms(&hp) * 1000000;
     signal(SIGPIPE, SIG_IGN);
     srand48((long)now_ns());
     snprintf(prefix, sizeof prefix, "podrun/%s/", O.run_id);

@@ -3,7 +3,8 @@
 (tests/bench/rdzv_loadgen.c) over real TCP from 127.0.0.2-251, the host on CPU 1 and the load generator on CPU 0.
 
 Per K: the round (last join -> every agent holding its assignment), the host's CPU share while K
-agents heartbeat at 1 s and its RSS, the failure push (one agent's failure report -> each agent's
+agents heartbeat (every second up to 2048 agents, then every ceil(K / 2048) s, as real agents do)
+and its RSS, the failure push (one agent's failure report -> each agent's
 WAIT on the round's end woken, p50/p99/max; and -> the decision read, p99), the restart (failure ->
 every agent holding its next assignment), messages per agent per round; with --spares M the
 host's CPU and RSS with M more agents waiting, and whether the running round noticed them.
@@ -182,13 +183,14 @@ def main():
         rows.append((k, runs))
     print(f"\n# load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"medians of {a.repeat} runs (min-max)")
-    print("| K | round s | push p50 / p99 / max ms | decision p99 ms | restart ms | host CPU % | "
-          "host RSS MiB | msgs/agent/round | errors |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| K | round s | push p50 / p99 / max ms | decision p99 ms | restart ms | heartbeat s | "
+          "host CPU % | host RSS MiB | msgs/agent/round | errors |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for k, runs in rows:
         print(f"| {k} | {fmt(runs, 'round_s', digits=3)} | {fmt(runs, 'push_p50_ms')} / "
               f"{fmt(runs, 'push_p99_ms')} / {fmt(runs, 'push_max_ms')} | "
               f"{fmt(runs, 'decision_p99_ms')} | {fmt(runs, 'restart_ms')} | "
+              f"{fmt(runs, 'heartbeat_s', digits=0)} | "
               f"{fmt(runs, 'host_cpu', 100)} | {fmt(runs, 'host_rss_kib', 1 / 1024)} | "
               f"{fmt(runs, 'msgs_per_agent_round')} | {sum(r['errors'] for r in runs)} |")
     if a.spares:

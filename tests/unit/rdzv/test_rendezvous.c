@@ -565,6 +565,47 @@ static void test_endpoint_is_local(void)
     CHECK_EQ_INT(rdzv_endpoint_is_local("198.51.100.254", NULL), 0);   /* TEST-NET-2: nobody's */
 }
 
+static int never(void)
+{
+    return 0;
+}
+
+/* The heartbeat period grows with the job past RDZV_HEARTBEAT_RATE nodes, at most H / 3; an
+ * agent of such a job heartbeats that much less often. */
+static void test_heartbeat_period(void)
+{
+    rdzv_params_t p;
+    rdzv_params_default(&p);
+    CHECK_EQ_INT((int)rdzv_heartbeat_ms(&p), 1000);
+    p.max_nodes = RDZV_HEARTBEAT_RATE;
+    CHECK_EQ_INT((int)rdzv_heartbeat_ms(&p), 1000);
+    p.max_nodes = RDZV_HEARTBEAT_RATE + 1;
+    CHECK_EQ_INT((int)rdzv_heartbeat_ms(&p), 2000);
+    p.max_nodes = 16384;
+    CHECK_EQ_INT((int)rdzv_heartbeat_ms(&p), 8000);
+    p.max_nodes = 1 << 20; /* never past a third of H (10 x 3 s) */
+    CHECK_EQ_INT((int)rdzv_heartbeat_ms(&p), 10000);
+    p.keep_alive_interval = 0.25;
+    p.max_nodes = 3 * RDZV_HEARTBEAT_RATE;
+    CHECK_EQ_INT((int)rdzv_heartbeat_ms(&p), 750);
+    p.keep_alive_max_attempt = 1;
+    CHECK_EQ_INT((int)rdzv_heartbeat_ms(&p), 750); /* H / 3 = 833 ms */
+    p.max_nodes = 4 * RDZV_HEARTBEAT_RATE;
+    CHECK_EQ_INT((int)rdzv_heartbeat_ms(&p), 833);
+
+    /* a host waiting in a job of up to 3 x RDZV_HEARTBEAT_RATE nodes with a 0.2 s interval:
+     * heartbeats 0.6 s apart, so at most 3 in 1.3 s where a small job's would send 7 */
+    p = params(1, 0, 0);
+    p.max_nodes = 3 * RDZV_HEARTBEAT_RATE;
+    start(0, p, 1);
+    run_until(never, 1.3);
+    rdzv_stats_t st;
+    rdzv_agent_stats(ag[0].a, &st);
+    CHECK(st.heartbeats >= 1);
+    CHECK(st.heartbeats <= 3);
+    close_all();
+}
+
 /* The API picks the backend by name; one it does not know is refused before anything starts. */
 static void test_backend_by_name(void)
 {
@@ -591,6 +632,7 @@ int main(void)
     loop = uv_default_loop();
     RUN(test_endpoint_is_local);
     RUN(test_backend_by_name);
+    RUN(test_heartbeat_period);
     RUN(test_full_cycle);
     RUN(test_agent_lost_and_leave);
     RUN(test_host_lost);
