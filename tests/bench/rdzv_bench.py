@@ -3,6 +3,8 @@
 until all have exited, podrun against Debian's torchrun (c10d) in the same run; peak RSS per agent.
 
     /usr/bin/python3 tests/bench/rdzv_bench.py [--torchrun-n 8,32] [--podrun-n 8,32,128,1024]
+
+An empty list (--torchrun-n '') leaves that tool out.
 """
 import argparse
 import random
@@ -19,16 +21,28 @@ def run(kind, n, worker, port):
     return wall, bad, max(rss), median(rss), job.log_dir
 
 
+def sizes(text):
+    """A comma-separated list of agent counts, each at least 1 (argparse type)."""
+    try:
+        ns = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        ns = [0]
+    if any(n < 1 for n in ns):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: agent counts are whole numbers of at least 1, comma-separated; "
+            "'' leaves the tool out")
+    return ns
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--torchrun-n", default="8,32")
-    ap.add_argument("--podrun-n", default="8,32,128,1024")
+    ap.add_argument("--torchrun-n", type=sizes, default="8,32")
+    ap.add_argument("--podrun-n", type=sizes, default="8,32,128,1024")
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     raise_nofile()
     worker = build_sigworker()
-    tn = [int(x) for x in a.torchrun_n.split(",") if x]
-    pn = [int(x) for x in a.podrun_n.split(",") if x]
+    tn, pn = a.torchrun_n, a.podrun_n
     print(f"{'agents':>6} {'tool':>8} {'wall s (median)':>16} {'failed agents':>14} "
           f"{'peak RSS/agent KiB (max, median)':>34}")
     results = {}
@@ -44,7 +58,7 @@ def main():
                   f"{max(r[2] for r in runs):>20} {median([r[3] for r in runs]):>12}"
                   f"   logs: {runs[-1][4]}", flush=True)
     for n in tn:
-        if ("podrun", n) in results:
+        if ("podrun", n) in results and results[("podrun", n)] > 0:
             print(f"N={n}: podrun is {results[('torchrun', n)] / results[('podrun', n)]:.1f}x "
                   f"faster than torchrun")
 
