@@ -7,40 +7,7 @@
 
 #include "tests/unit/check.h"
 #include "launcher/commands/k8s_tools.h"
-
-static const char *fixtures;
-
-static char *load(const char *name, size_t *len)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", fixtures, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "cannot open %s\n", path);
-        exit(1);
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    *len = fread(buf, 1, (size_t)n, f);
-    buf[*len] = '\0';
-    fclose(f);
-    return buf;
-}
-
-static int load_list(struct k8s_pods *t, const char *name)
-{
-    size_t len;
-    char *json = load(name, &len);
-    char cont[64] = "x", err[256] = "";
-    int rc = k8s_pods_add_list(t, json, len, cont, sizeof cont, err, sizeof err);
-    if (rc)
-        fprintf(stderr, "(expected where the test says so) %s\n", err);
-    CHECK_EQ_STR(cont, "");
-    free(json);
-    return rc;
-}
+#include "tests/unit/launcher/discover/k8s_fixtures.h"
 
 static void test_output(void)
 {
