@@ -404,9 +404,15 @@ def test_default_run_id_is_refused(etcd):
 
 def test_two_jobs_under_one_run_id_never_fake_success(etcd):
     """Two jobs of two nodes started together under one run id: one round of two runs and the
-    job finishes; the two agents that ran no worker do not say success (exit 1, naming why)."""
+    job finishes; the two agents that ran no worker do not say success (exit 1, naming why).
+    The workers wait until all four have joined: an agent that comes only after the job is over
+    and its keys are gone starts a new job of that run id, as any first agent does."""
     rid = run_id("shared")
-    agents = [etcd_agent(i, 2, etcd.endpoints(), rid, ENV_SH, extra=NOPY) for i in range(4)]
+    gate = os.path.join(started_dir(), "all-joined")
+    agents = [etcd_agent(i, 2, etcd.endpoints(), rid, ENV_SH, extra=NOPY,
+                         env={"GATE_FILE": gate}) for i in range(4)]
+    joins(etcd, rid, 4)
+    open(gate, "w").close()
     codes = wait_all(agents, timeout=60)
     assert sorted(codes) == [0, 0, 1, 1], [a.err for a in agents]
     for a, code in zip(agents, codes):
