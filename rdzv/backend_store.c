@@ -294,7 +294,8 @@ static int host_start(store_agent_t *a)
     store_server_guard(a->m.server, a->m.p.token, may_write, a);
     store_server_allow(a->m.server, a->m.p.allow);
     store_server_liveness(a->m.server, (unsigned)(a->m.p.keep_alive_interval *
-                                                a->m.p.keep_alive_max_attempt * 1000));
+                                                a->m.p.keep_alive_max_attempt * 1000),
+                          (unsigned)rdzv_heartbeat_ms(&a->m.p));
     host_run(&a->host);
     /* who can be asked about: `podrun status HOST:PORT` starts from this list */
     char runs[RDZV_NAME_MAX + 2];
@@ -648,7 +649,7 @@ static void on_connected(store_aclient_t *c, int status, void *arg)
         return;
     }
     store_aclient_on_lost(c, on_conn_lost, a);
-    store_aclient_liveness(c, (unsigned)window_ms(a));
+    store_aclient_liveness(c, (unsigned)window_ms(a), (unsigned)rdzv_heartbeat_ms(&a->m.p));
     a->ready = 1;
     if (a->m.state == MS_STARTING &&
         req_begin(a, store_aclient_get(c, RDZV_RUNS_KEY, on_runs, a)) < 0)

@@ -106,9 +106,11 @@
  *  - Heartbeats (store backend) come every keep_alive_interval while the job has at most
  *    RDZV_HEARTBEAT_RATE nodes (max_nodes); in a larger job the period grows with the node count
  *    (rdzv_heartbeat_ms: 8 s at 16,384 nodes by default, at most H / 3), so the host reads about
- *    RDZV_HEARTBEAT_RATE heartbeats a second at any size, and an agent's PING waits for the
- *    longer of W and the period. W and H stay as they are: a lost connection is seen at once, an
- *    unreachable machine after W, a hung node after H; a hung host after H plus that wait.
+ *    RDZV_HEARTBEAT_RATE heartbeats a second at any size; an agent's PING and the kernel's
+ *    keep-alive probes wait for the longer of W and the period, so the heartbeats are all that
+ *    flows while the job runs. W and H stay as they are: a lost connection is seen at once, an
+ *    unreachable machine after W (the period plus W where the host sends nothing to the node), a
+ *    hung node after H, a hung host after H plus the wait before the PING.
  *
  * Who hosts: static — node rank 0, at master_addr:master_port; c10d — the agent whose local
  * address is the endpoint host (rdzv_endpoint_is_local), or the one given is_host=1. The host

@@ -57,9 +57,10 @@ void podrun_random_id(char *out, size_t digits)
     }
 }
 
-int podrun_tcp_liveness(int fd, unsigned timeout_ms)
+int podrun_tcp_liveness(int fd, unsigned timeout_ms, unsigned quiet_ms)
 {
-    int on = 1, idle = (int)(timeout_ms / 2000), intvl = 1, cnt = (int)(timeout_ms / 1000);
+    unsigned half = timeout_ms / 2000, quiet = (quiet_ms + 999) / 1000;
+    int on = 1, idle = (int)(quiet > half ? quiet : half), intvl = 1, cnt = (int)(timeout_ms / 1000);
     if (idle < 1)
         idle = 1;
     if (cnt < 1)

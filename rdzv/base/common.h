@@ -94,10 +94,11 @@ void podrun_random_id(char *out, size_t digits);
 
 /* Lets the kernel tell whether the peer of TCP socket `fd` is reachable: a connection whose data
  * or keep-alive probes go unacknowledged for timeout_ms fails with ETIMEDOUT (TCP_USER_TIMEOUT,
- * and keep-alive probes once it has been quiet for half of that). The peer's kernel acknowledges
- * even while the peer process is stopped or busy, so this notices a lost machine or a cut
- * network, not a slow process. 0 or -errno. */
-int podrun_tcp_liveness(int fd, unsigned timeout_ms);
+ * and keep-alive probes once it has been quiet for the longer of half of that and quiet_ms, the
+ * period at which the connection carries something anyway: a connection that heartbeats sends
+ * no probes). The peer's kernel acknowledges even while the peer process is stopped or busy, so
+ * this notices a lost machine or a cut network, not a slow process. 0 or -errno. */
+int podrun_tcp_liveness(int fd, unsigned timeout_ms, unsigned quiet_ms);
 
 /* ---- this machine ---- */
 

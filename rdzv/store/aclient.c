@@ -83,6 +83,7 @@ struct store_aclient {
     int pings_out;              /* PINGs on the wire */
     uint64_t last_heard;        /* loop time (ms) of the last byte from the server */
     unsigned user_timeout_ms;   /* TCP_USER_TIMEOUT and keep-alive for the socket, 0: none */
+    unsigned quiet_ms;          /* keep-alive probes after this long without a byte */
     char *rbuf;
     size_t rlen, rcap;
     store_aclient_cb connected, on_lost;
@@ -607,7 +608,7 @@ static void apply_liveness(store_aclient_t *c)
 {
     uv_os_fd_t fd;
     if (c->user_timeout_ms && c->tcp_open && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
-        podrun_tcp_liveness(fd, c->user_timeout_ms);
+        podrun_tcp_liveness(fd, c->user_timeout_ms, c->quiet_ms);
 }
 
 static void on_connected(uv_connect_t *req, int status)
@@ -766,9 +767,10 @@ void store_aclient_retry_every(store_aclient_t *c, unsigned interval_ms)
     c->retry_ms = interval_ms;
 }
 
-void store_aclient_liveness(store_aclient_t *c, unsigned timeout_ms)
+void store_aclient_liveness(store_aclient_t *c, unsigned timeout_ms, unsigned quiet_ms)
 {
     c->user_timeout_ms = timeout_ms;
+    c->quiet_ms = quiet_ms;
     if (c->state == S_READY || c->state == S_VALIDATING)
         apply_liveness(c);
 }

@@ -54,9 +54,10 @@ int store_aclient_is_local(const struct sockaddr *sa);
  * refused port or an unanswered name is bounded by the interval. Call right after connect. */
 void store_aclient_retry_every(store_aclient_t *c, unsigned interval_ms);
 /* The kernel notices a lost server machine or a cut network: the connection is lost when what
- * was sent stays unacknowledged for timeout_ms (podrun_tcp_liveness); 0: the kernel's defaults.
- * Applies now if connected, else once connected. */
-void store_aclient_liveness(store_aclient_t *c, unsigned timeout_ms);
+ * was sent, or a keep-alive probe sent after quiet_ms without a byte from the server, stays
+ * unacknowledged for timeout_ms (podrun_tcp_liveness); 0: the kernel's defaults. Applies now if
+ * connected, else once connected. */
+void store_aclient_liveness(store_aclient_t *c, unsigned timeout_ms, unsigned quiet_ms);
 /* Called once when an established connection is lost: status PODRUN_ECONNRESET (closed),
  * PODRUN_EPROTO, or the socket's error (UV_ETIMEDOUT: see store_aclient_liveness). */
 void store_aclient_on_lost(store_aclient_t *c, store_aclient_cb on_lost, void *arg);

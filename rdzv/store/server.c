@@ -688,9 +688,10 @@ void store_server_observe(store_server_t *s, const char *prefix, store_write_cb 
     s->obs_arg = arg;
 }
 
-void store_server_liveness(store_server_t *s, unsigned timeout_ms)
+void store_server_liveness(store_server_t *s, unsigned timeout_ms, unsigned quiet_ms)
 {
     s->liveness_ms = timeout_ms;
+    s->liveness_quiet_ms = quiet_ms;
 }
 
 int store_server_set(store_server_t *s, const char *key, size_t klen, const void *val,

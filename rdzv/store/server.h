@@ -60,8 +60,9 @@ void store_server_observe(store_server_t *s, const char *prefix, store_write_cb 
                           store_close_cb on_close, void *arg);
 /* From now on, each connection that writes an observed key is watched by the kernel too: it
  * fails with UV_ETIMEDOUT when what the server sent or its keep-alive probes stay unacknowledged
- * for timeout_ms (podrun_tcp_liveness). Other connections (the workers') are left alone. */
-void store_server_liveness(store_server_t *s, unsigned timeout_ms);
+ * for timeout_ms; probes go out after quiet_ms without a byte from the peer (its heartbeat
+ * period; podrun_tcp_liveness). Other connections (the workers') are left alone. */
+void store_server_liveness(store_server_t *s, unsigned timeout_ms, unsigned quiet_ms);
 /* In-process writes: same semantics as the wire ops, waiters woken, observer not called. They
  * are not bounded by max_total_bytes: the hosting process's own small records must not fail
  * because clients filled the store. */

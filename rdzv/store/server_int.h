@@ -75,7 +75,7 @@ struct store_server {
     size_t prefixlen;
     store_write_cb on_write;
     store_close_cb on_close;
-    unsigned liveness_ms;
+    unsigned liveness_ms, liveness_quiet_ms;
     void *obs_arg;
     int closing, handles;
     int limit_logged;

@@ -26,7 +26,7 @@ static void report_write(conn_t *c, const char *key, size_t klen)
     if (!c->wrote_observed && s->liveness_ms) {
         uv_os_fd_t fd;
         if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
-            podrun_tcp_liveness(fd, s->liveness_ms);
+            podrun_tcp_liveness(fd, s->liveness_ms, s->liveness_quiet_ms);
     }
     c->wrote_observed = 1;
     if (s->on_write(s->obs_arg, c->id, key, klen, v, vlen) && v)

@@ -1,7 +1,11 @@
 /* tests/unit/rdzv/base/test_common.c — HOST[:PORT], whole numbers, ids, durations, the error table,
  * the log sink. */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "tests/unit/check.h"
@@ -159,6 +163,36 @@ static void on_line(void *arg, const char *line)
     snprintf(logged, sizeof logged, "%s", line);
 }
 
+/* Keep-alive probes start after half the timeout, or after the peer's heartbeat period where
+ * that is longer; the timeout itself (TCP_USER_TIMEOUT) is the same either way. */
+static void keepalive_of(unsigned timeout_ms, unsigned quiet_ms, int *idle, unsigned *user)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    CHECK_EQ_INT(podrun_tcp_liveness(fd, timeout_ms, quiet_ms), 0);
+    socklen_t l = sizeof *idle;
+    getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, idle, &l);
+    l = sizeof *user;
+    getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, user, &l);
+    close(fd);
+}
+
+static void test_tcp_liveness(void)
+{
+    int idle = 0;
+    unsigned user = 0;
+    keepalive_of(3000, 1000, &idle, &user);
+    CHECK_EQ_INT(idle, 1);
+    CHECK_EQ_INT((int)user, 3000);
+    keepalive_of(3000, 8000, &idle, &user); /* a node of a 16,384-node job */
+    CHECK_EQ_INT(idle, 8);
+    CHECK_EQ_INT((int)user, 3000);
+    keepalive_of(10000, 0, &idle, &user);
+    CHECK_EQ_INT(idle, 5);
+    keepalive_of(3000, 2500, &idle, &user);
+    CHECK_EQ_INT(idle, 3);
+}
+
 static void test_log_sink(void)
 {
     int n = 0;
@@ -182,5 +216,6 @@ int main(void)
     RUN(test_random_id);
     RUN(test_duration);
     RUN(test_textlist);
+    RUN(test_tcp_liveness);
     return check_result();
 }
