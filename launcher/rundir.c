@@ -23,10 +23,13 @@ static int pathf(char *buf, size_t len, const char *fmt, ...)
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
+/* 1: path was made now (it is empty), 0: it was there already, or -errno. */
 static int mkdir_p(char *path)
 {
     /* the parents exist but for the first worker's directory: one call then, not one per level */
-    if (mkdir(path, 0755) == 0 || errno == EEXIST)
+    if (mkdir(path, 0755) == 0)
+        return 1;
+    if (errno == EEXIST)
         return 0;
     if (errno != ENOENT)
         return -errno;
@@ -39,9 +42,9 @@ static int mkdir_p(char *path)
         if (r < 0 && errno != EEXIST)
             return -errno;
     }
-    if (mkdir(path, 0755) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
+    if (mkdir(path, 0755) == 0)
+        return 1;
+    return errno == EEXIST ? 0 : -errno;
 }
 
 /* A run id as one path component. */
@@ -117,9 +120,10 @@ int rundir_attempt(struct rundir *d, const char *run_id, int attempt)
         if (pathf(p, sizeof p, "%s/%d", d->attempt, i))
             return -ENAMETOOLONG;
         int r = mkdir_p(p);
-        if (r)
+        if (r < 0)
             return r;
-        unlink_rank_files(d, i);
+        if (r == 0) /* a directory of an earlier run (--log-dir): its files are not this run's */
+            unlink_rank_files(d, i);
     }
     return 0;
 }
@@ -145,9 +149,10 @@ void rundir_remove(struct rundir *d, bool all)
     char p[PATH_MAX + 32];
     if (d->attempt[0]) {
         for (int i = 0; i < d->nproc; i++) {
-            unlink_rank_files(d, i);
-            if (!pathf(p, sizeof p, "%s/%d", d->attempt, i))
-                rmdir(p);
+            if (pathf(p, sizeof p, "%s/%d", d->attempt, i) || rmdir(p) == 0 || errno != ENOTEMPTY)
+                continue;
+            unlink_rank_files(d, i); /* a worker's error.json or heartbeat */
+            rmdir(p);
         }
         rmdir(d->attempt);
         char *slash = strrchr(d->attempt, '/');

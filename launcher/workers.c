@@ -23,6 +23,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,9 +65,52 @@ int workers_init(worker_group_t *g, uv_loop_t *loop, int n)
     return 0;
 }
 
+/* The file that execvp would run for `name` (no '/' in it), searched once in the parent: a
+ * worker's failed execve of every PATH entry before it costs more than this whole search. NULL
+ * when none is found (the worker's execvpe then says why). The last answer is kept. */
+static const char *lookup_program(worker_group_t *g, const char *name)
+{
+    if (strchr(name, '/'))
+        return NULL;
+    if (g->exec_name && strcmp(g->exec_name, name) == 0)
+        return g->exec_path;
+    free(g->exec_name);
+    free(g->exec_path);
+    g->exec_path = NULL;
+    if (!(g->exec_name = strdup(name)))
+        return NULL;
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/bin:/usr/bin"; /* glibc's execvp without PATH */
+    size_t nlen = strlen(name);
+    for (const char *p = path;;) {
+        const char *end = strchr(p, ':');
+        size_t dlen = end ? (size_t)(end - p) : strlen(p);
+        char *file = malloc(dlen + nlen + 3);
+        if (!file)
+            break;
+        if (dlen == 0) /* an empty entry is the current directory */
+            memcpy(file, ".", (dlen = 1));
+        else
+            memcpy(file, p, dlen);
+        file[dlen] = '/';
+        memcpy(file + dlen + 1, name, nlen + 1);
+        struct stat st;
+        if (stat(file, &st) == 0 && S_ISREG(st.st_mode) && access(file, X_OK) == 0) {
+            g->exec_path = file;
+            break;
+        }
+        free(file);
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return g->exec_path;
+}
+
 /* The child between fork and exec: only async-signal-safe calls. */
 static void __attribute__((noreturn))
-child_exec(const struct worker_spawn *sp, int errfd, pid_t parent)
+child_exec(const struct worker_spawn *sp, const char *file, int errfd, pid_t parent)
 {
     init_child_reset();
     setsid();
@@ -89,6 +133,8 @@ child_exec(const struct worker_spawn *sp, int errfd, pid_t parent)
                                   "container's cpuset changed?); it runs unbound\n";
         (void)!write(2, msg, sizeof msg - 1);
     }
+    if (file)
+        execve(file, sp->argv, sp->envp);
     execvpe(sp->argv[0], sp->argv, sp->envp);
     int e = errno;
     (void)!write(errfd, &e, sizeof e);
@@ -211,12 +257,13 @@ int workers_spawn(worker_group_t *g, int i, const struct worker_spawn *sp)
     if (pipe2(pfd, O_CLOEXEC) < 0)
         return -errno;
     pid_t parent = getpid();
+    const char *file = lookup_program(g, sp->argv[0]);
     sigset_t saved;
     init_fork_begin(&saved);
     pid_t pid = fork();
     if (pid == 0) {
         close(pfd[0]);
-        child_exec(sp, pfd[1], parent);
+        child_exec(sp, file, pfd[1], parent);
     }
     int e = errno;
     init_fork_end(&saved);
@@ -462,6 +509,9 @@ void workers_close(worker_group_t *g)
         }
     free(g->w);
     g->w = NULL;
+    free(g->exec_name);
+    free(g->exec_path);
+    g->exec_name = g->exec_path = NULL;
     if (g->guard_fd >= 0) {
         close(g->guard_fd);   /* the guard reads the end and exits */
         g->guard_fd = -1;

@@ -67,9 +67,13 @@ struct worker_group {
     uint64_t kill_wait_ms;
     int guard_fd;              /* write end of the guard's pipe, -1 without a guard */
     pid_t guard_pid;           /* the guard process, 0 without one */
+    char *exec_name, *exec_path; /* the last program name looked up in PATH, and its file */
 };
 
-/* What one worker runs. stdout_fd/stderr_fd become its 1 and 2 (stdin is inherited). */
+/* What one worker runs. stdout_fd/stderr_fd become its 1 and 2 (stdin is inherited). A name
+ * without '/' is looked up in the agent's PATH once for the group (the first executable regular
+ * file, as execvp finds it), so each worker execs its file at once; where that exec fails the
+ * worker does what execvp does (a script without #!, an error to report). */
 struct worker_spawn {
     char *const *argv;         /* argv[0] is looked up in PATH */
     char *const *envp;

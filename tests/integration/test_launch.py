@@ -124,6 +124,24 @@ def test_program_not_found_127_not_executable_126(podrun, tmp_path):
     assert r.returncode == 127 and "cannot run '/no/such/python'" in r.stderr
 
 
+def test_program_in_path_as_execvp_finds_it(podrun, tmp_path):
+    """A bare name runs the first executable file of that name in PATH: a file that is not
+    executable, or a directory, is passed over, and a script without #! runs under /bin/sh."""
+    first, second, third = (tmp_path / d for d in ("a", "b", "c"))
+    for d in (first, second, third):
+        d.mkdir()
+    (first / "prog").write_text("#!/bin/sh\necho first\n")          # not executable
+    (second / "prog").mkdir()                                         # a directory
+    (third / "prog").write_text("echo third $0 \"$@\"\n")            # no #!
+    (third / "prog").chmod(0o755)
+    path = f"{first}:{second}:{third}:/usr/bin:/bin"
+    r = run(podrun, "--nproc-per-node", "2", "prog", "x y", env={"PATH": path})
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == [f"[rank {i}]:third {third}/prog x y" for i in (0, 1)]
+    r = run(podrun, "prog", env={"PATH": f"{first}:{second}"})
+    assert r.returncode == 126 and "cannot run 'prog': Permission denied" in r.stderr
+
+
 def test_python_program_kinds(podrun, tmp_path):
     (tmp_path / "mod_under_test.py").write_text("import sys; print('module', sys.argv[1:])\n")
     (tmp_path / "script.py").write_text("import sys; print('script', __name__, sys.argv[1:])\n")

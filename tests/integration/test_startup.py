@@ -36,11 +36,15 @@ def threads(trace):
 
 def test_one_node_cpu_job_probes_nothing_it_does_not_use(podrun, tmp_path):
     env = dict(os.environ)
+    env["PATH"] = f"{tmp_path}:/nonexistent:{env.get('PATH', '/usr/bin:/bin')}"
     for k in ("NCCL_SOCKET_IFNAME", "OMP_NUM_THREADS", "PODRUN_NUMA_BINDING"):
         env.pop(k, None)
     trace, r = traced(tmp_path, podrun, "--nproc-per-node", "8", "--no-python", "true", env=env)
     assert r.returncode == 0, r.stderr
     assert len(re.findall(r'execve\("[^"]*/true"', trace)) >= 8   # the workers did run
+    # `true` is looked up in PATH once, not by each worker trying every entry before its own
+    failed = [l for l in trace.splitlines() if re.search(r'execve\("[^"]*/true".* = -1 ', l)]
+    assert failed == [], failed[:3]
     assert not HCA.findall(trace), HCA.findall(trace)
     assert not TOPOLOGY.findall(trace), TOPOLOGY.findall(trace)[:5]
     assert threads(trace) == [], threads(trace)

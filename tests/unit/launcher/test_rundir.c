@@ -54,6 +54,11 @@ static void test_private_base_removed(void)
     int fd = 7;
     CHECK_EQ_INT(rundir_log_file(&d, 0, 1, &fd, p, sizeof p), 0);
     CHECK_EQ_INT(fd, -1); /* nothing asked for log files */
+    /* what a failed worker leaves goes with the directory */
+    rundir_path(&d, 1, "error.json", p, sizeof p);
+    close(open(p, O_WRONLY | O_CREAT, 0644));
+    rundir_path(&d, 0, "heartbeat", p, sizeof p);
+    close(open(p, O_WRONLY | O_CREAT, 0644));
     char base[PATH_MAX];
     snprintf(base, sizeof base, "%s", d.base);
     rundir_remove(&d, true);
