@@ -58,17 +58,13 @@ def free_port(host="127.0.0.1"):
     raise RuntimeError(f"no free port left in {first}-{end - 1} on {host}")
 
 
-# Modules whose tests share one thing that the first of them makes in the source tree (a root
-# file system under build-static/, the one-file build in build-wheel/, meson's install of the
-# build directory): under pytest-xdist (scripts/test) each module runs in one worker, so the
-# thing is made once and never by two workers at a time.
-SHARED = {"test_static.py", "test_wheel.py", "test_install.py"}
-
-
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if item.path.name in SHARED:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+# One worker: the modules whose tests share one thing that the first of them makes in the
+# source tree (test_static.py: a root file system under build-static/; test_wheel.py: the
+# one-file build in build-wheel/; test_install.py: meson's install of the build directory) mark
+# themselves with `pytestmark = pytest.mark.xdist_group(NAME)`, so under pytest-xdist's
+# --dist loadgroup (scripts/test) all of a module's tests run in one worker and the thing is
+# never made by two workers at a time. The mark must be on the module: pytest-xdist reads it
+# before any conftest hook could add it.
 
 
 @pytest.fixture

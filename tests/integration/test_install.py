@@ -6,8 +6,13 @@ import os
 import re
 import subprocess
 
+import pytest
+
 from conftest import BUILD, PODRUN, free_port
 from store_util import podrun_store
+
+# the one thing this module makes in the source tree (conftest.py, "one worker") is made once
+pytestmark = pytest.mark.xdist_group("install")
 
 PROGRAM = r"""
 #include <podrun/store.h>

@@ -30,6 +30,9 @@ import pytest
 
 from conftest import PODRUN, ROOT, free_port
 
+# the one thing this module makes in the source tree (conftest.py, "one worker") is made once
+pytestmark = pytest.mark.xdist_group("static")
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fakes"))
 import k8s_api  # noqa: E402
 
@@ -506,3 +509,15 @@ def test_kubernetes_with_this_machine_s_libcurl(roots, api, tmp_path):
     r = fetch_ips([str(binary)], str(api.kubeconfig(tmp_path / "kc", client_cert=True)))
     assert r.returncode == 0, r.stderr
     assert r.stdout == WANT_IPS
+
+
+def test_modules_that_share_a_build_run_in_one_worker():
+    """test_static, test_wheel and test_install each make one thing in the source tree; their
+    module-level xdist_group mark keeps each module's tests in one pytest-xdist worker (a mark
+    added later, by a conftest hook, is read too late and the tests were spread out: two
+    workers then built build-wheel/ at once)."""
+    import importlib
+    for name in ("test_static", "test_wheel", "test_install"):
+        marks = getattr(importlib.import_module(name), "pytestmark", [])
+        marks = marks if isinstance(marks, list) else [marks]
+        assert [m.args for m in marks if m.name == "xdist_group"], name

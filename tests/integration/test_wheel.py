@@ -15,6 +15,9 @@ import pytest
 
 from conftest import ROOT, free_port
 
+# the one thing this module makes in the source tree (conftest.py, "one worker") is made once
+pytestmark = pytest.mark.xdist_group("wheel")
+
 NAME = re.compile(r"^podrun-(\d+\.\d+\.\d+)-py3-none-manylinux_(\d+)_(\d+)_x86_64\.whl$")
 OTHER_LAUNCHERS = {"torchrun", "accelerate", "deepspeed", "paddle-launch"}
 
