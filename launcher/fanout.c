@@ -24,6 +24,7 @@
 
 #include "launcher/env/environ.h"
 #include "launcher/fanout_cmd.h"
+#include "launcher/workers.h"
 #include "launcher/frontends/deepspeed_cli.h"
 #include "launcher/frontends/deepspeed_hosts.h"
 #include "launcher/operators/adapter.h"
@@ -81,17 +82,8 @@ static long long now_ms(void)
 
 static bool in_path(const char *prog)
 {
-    const char *path = getenv("PATH");
     char buf[PATH_MAX];
-    for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
-        const char *e = strchr(p, ':');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)n, n ? p : ".", prog);
-        if (access(buf, X_OK) == 0)
-            return true;
-        p += n + (e ? 1 : 0);
-    }
-    return false;
+    return workers_which(prog, buf, sizeof buf) == 0;
 }
 
 /* Forks argv in a process group of its own, stderr into a pipe when want_err; signals unblocked

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -65,9 +66,28 @@ int workers_init(worker_group_t *g, uv_loop_t *loop, int n)
     return 0;
 }
 
-/* The file that execvp would run for `name` (no '/' in it), searched once in the parent: a
- * worker's failed execve of every PATH entry before it costs more than this whole search. NULL
- * when none is found (the worker's execvpe then says why). The last answer is kept. */
+int workers_which(const char *name, char *out, size_t cap)
+{
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/bin:/usr/bin"; /* glibc's execvp without PATH */
+    for (const char *p = path;;) {
+        const char *end = strchr(p, ':');
+        int dlen = end ? (int)(end - p) : (int)strlen(p);
+        struct stat st;
+        /* an empty entry is the current directory */
+        if ((size_t)snprintf(out, cap, "%.*s/%s", dlen, dlen ? p : ".", name) < cap &&
+            stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
+            return 0;
+        if (!end)
+            return -ENOENT;
+        p = end + 1;
+    }
+}
+
+/* workers_which for the group's program, once: a worker's failed execve of every PATH entry
+ * before it costs more than this whole search. NULL for a name with '/' or none found (the
+ * worker's execvpe then says why). The last answer is kept. */
 static const char *lookup_program(worker_group_t *g, const char *name)
 {
     if (strchr(name, '/'))
@@ -77,34 +97,9 @@ static const char *lookup_program(worker_group_t *g, const char *name)
     free(g->exec_name);
     free(g->exec_path);
     g->exec_path = NULL;
-    if (!(g->exec_name = strdup(name)))
-        return NULL;
-    const char *path = getenv("PATH");
-    if (!path)
-        path = "/bin:/usr/bin"; /* glibc's execvp without PATH */
-    size_t nlen = strlen(name);
-    for (const char *p = path;;) {
-        const char *end = strchr(p, ':');
-        size_t dlen = end ? (size_t)(end - p) : strlen(p);
-        char *file = malloc(dlen + nlen + 3);
-        if (!file)
-            break;
-        if (dlen == 0) /* an empty entry is the current directory */
-            memcpy(file, ".", (dlen = 1));
-        else
-            memcpy(file, p, dlen);
-        file[dlen] = '/';
-        memcpy(file + dlen + 1, name, nlen + 1);
-        struct stat st;
-        if (stat(file, &st) == 0 && S_ISREG(st.st_mode) && access(file, X_OK) == 0) {
-            g->exec_path = file;
-            break;
-        }
-        free(file);
-        if (!end)
-            break;
-        p = end + 1;
-    }
+    char file[PATH_MAX];
+    if ((g->exec_name = strdup(name)) && workers_which(name, file, sizeof file) == 0)
+        g->exec_path = strdup(file);
     return g->exec_path;
 }
 

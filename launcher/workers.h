@@ -82,6 +82,9 @@ struct worker_spawn {
     int mem_node;              /* with cpus: memory bound to this NUMA node, -1: not */
 };
 
+/* The file execvp would run for a name without '/': the first executable regular file
+ * PATH/name (an empty PATH entry is the current directory), in out. 0 or -ENOENT. */
+int workers_which(const char *name, char *out, size_t cap);
 int workers_init(worker_group_t *g, uv_loop_t *loop, int n);
 /* Forks worker i and execs argv in a new session; returns 0 or a negative errno when the fork
  * itself failed. An exec failure shows up later as the worker exiting 127 (not found) or 126
