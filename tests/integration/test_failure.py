@@ -50,8 +50,11 @@ def root_cause(text):
 
 
 @pytest.mark.parametrize("how,code", [("exit", 1), ("segv", 128 + 11), ("kill", 128 + 9)])
-def test_worker_failure_stops_every_node(port, how, code):
-    agents, marker = job(4, port, {"FAIL_RANK": "2", "FAIL_HOW": how})
+def test_worker_failure_stops_every_node(port, how, code, tmp_path):
+    fail = tmp_path / "fail"
+    agents, marker = job(4, port, {"FAIL_RANK": "2", "FAIL_HOW": how, "FAIL_FILE": str(fail)})
+    running(agents)   # every sibling's SIGTERM trap is set before rank 2 fails
+    fail.write_text("")
     codes = finish(agents, marker)
     assert codes == [PEER_FAILURE, PEER_FAILURE, code, PEER_FAILURE], [a.err for a in agents]
     for i in (0, 1, 3):
@@ -121,7 +124,8 @@ def test_fatal_exit_code_stops_every_node_without_a_restart(port, tmp_path, how)
     # rank 1 (node 1) exits 42, a code not to retry: restarts are left, none is used
     logs = [tmp_path / f"term{i}" for i in range(2)]
     extra = ["--max-restarts", "3"]
-    env = {"FAIL_RANK": "1", "FAIL_UNTIL": "9", "FAIL_EXIT": "42"}
+    env = {"FAIL_RANK": "1", "FAIL_UNTIL": "9", "FAIL_EXIT": "42", "STARTED_DIR": started_dir(),
+           "FAIL_AFTER_ALL": "1"}   # both workers say "start" before rank 1 fails
     if how == "flag":
         extra += ["--fatal-exit-codes", "7,40-45"]
     else:

@@ -186,13 +186,16 @@ def test_join_timeout_names_the_missing_node(backend):
     assert not result_lines(agents, "env ")
 
 
-def test_failure_pushed_to_every_node(backend):
+def test_failure_pushed_to_every_node(backend, tmp_path):
     """Rank 2 (node2) exits 1: every other node's workers get SIGTERM, every agent prints the
     same root cause, node2 exits 1 and the others with the peer-failure code."""
-    job = Job(backend, 4, env={"FAIL_RANK": "2"})
+    fail = tmp_path / "fail"
+    job = Job(backend, 4, env={"FAIL_RANK": "2", "FAIL_FILE": str(fail)})
     for i in range(4):
         job.start(i)
     agents = job.all()
+    job.running(4)   # every sibling's SIGTERM trap is set before rank 2 fails
+    fail.write_text("")
     codes = job.finish()
     assert codes == [PEER_FAILURE, PEER_FAILURE, 1, PEER_FAILURE], errs(agents)
     for i in (0, 1, 3):
@@ -209,7 +212,8 @@ def test_restart_then_success(backend, tmp_path):
     in place once (attempts 0 and 1 everywhere) and the job ends with 0."""
     done = tmp_path / "done"
     job = Job(backend, 3, extra=["--max-restarts", "1"],
-              env={"FAIL_RANK": "1", "FAIL_UNTIL": "1", "DONE_FILE": str(done)})
+              env={"FAIL_RANK": "1", "FAIL_UNTIL": "1", "DONE_FILE": str(done),
+                   "FAIL_AFTER_ALL": "1"})   # every node says "start" before rank 1 fails
     for i in range(3):
         job.start(i)
     agents = job.all()
@@ -227,7 +231,8 @@ def test_restarts_exhausted(backend):
     """--max-restarts 2 and a rank that fails on every attempt: attempts 0, 1, 2 on every node,
     then the job ends with the worker's code on its node and the peer-failure code elsewhere."""
     job = Job(backend, 3, extra=["--max-restarts", "2"],
-              env={"FAIL_RANK": "1", "FAIL_UNTIL": "9", "FAIL_EXIT": "3"})
+              env={"FAIL_RANK": "1", "FAIL_UNTIL": "9", "FAIL_EXIT": "3",
+                   "FAIL_AFTER_ALL": "1"})   # every node says "start" before rank 1 fails
     for i in range(3):
         job.start(i)
     agents = job.all()

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import time
 
-from cluster import WORKERS, Agent, agent_args, wait_for
+from cluster import WORKERS, Agent, agent_args, started_dir, wait_for, wait_started
 from conftest import PODRUN, free_port
 
 FAIL_SH = os.path.join(WORKERS, "fail.sh")
@@ -179,13 +179,16 @@ def test_healthz_503_while_stopping(podrun, tmp_path):
     """A worker failed and its sibling takes its time to stop: the probe says so."""
     hp = free_port()
     fail = tmp_path / "fail"
-    env = dict(os.environ, FAIL_RANK="0", FAIL_FILE=str(fail), IGNORE_TERM="1")
-    p = subprocess.Popen([podrun, "--nproc-per-node", "2", "--term-timeout", "3",
+    up = started_dir()
+    env = dict(os.environ, FAIL_RANK="0", FAIL_FILE=str(fail), IGNORE_TERM="1", STARTED_DIR=up)
+    p = subprocess.Popen([podrun, "--nproc-per-node", "2", "--term-timeout", "6",
                           "--health-port", str(hp), "--no-python", FAIL_SH], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: get(hp, "/healthz") == (200, get(hp, "/healthz")[1]) and
                  "running 2 workers" in get(hp, "/healthz")[1], 20, "running", every=0.1)
+        # rank 1 ignores SIGTERM only once its trap is set: until then the stop would be instant
+        wait_started(up, 2)
         fail.write_text("")   # rank 0 fails now
         st, body = wait_for(lambda: (lambda r: r[0] == 503 and r)(get(hp, "/healthz")),
                             20, "503", every=0.05)
@@ -223,6 +226,10 @@ def test_health_port_bad_clients(podrun):
             "414", "431")
         head = exchange(b"HEAD /healthz HTTP/1.0\r\n\r\n")
         assert head.startswith("HTTP/1.1 200 ") and head.endswith("\r\n\r\n")
+        line = p.stdout.readline()
+        while "tick" not in line:   # the worker prints
+            assert line, "podrun's output ended"
+            line = p.stdout.readline()
         # 40 idle connections: 16 held (then cut at the 5 s timeout), the rest closed at once
         for _ in range(40):
             s = socket.create_connection(("127.0.0.1", hp), timeout=10)
@@ -230,9 +237,11 @@ def test_health_port_bad_clients(podrun):
             socks.append(s)
         t0 = time.monotonic()
         lines = 0
-        while time.monotonic() - t0 < 2:
-            lines += "tick" in p.stdout.readline()
-        assert lines >= 5, "the workers' output stalled behind the health port"
+        while lines < 5:   # a tick each 0.2 s: five lines while the 16 are held
+            line = p.stdout.readline()
+            assert line, "podrun's output ended"
+            lines += "tick" in line
+        assert time.monotonic() - t0 < 4.5, "the workers' output stalled behind the health port"
         closed = 0
         for s in socks:
             s.settimeout(10)
@@ -287,7 +296,8 @@ def test_bad_health_port_and_log_format(podrun):
 def test_log_format_json(podrun):
     """podrun's own lines, the failure report included, are JSON objects; the workers' are not
     touched."""
-    env = dict(os.environ, FAIL_RANK="1", FAIL_AFTER="0.2", DONE_AFTER="5")
+    env = dict(os.environ, FAIL_RANK="1", FAIL_AFTER="0.2", DONE_AFTER="5",
+               STARTED_DIR=started_dir(), FAIL_AFTER_ALL="1")   # rank 0 says "start" first
     r = subprocess.run([podrun, "--nproc-per-node", "2", "--rdzv-id", "jj", "--log-format",
                         "json", "--no-python", FAIL_SH], capture_output=True, text=True,
                        env=env, timeout=60)

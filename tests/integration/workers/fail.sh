@@ -4,7 +4,8 @@
 # reaches them, or finish after $DONE_AFTER seconds (or once the file $DONE_FILE exists).
 # With $GATE_DIR, attempt r starts only once the file $GATE_DIR/r exists (a test's observer has
 # seen that far); with $STARTED_DIR, each worker says it runs (its SIGTERM trap set) by creating
-# w<world>.r<restart>.rank<rank> there.
+# w<world>.r<restart>.rank<rank> there; with $STARTED_DIR and $FAIL_AFTER_ALL, rank $FAIL_RANK
+# counts $FAIL_AFTER from the moment every worker of its attempt says so.
 r=$TORCHELASTIC_RESTART_COUNT
 started() { [ -z "$STARTED_DIR" ] || : >"$STARTED_DIR/w$WORLD_SIZE.r$r.rank$RANK"; }
 if [ -n "$GATE_DIR" ]; then
@@ -13,6 +14,11 @@ fi
 echo "start rank=$RANK restart=$r world=$WORLD_SIZE"
 if [ "$RANK" = "${FAIL_RANK:--1}" ] && [ "$r" -lt "${FAIL_UNTIL:-1}" ]; then
   started
+  if [ -n "$FAIL_AFTER_ALL" ]; then
+    until [ "$(ls "$STARTED_DIR" | grep -c "^w$WORLD_SIZE\.r$r\.")" -ge "$WORLD_SIZE" ]; do
+      sleep 0.05
+    done
+  fi
   if [ -n "$FAIL_FILE" ]; then
     while [ ! -e "$FAIL_FILE" ]; do sleep 0.05; done
   else
