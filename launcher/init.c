@@ -4,7 +4,7 @@
  * grandchildren are reaped as promptly as the workers themselves and no zombie is left. That
  * scheme steals the exit status of any child someone else is waiting for, and libuv's uv_spawn
  * is exactly such a someone: it reaps its children by pid from its own SIGCHLD watcher. So podrun
- * never uses uv_spawn; every child is forked by launcher/workers.c, and each reaped pid is handed
+ * never uses uv_spawn; every child is started by launcher/workers.c, and each reaped pid is handed
  * to the agent, which asks the worker group whether the pid is one of its workers. (A child
  * started any other way would have its status taken here; anything that needs a child must go
  * through workers.c.) When podrun is not PID 1 it makes itself a child subreaper

@@ -32,8 +32,8 @@ int init_signal_children(int sig, pid_t spare);
 void init_stop(void);
 bool init_is_pid1(void);
 
-/* Around fork(): block every signal in the parent so that no handler runs in the child before
- * it has reset them; init_fork_end restores the parent's mask. */
+/* Around fork() or clone(): block every signal in the parent so that no handler runs in the
+ * child before it has reset them; init_fork_end restores the parent's mask. */
 void init_fork_begin(sigset_t *saved);
 void init_fork_end(const sigset_t *saved);
 /* In the child, before exec: default dispositions and the signal mask podrun started with. */

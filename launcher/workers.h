@@ -1,5 +1,6 @@
 /* launcher/workers.h — a group of worker processes, each the leader of its own session and
- * process group, started with fork/exec and stopped as groups on the libuv loop.
+ * process group, started with clone/exec (vfork-style, as posix_spawn) and stopped as groups on
+ * the libuv loop.
  *
  * The group never waits for anything itself: init.c reaps, the agent hands every reaped pid to
  * workers_reaped(), and the group calls back. Stopping is SIGTERM (or another signal) to the
@@ -86,7 +87,7 @@ struct worker_spawn {
  * PATH/name (an empty PATH entry is the current directory), in out. 0 or -ENOENT. */
 int workers_which(const char *name, char *out, size_t cap);
 int workers_init(worker_group_t *g, uv_loop_t *loop, int n);
-/* Forks worker i and execs argv in a new session; returns 0 or a negative errno when the fork
+/* Starts worker i and execs argv in a new session; returns 0 or a negative errno when the clone
  * itself failed. An exec failure shows up later as the worker exiting 127 (not found) or 126
  * (not executable) with exec_errno set. */
 int workers_spawn(worker_group_t *g, int i, const struct worker_spawn *sp);

@@ -142,6 +142,18 @@ def test_program_in_path_as_execvp_finds_it(podrun, tmp_path):
     assert r.returncode == 126 and "cannot run 'prog': Permission denied" in r.stderr
 
 
+def test_script_without_hashbang_and_a_long_argv(podrun, tmp_path):
+    """The /bin/sh fallback copies argv before it execs: 150,000 arguments (1.2 MB of
+    pointers) still reach the workers, as from a shell."""
+    (tmp_path / "prog").write_text('echo "$# $1 ${150000}"\n')        # no #!
+    (tmp_path / "prog").chmod(0o755)
+    args = ["a"] + ["x"] * 149998 + ["z"]
+    r = run(podrun, "--nproc-per-node", "2", "prog", *args,
+            env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == [f"[rank {i}]:150000 a z" for i in (0, 1)]
+
+
 def test_python_program_kinds(podrun, tmp_path):
     (tmp_path / "mod_under_test.py").write_text("import sys; print('module', sys.argv[1:])\n")
     (tmp_path / "script.py").write_text("import sys; print('script', __name__, sys.argv[1:])\n")
