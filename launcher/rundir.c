@@ -58,7 +58,10 @@ static void path_safe(const char *in, char *out, size_t len)
 
 void rundir_path(const struct rundir *d, int lr, const char *file, char *out, size_t len)
 {
-    pathf(out, len, "%s/%d/%s", d->attempt, lr, file);
+    if (d->keep)
+        pathf(out, len, "%s/%d/%s", d->attempt, lr, file);
+    else
+        pathf(out, len, "%s/%d.%s", d->attempt, lr, file);
 }
 
 static void unlink_rank_files(const struct rundir *d, int lr)
@@ -115,8 +118,15 @@ int rundir_attempt(struct rundir *d, const char *run_id, int attempt)
     path_safe(run_id, id, sizeof id);
     if (pathf(d->attempt, sizeof d->attempt, "%s/%s/attempt_%d", d->base, id, attempt))
         return -ENAMETOOLONG;
+    char p[PATH_MAX + 16];
+    if (!d->keep) { /* one directory, whose files nobody but the agent reads */
+        snprintf(p, sizeof p, "%s", d->attempt);
+        int r = mkdir_p(p);
+        for (int i = 0; r == 0 && i < d->nproc; i++)
+            unlink_rank_files(d, i);
+        return r < 0 ? r : 0;
+    }
     for (int i = 0; i < d->nproc; i++) {
-        char p[PATH_MAX + 16];
         if (pathf(p, sizeof p, "%s/%d", d->attempt, i))
             return -ENAMETOOLONG;
         int r = mkdir_p(p);
@@ -146,15 +156,12 @@ void rundir_remove(struct rundir *d, bool all)
 {
     if (d->keep || !d->base[0])
         return;
-    char p[PATH_MAX + 32];
     if (d->attempt[0]) {
-        for (int i = 0; i < d->nproc; i++) {
-            if (pathf(p, sizeof p, "%s/%d", d->attempt, i) || rmdir(p) == 0 || errno != ENOTEMPTY)
-                continue;
-            unlink_rank_files(d, i); /* a worker's error.json or heartbeat */
-            rmdir(p);
+        if (rmdir(d->attempt) < 0 && errno == ENOTEMPTY) {
+            for (int i = 0; i < d->nproc; i++)
+                unlink_rank_files(d, i); /* a worker's error.json or heartbeat */
+            rmdir(d->attempt);
         }
-        rmdir(d->attempt);
         char *slash = strrchr(d->attempt, '/');
         if (slash) {
             *slash = 0;

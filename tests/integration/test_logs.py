@@ -157,6 +157,13 @@ def test_no_temp_files_left_without_log_dir(podrun, tmp_path):
     r = run(podrun, "--nproc-per-node", "2", "true", env={"TMPDIR": str(tmp_path)})
     assert r.returncode == 0
     assert list(tmp_path.iterdir()) == []
+    # each worker writes its error file, on both attempts (the first fails): none is left
+    r = run(podrun, "--nproc-per-node", "2", "--max-restarts", "1", "sh", "-c",
+            'echo "{}" > "$TORCHELASTIC_ERROR_FILE" && [ "$TORCHELASTIC_RESTART_COUNT" = 1 ]',
+            env={"TMPDIR": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert "restarting" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_stdout_closed_by_reader_does_not_hang(podrun):

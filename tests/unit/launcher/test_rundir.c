@@ -45,7 +45,9 @@ static void test_private_base_removed(void)
     CHECK_EQ_INT(rundir_attempt(&d, "job/1", 0), 0);
     char p[PATH_MAX + 32];
     rundir_path(&d, 1, "error.json", p, sizeof p);
-    CHECK(strstr(p, "/job_1/attempt_0/1/error.json") != NULL); /* the id is one component */
+    /* the id is one component; nothing kept: the ranks' files side by side */
+    CHECK(strstr(p, "/job_1/attempt_0/1.error.json") != NULL);
+    CHECK(exists(d.attempt));
     /* a file left by the attempt is gone when the next one starts */
     close(open(p, O_WRONLY | O_CREAT, 0644));
     CHECK(exists(p));
@@ -84,6 +86,8 @@ static void test_log_files_asked_for(void)
     CHECK_EQ_INT(fd, -1); /* rank 1's stdout was not named */
     CHECK_EQ_INT(rundir_log_file(&d, 0, 2, &fd, p, sizeof p), 0);
     CHECK_EQ_INT(fd, -1);
+    rundir_path(&d, 0, "error.json", p, sizeof p);
+    CHECK(strstr(p, "/j/attempt_3/0/error.json") != NULL); /* kept: torchrun's layout */
     rundir_remove(&d, true); /* kept: the files were asked for */
     CHECK(exists(d.attempt));
     cfg_free(&c);
