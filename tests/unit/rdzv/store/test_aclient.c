@@ -12,55 +12,9 @@
 #include "tests/unit/check.h"
 #include "rdzv/store/aclient.h"
 #include "rdzv/store/server.h"
+#include "tests/unit/rdzv/store/loop_client.h"
 
-static uv_loop_t *loop;
 static store_server_t *srv;
-
-/* Runs the loop until *flag becomes non-zero or ms pass. */
-static void on_deadline(uv_timer_t *t)
-{
-    *(int *)t->data = 1;
-}
-static void spin(volatile int *flag, int ms)
-{
-    uv_timer_t t;
-    int expired = 0;
-    uv_timer_init(loop, &t);
-    t.data = &expired;
-    uv_timer_start(&t, on_deadline, (uint64_t)ms, 0);
-    while (!*flag && !expired)
-        uv_run(loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&t, NULL);
-    uv_run(loop, UV_RUN_NOWAIT);
-}
-
-typedef struct res {
-    int done, status;
-    char val[64];
-    int64_t num;
-    int order;
-} res_t;
-static int seq;
-
-static void on_reply(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
-                     void *arg)
-{
-    (void)c;
-    res_t *r = arg;
-    r->done = 1;
-    r->status = status;
-    r->num = num;
-    r->order = ++seq;
-    snprintf(r->val, sizeof r->val, "%.*s", (int)len, val ? val : "");
-}
-
-static void on_conn(store_aclient_t *c, int status, void *arg)
-{
-    (void)c;
-    res_t *r = arg;
-    r->done = 1;
-    r->status = status;
-}
 
 static store_aclient_t *connect_ok(uint16_t port)
 {

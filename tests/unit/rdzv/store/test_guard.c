@@ -15,8 +15,8 @@
 #include "rdzv/store/aclient.h"
 #include "rdzv/store/server.h"
 #include "rdzv/store/wire.h"
+#include "tests/unit/rdzv/store/loop_client.h"
 
-static uv_loop_t *loop;
 static store_server_t *srv;
 static char lastlog[512];
 static int nlogs;
@@ -26,47 +26,6 @@ static void on_log(void *arg, const char *line)
     (void)arg;
     snprintf(lastlog, sizeof lastlog, "%s", line);
     nlogs++;
-}
-
-static void on_deadline(uv_timer_t *t)
-{
-    *(int *)t->data = 1;
-}
-
-static void spin(volatile int *flag, int ms)
-{
-    uv_timer_t t;
-    int expired = 0;
-    uv_timer_init(loop, &t);
-    t.data = &expired;
-    uv_timer_start(&t, on_deadline, (uint64_t)ms, 0);
-    while (!*flag && !expired)
-        uv_run(loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&t, NULL);
-    uv_run(loop, UV_RUN_NOWAIT);
-}
-
-typedef struct res {
-    int done, status;
-    char val[128];
-} res_t;
-
-static void on_reply(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
-                     void *arg)
-{
-    (void)c, (void)num;
-    res_t *r = arg;
-    r->done = 1;
-    r->status = status;
-    snprintf(r->val, sizeof r->val, "%.*s", (int)len, val ? val : "");
-}
-
-static void on_conn(store_aclient_t *c, int status, void *arg)
-{
-    (void)c;
-    res_t *r = arg;
-    r->done = 1;
-    r->status = status;
 }
 
 static auth_key_t key_of(const char *t)
