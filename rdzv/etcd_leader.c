@@ -475,6 +475,12 @@ static void lead_record(etcd_agent_t *a, const etcd_kv_t *kv, int deleted)
     long num;
     if (etcd_agent_parse_key(a, kv->key, kv->klen, ids, &idn, what, sizeof what, &num) < 0)
         return;
+    /* A leader that closes counts itself out first (etcd_close). Its own records that the
+     * watch brings after that were written before it closed; counted, one would make its node
+     * connected again, and the close would wait close_timeout for a lease that goes only once
+     * the close is over. */
+    if (a->cleaning && idn == a->idn)
+        return;
     lnode_t *n = lnode_get(a, ids, idn);
     if (!n)
         return;
