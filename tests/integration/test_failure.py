@@ -50,11 +50,9 @@ def root_cause(text):
 
 
 @pytest.mark.parametrize("how,code", [("exit", 1), ("segv", 128 + 11), ("kill", 128 + 9)])
-def test_worker_failure_stops_every_node(port, how, code, tmp_path):
-    fail = tmp_path / "fail"
-    agents, marker = job(4, port, {"FAIL_RANK": "2", "FAIL_HOW": how, "FAIL_FILE": str(fail)})
-    running(agents)   # every sibling's SIGTERM trap is set before rank 2 fails
-    fail.write_text("")
+def test_worker_failure_stops_every_node(port, how, code):
+    # every sibling's SIGTERM trap is set before rank 2 fails
+    agents, marker = job(4, port, {"FAIL_RANK": "2", "FAIL_HOW": how, "FAIL_AFTER_ALL": "1"})
     codes = finish(agents, marker)
     assert codes == [PEER_FAILURE, PEER_FAILURE, code, PEER_FAILURE], [a.err for a in agents]
     for i in (0, 1, 3):

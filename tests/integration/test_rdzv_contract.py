@@ -186,16 +186,14 @@ def test_join_timeout_names_the_missing_node(backend):
     assert not result_lines(agents, "env ")
 
 
-def test_failure_pushed_to_every_node(backend, tmp_path):
+def test_failure_pushed_to_every_node(backend):
     """Rank 2 (node2) exits 1: every other node's workers get SIGTERM, every agent prints the
     same root cause, node2 exits 1 and the others with the peer-failure code."""
-    fail = tmp_path / "fail"
-    job = Job(backend, 4, env={"FAIL_RANK": "2", "FAIL_FILE": str(fail)})
+    job = Job(backend, 4, env={"FAIL_RANK": "2",
+                               "FAIL_AFTER_ALL": "1"})   # every sibling's trap is set first
     for i in range(4):
         job.start(i)
     agents = job.all()
-    job.running(4)   # every sibling's SIGTERM trap is set before rank 2 fails
-    fail.write_text("")
     codes = job.finish()
     assert codes == [PEER_FAILURE, PEER_FAILURE, 1, PEER_FAILURE], errs(agents)
     for i in (0, 1, 3):

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import time
 
-from cluster import WORKERS, Agent, agent_args, started_dir, wait_for, wait_started
+from cluster import WORKERS, Agent, agent_args, started_dir, wait_for
 from conftest import PODRUN, free_port
 
 FAIL_SH = os.path.join(WORKERS, "fail.sh")
@@ -179,17 +179,16 @@ def test_healthz_503_while_stopping(podrun, tmp_path):
     """A worker failed and its sibling takes its time to stop: the probe says so."""
     hp = free_port()
     fail = tmp_path / "fail"
-    up = started_dir()
-    env = dict(os.environ, FAIL_RANK="0", FAIL_FILE=str(fail), IGNORE_TERM="1", STARTED_DIR=up)
+    # rank 1 ignores SIGTERM only once its trap is set: until then the stop would be instant
+    env = dict(os.environ, FAIL_RANK="0", FAIL_FILE=str(fail), IGNORE_TERM="1",
+               STARTED_DIR=started_dir(), FAIL_AFTER_ALL="1")
     p = subprocess.Popen([podrun, "--nproc-per-node", "2", "--term-timeout", "6",
                           "--health-port", str(hp), "--no-python", FAIL_SH], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: get(hp, "/healthz") == (200, get(hp, "/healthz")[1]) and
                  "running 2 workers" in get(hp, "/healthz")[1], 20, "running", every=0.1)
-        # rank 1 ignores SIGTERM only once its trap is set: until then the stop would be instant
-        wait_started(up, 2)
-        fail.write_text("")   # rank 0 fails now
+        fail.write_text("")   # rank 0 fails now (once rank 1's trap is set)
         st, body = wait_for(lambda: (lambda r: r[0] == 503 and r)(get(hp, "/healthz")),
                             20, "503", every=0.05)
         assert body.startswith("unhealthy: ") and "rank 0" in body and "exit code 1" in body, body
@@ -226,21 +225,22 @@ def test_health_port_bad_clients(podrun):
             "414", "431")
         head = exchange(b"HEAD /healthz HTTP/1.0\r\n\r\n")
         assert head.startswith("HTTP/1.1 200 ") and head.endswith("\r\n\r\n")
-        line = p.stdout.readline()
-        while "tick" not in line:   # the worker prints
-            assert line, "podrun's output ended"
-            line = p.stdout.readline()
+        def tick():
+            """Reads up to the worker's next tick line."""
+            line = ""
+            while "tick" not in line:
+                line = p.stdout.readline()
+                assert line, "podrun's output ended"
+
+        tick()   # the worker prints
         # 40 idle connections: 16 held (then cut at the 5 s timeout), the rest closed at once
         for _ in range(40):
             s = socket.create_connection(("127.0.0.1", hp), timeout=10)
             s.sendall(b"GET /hea")
             socks.append(s)
         t0 = time.monotonic()
-        lines = 0
-        while lines < 5:   # a tick each 0.2 s: five lines while the 16 are held
-            line = p.stdout.readline()
-            assert line, "podrun's output ended"
-            lines += "tick" in line
+        for _ in range(5):   # a tick each 0.2 s: five lines while the 16 are held
+            tick()
         assert time.monotonic() - t0 < 4.5, "the workers' output stalled behind the health port"
         closed = 0
         for s in socks:
