@@ -156,9 +156,9 @@ static inline void advance(coord_t *c, double dt)
     }
 }
 
-static int mk_segment; /* coord_params.segment_size of the next mk */
-
-static inline coord_t *mk(int min, int max, int restarts, const char *expected)
+/* A coordinator of a job of min..max nodes, with NVLink segments of `segment` nodes (0: none). */
+static inline coord_t *mk_segments(int segment, int min, int max, int restarts,
+                                   const char *expected)
 {
     w_reset();
     memset(hb_on, 0, sizeof hb_on);
@@ -167,7 +167,7 @@ static inline coord_t *mk(int min, int max, int restarts, const char *expected)
         .run_id = "job1",
         .min_nodes = min,
         .max_nodes = max,
-        .segment_size = mk_segment,
+        .segment_size = segment,
         .max_restarts = restarts,
         .join_timeout = 600,
         .last_call_timeout = 30,
@@ -182,6 +182,11 @@ static inline coord_t *mk(int min, int max, int restarts, const char *expected)
     coord_t *c = coord_new(&p, now);
     drain(c);
     return c;
+}
+
+static inline coord_t *mk(int min, int max, int restarts, const char *expected)
+{
+    return mk_segments(0, min, max, restarts, expected);
 }
 
 /* node i: conn i+1, id 00000000000000<i+1 in hex> */
@@ -226,35 +231,33 @@ static inline void hb(coord_t *c, int i)
     wr(c, i, "hb", -1, "1");
 }
 
-static inline void fail(coord_t *c, int i, int round, int rank, double t, const char *reason)
+/* Rank `rank`'s failure record for round `round`, written by node i. */
+static inline void fail_as(coord_t *c, int i, int round, int rank, double t, const char *reason,
+                           int exit_code, int fatal, const char *message)
 {
     rdzv_failure_t f;
     char val[2048];
     rdzv_failure_init(&f);
     f.rank = rank;
     f.local_rank = 0;
-    f.exit_code = 1;
+    f.exit_code = exit_code;
+    f.fatal = fatal;
     f.time = t;
     snprintf(f.reason, sizeof f.reason, "%s", reason);
-    snprintf(f.message, sizeof f.message, "ValueError: bad\nline two");
+    snprintf(f.message, sizeof f.message, "%s", message);
     CHECK(rdzv_failure_encode(&f, val, sizeof val) > 0);
     wr(c, i, "fail", round, val);
+}
+
+static inline void fail(coord_t *c, int i, int round, int rank, double t, const char *reason)
+{
+    fail_as(c, i, round, rank, t, reason, 1, 0, "ValueError: bad\nline two");
 }
 
 /* A worker's failure whose exit code is one not to retry (--fatal-exit-codes). */
 static inline void fail_fatal(coord_t *c, int i, int round, int rank, double t)
 {
-    rdzv_failure_t f;
-    char val[2048];
-    rdzv_failure_init(&f);
-    f.rank = rank;
-    f.local_rank = 0;
-    f.exit_code = 42;
-    f.fatal = 1;
-    f.time = t;
-    snprintf(f.reason, sizeof f.reason, "exit code 42");
-    CHECK(rdzv_failure_encode(&f, val, sizeof val) > 0);
-    wr(c, i, "fail", round, val);
+    fail_as(c, i, round, rank, t, "exit code 42", 42, 1, "");
 }
 
 static inline void conn_close(coord_t *c, int i)

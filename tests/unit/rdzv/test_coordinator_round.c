@@ -322,9 +322,7 @@ static void join_in(coord_t *c, int i, const char *domain, const char *name)
  * small for a segment, is named and left out. */
 static void test_segments_fixed(void)
 {
-    mk_segment = 2;
-    coord_t *c = mk(4, 4, 0, NULL);
-    mk_segment = 0;
+    coord_t *c = mk_segments(2, 4, 4, 0, NULL);
     join_in(c, 0, "B/1", "n-1");
     join_in(c, 1, "A/1", "n-2");
     join_in(c, 2, "C/1", "n-3");
@@ -352,9 +350,7 @@ static void test_segments_fixed(void)
  * domain does not restart it, the second one does (a new whole segment). */
 static void test_segments_elastic_restart(void)
 {
-    mk_segment = 2;
-    coord_t *c = mk(2, 4, 0, NULL);
-    mk_segment = 0;
+    coord_t *c = mk_segments(2, 2, 4, 0, NULL);
     join_in(c, 0, "A/1", "a-1");
     CHECK(W.timer[COORD_T_LAST_CALL] < 0);   /* one node is no segment: no last call yet */
     join_in(c, 1, "A/1", "a-2");
@@ -374,9 +370,7 @@ static void test_segments_elastic_restart(void)
 /* A restart keeps the nodes that ran: a spare that sorts first does not push a survivor out. */
 static void test_segments_restart_keeps_survivors(void)
 {
-    mk_segment = 2;
-    coord_t *c = mk(2, 2, 2, NULL);
-    mk_segment = 0;
+    coord_t *c = mk_segments(2, 2, 2, 2, NULL);
     join_in(c, 0, "A/1", "a-2");
     join_in(c, 1, "A/1", "a-3");
     CHECK_EQ_INT(node_rank_of(0, 0), 0);
