@@ -127,7 +127,9 @@ static void close_tcp(store_aclient_t *c, uv_close_cb cb)
     uv_close((uv_handle_t *)&c->tcp, cb);
 }
 
-/* Fails every queued request with err. Callbacks may queue new requests: they fail too. */
+/* Fails every queued request with err, a caller's CANCEL_WAIT too (the client's own requests,
+ * the handshake and a timed WAIT's cancel, have no callback). Callbacks may queue new requests:
+ * they fail too. */
 static void fail_all(store_aclient_t *c, int err)
 {
     for (;;) {
@@ -137,7 +139,7 @@ static void fail_all(store_aclient_t *c, int err)
         if (!n)
             break;
         areq_t *q = REQ(n);
-        if (q->cb && q->kind != K_CANCEL && q->kind != K_HELLO && q->kind != K_AUTH)
+        if (q->cb)
             q->cb(c, err, NULL, 0, 0, q->arg);
         free_req(q);
     }

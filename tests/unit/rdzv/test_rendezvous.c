@@ -535,6 +535,56 @@ static void on_closed_flag(void *arg)
     *(int *)arg = 1;
 }
 
+/* A waiting node's progress tick asks the store for the status behind a CANCEL_WAIT; the node
+ * closed (the job finished without it, or it was told to stop) before that was answered must
+ * still close: every request it counts gets its callback, the CANCEL_WAIT too. */
+static uv_timer_t on_tick_timer;
+static int tick_armed;
+
+static void close_waiter(uv_timer_t *t)
+{
+    (void)t;
+    rdzv_agent_close(ag[1].a, cb_closed, &ag[1]);
+}
+
+static void progress_then_close(void *arg, const char *line)
+{
+    cb_progress(arg, line);
+    if (((tagent_t *)arg)->idx != 1 || !tick_armed || strstr(line, "waiting for the job store"))
+        return;
+    tick_armed = 0;
+    /* the next tick is due within one interval (50 ms) and close_waiter no earlier: with the
+     * loop held up past both, they run in one pass, the tick first, and the close comes while
+     * the tick's requests are on the wire */
+    uv_timer_start(&on_tick_timer, close_waiter, 50, 0);
+    usleep(80 * 1000);
+}
+
+static int waiter_closed(void)
+{
+    return ag[1].closed;
+}
+
+static void test_closed_while_asking_for_progress(void)
+{
+    rdzv_params_t p = params(NA, 0, 0);
+    p.progress_interval = 0.05;
+    start(0, p, 1);
+    p.endpoint_port = rdzv_agent_store_port(ag[0].a);
+    rdzv_callbacks_t cb = cbs;
+    cb.progress = progress_then_close;
+    rdzv_node_desc_t d = {.name = "node-1", .addr = "127.0.0.1", .nproc = 1};
+    ag[1].idx = 1;
+    uv_timer_init(loop, &on_tick_timer);
+    tick_armed = 1;
+    CHECK_EQ_INT(rdzv_agent_start(loop, &p, &d, &cb, &ag[1], &ag[1].a), 0);
+    CHECK(run_until(waiter_closed, 5));
+    CHECK_EQ_INT(tick_armed, 0);
+    CHECK_EQ_INT(ag[1].lost, 0);
+    uv_close((uv_handle_t *)&on_tick_timer, NULL);
+    close_all();
+}
+
 static void test_endpoint_is_local(void)
 {
     char hn[256] = "";
@@ -639,6 +689,7 @@ int main(void)
     RUN(test_host_stalled);
     RUN(test_join_timeout);
     RUN(test_host_starts_last);
+    RUN(test_closed_while_asking_for_progress);
     uv_run(loop, UV_RUN_NOWAIT);
     CHECK_EQ_INT(uv_loop_close(loop), 0);
     return check_result();

@@ -181,17 +181,43 @@ static void test_lost(void)
     store_server_t *s2;
     CHECK_EQ_INT(store_server_start(loop, "127.0.0.1", 0, NULL, NULL, &s2), 0);
     store_aclient_t *c = connect_ok(store_server_port(s2));
-    res_t lost = {0}, w = {0}, after = {0};
+    res_t lost = {0}, w = {0}, cw = {0}, after = {0};
     store_aclient_on_lost(c, on_conn, &lost);
     const char *k[] = {"/never"};
     store_aclient_wait(c, k, 1, -1, on_reply, &w);
     spin(&w.done, 50);
+    /* a CANCEL_WAIT the server never answers fails with the rest */
+    CHECK_EQ_INT(store_aclient_cancel_wait(c, on_reply, &cw), 0);
     store_server_close(s2, NULL, NULL);
     spin(&lost.done, 3000);
     CHECK(lost.done);
     CHECK_EQ_INT(w.status, PODRUN_ECONNRESET);
+    CHECK(cw.done && cw.status == PODRUN_ECONNRESET);
     CHECK_EQ_INT(store_aclient_get(c, "/x", on_reply, &after), PODRUN_ECONNRESET);
     store_aclient_close(c);
+    uv_run(loop, UV_RUN_NOWAIT);
+}
+
+/* Closing the client answers every request that has no answer yet, at once, in order: a
+ * CANCEL_WAIT too (a caller that counts its requests, as the rendezvous does, would otherwise
+ * wait for ever for the one that never came back). */
+static void test_close_answers_every_request(void)
+{
+    store_aclient_t *c = connect_ok(store_server_port(srv));
+    const char *k[] = {"/close-never"};
+    res_t w = {0}, cw = {0}, g = {0}, p = {0};
+    seq = 0;
+    CHECK_EQ_INT(store_aclient_wait(c, k, 1, -1, on_reply, &w), 0);
+    CHECK_EQ_INT(store_aclient_get(c, "/close-never", on_reply, &g), 0);
+    CHECK_EQ_INT(store_aclient_cancel_wait(c, on_reply, &cw), 0);
+    CHECK_EQ_INT(store_aclient_ping(c, on_reply, &p), 0);
+    store_aclient_close(c);
+    CHECK(w.done && g.done && cw.done && p.done);
+    CHECK_EQ_INT(w.status, UV_ECANCELED);
+    CHECK_EQ_INT(g.status, UV_ECANCELED);
+    CHECK_EQ_INT(cw.status, UV_ECANCELED);
+    CHECK_EQ_INT(p.status, UV_ECANCELED);
+    CHECK(w.order < g.order && g.order < cw.order);
     uv_run(loop, UV_RUN_NOWAIT);
 }
 
@@ -290,6 +316,7 @@ int main(void)
     RUN(test_pipelined_behind_wait);
     RUN(test_observer);
     RUN(test_lost);
+    RUN(test_close_answers_every_request);
     RUN(test_backoff);
     RUN(test_inprocess_write_when_full);
     RUN(test_connect_hangs_times_out);
