@@ -321,11 +321,12 @@ static int deliver(store_aclient_t *c, fifo_node_t *prev, const wire_reply_t *re
     case K_AUTH:
         return auth_reply(c, rep);
     case K_CANCEL: {
+        /* a wrong answer leaves the request queued: the lost link answers it (fail_all) */
+        if (rep->u8 != WIRE_WAIT_CANCELED)
+            return PODRUN_EPROTO;
         store_reply_cb cb = q->cb;
         void *arg = q->arg;
         pop_head(c);
-        if (rep->u8 != WIRE_WAIT_CANCELED)
-            return PODRUN_EPROTO;
         if (cb)
             cb(c, 0, NULL, 0, 0, arg);
         return 0;
@@ -342,22 +343,20 @@ static int deliver(store_aclient_t *c, fifo_node_t *prev, const wire_reply_t *re
         return 0;
     }
     case K_WAIT: {
-        if (rep->u8 != WIRE_STOP_WAITING && rep->u8 != WIRE_WAIT_CANCELED)
+        /* one WAIT_CANCELED answers the WAIT and the oldest CANCEL_WAIT behind it; with none
+         * behind it, or any other answer, the requests stay queued for the lost link */
+        fifo_node_t *pc = &q->node;
+        while (pc->next && REQ(pc->next)->kind != K_CANCEL)
+            pc = pc->next;
+        if (rep->u8 != WIRE_STOP_WAITING && (rep->u8 != WIRE_WAIT_CANCELED || !pc->next))
             return PODRUN_EPROTO;
         int timed = q->deadline >= 0;
         int status = rep->u8 == WIRE_STOP_WAITING ? 0 : timed ? PODRUN_ETIMEDOUT : UV_ECANCELED;
         store_reply_cb cb = q->cb;
         void *arg = q->arg;
+        areq_t *cq = status < 0 ? REQ(fifo_remove_after(&c->wire, pc)) : NULL;
         pop_head(c);
-        if (status < 0) {
-            /* one WAIT_CANCELED answers the WAIT and the oldest CANCEL_WAIT behind it */
-            fifo_node_t *pc = NULL;
-            while ((pc ? pc->next : c->wire.first) &&
-                   REQ(pc ? pc->next : c->wire.first)->kind != K_CANCEL)
-                pc = pc ? pc->next : c->wire.first;
-            if (!(pc ? pc->next : c->wire.first))
-                return PODRUN_EPROTO;
-            areq_t *cq = REQ(fifo_remove_after(&c->wire, pc));
+        if (cq) {
             if (cq->cb)
                 cq->cb(c, 0, NULL, 0, 0, cq->arg);
             free_req(cq);

@@ -12,6 +12,7 @@
 #include "tests/unit/check.h"
 #include "rdzv/store/aclient.h"
 #include "rdzv/store/server.h"
+#include "rdzv/store/wire.h"
 #include "tests/unit/rdzv/store/loop_client.h"
 
 static store_server_t *srv;
@@ -221,6 +222,102 @@ static void test_close_answers_every_request(void)
     uv_run(loop, UV_RUN_NOWAIT);
 }
 
+/* A server that does the handshake and then answers the first request with one chosen byte. */
+typedef struct wrong_server {
+    uv_tcp_t listener, conn;
+    char in[64];
+    size_t n;
+    int greeted, answered;
+    char answer;
+} wrong_server_t;
+
+static void ws_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    wrong_server_t *w = h->data;
+    (void)hint;
+    *b = uv_buf_init(w->in + w->n, (unsigned)(sizeof w->in - w->n));
+}
+
+static void ws_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    wrong_server_t *w = s->data;
+    (void)b;
+    if (nread <= 0)
+        return;
+    w->n += (size_t)nread;
+    /* VALIDATE + magic, PING + nonce: the echo of the nonce lets the client in */
+    if (!w->greeted && w->n >= 10) {
+        uv_buf_t echo = uv_buf_init(w->in + 6, 4);
+        CHECK_EQ_INT(uv_try_write(s, &echo, 1), 4);
+        w->greeted = 1;
+        w->n -= 10;
+        memmove(w->in, w->in + 10, w->n);
+    }
+    if (w->greeted && w->n > 0 && !w->answered) {
+        uv_buf_t one = uv_buf_init(&w->answer, 1);
+        CHECK_EQ_INT(uv_try_write(s, &one, 1), 1);
+        w->answered = 1;
+    }
+    if (w->n == sizeof w->in)
+        w->n = 0;
+}
+
+static void ws_accept(uv_stream_t *l, int status)
+{
+    wrong_server_t *w = l->data;
+    CHECK_EQ_INT(status, 0);
+    uv_tcp_init(loop, &w->conn);
+    w->conn.data = w;
+    CHECK_EQ_INT(uv_accept(l, (uv_stream_t *)&w->conn), 0);
+    uv_read_start((uv_stream_t *)&w->conn, ws_alloc, ws_read);
+}
+
+static uint16_t ws_start(wrong_server_t *w, char answer)
+{
+    memset(w, 0, sizeof *w);
+    w->answer = answer;
+    struct sockaddr_in sa;
+    uv_ip4_addr("127.0.0.1", 0, &sa);
+    uv_tcp_init(loop, &w->listener);
+    w->listener.data = w;
+    CHECK_EQ_INT(uv_tcp_bind(&w->listener, (const struct sockaddr *)&sa, 0), 0);
+    CHECK_EQ_INT(uv_listen((uv_stream_t *)&w->listener, 4, ws_accept), 0);
+    int len = sizeof sa;
+    uv_tcp_getsockname(&w->listener, (struct sockaddr *)&sa, &len);
+    return ntohs(sa.sin_port);
+}
+
+static void ws_stop(wrong_server_t *w)
+{
+    uv_close((uv_handle_t *)&w->listener, NULL);
+    uv_close((uv_handle_t *)&w->conn, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+}
+
+/* An answer that does not fit the request drops the link, and the request whose answer it was
+ * still gets its callback: a WAIT answered "cancelled" with no CANCEL_WAIT out, and a
+ * CANCEL_WAIT answered "stop waiting". */
+static void test_wrong_answer_fails_the_request(void)
+{
+    for (int cancel = 0; cancel < 2; cancel++) {
+        wrong_server_t w;
+        uint16_t port = ws_start(&w, cancel ? WIRE_STOP_WAITING : WIRE_WAIT_CANCELED);
+        store_aclient_t *c = connect_ok(port);
+        res_t lost = {0}, r = {0};
+        store_aclient_on_lost(c, on_conn, &lost);
+        const char *k[] = {"/wrong"};
+        if (cancel)
+            CHECK_EQ_INT(store_aclient_cancel_wait(c, on_reply, &r), 0);
+        else
+            CHECK_EQ_INT(store_aclient_wait(c, k, 1, -1, on_reply, &r), 0);
+        spin(&lost.done, 3000);
+        CHECK_EQ_INT(lost.status, PODRUN_EPROTO);
+        CHECK(r.done && r.status == PODRUN_ECONNRESET);
+        store_aclient_close(c);
+        ws_stop(&w);
+    }
+}
+
 static store_server_t *late;
 static uint16_t late_port;
 static void start_late(uv_timer_t *t)
@@ -317,6 +414,7 @@ int main(void)
     RUN(test_observer);
     RUN(test_lost);
     RUN(test_close_answers_every_request);
+    RUN(test_wrong_answer_fails_the_request);
     RUN(test_backoff);
     RUN(test_inprocess_write_when_full);
     RUN(test_connect_hangs_times_out);
