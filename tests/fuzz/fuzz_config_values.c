@@ -15,7 +15,7 @@ static char err[512];
 
 /* format(set(format(v))) == format(v): what --print-config shows means what it shows. NPROC shows
  * the resolved count and a composite shows its keys, so they are left out, as is a value longer
- * than the buffer. */
+ * than the buffer and an unset one ("(none)"). */
 static void print_parses_back(struct cfg *c, enum cfg_id id, const struct cfg_src *src)
 {
     const struct cfg_setting *s = &cfg_settings[id];
@@ -25,6 +25,8 @@ static void print_parses_back(struct cfg *c, enum cfg_id id, const struct cfg_sr
     cfg_types[s->type].format(c, s, once, sizeof once);
     if (strlen(once) >= sizeof once - 1)
         return; /* cut to the buffer: a longer value prints cut, as --print-config's does */
+    if (strcmp(once, "(none)") == 0)
+        return; /* an empty value leaves the setting unset, which prints as no value at all */
     if (cfg_set(c, id, once, src, err, sizeof err) != 0)
         abort();
     cfg_types[s->type].format(c, s, twice, sizeof twice);
