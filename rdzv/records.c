@@ -116,13 +116,23 @@ long long kv_get_int(const char *text, size_t len, const char *k, long long def)
     return (errno || *end) ? def : v;
 }
 
+int rdzv_seconds_parse(const char *text, double *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || !isfinite(v) || v >= RDZV_SECONDS_MAX || v <= -RDZV_SECONDS_MAX)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 double kv_get_double(const char *text, size_t len, const char *k, double def)
 {
-    char s[64], *end;
-    if (kv_get(text, len, k, s, sizeof s) <= 0)
+    char s[64];
+    double v;
+    if (kv_get(text, len, k, s, sizeof s) <= 0 || rdzv_seconds_parse(s, &v))
         return def;
-    double v = strtod(s, &end);
-    return (*end || !isfinite(v)) ? def : v;
+    return v;
 }
 
 static int kv_result(const kvbuf_t *b)

@@ -47,7 +47,14 @@ void kv_add_double(kvbuf_t *b, const char *k, double v);
 int kv_get(const char *text, size_t len, const char *k, char *out, size_t cap);
 /* Integer value of k, or `def` if absent or not a number. */
 long long kv_get_int(const char *text, size_t len, const char *k, long long def);
+/* Seconds (a time or a duration) of k, or `def` if absent or not such a number
+ * (rdzv_seconds_parse). */
 double kv_get_double(const char *text, size_t len, const char *k, double def);
+/* A number of seconds from another node: the whole text a finite number under RDZV_SECONDS_MAX
+ * in size (about 31.7 million years), so that what a record says prints back the same. 0 if it
+ * is one. */
+#define RDZV_SECONDS_MAX 1e15
+int rdzv_seconds_parse(const char *text, double *out);
 
 /* ---- records ---- */
 

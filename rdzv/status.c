@@ -159,14 +159,14 @@ static int node_decode(const char *p, const char *q, rdzv_status_node_t *n)
     }
     if (v[0] < 0 || v[0] >= RDZV_NODE__COUNT)
         return -1;
-    char num[40], *end;
+    char num[40];
+    double seen;
     size_t l = (size_t)(f[5] - 1 - f[4]);
     if (l >= sizeof num)
         return -1;
     memcpy(num, f[4], l);
     num[l] = '\0';
-    double seen = strtod(num, &end);
-    if (*end || !isfinite(seen))
+    if (rdzv_seconds_parse(num, &seen))
         return -1;
     memset(&n->health, 0, sizeof n->health);   /* a "health=" line may follow */
     n->phase = (int)v[0];
@@ -195,11 +195,8 @@ static int health_decode(const char *p, const char *q, rdzv_health_t *h)
     long st = strtol(num[0], &end, 10);
     if (*end || st <= RDZV_HEALTH_NONE || st >= RDZV_HEALTH__COUNT)
         return -1;
-    double iv = strtod(num[1], &end);
-    if (*end || !isfinite(iv) || iv < 0)
-        return -1;
-    double t = strtod(num[2], &end);
-    if (*end || !isfinite(t) || t < 0)
+    double iv, t;
+    if (rdzv_seconds_parse(num[1], &iv) || iv < 0 || rdzv_seconds_parse(num[2], &t) || t < 0)
         return -1;
     memset(h, 0, sizeof *h);
     h->state = (int)st;

@@ -160,6 +160,23 @@ static void test_bad_bytes(void)
     CHECK_EQ_INT(d.n_nodes, 1);
     CHECK_EQ_STR(out[0].name, "good");
     CHECK_EQ_INT(out[0].rank_base, 4);
+    /* a time no clock gives (it would print back as another number): the line is none, the
+     * header's value its default; the bound itself is out, just under it is in */
+    const char big[] = "run_id=j\ntime=1e300\n"
+                       "node=2\t1\t4\t4\t1444444444444444444444444444444444442.5\ta\tb\n"
+                       "node=2\t2\t5\t1\t1e15\tc\td\n"
+                       "node=2\t3\t6\t1\t999999999999999.5\te\tf\nhealth=4\t1\t1e16\t\n";
+    CHECK_EQ_INT(rdzv_status_decode(big, sizeof big - 1, &d, out, 4), 0);
+    CHECK(d.time == 0);
+    CHECK_EQ_INT(d.n_nodes, 1);
+    CHECK_EQ_STR(out[0].name, "e");
+    CHECK_EQ_INT(out[0].health.state, RDZV_HEALTH_NONE);
+    char *again = NULL;
+    long len = rdzv_status_encode(&d, 0, &again);
+    rdzv_status_t d2;
+    CHECK(len > 0 && rdzv_status_decode(again, (size_t)len, &d2, out, 4) == 0);
+    CHECK_EQ_INT(d2.n_nodes, 1);
+    free(again);
 }
 
 /* Each node's health check: after its own line, only for a node that reported one, the finding
