@@ -468,9 +468,11 @@ int deepspeed_cli_forward_options(char **argv, int nopts, char ***out, int *nout
         const char *a = argv[i];
         if (!strcmp(a, "--"))
             break;
-        const char *eq = a[1] == '-' ? strchr(a, '=') : NULL;
+        /* a word that is no flag (an empty one too) is passed on as it is */
+        bool longf = a[0] == '-' && a[1] == '-', shortf = a[0] == '-' && a[1] && a[1] != '-';
+        const char *eq = longf ? strchr(a, '=') : NULL;
         /* a short flag's value may be glued on: -Hfile */
-        size_t len = eq ? (size_t)(eq - a) : a[1] != '-' && a[1] ? 2 : strlen(a);
+        size_t len = eq ? (size_t)(eq - a) : shortf ? 2 : strlen(a);
         bool drop = false;
         for (size_t j = 0; j < sizeof head_only / sizeof *head_only && !drop; j++)
             drop = strlen(head_only[j]) == len && !memcmp(head_only[j], a, len);
@@ -479,11 +481,11 @@ int deepspeed_cli_forward_options(char **argv, int nopts, char ***out, int *nout
         for (size_t j = 0; j < sizeof flags / sizeof *flags && id < 0; j++)
             if (strlen(flags[j].spelling) == len && !memcmp(flags[j].spelling, a, len))
                 id = (int)flags[j].id;
-        if (id < 0 && a[0] == '-' && a[1] == '-')
+        if (id < 0 && longf)
             id = cfg_find_flag(a + 2, len - 2);
-        else if (id < 0 && a[0] == '-')
+        else if (id < 0 && shortf)
             id = cfg_find_short(a[1]);
-        bool value_follows = id >= 0 && !eq && !(a[1] != '-' && a[2]) &&
+        bool value_follows = id >= 0 && !eq && !(shortf && a[2]) &&
                              cfg_settings[id].type != CFG_T_BOOL;
         if (!drop)
             v[k++] = argv[i];

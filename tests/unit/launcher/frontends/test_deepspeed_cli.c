@@ -362,6 +362,21 @@ static void test_forward_options(void)
         CHECK_EQ_STR(out[i], want[i]);
     CHECK(out[n] == NULL);
     free(out);
+    /* words that are no flags, an empty one and a lone dash among them, pass as they are (on
+     * the heap, so that ASan sees a read past their end) */
+    char *empty = strdup(""), *dash = strdup("-"), *word = strdup("x");
+    char *odd[] = {empty, "--no_local_rank", dash, word, "-H", "hf"};
+    CHECK_EQ_INT(deepspeed_cli_forward_options(odd, 6, &out, &n), 0);
+    CHECK_EQ_INT(n, 4);
+    if (n == 4) {
+        CHECK_EQ_STR(out[0], "");
+        CHECK_EQ_STR(out[2], "-");
+        CHECK_EQ_STR(out[3], "x");
+    }
+    free(out);
+    free(empty);
+    free(dash);
+    free(word);
 }
 
 /* podrun's own words with the same hostfile are not a DeepSpeed job: torchrun's worker env. */
