@@ -176,16 +176,22 @@ static rdzv_params_t params(int n, int restarts, uint16_t port)
 
 static const int nprocs[NA] = {1, 2, 1, 3};
 
-static int start(int i, rdzv_params_t p, int is_host)
+/* Agent i, told of what happens through `cb`. */
+static int start_with(int i, rdzv_params_t p, int is_host, const rdzv_callbacks_t *cb)
 {
     char name[32];
     snprintf(name, sizeof name, "node-%d", i);
     rdzv_node_desc_t d = {.name = name, .addr = "127.0.0.1", .nproc = nprocs[i]};
     p.is_host = is_host;
     ag[i].idx = i;
-    int rc = rdzv_agent_start(loop, &p, &d, &cbs, &ag[i], &ag[i].a);
+    int rc = rdzv_agent_start(loop, &p, &d, cb, &ag[i], &ag[i].a);
     CHECK_EQ_INT(rc, 0);
     return rc;
+}
+
+static int start(int i, rdzv_params_t p, int is_host)
+{
+    return start_with(i, p, is_host, &cbs);
 }
 
 static void close_all(void)
@@ -573,11 +579,9 @@ static void test_closed_while_asking_for_progress(void)
     p.endpoint_port = rdzv_agent_store_port(ag[0].a);
     rdzv_callbacks_t cb = cbs;
     cb.progress = progress_then_close;
-    rdzv_node_desc_t d = {.name = "node-1", .addr = "127.0.0.1", .nproc = 1};
-    ag[1].idx = 1;
     uv_timer_init(loop, &on_tick_timer);
     tick_armed = 1;
-    CHECK_EQ_INT(rdzv_agent_start(loop, &p, &d, &cb, &ag[1], &ag[1].a), 0);
+    start_with(1, p, 0, &cb);
     CHECK(run_until(waiter_closed, 5));
     CHECK_EQ_INT(tick_armed, 0);
     CHECK_EQ_INT(ag[1].lost, 0);
