@@ -9,12 +9,23 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("PODRUN_BUILD", ROOT / "build"))
 PODRUN = str(BUILD / "launcher" / "podrun")
 TORCH_PY = "/usr/bin/python3"   # Debian's python3-torch belongs to this interpreter
+# The software users run today, from PyPI (scripts/deps, pinned in scripts/peers.txt): torch 2.15,
+# accelerate, deepspeed and paddle, in the project's environment .venv/.
+VENV_BIN = ROOT / ".venv" / "bin"
+VENV_PY = str(VENV_BIN / "python")
 
 
 @pytest.fixture
 def podrun():
     assert os.access(PODRUN, os.X_OK), f"{PODRUN} is not built"
     return PODRUN
+
+
+@pytest.fixture
+def venv_py():
+    """The .venv's python (torch 2.15 and the other launchers); scripts/deps installs it."""
+    assert os.access(VENV_PY, os.X_OK), f"{VENV_PY} is missing: scripts/deps installs it"
+    return VENV_PY
 
 
 _given = set()   # the ports free_port gave out in this process
