@@ -467,9 +467,15 @@ void agent_rejoin(struct agent *a)
 }
 
 /* STOPPING -> RENDEZVOUS for the next attempt, once every worker is gone: a fresh attempt
- * directory, a reset worker group, the GPUs' memory freed (agent_health_reclaim), the next join. */
+ * directory, a reset worker group, the GPUs' memory freed (agent_health_reclaim), the next join.
+ * A restart decided before any worker ran (STARTING: the good nodes under --preflight-policy
+ * exclude, a decision during the master's lookup or the front-end's agreement) stops an attempt
+ * that has nothing to stop: it too waits in STOPPING, the state the GPUs' wait and the STARTING
+ * steps' callbacks read as "this attempt is over". */
 static void restart(struct agent *a)
 {
+    if (a->state == AGENT_STARTING)
+        agent_set_state(a, AGENT_STOPPING);
     if (a->job.restart_counted)
         logs_message(&a->logs, "restarting the job in place (restart %d of %d): %s",
                      a->job.restarts_used, a->cfg->max_restarts, a->job.dreason);

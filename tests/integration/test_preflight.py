@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from cluster import WORKERS, Agent, Netns, agent_args, start_agents, wait_all
+from cluster import WORKERS, Agent, Netns, agent_args, killed_on_failure, start_agents, wait_all
 from conftest import BUILD, free_port
 
 ENV_SH = os.path.join(WORKERS, "env.sh")
@@ -302,6 +302,27 @@ def test_nccl_fail_policy_and_a_wrong_sum(port, tmp_path):
     t = table(agents[1].err)
     assert "verify: element 0 is 2, not 1: the sum over 1 ranks is wrong" in t["node-0"], t
     assert all("env rank=" not in a.out for a in agents)
+
+
+def test_nccl_exclude_on_gpu_nodes_restarts_the_good_ones(port, tmp_path):
+    """Under exclude the good nodes get the job's restart while they are still STARTING (no
+    worker ran). Their GPUs are NVML's (the fake's), so the restart first waits for the GPUs'
+    memory: that wait must lead to the next join from STARTING too, not only from STOPPING."""
+    endpoint = f"127.0.0.2:{port}"
+    agents = [Agent(agent_args("2:3", 1, endpoint, f"127.0.0.{2 + i}",
+                               extra=NOPY + named(i) + NCCL +
+                               ["--preflight-policy", "exclude", "--rdzv-conf",
+                                "last_call_timeout=1"], script=ENV_SH),
+                    env=nccl_env(tmp_path, "fail_init" if i == 2 else None), name=f"node{i}")
+              for i in range(3)]
+    with killed_on_failure(agents):
+        codes = wait_all(agents, timeout=60)
+    assert codes == [0, 0, 175], [a.err for a in agents]
+    assert "preflight: this node is excluded from the job" in agents[2].err
+    for a in agents[:2]:
+        assert "excluding 1 bad node" in a.err, a.err
+        assert "restarting the job in place (the nodes changed; no restart used)" in a.err
+        assert re.findall(r"env rank=\d+ local_rank=0 world=(\d+)", a.out) == ["2"], a.out
 
 
 def test_nccl_one_node(podrun, tmp_path):
