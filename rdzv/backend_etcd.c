@@ -24,7 +24,7 @@
  *                                              discovery saw it (a Kubernetes pod deleted)
  *   P n/<id>/assign/<k>    the agent's lease   the coordinator's answer to join k
  *   P leader               the leader's lease  the agent that coordinates (its id)
- *   P state                the job lease       the job's state (rdzv/etcd/state.h)
+ *   P state                the job lease       the job's state (rdzv/etcd_state.h)
  *   P r/<R>/end            the job lease       how round R ended (the decision, or finished)
  *   P status               the job lease       the open round's progress line
  *   P job                  the job lease       the job lease's id

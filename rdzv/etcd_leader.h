@@ -11,7 +11,7 @@
 #include "rdzv/coordinator.h"
 #include "rdzv/etcd/client.h"
 #include "rdzv/etcd/json.h"
-#include "rdzv/etcd/state.h"
+#include "rdzv/etcd_state.h"
 #include "rdzv/host.h"
 #include "rdzv/member.h"
 #include "rdzv/records.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "rdzv/etcd/json.h"
-#include "rdzv/etcd/state.h"
+#include "rdzv/etcd_state.h"
 
 static void answer(const char *d, size_t n)
 {

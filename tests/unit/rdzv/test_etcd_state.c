@@ -1,4 +1,4 @@
-/* tests/unit/rdzv/etcd/test_state.c — the etcd backend's record of the job's state: what is
+/* tests/unit/rdzv/test_etcd_state.c — the etcd backend's record of the job's state: what is
  * written reads back the same, names with blanks, '%' and newlines included, and records that
  * are not the backend's are refused without reading past them. */
 #include <errno.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "tests/unit/check.h"
-#include "rdzv/etcd/state.h"
+#include "rdzv/etcd_state.h"
 
 static void test_round_trip(void)
 {

@@ -1,5 +1,5 @@
-/* rdzv/etcd/state.c — the etcd backend's record of the job's state (see etcd_state.h). */
-#include "rdzv/etcd/state.h"
+/* rdzv/etcd_state.c — the etcd backend's record of the job's state (see etcd_state.h). */
+#include "rdzv/etcd_state.h"
 
 #include <errno.h>
 #include <stdlib.h>

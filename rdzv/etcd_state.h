@@ -1,4 +1,4 @@
-/* rdzv/etcd/state.h — the job's state as the etcd backend keeps it in etcd, so that whichever
+/* rdzv/etcd_state.h — the job's state as the etcd backend keeps it in etcd, so that whichever
  * agent coordinates next starts where the last one left off (rdzv/backend_etcd.c). Pure code:
  * no I/O; the decoder takes any bytes.
  *
