@@ -82,7 +82,7 @@
  *  - An answer that is not etcd's (a proxy's page, garbage, an oversized one) is a failed
  *    attempt on that endpoint, parsed by rdzv/etcd/json.c which takes any bytes.
  */
-#include "rdzv/etcd_leader.h"
+#include "rdzv/backend_etcd_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -157,8 +157,8 @@ int etcd_agent_parse_key(const etcd_agent_t *a, const char *key, size_t klen, ch
 static int put_record(etcd_agent_t *a, const char *key, const char *val, size_t vlen,
                       etcd_call_cb cb)
 {
-    etcd_op_t op = op_put(key, val, vlen, a->lease);
-    return etcd_call(a->etcd, "kv/put", etcd_req_op(&op), 0, cb ? cb : on_ignored, a, NULL);
+    etcd_op_t op = etcd_agent_op_put(key, val, vlen, a->lease);
+    return etcd_call(a->etcd, "kv/put", etcd_req_op(&op), 0, cb ? cb : etcd_agent_ignored, a, NULL);
 }
 
 /* ================================================================================================
@@ -210,9 +210,10 @@ void etcd_agent_campaign(etcd_agent_t *a)
     if (a->campaign_call || a->leading || !in_job(a))
         return;
     char lkey[KEY_MAX];
-    pkey(a, lkey, sizeof lkey, "leader");
-    etcd_cmp_t cmp = cmp_create(lkey, 0);
-    etcd_op_t ok = op_put(lkey, a->m.id, 16, a->lease), fail = op_range(lkey, NULL);
+    etcd_agent_key(a, lkey, sizeof lkey, "leader");
+    etcd_cmp_t cmp = etcd_agent_cmp_create(lkey, 0);
+    etcd_op_t ok = etcd_agent_op_put(lkey, a->m.id, 16, a->lease),
+              fail = etcd_agent_op_range(lkey, NULL);
     etcd_call(a->etcd, "kv/txn", etcd_req_txn(&cmp, 1, &ok, 1, &fail, 1), 0, on_campaign, a,
               &a->campaign_call);
 }
@@ -291,8 +292,9 @@ static void resync(etcd_agent_t *a)
     char akey[KEY_MAX], ekey[KEY_MAX], lkey[KEY_MAX];
     rdzv_node_key(akey, sizeof akey, a->m.prefix, a->m.id, "assign", a->m.join_k);
     sfmt(ekey, sizeof ekey, "%sr/%d/end", a->m.prefix, a->m.round);
-    pkey(a, lkey, sizeof lkey, "leader");
-    etcd_op_t ops[] = {op_range(akey, NULL), op_range(ekey, NULL), op_range(lkey, NULL)};
+    etcd_agent_key(a, lkey, sizeof lkey, "leader");
+    etcd_op_t ops[] = {etcd_agent_op_range(akey, NULL), etcd_agent_op_range(ekey, NULL),
+                       etcd_agent_op_range(lkey, NULL)};
     etcd_call_cancel(a->sync_call);
     etcd_call(a->etcd, "kv/txn", etcd_req_txn(NULL, 0, ops, 3, NULL, 0), 0, on_sync, a,
               &a->sync_call);
@@ -333,9 +335,9 @@ static void start_watch(etcd_agent_t *a)
     rdzv_node_key(akey, sizeof akey, a->m.prefix, a->m.id, "assign", -1);
     sfmt(akey + strlen(akey), sizeof akey - strlen(akey), "/");
     size_t ael = etcd_prefix_end(akey, strlen(akey), aend);
-    pkey(a, rkey, sizeof rkey, "r/");
+    etcd_agent_key(a, rkey, sizeof rkey, "r/");
     size_t rel = etcd_prefix_end(rkey, strlen(rkey), rend);
-    pkey(a, lkey, sizeof lkey, "leader");
+    etcd_agent_key(a, lkey, sizeof lkey, "leader");
     etcd_watch_spec_t w[] = {
         {akey, strlen(akey), aend, ael, 0, W_ASSIGN},
         {rkey, strlen(rkey), rend, rel, 0, W_END},
@@ -377,13 +379,13 @@ static int etcd_join(rdzv_member_t *m, const char *jkey, const char *val, size_t
     if (m->join_k > 0)
         return put_record(a, jkey, val, len, NULL);
     char lkey[KEY_MAX], alive[KEY_MAX];
-    pkey(a, lkey, sizeof lkey, "leader");
+    etcd_agent_key(a, lkey, sizeof lkey, "leader");
     member_key(m, alive, sizeof alive, "alive", -1);
-    etcd_cmp_t cmp = cmp_create(lkey, 0);
-    etcd_op_t ok[] = {op_put(lkey, m->id, 16, a->lease),
-                      op_put(alive, m->name, strlen(m->name), a->lease),
-                      op_put(jkey, val, len, a->lease)};
-    etcd_op_t fail[] = {ok[1], ok[2], op_range(lkey, NULL)};
+    etcd_cmp_t cmp = etcd_agent_cmp_create(lkey, 0);
+    etcd_op_t ok[] = {etcd_agent_op_put(lkey, m->id, 16, a->lease),
+                      etcd_agent_op_put(alive, m->name, strlen(m->name), a->lease),
+                      etcd_agent_op_put(jkey, val, len, a->lease)};
+    etcd_op_t fail[] = {ok[1], ok[2], etcd_agent_op_range(lkey, NULL)};
     return etcd_call(a->etcd, "kv/txn", etcd_req_txn(&cmp, 1, ok, 3, fail, 3), 0, on_hello, a,
                      &a->hello_call);
 }
@@ -494,8 +496,8 @@ static void etcd_tick(rdzv_member_t *m)
                  etcd_client_endpoint(a->etcd));
     } else if (a->m.state == MS_JOINING && !a->leading && !a->status_call) {
         char key[KEY_MAX];
-        pkey(a, key, sizeof key, "status");
-        etcd_op_t op = op_range(key, NULL);
+        etcd_agent_key(a, key, sizeof key, "status");
+        etcd_op_t op = etcd_agent_op_range(key, NULL);
         etcd_call(a->etcd, "kv/range", etcd_req_op(&op), 0, on_status, a, &a->status_call);
     }
 }

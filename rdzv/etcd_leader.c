@@ -3,7 +3,7 @@
  * agent's records), resumes the coordinator from the state, feeds it what the records say
  * happened, then watches the records; the coordinator's writes go out in order, one transaction
  * at a time, each holding only while this agent still holds the leader key, the state first. */
-#include "rdzv/etcd_leader.h"
+#include "rdzv/backend_etcd_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -244,8 +244,8 @@ static void q_run(etcd_agent_t *a)
     if (a->lcall || !b || !a->leading)
         return;
     char lkey[KEY_MAX];
-    pkey(a, lkey, sizeof lkey, "leader");
-    etcd_cmp_t cmp = cmp_create(lkey, a->lead_rev);
+    etcd_agent_key(a, lkey, sizeof lkey, "leader");
+    etcd_cmp_t cmp = etcd_agent_cmp_create(lkey, a->lead_rev);
     char *body;
     if (b->cleanup) {
         char end[256];
@@ -377,7 +377,7 @@ static void state_update(etcd_agent_t *a, wbatch_t *b, etcd_state_t *ns)
     if (etcd_state_encode(&a->st, &val, &len) < 0)
         return;
     char key[KEY_MAX];
-    pkey(a, key, sizeof key, "state");
+    etcd_agent_key(a, key, sizeof key, "state");
     /* first: a round's close may take several transactions, and the state must lead them */
     if (wbatch_put(b, key, val, len, a->job_lease) == 0) {
         wput_t st = b->puts[b->n - 1];
@@ -659,7 +659,7 @@ static void lead_resume(etcd_agent_t *a)
     if (!a->host.coord || !a->leading)
         return;
     char key[KEY_MAX], end[KEY_MAX];
-    pkey(a, key, sizeof key, "n/");
+    etcd_agent_key(a, key, sizeof key, "n/");
     size_t el = etcd_prefix_end(key, strlen(key), end);
     etcd_watch_spec_t w = {key, strlen(key), end, el, a->snap_rev + 1, W_RECORDS};
     snap_free(a);
@@ -701,11 +701,11 @@ static void on_job_granted(void *arg, int status, const etcd_resp_t *r)
     }
     a->job_lease = r->id;
     char lkey[KEY_MAX], jkey[KEY_MAX], val[32];
-    pkey(a, lkey, sizeof lkey, "leader");
-    pkey(a, jkey, sizeof jkey, "job");
+    etcd_agent_key(a, lkey, sizeof lkey, "leader");
+    etcd_agent_key(a, jkey, sizeof jkey, "job");
     sfmt(val, sizeof val, "%" PRId64, a->job_lease);
-    etcd_cmp_t cmp = cmp_create(lkey, a->lead_rev);
-    etcd_op_t put = op_put(jkey, val, strlen(val), a->job_lease);
+    etcd_cmp_t cmp = etcd_agent_cmp_create(lkey, a->lead_rev);
+    etcd_op_t put = etcd_agent_op_put(jkey, val, strlen(val), a->job_lease);
     int rc = etcd_call(a->etcd, "kv/txn", etcd_req_txn(&cmp, 1, &put, 1, NULL, 0), 0, on_job_put,
                        a, &a->lcall);
     if (rc < 0)
@@ -800,14 +800,15 @@ void etcd_leader_start(etcd_agent_t *a, int64_t rev)
     a->leading = 1;
     a->lead_rev = rev;
     char lkey[KEY_MAX], jkey[KEY_MAX], skey[KEY_MAX], nkey[KEY_MAX], nend[KEY_MAX];
-    pkey(a, lkey, sizeof lkey, "leader");
-    pkey(a, jkey, sizeof jkey, "job");
-    pkey(a, skey, sizeof skey, "state");
-    pkey(a, nkey, sizeof nkey, "n/");
+    etcd_agent_key(a, lkey, sizeof lkey, "leader");
+    etcd_agent_key(a, jkey, sizeof jkey, "job");
+    etcd_agent_key(a, skey, sizeof skey, "state");
+    etcd_agent_key(a, nkey, sizeof nkey, "n/");
     size_t el = etcd_prefix_end(nkey, strlen(nkey), nend);
     nend[el] = '\0';
-    etcd_cmp_t cmp = cmp_create(lkey, rev);
-    etcd_op_t ops[] = {op_range(jkey, NULL), op_range(skey, NULL), op_range(nkey, nend)};
+    etcd_cmp_t cmp = etcd_agent_cmp_create(lkey, rev);
+    etcd_op_t ops[] = {etcd_agent_op_range(jkey, NULL), etcd_agent_op_range(skey, NULL),
+                       etcd_agent_op_range(nkey, nend)};
     int rc = etcd_call(a->etcd, "kv/txn", etcd_req_txn(&cmp, 1, ops, 3, NULL, 0), 0, on_snapshot,
                        a, &a->lcall);
     if (rc < 0)

@@ -1,10 +1,11 @@
-/* rdzv/etcd_leader.h — the etcd backend's agent (backend_etcd.c: one node, its lease, its watch)
- * and what it does while it coordinates the job through etcd (etcd_leader.c: the takeover from
- * the state in etcd, the coordinator's writes in transaction batches, the state record). The
- * design and its failure cases are described at the top of backend_etcd.c. Internal to those two
- * files. */
-#ifndef PODRUN_RDZV_ETCD_LEADER_H
-#define PODRUN_RDZV_ETCD_LEADER_H
+/* rdzv/backend_etcd_int.h — the etcd backend's private header: its agent (backend_etcd.c: one
+ * node, its lease, its watch) and what it does while it coordinates the job through etcd
+ * (etcd_leader.c: the takeover from the state in etcd, the coordinator's writes in transaction
+ * batches, the state record, etcd_state.h). The design and its failure cases are described at the
+ * top of backend_etcd.c. Internal to those two files, whose functions and inlines are etcd_agent_*
+ * (the agent) and etcd_leader_* (coordinating). */
+#ifndef PODRUN_RDZV_BACKEND_ETCD_INT_H
+#define PODRUN_RDZV_BACKEND_ETCD_INT_H
 
 #include <string.h>
 
@@ -99,27 +100,31 @@ typedef struct etcd_agent {
 
 /* ---- keys and requests (both sides) ---- */
 
-static inline void pkey(const etcd_agent_t *a, char *out, size_t cap, const char *rest)
+/* The job's key `rest` under this run's prefix. */
+static inline void etcd_agent_key(const etcd_agent_t *a, char *out, size_t cap, const char *rest)
 {
     sfmt(out, cap, "%s%s", a->m.prefix, rest);
 }
 
-static inline void on_ignored(void *arg, int status, const etcd_resp_t *r)
+/* The callback of a request whose answer changes nothing. */
+static inline void etcd_agent_ignored(void *arg, int status, const etcd_resp_t *r)
 {
     (void)arg, (void)status, (void)r;
 }
 
-static inline etcd_op_t op_put(const char *key, const char *val, size_t vlen, int64_t lease)
+/* A transaction's operations and comparison, as etcd_req_op/etcd_req_txn take them. */
+static inline etcd_op_t etcd_agent_op_put(const char *key, const char *val, size_t vlen,
+                                          int64_t lease)
 {
     return (etcd_op_t){ETCD_OP_PUT, key, strlen(key), NULL, 0, val, vlen, lease};
 }
 
-static inline etcd_op_t op_range(const char *key, const char *end)
+static inline etcd_op_t etcd_agent_op_range(const char *key, const char *end)
 {
     return (etcd_op_t){ETCD_OP_RANGE, key, strlen(key), end, end ? strlen(end) : 0, NULL, 0, 0};
 }
 
-static inline etcd_cmp_t cmp_create(const char *key, int64_t rev)
+static inline etcd_cmp_t etcd_agent_cmp_create(const char *key, int64_t rev)
 {
     return (etcd_cmp_t){key, strlen(key), ETCD_CMP_CREATE, rev, NULL, 0};
 }
