@@ -1,4 +1,4 @@
-/* rdzv/status.c — the job's state record for `podrun status` (state.h). Pure: no I/O. */
+/* rdzv/status.c — the job's state record for `podrun status` (status.h). Pure: no I/O. */
 #include "rdzv/status.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* rdzv/b64.c — base64 both alphabets (rdzv/b64.h). */
+/* rdzv/base/b64.c — base64 both alphabets (rdzv/base/b64.h). */
 #include "rdzv/base/b64.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* rdzv/b64.h — base64 (RFC 4648): the standard alphabet (§4: '+' '/') and the URL-safe one
+/* rdzv/base/b64.h — base64 (RFC 4648): the standard alphabet (§4: '+' '/') and the URL-safe one
  * (§5: '-' '_'), encode and decode. Pure; no allocation except in b64_decode_alloc.
  *
  * Who reads what: etcd's JSON gateway sends standard base64 with its padding (strict, the

@@ -1,4 +1,4 @@
-/* rdzv/text.c — one bounded text builder (rdzv/text.h). */
+/* rdzv/base/text.c — one bounded text builder (rdzv/base/text.h). */
 #include "rdzv/base/text.h"
 
 #include <stdio.h>

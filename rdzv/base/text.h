@@ -1,5 +1,5 @@
-/* rdzv/text.h — one bounded text builder: printf-append into a caller's buffer or a growing one,
- * never past its end, with a flag that says the text was cut.
+/* rdzv/base/text.h — one bounded text builder: printf-append into a caller's buffer or a growing
+ * one, never past its end, with a flag that says the text was cut.
  *
  * Two kinds, one type:
  *  - over a caller's buffer (text_start): writes what fits and keeps the text NUL-terminated;

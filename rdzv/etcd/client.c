@@ -1,4 +1,4 @@
-/* rdzv/etcd/client.c — etcd v3 over its JSON gateway on the loop (see etcd_client.h).
+/* rdzv/etcd/client.c — etcd v3 over its JSON gateway on the loop (see etcd/client.h).
  *
  * A call or a watch owns one uv_timer (its backoff), so its memory has one release path: the
  * timer's close callback. The client is freed when it is closing and its last such handle has

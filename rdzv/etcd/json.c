@@ -1,5 +1,5 @@
 /* rdzv/etcd/json.c — etcd's v3 JSON gateway: endpoints, base64, requests, answers (see
- * etcd_json.h). Requests are built and answers read with jansson; nothing here does I/O. */
+ * etcd/json.h). Requests are built and answers read with jansson; nothing here does I/O. */
 #include "rdzv/etcd/json.h"
 
 #include <errno.h>

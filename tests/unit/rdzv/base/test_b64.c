@@ -1,5 +1,5 @@
-/* tests/unit/rdzv/test_b64.c — base64 both ways, both alphabets: RFC 4648's test vectors (§10),
- * etcd's strict form, a kubeconfig's loose one, and text that is not base64. */
+/* tests/unit/rdzv/base/test_b64.c — base64 both ways, both alphabets: RFC 4648's test vectors
+ * (§10), etcd's strict form, a kubeconfig's loose one, and text that is not base64. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

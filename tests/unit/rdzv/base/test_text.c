@@ -1,5 +1,5 @@
-/* tests/unit/rdzv/test_text.c — the bounded text builder: a caller's buffer (what fits, the cut
- * flag, measuring), a growing text, and appending to a line already in a buffer. */
+/* tests/unit/rdzv/base/test_text.c — the bounded text builder: a caller's buffer (what fits, the
+ * cut flag, measuring), a growing text, and appending to a line already in a buffer. */
 #include <stdlib.h>
 #include <string.h>
 
