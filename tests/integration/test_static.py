@@ -227,6 +227,41 @@ def test_readme_exit_codes_are_the_failures_page_table():
     # operators match the README's table; doc/failures.md#exit-status holds it with the story
     assert exit_code_table(ROOT / "README.md") == exit_code_table(ROOT / "doc" / "failures.md")
 
+
+# ---- rdzv/'s layers ---------------------------------------------------------------------------
+# base/ knows no job; store/ (the job store, libpodrun) and etcd/ (the etcd client) stand on base/
+# alone. The rendezvous (rdzv/*.h at the top level) and the launcher sit above them: a file under
+# the three layers that includes one of those pulls the job into code that must not know it.
+
+RDZV_LAYERS = {"base": {"base"}, "store": {"base", "store"}, "etcd": {"base", "etcd"}}
+
+
+def project_includes(path):
+    """(line number, included path) of each #include of a path under rdzv/ or launcher/."""
+    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        m = re.match(r'\s*#\s*include\s*["<]((?:rdzv|launcher)/[^">]+)[">]', line)
+        if m:
+            yield n, m.group(1)
+
+
+def layer_problems(root):
+    """'FILE:LINE includes PATH' for each include a layer of rdzv/ under root may not make."""
+    bad = []
+    for layer, allowed in RDZV_LAYERS.items():
+        for f in sorted((root / "rdzv" / layer).rglob("*.[ch]")):
+            for n, inc in project_includes(f):
+                parts = inc.split("/")
+                if parts[0] != "rdzv" or len(parts) < 3 or parts[1] not in allowed:
+                    bad.append(f"{f.relative_to(root)}:{n} includes {inc}")
+    return bad
+
+
+def test_rdzv_layers_include_nothing_above_them():
+    assert any(True for _ in project_includes(ROOT / "rdzv" / "store" / "server.c"))
+    bad = layer_problems(ROOT)
+    assert not bad, "rdzv/base/, rdzv/store/ and rdzv/etcd/ include only their own and lower " \
+                    "layers (base/ is the lowest):\n" + "\n".join(bad)
+
 # ---- the roots --------------------------------------------------------------------------------
 
 def network_reason():
