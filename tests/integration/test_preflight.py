@@ -325,6 +325,33 @@ def test_nccl_exclude_on_gpu_nodes_restarts_the_good_ones(port, tmp_path):
         assert re.findall(r"env rank=\d+ local_rank=0 world=(\d+)", a.out) == ["2"], a.out
 
 
+def test_nccl_node_lost_during_the_check_restarts_the_other(port, tmp_path):
+    """A restart decided while the check runs (node-1 is lost before the check's deadline) reaches
+    node-0 in STARTING, on GPUs NVML reads: the check is dropped, and after the GPUs' wait node-0
+    joins the next round and runs the job alone."""
+    endpoint = f"127.0.0.2:{port}"
+    # the check's deadline is far: only node-1's loss can end it
+    agents = [Agent(agent_args("1:2", 1, endpoint, f"127.0.0.{2 + i}",
+                               extra=NOPY + named(i) + NCCL + ["--preflight-timeout", "120",
+                                                               "--rdzv-conf",
+                                                               "last_call_timeout=1"],
+                               script=ENV_SH),
+                    env=nccl_env(tmp_path, "hang_init" if i == 1 else None), name=f"node{i}")
+              for i in range(2)]
+    with killed_on_failure(agents):
+        agents[0].wait_err("preflight nccl: checking 2 nodes", timeout=60)
+        agents[1].wait_err("preflight nccl: checking 2 nodes", timeout=60)
+        agents[1].kill()
+        agents[1].wait(10)
+        code = agents[0].wait(60)
+    assert code == 0, agents[0].err
+    err = agents[0].err
+    assert "restarting the job in place" in err, err
+    assert "preflight nccl: 2 nodes" not in err, err   # the check never finished
+    assert re.findall(r"env rank=\d+ local_rank=0 world=(\d+)", agents[0].out) == ["1"], \
+        agents[0].out
+
+
 def test_nccl_one_node(podrun, tmp_path):
     from cluster import run
     env = nccl_env(tmp_path)
