@@ -2,6 +2,7 @@
 read through NVML: here the fake libnvidia-ml (tests/fakes/fake_nvml.c), whose answers come from
 a file re-read at every nvmlInit, so a test changes what the GPUs hold while podrun waits."""
 import os
+import signal
 import subprocess
 
 from conftest import BUILD, PODRUN
@@ -83,3 +84,28 @@ def test_zero_timeout_does_not_look(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "waiting up to" not in r.stderr
+
+
+def test_sigterm_during_the_wait_exits_at_once(tmp_path):
+    """A stop that comes while the restart waits for the GPUs' memory ends the wait: podrun exits
+    128+SIGTERM without rejoining, long before the wait's bound."""
+    conf = tmp_path / "nvml.conf"
+    gpu_conf(conf, 3 * GIB, f"4242:{3 * GIB}")
+    p = subprocess.Popen(args("--gpu-memory-reclaim-timeout", "600"), env=env_for(conf),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        for line in p.stderr:
+            seen.append(line)
+            if "waiting up to 600.0s" in line:
+                p.send_signal(signal.SIGTERM)
+                break
+        assert any("waiting up to" in s for s in seen), seen
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + signal.SIGTERM, err
+    assert "attempt1 ok" not in out
+    assert "still hold" not in err, err
