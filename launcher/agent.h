@@ -8,7 +8,9 @@
  *
  * RENDEZVOUS decides the worker ranks and the store the workers use; STARTING derives what the
  * workers get from the node (once) and checks the nodes (--preflight) before any worker starts;
- * a restart goes from STOPPING back to RENDEZVOUS with the next attempt number. */
+ * a restart goes from STOPPING back to RENDEZVOUS with the next attempt number, and one decided
+ * while STARTING (no worker ran: the check excluded other nodes, a node was lost) goes through
+ * STOPPING too. */
 #ifndef PODRUN_LAUNCHER_AGENT_H
 #define PODRUN_LAUNCHER_AGENT_H
 
