@@ -490,6 +490,7 @@ static void restart(struct agent *a)
     a->job.decided = false;
     a->failed.lr = -1;
     a->health.bad = false;
+    a->stop.why[0] = '\0';   /* the ended attempt's reason: /healthz must not give it again */
     agent_health_reclaim(a);   /* then agent_rejoin */
 }
 

@@ -75,6 +75,8 @@ static void on_rdzv_stopped(void *arg, const rdzv_decision_t *d)
         agent_stop_job(a, SIGTERM, why);
     else if (a->ended_alive > 0)
         agent_say_stopping(a, why, a->ended_alive, SIGTERM);
+    if (!a->stop.why[0])   /* stopped by the round's end, or while STARTING: the job's reason */
+        snprintf(a->stop.why, sizeof a->stop.why, "%s", why);
     a->ended_alive = 0;
     agent_advance(a);
 }

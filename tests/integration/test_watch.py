@@ -201,6 +201,40 @@ def test_healthz_503_while_stopping(podrun, tmp_path):
     assert p.returncode == 1, err
 
 
+def test_healthz_while_stopping_names_this_attempts_reason(port, tmp_path):
+    """Round 0 stops on this node's own failure; round 1 on a peer's. While node-0 stops round 1's
+    worker the probe names the job's reason for it, not round 0's failure of node-0."""
+    hp, fail = free_port(), tmp_path / "fail"
+    script = tmp_path / "w.sh"
+    # restart 0: rank 0 fails; restart 1: rank 0 takes its time to stop, rank 1 fails once told
+    script.write_text(f"""#!/bin/sh
+r=$TORCHELASTIC_RESTART_COUNT
+[ "$r" = 0 ] && [ "$RANK" = 0 ] && exit 1
+[ "$r" = 1 ] && [ "$RANK" = 1 ] && {{ while [ ! -e {fail} ]; do sleep 0.05; done; exit 7; }}
+[ "$r" = 1 ] && {{ trap '' TERM; while :; do sleep 0.05; done; }}
+exit 0
+""")
+    script.chmod(0o755)
+    endpoint = f"127.0.0.2:{port}"
+    extra = NOPY + ["--max-restarts", "2", "--term-timeout", "5"]
+    agents = [Agent(agent_args(2, 1, endpoint, f"127.0.0.{2 + i}", extra=extra + (
+                        ["--health-port", str(hp)] if i == 0 else []), script=str(script)),
+                    name=f"node{i}") for i in range(2)]
+    try:
+        wait_for(lambda: "restart 1" in get(hp, "/healthz")[1], 30, "round 1 running",
+                 every=0.05)
+        fail.write_text("")
+        wait_for(lambda: (lambda r: r[0] == 503 and "ing: " in r[1])(get(hp, "/healthz")), 20,
+                 "503 while stopping or restarting", every=0.05)
+        # the job's reason reaches node-0 a round trip after the stop began
+        st, body = wait_for(lambda: (lambda r: "rank 1" in r[1] and r)(get(hp, "/healthz")),
+                            10, "the job's reason on /healthz", every=0.05)
+        assert st == 503 and "exit code 7" in body and "rank 0" not in body, body
+    finally:
+        codes = [a.wait(60) for a in agents]
+    assert codes == [0, 0], [a.err for a in agents]
+
+
 def test_health_port_bad_clients(podrun):
     """Junk, a TLS hello, a slow client, a flood of idle connections: each answered or cut off
     on its own, while the workers' output keeps flowing and probes are answered again."""
