@@ -120,12 +120,15 @@ static void finish_streams(struct agent *a)
         logs_stream_finish(&a->streams[i]);
 }
 
-/* Every worker of this attempt is gone: read the rest of their output, then see what next. */
+/* Every worker of this attempt is gone: read the rest of their output, then see what next.
+ * Gone on their own (every one exited 0 while other nodes run on), they leave the checks
+ * nothing to watch: those stop as at a stop (agent_stop_job). */
 static void workers_gone(struct agent *a)
 {
     if (a->workers_down)
         return;
     a->workers_down = true;
+    healthcheck_stop(&a->health.check);
     finish_streams(a);
     if (a->state == AGENT_RUNNING)
         agent_set_state(a, AGENT_STOPPING);

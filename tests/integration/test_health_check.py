@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import urllib.error
 import urllib.request
 
 from cluster import Agent, killed_on_failure, wait_all, wait_for
@@ -118,6 +119,15 @@ def metrics(a):
     return {k: float(v) for k, v in re.findall(r"^(podrun_health_check\w*) (\S+)$", text, re.M)}
 
 
+def healthz(a):
+    m = re.search(r"serving /healthz and /metrics on port (\d+)", a.err_now())
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}/healthz", timeout=5) as r:
+            return r.read().decode()
+    except urllib.error.HTTPError as e:   # 503 while stopping
+        return e.read().decode()
+
+
 def test_healthy_nodes_run_on_and_the_checks_are_metrics(tmp_path, port):
     done = tmp_path / "done"
     worker = f'echo "up world=$GROUP_WORLD_SIZE"; while [ ! -e {done} ]; do sleep 0.05; done'
@@ -135,6 +145,32 @@ def test_healthy_nodes_run_on_and_the_checks_are_metrics(tmp_path, port):
     assert codes == [0, 0], [a.err for a in agents]
     for a in agents:
         assert "health check" not in a.err
+
+
+def test_a_node_whose_workers_are_done_checks_no_more(tmp_path, port):
+    """node-0's worker exits 0 while node-1's runs on: node-0 has nothing left to check, so an Xid
+    on it afterwards is neither checked nor counted, and the job finishes."""
+    done = tmp_path / "done"
+    worker = (f'echo "up world=$GROUP_WORLD_SIZE"; [ "$GROUP_RANK" = 0 ] && exit 0; '
+              f'while [ ! -e {done} ]; do sleep 0.05; done')
+    nodes, agents = start(tmp_path, port, 2, extra=["--health-port", "0"], worker=worker)
+    with killed_on_failure(agents):
+        wait_running(agents)
+        # node-0's worker is gone: its agent waits for the job to finish
+        wait_for(lambda: "stopping" in healthz(agents[0]), 30, "node-0 done")
+        before = metrics(agents[0])["podrun_health_checks_total"]
+        nodes[0].write("health.conf", "xid gpu=3 xid=79\n")
+        ran = metrics(agents[1])["podrun_health_checks_total"]
+        # node-1's checks are the clock: ten more of its intervals
+        wait_for(lambda: metrics(agents[1])["podrun_health_checks_total"] >= ran + 10, 30,
+                 "node-1's checks")
+        m = metrics(agents[0])
+        assert m["podrun_health_checks_total"] == before, m
+        assert m["podrun_health_check_failures_total"] == 0, m
+        done.write_text("")
+        codes = wait_all(agents, timeout=60)
+    assert codes == [0, 0], [a.err for a in agents]
+    assert "Xid" not in agents[0].err, agents[0].err
 
 
 def test_min_max_takes_the_node_out_and_the_job_goes_on(tmp_path, port):
