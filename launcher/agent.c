@@ -493,6 +493,7 @@ static void restart(struct agent *a)
     a->job.decided = false;
     a->failed.lr = -1;
     a->health.bad = false;
+    a->done_reported = false;   /* the ended attempt's: this node is not done with the next */
     a->stop.why[0] = '\0';   /* the ended attempt's reason: /healthz must not give it again */
     agent_health_reclaim(a);   /* then agent_rejoin */
 }

@@ -20,8 +20,9 @@
 /* ---------- --health-port ---------- */
 
 /* What /healthz and /metrics say about this agent now. Healthy while it starts, waits for the
- * rendezvous (a restart's included: the job is mending itself) and runs its workers; not once a
- * worker failed, while stopping, or when exiting, each with its reason. */
+ * rendezvous (a restart's included: the job is mending itself), runs its workers, and once they
+ * all exited 0 waits for the job to finish; not once a worker failed, while stopping, or when
+ * exiting, each with its reason. */
 static void health_snapshot(void *arg, struct health_snapshot *s)
 {
     struct agent *a = arg;
@@ -75,6 +76,13 @@ static void health_snapshot(void *arg, struct health_snapshot *s)
         }
         break;
     case AGENT_STOPPING:
+        if (a->workers_down && a->done_reported && !a->job.decided && a->failed.lr < 0 &&
+            !a->stop.signal && !a->stop.quit && !a->job.lost) {
+            /* every worker exited 0 and the job runs on elsewhere: nothing stops here */
+            snprintf(s->reason, cap, "done: every worker exited 0; waiting for the job to "
+                     "finish");
+            break;
+        }
         s->healthy = 0;
         snprintf(s->reason, cap, "%s: %s",
                  a->job.decided && a->job.action == RDZV_RESTART ? "restarting" : "stopping",

@@ -157,7 +157,7 @@ def test_a_node_whose_workers_are_done_checks_no_more(tmp_path, port):
     with killed_on_failure(agents):
         wait_running(agents)
         # node-0's worker is gone: its agent waits for the job to finish
-        wait_for(lambda: "stopping" in healthz(agents[0]), 30, "node-0 done")
+        wait_for(lambda: "waiting for the job" in healthz(agents[0]), 30, "node-0 done")
         before = metrics(agents[0])["podrun_health_checks_total"]
         nodes[0].write("health.conf", "xid gpu=3 xid=79\n")
         ran = metrics(agents[1])["podrun_health_checks_total"]

@@ -235,6 +235,32 @@ exit 0
     assert codes == [0, 0], [a.err for a in agents]
 
 
+def test_healthz_ok_while_a_done_node_waits_for_the_job(port, tmp_path):
+    """node-0's worker exited 0 and node-1's runs on: node-0 is not failing, stopping or
+    restarting, so its probe stays 200 (a liveness probe must not kill it) until the job ends."""
+    hp, done = free_port(), tmp_path / "done"
+    script = tmp_path / "w.sh"
+    script.write_text(f"""#!/bin/sh
+[ "$RANK" = 0 ] && exit 0
+while [ ! -e {done} ]; do sleep 0.05; done
+""")
+    script.chmod(0o755)
+    endpoint = f"127.0.0.2:{port}"
+    agents = [Agent(agent_args(2, 1, endpoint, f"127.0.0.{2 + i}", extra=NOPY + (
+                        ["--health-port", str(hp)] if i == 0 else []), script=str(script)),
+                    name=f"node{i}") for i in range(2)]
+    try:
+        st, body = wait_for(lambda: (lambda r: "waiting for the job" in r[1] and r)(
+            get(hp, "/healthz")), 30, "node-0 done", every=0.05)
+        assert st == 200 and body.startswith("ok: "), body
+        assert metric(scrape(hp), "podrun_healthy") == 1
+        done.write_text("")
+    finally:
+        done.write_text("")
+        codes = [a.wait(60) for a in agents]
+    assert codes == [0, 0], [a.err for a in agents]
+
+
 def test_health_port_bad_clients(podrun):
     """Junk, a TLS hello, a slow client, a flood of idle connections: each answered or cut off
     on its own, while the workers' output keeps flowing and probes are answered again."""
