@@ -31,20 +31,6 @@ static void lower_into(char *out, size_t cap, const char *in)
     out[i] = '\0';
 }
 
-/* accelerate's str_to_bool on an environment value: y/yes/t/true/on/1 (any case) is true. */
-static bool env_truthy(const char *v)
-{
-    static const char *const t[] = {"y", "yes", "t", "true", "on", "1"};
-    char low[8];
-    if (!v || strlen(v) >= sizeof low)
-        return false;
-    lower_into(low, sizeof low, v);
-    for (size_t i = 0; i < 6; i++)
-        if (!strcmp(low, t[i]))
-            return true;
-    return false;
-}
-
 /* get_int_from_env: the first of names set to a number >= 0, else def. */
 static long env_int(char *const *base, const char *const *names, long def)
 {
@@ -239,7 +225,9 @@ int env_accelerate_build(char *const *base, const struct env_worker *w, const st
     if (l == ENV_ACC_SIMPLE) {
         const char *cpu = yes(c, CFG_ACC_CPU) ? "True" : "False";
         env_set_add(&s, "ACCELERATE_USE_CPU", "%s", cpu);
-        if (env_truthy(env_get(base, cpu))) {   /* parse_flag_from_env(current_env[...]) */
+        /* accelerate 1.x: str_to_bool(current_env["ACCELERATE_USE_CPU"]); its 0.x looked a
+         * variable of that name up instead, so only a variable named True set them */
+        if (yes(c, CFG_ACC_CPU)) {
             env_set_add(&s, "KMP_AFFINITY", "granularity=fine,compact,1,0");
             env_set_add(&s, "KMP_BLOCKTIME", "1");
         }
