@@ -217,7 +217,10 @@ int env_accelerate_build(char *const *base, const struct env_worker *w, const st
     bool torch = l != ENV_ACC_SIMPLE || w->world_size > 1;
     char **tenv = NULL;
     struct env_notes tn = {0};
-    int r = env_torch_build(base, w, &tenv, &tn);
+    struct env_worker tw = *w;
+    if (l == ENV_ACC_SIMPLE)
+        tw.signals_to_handle = NULL;   /* set by torchrun's agent, which this one is not */
+    int r = env_torch_build(base, &tw, &tenv, &tn);
     if (r)
         return r;
     struct env_set s = ENV_SET_INIT;
