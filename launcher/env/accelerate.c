@@ -135,6 +135,8 @@ static void fsdp(struct env_set *s, const struct cfg *c)
         {"FSDP_CPU_RAM_EFFICIENT_LOADING", CFG_ACC_FSDP_CPU_RAM_EFFICIENT_LOADING, true, false},
         {"FSDP_SYNC_MODULE_STATES", CFG_ACC_FSDP_SYNC_MODULE_STATES, true, false},
         {"FSDP_ACTIVATION_CHECKPOINTING", CFG_ACC_FSDP_ACTIVATION_CHECKPOINTING, true, false},
+        {"FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD", CFG_ACC_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD,
+         true, false},
         {"FSDP_IGNORED_MODULES", CFG_ACC_FSDP_IGNORED_MODULES, false, true},
     };
     env_set_add(s, "ACCELERATE_USE_FSDP", "true");
