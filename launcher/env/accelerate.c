@@ -187,6 +187,10 @@ static void deepspeed(struct env_set *s, char *const *base, const struct cfg *c,
     lower_into(low, sizeof low, fields ? fields : "");
     env_set_add(s, "ACCELERATE_CONFIG_DS_FIELDS", "%s", low);
     env_set_add(s, "ACCELERATE_USE_DEEPSPEED", "true");
+    /* accelerate's launcher imports deepspeed, whose __init__ sets it where unset (so that
+     * torch asks NVML, not a CUDA context, whether CUDA is there); the workers inherit it */
+    if (!env_get(base, "PYTORCH_NVML_BASED_CUDA_CHECK"))
+        env_set_add(s, "PYTORCH_NVML_BASED_CUDA_CHECK", "1");
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
         const char *v = acc(c, vars[i].id);
         if (!v)
