@@ -51,17 +51,27 @@ def test_one_node(how):
         assert w["env"]["TORCHELASTIC_SIGNALS_TO_HANDLE"] == "SIGTERM,SIGINT"
 
 
-def test_two_nodes():
+@pytest.mark.parametrize("backend,n", [("c10d", 3), ("static", 2)])
+def test_several_nodes(backend, n):
+    """Nodes on 127.0.0.2, .3, ...: c10d at the first one's endpoint, or torch 1.x's static
+    form (--node-rank, --master-addr, --master-port); one worker each."""
     port = free_port("127.0.0.2")
-    nodes = [["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-              "--rdzv-endpoint", f"127.0.0.2:{port}", "--rdzv-id", "diff2",
-              "--local-addr", f"127.0.0.{2 + i}", CAPTURE] for i in range(2)]
+    meet = {"c10d": ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.2:{port}",
+                     "--rdzv-id", "diff"],
+            "static": ["--master-addr", "127.0.0.2", "--master-port", str(port)]}[backend]
+    nodes = [["--nnodes", str(n), "--nproc-per-node", "1", *meet,
+              *(["--node-rank", str(i)] if backend == "static" else []),
+              "--local-addr", f"127.0.0.{2 + i}", CAPTURE] for i in range(n)]
     real, pod = both(nodes)
-    assert real.rcs == [0, 0] and sorted(real.workers) == ["0", "1"], real.err_text()
+    ranks = [str(i) for i in range(n)]
+    assert real.rcs == [0] * n and sorted(real.workers) == ranks, real.err_text()
     found = diff(real, pod)
     keys = assert_documented(found, "torchrun")
-    assert "MASTER_ADDR" not in keys and "TORCHELASTIC_RUN_ID" not in keys, found
-    assert {w["env"]["GROUP_RANK"] for w in pod.workers.values()} == {"0", "1"}
+    assert not {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "GROUP_RANK"} & keys, found
+    assert sorted(w["env"]["GROUP_RANK"] for w in pod.workers.values()) == ranks
+    if backend == "static":   # the port given, on both (compared by shape otherwise)
+        assert {w["env"]["MASTER_PORT"] for s in (real, pod) for w in s.workers.values()} == \
+            {str(port)}
 
 
 def test_failing_worker_and_newer_flags():
