@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not os.access(TORCHRUN, os.X_OK),
                                 reason=f"{TORCHRUN} is missing: scripts/deps installs it")
 
 # By nature: a temporary directory each run holds the error file (its layout is a row of the doc)
-EXPECTED = {"TORCHELASTIC_ERROR_FILE": r"/.+/attempt_0/[0-9]+[/.]error\.json"}
+EXPECTED = {"TORCHELASTIC_ERROR_FILE": r"/.+/attempt_[0-9]+/[0-9]+[/.]error\.json"}
 # The interpreter: torchrun runs its own (sys.executable), podrun the one --python names
 PY = [(r"^/.*/bin/python3?(\.[0-9]+)?$", "PYTHON")]
 FIELDS = ("argv", "cmdline", "cwd", "pgid_is_pid", "sid_is_pid")
@@ -95,6 +95,21 @@ def test_failing_worker_and_newer_flags():
 
 # the run's directory: torchrun's RUNID_<random> (its run id a fresh uuid on one node), podrun's
 # RUNID (--rdzv-id, else none)
+def test_restart():
+    """--max-restarts 1, rank 1 failing in the first attempt only: both attempts' workers, the
+    second with TORCHELASTIC_RESTART_COUNT=1, and the job succeeds."""
+    real, pod = both([["--nproc-per-node", "2", "--max-restarts", "1", "--monitor-interval",
+                       "0.1", CAPTURE]],
+                     env={"LAUNCHER_DIFF_EXIT": "3", "LAUNCHER_DIFF_EXIT_RANKS": "1",
+                          "LAUNCHER_DIFF_EXIT_RESTARTS": "0", "LAUNCHER_DIFF_WAIT_FOR": "2"})
+    assert real.rcs == [0] and sorted(real.workers) == ["0", "0@1", "1", "1@1"], real.err_text()
+    found = diff(real, pod)
+    keys = assert_documented(found, "torchrun")
+    assert not {"exit code", "workers", "TORCHELASTIC_RESTART_COUNT",
+                "TORCHELASTIC_MAX_RESTARTS"} & keys, found
+    assert "/attempt_1/" in pod.workers["1@1"]["env"]["TORCHELASTIC_ERROR_FILE"]
+
+
 LOGS = [(r"^[0-9a-f-]{36}_[a-z0-9_]{8}/", "RUN/"), (r"^(rid|none)/", "RUN/")]
 
 
