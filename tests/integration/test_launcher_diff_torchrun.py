@@ -45,10 +45,21 @@ def test_one_node(how):
     found = diff(real, pod)
     keys = assert_documented(found, "torchrun")
     # what the worker runs is the same, word for word but the interpreter's path
-    assert not {"argv", "cmdline", "cwd", "workers", "exit code"} & keys, found
+    assert not {"argv", "cmdline", "cwd", "pgid_is_pid", "sid_is_pid", "workers",
+                "exit code"} & keys, found
     for k, w in pod.workers.items():
         assert w["env"]["LOCAL_RANK"] == w["env"]["RANK"] == k
         assert w["env"]["TORCHELASTIC_SIGNALS_TO_HANDLE"] == "SIGTERM,SIGINT"
+
+
+def test_run_path():
+    """--run-path: the script runs in a fresh interpreter's __main__ under both, with the same
+    sys.argv; how that interpreter is started is each launcher's own (a row of the table)."""
+    real, pod = both([["--nproc-per-node", "2", "--run-path", CAPTURE, "a"]])
+    assert real.rcs == [0] and sorted(real.workers) == ["0", "1"], real.err_text()
+    keys = assert_documented(diff(real, pod), "torchrun")
+    assert "cmdline" in keys and not {"argv", "cwd", "workers"} & keys
+    assert pod.workers["1"]["argv"] == [CAPTURE, "a"]
 
 
 @pytest.mark.parametrize("backend,n", [("c10d", 3), ("static", 2)])
