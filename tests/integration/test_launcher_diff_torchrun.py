@@ -24,10 +24,11 @@ PY = [(r"^/.*/bin/python3?(\.[0-9]+)?$", "PYTHON")]
 FIELDS = ("argv", "cmdline", "cwd", "pgid_is_pid", "sid_is_pid")
 
 
-def both(nodes, env=None, cwd=None):
+def both(nodes, env=None, cwd=None, unset=()):
     """Each node's torchrun arguments through torchrun 2.15, then through podrun."""
-    real = run_side("torchrun", [[TORCHRUN, *a] for a in nodes], env=env, cwd=cwd)
-    pod = run_side("podrun", [[PODRUN, "--python", VENV_PY, *a] for a in nodes], env=env, cwd=cwd)
+    real = run_side("torchrun", [[TORCHRUN, *a] for a in nodes], env=env, cwd=cwd, unset=unset)
+    pod = run_side("podrun", [[PODRUN, "--python", VENV_PY, *a] for a in nodes], env=env, cwd=cwd,
+                   unset=unset)
     return real, pod
 
 
@@ -40,7 +41,9 @@ def diff(real, pod):
                                  ["--nproc-per-node", "2", "--no-python", CAPTURE, "a"]],
                          ids=["script", "module", "no-python"])
 def test_one_node(how):
-    real, pod = both([how], cwd=WORKERS)
+    """One node, no port given: both host the job store on a free port (two such jobs on one
+    machine do not meet at 29500)."""
+    real, pod = both([how], cwd=WORKERS, unset=["PODRUN_MASTER_PORT"])
     assert real.rcs == [0] and sorted(real.workers) == ["0", "1"], real.err_text()
     found = diff(real, pod)
     keys = assert_documented(found, "torchrun")
@@ -50,6 +53,8 @@ def test_one_node(how):
     for k, w in pod.workers.items():
         assert w["env"]["LOCAL_RANK"] == w["env"]["RANK"] == k
         assert w["env"]["TORCHELASTIC_SIGNALS_TO_HANDLE"] == "SIGTERM,SIGINT"
+    assert "29500" not in {w["env"]["MASTER_PORT"] for s in (real, pod)
+                           for w in s.workers.values()}
 
 
 def test_run_path():
