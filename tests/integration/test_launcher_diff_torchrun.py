@@ -103,6 +103,13 @@ def test_failing_worker_and_newer_flags():
     keys = assert_documented(found, "torchrun")
     assert "TORCHELASTIC_SIGNALS_TO_HANDLE" not in keys, found   # the list given, on both
     assert [f for f in found if f.key == "exit code"] and "workers" not in keys
+    # --local-ranks-filter 1: rank 1's lines alone on the console (podrun's prefix aside)
+
+    def console(side):
+        lines = (re.sub(r"^\[rank \d+\]:", "", l) for l in
+                 side.outs[0].splitlines() + side.errs[0].splitlines())
+        return sorted(l for l in lines if l.startswith("capture "))
+    assert console(real) == console(pod) == ["capture err rank 1", "capture out rank 1"]
     # both name the failed rank and its code
     for side in (real, pod):
         assert re.search(r"rank\s*: 1 \(local_rank: 1\)", side.errs[0]), side.err_text()
