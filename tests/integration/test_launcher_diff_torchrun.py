@@ -38,8 +38,9 @@ def diff(real, pod):
 
 @pytest.mark.parametrize("how", [["--nproc-per-node", "2", CAPTURE, "a", "--b"],
                                  ["--nproc_per_node", "2", "-m", "capture", "a"],
-                                 ["--nproc-per-node", "2", "--no-python", CAPTURE, "a"]],
-                         ids=["script", "module", "no-python"])
+                                 ["--nproc-per-node", "2", "--no-python", CAPTURE, "a"],
+                                 ["--standalone", "--nproc-per-node", "2", CAPTURE]],
+                         ids=["script", "module", "no-python", "standalone"])
 def test_one_node(how):
     """One node, no port given: both host the job store on a free port (two such jobs on one
     machine do not meet at 29500)."""
