@@ -49,6 +49,8 @@
     X(CPU_AFFINITY, PYBOOL, "enable-cpu-affinity", "False")                                       \
     X(DEBUG, PYBOOL, "accelerate-debug", "False")                                                 \
     X(QUIET, PYBOOL, "quiet", "False")                                                            \
+    X(MAIN_TRAINING_FUNCTION, OPTSTR, "main-training-function", NULL)                             \
+    X(DOWNCAST_BF16, PYBOOL, "downcast-bf16", "False")                                            \
     X(DYNAMO_BACKEND, OPTSTR, "dynamo-backend", NULL)                                             \
     X(DYNAMO_MODE, OPTSTR, "dynamo-mode", "default")                                              \
     X(DYNAMO_FULLGRAPH, PYBOOL, "dynamo-use-fullgraph", "False")                                  \
@@ -84,6 +86,8 @@
     X(FSDP_CPU_RAM_EFFICIENT_LOADING, OPTSTR, "fsdp-cpu-ram-efficient-loading", "true")           \
     X(FSDP_SYNC_MODULE_STATES, OPTSTR, "fsdp-sync-module-states", "true")                         \
     X(FSDP_ACTIVATION_CHECKPOINTING, OPTSTR, "fsdp-activation-checkpointing", "false")            \
+    X(FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD, OPTSTR, "fsdp-activation-checkpointing-offload",      \
+      "false")                                                                                    \
     X(FSDP_IGNORED_MODULES, OPTSTR, "fsdp-ignored-modules", NULL)
 
 /* Every setting. The order is the order of --print-config and --help. */
