@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from cluster import WORKERS, run, worker
+from cluster import (WORKERS, killed_on_failure, parse_kv, result_lines, run, start_agents,
+                     wait_all, worker)
 from conftest import TORCH_PY, VENV_PY
 
 GENERATIONS = pytest.mark.parametrize("py", [TORCH_PY, VENV_PY], ids=["torch1.13", "torch2.15"])
@@ -41,3 +42,26 @@ def test_record_error_file_in_report_and_termination_log(podrun, tmp_path, py):
     assert text.startswith("podrun: rank 1 (local_rank 1, pid "), text
     assert (f"\nRuntimeError: boom from rank 1\nraised at {raised} (the error file's "
             "timestamp)\nTraceback (most recent call last):") in text, text
+
+
+def test_two_nodes_gloo_identical_ranks_and_the_agents_store(port):
+    """2 nodes x 2 workers of torch 2.15 under podrun, with TORCH_ELASTIC_WORKER_IDENTICAL=1:
+    gloo's all_reduce over the agent's store (TORCHELASTIC_USE_AGENT_STORE=True: every rank a
+    client of MASTER_ADDR:MASTER_PORT, no prefix per attempt), a rank that fails once and a
+    restart in which no key of the first attempt is left, and the ranks of 2.15's fast path:
+    group_rank * local_world_size + local_rank, role rank = rank, role world = world."""
+    agents = start_agents(2, 2, port, extra=["--python", VENV_PY, "--max-restarts", "1"],
+                          script=os.path.join(WORKERS, "gloo_contract.py"),
+                          env={"TORCH_ELASTIC_WORKER_IDENTICAL": "1", "FAIL_RANK": "3"})
+    with killed_on_failure(agents):
+        codes = wait_all(agents, timeout=240)
+    assert codes == [0, 0], [a.err for a in agents]
+    res = [parse_kv(line) for line in result_lines(agents, "contract ")]
+    assert sorted((int(r["restart"]), int(r["rank"])) for r in res) == \
+        [(a, r) for a in (0, 1) for r in range(4)], res
+    for r in res:
+        g, lr = int(r["group_rank"]), int(r["local_rank"])
+        assert int(r["rank"]) == int(r["role_rank"]) == g * 2 + lr, r
+        assert r["world"] == r["role_world"] == "4" and r["sum"] == "6", r
+        assert r["stale"] == "0", r   # the first attempt's keys are gone in the second
+    assert {a.proc.returncode for a in agents} == {0}
