@@ -5,8 +5,8 @@ rank a client of MASTER_ADDR:MASTER_PORT, without a prefix per attempt, so keys 
 attempt set there are still seen unless the launcher's store drops them.
 
 Prints "contract rank=R local_rank=L group_rank=G role_rank=RR world=W role_world=RW restart=C
-stale=K sum=S"; K counts this rank's keys of earlier attempts still in the store. Rank
-$FAIL_RANK exits 1 after the all_reduce on the first attempt, the others then wait in a barrier
+stale=K sum=S"; K counts this rank's keys of earlier attempts still in the store. On the first
+attempt, once every rank has printed, rank $FAIL_RANK exits 1 and the others wait in a barrier
 it never reaches, so the job restarts."""
 import os
 import sys
@@ -33,6 +33,7 @@ print(f"contract rank={rank} local_rank={env['LOCAL_RANK']} group_rank={env['GRO
       f"role_rank={env['ROLE_RANK']} world={env['WORLD_SIZE']} "
       f"role_world={env['ROLE_WORLD_SIZE']} restart={restart} stale={stale} "
       f"sum={int(t.item())}", flush=True)
+dist.barrier()   # every rank has said its line: a failure from here on cannot lose one
 if rank == int(env.get("FAIL_RANK", "-1")) and restart == 0:
     sys.exit(1)
 if restart == 0 and "FAIL_RANK" in env:
