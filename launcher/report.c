@@ -66,6 +66,15 @@ static char *dup_json_str(json_t *v)
     return s ? strdup(s) : NULL;
 }
 
+/* torch writes the time as a string of epoch seconds; an integer is taken as well */
+static void put_timestamp(json_t *ts, struct report_error *e)
+{
+    if (json_is_string(ts))
+        e->timestamp = dup_json_str(ts);
+    else if (json_is_integer(ts) && (e->timestamp = malloc(32)))
+        snprintf(e->timestamp, 32, "%lld", (long long)json_integer_value(ts));
+}
+
 int report_parse_error_json(const char *data, size_t len, struct report_error *e)
 {
     memset(e, 0, sizeof *e);
@@ -76,17 +85,16 @@ int report_parse_error_json(const char *data, size_t len, struct report_error *e
     json_t *msg = json_object_get(root, "message");
     int r = 0;
     if (json_is_string(msg)) {
+        /* the flat form a nested launcher or an ErrorHandler subclass may write: torch reads
+         * its time from the top level */
         e->message = dup_json_str(msg);
+        put_timestamp(json_object_get(root, "timestamp"), e);
     } else if (json_is_object(msg)) {
         e->message = dup_json_str(json_object_get(msg, "message"));
         json_t *extra = json_object_get(msg, "extraInfo");
         if (json_is_object(extra)) {
             e->traceback = dup_json_str(json_object_get(extra, "py_callstack"));
-            json_t *ts = json_object_get(extra, "timestamp");
-            if (json_is_string(ts))
-                e->timestamp = dup_json_str(ts);
-            else if (json_is_integer(ts) && (e->timestamp = malloc(32)))
-                snprintf(e->timestamp, 32, "%lld", (long long)json_integer_value(ts));
+            put_timestamp(json_object_get(extra, "timestamp"), e);
         }
     } else {
         r = -EINVAL;
@@ -165,12 +173,31 @@ static void format_time(const struct timespec *t, char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%d_%H:%M:%S", &tm);
 }
 
+/* When @record caught the exception: the error file's timestamp (whole epoch seconds, as
+ * torch's ErrorHandler writes it), in the report's time format. false when there is none, or
+ * it is not such a number. */
+static bool error_time(const struct report_error *e, char *buf, size_t len)
+{
+    if (!e || !e->timestamp || !*e->timestamp)
+        return false;
+    char *end;
+    errno = 0;
+    long long s = strtoll(e->timestamp, &end, 10);
+    if (errno || *end || s < 0 || s > 100000000000LL)   /* past the year 5000: not a time */
+        return false;
+    struct timespec t = {(time_t)s, 0};
+    format_time(&t, buf, len);
+    return true;
+}
+
 size_t report_format(const struct report_failure *f, const struct report_error *e, char *buf,
                      size_t len)
 {
     textbuf_t o = text_start(buf, len);
     char when[64], cause[512], sn[32];
-    format_time(&f->time, when, sizeof when);
+    /* torchrun's `time` is the error file's when there is one, else when the exit was seen */
+    if (!error_time(e, when, sizeof when))
+        format_time(&f->time, when, sizeof when);
     report_cause(f, cause, sizeof cause);
     text_printf(&o, RULE "%s FAILED\n" THIN "Failures:\n  <NO_OTHER_FAILURES>\n" THIN
             "Root Cause (first observed failure):\n[0]:\n",
@@ -228,6 +255,8 @@ size_t report_short(const struct report_failure *f, const struct report_error *e
         f->local_rank, (int)f->pid, f->host ? f->host : "?", when, cause);
     if (e && e->message)
         text_printf(&o, "%.1024s\n", e->message);
+    if (error_time(e, when, sizeof when))
+        text_printf(&o, "raised at %s (the error file's timestamp)\n", when);
     const char *text = NULL;
     size_t tlen = 0;
     if (e && e->traceback) {
@@ -328,6 +357,9 @@ size_t report_details(const struct report_failure *f, const struct report_error 
     text_printf(&o, "Root cause details on this node: rank %d (local_rank: %d, pid: %d): %s\n",
         f->rank, f->local_rank, (int)f->pid, cause);
     text_printf(&o, "  error_file: %s\n", e && f->error_file ? f->error_file : "<N/A>");
+    char when[64];
+    if (error_time(e, when, sizeof when))
+        text_printf(&o, "  time      : %s (the error file's timestamp)\n", when);
     if (e && e->traceback)
         put_lines(&o, "  traceback : ", "    ", e->traceback, strlen(e->traceback));
     if (f->stderr_tail && f->stderr_tail_len)

@@ -32,7 +32,8 @@ struct report_failure {
 struct report_error {
     char *message;            /* "RuntimeError: boom" */
     char *traceback;          /* extraInfo.py_callstack */
-    char *timestamp;          /* extraInfo.timestamp, epoch seconds */
+    char *timestamp;          /* extraInfo.timestamp (the flat form: the top level's), epoch
+                               * seconds: when @record caught the exception */
 };
 
 /* 0, -ENOENT (no file: the worker did not write one), -EINVAL (not the expected JSON),
@@ -47,7 +48,8 @@ const char *report_signame(int sig, char *buf, size_t len);
 /* "exit code 3", "signal SIGSEGV (11)", "cannot run 'x': No such file or directory". */
 void report_cause(const struct report_failure *f, char *buf, size_t len);
 
-/* The torchrun-style block. Returns the length written (always NUL-terminated, truncated to
+/* The torchrun-style block; its time is the error file's timestamp where there is one, as
+ * torchrun's. Returns the length written (always NUL-terminated, truncated to
  * fit). `e` may be NULL. */
 size_t report_format(const struct report_failure *f, const struct report_error *e, char *buf,
                      size_t len);

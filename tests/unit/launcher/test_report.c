@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/unit/check.h"
@@ -13,7 +14,16 @@
 static const char *ERROR_JSON =
     "{\"message\": {\"message\": \"RuntimeError: boom\", \"extraInfo\": {\"py_callstack\": "
     "\"Traceback (most recent call last):\\n  File \\\"t.py\\\", line 3, in f\\n    raise "
-    "RuntimeError('boom')\\nRuntimeError: boom\\n\", \"timestamp\": \"1763700000\"}}}";
+    "RuntimeError('boom')\\nRuntimeError: boom\\n\", \"timestamp\": \"1763699990\"}}}";
+
+/* t in the report's time format (local time, as torchrun's) */
+static const char *when(time_t t, char *buf, size_t len)
+{
+    struct tm tm;
+    localtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%d_%H:%M:%S", &tm);
+    return buf;
+}
 
 static struct report_failure failure(int wstatus)
 {
@@ -30,12 +40,18 @@ static void test_parse_error_file(void)
     CHECK_EQ_INT(report_parse_error_json(ERROR_JSON, strlen(ERROR_JSON), &e), 0);
     CHECK_EQ_STR(e.message, "RuntimeError: boom");
     CHECK(e.traceback && strstr(e.traceback, "line 3, in f"));
-    CHECK_EQ_STR(e.timestamp, "1763700000");
+    CHECK_EQ_STR(e.timestamp, "1763699990");
     report_error_free(&e);
     const char *old = "{\"message\": \"plain text\"}";
     CHECK_EQ_INT(report_parse_error_json(old, strlen(old), &e), 0);
     CHECK_EQ_STR(e.message, "plain text");
     CHECK(e.traceback == NULL);
+    CHECK(e.timestamp == NULL);
+    report_error_free(&e);
+    /* the flat form keeps its time at the top level (torch's ProcessFailure reads it there) */
+    const char *flat = "{\"message\": \"plain text\", \"timestamp\": 1763699991}";
+    CHECK_EQ_INT(report_parse_error_json(flat, strlen(flat), &e), 0);
+    CHECK_EQ_STR(e.timestamp, "1763699991");
     report_error_free(&e);
     CHECK_EQ_INT(report_parse_error_json("{\"x\":1}", 7, &e), -22);
     CHECK_EQ_INT(report_parse_error_json("{not json", 9, &e), -22);
@@ -60,6 +76,28 @@ static void test_format_exit_code(void)
     CHECK(strstr(buf, "  message   : RuntimeError: boom\n"));
     CHECK(strstr(buf, "  traceback : Traceback (most recent call last):\n      File \"t.py\""));
     CHECK(strstr(buf, "  stderr    : warn\n    last words\n"));
+    /* torchrun's `time` is when @record caught the exception, not when the exit was seen */
+    char t[64], line[160];
+    snprintf(line, sizeof line, "  time      : %s\n", when(1763699990, t, sizeof t));
+    CHECK(strstr(buf, line));
+    report_details(&f, &e, buf, sizeof buf);
+    snprintf(line, sizeof line, "  time      : %s (the error file's timestamp)\n", t);
+    CHECK(strstr(buf, line));
+    report_short(&f, &e, buf, sizeof buf);
+    snprintf(line, sizeof line, "\nraised at %s (the error file's timestamp)\n", t);
+    CHECK(strstr(buf, line));
+    /* without a usable timestamp: the exit's time, and no line for it */
+    static const char *const bad[] = {"", "soon", "-5", "99999999999999", "12x"};
+    free(e.timestamp);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        e.timestamp = (char *)bad[i];
+        report_format(&f, &e, buf, sizeof buf);
+        snprintf(line, sizeof line, "  time      : %s\n", when(1763700000, t, sizeof t));
+        CHECK(strstr(buf, line));
+        report_short(&f, &e, buf, sizeof buf);
+        CHECK(!strstr(buf, "raised at"));
+    }
+    e.timestamp = NULL;
     report_error_free(&e);
 }
 
