@@ -959,6 +959,9 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
         free(a);
         return 1;
     }
+    /* accelerate's --cpu threads share the CPUs the quota leaves, not every core (node.h) */
+    if (nd && a->spawn.je.physical_cores > node_cpu_count(nd))
+        a->spawn.je.physical_cores = node_cpu_count(nd);
     cfg_signals_parse(cfg->signals_to_handle, &a->stop.signals, NULL, 0);
     cfg_codes_parse(cfg->fatal_exit_codes, a->failed.fatal_codes, NULL, 0);
     for (int k = 0; k < 2; k++) {

@@ -31,7 +31,7 @@ static const char *const paddle_roles[] = {"none", "PSERVER", "TRAINER", NULL};
 
 const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_NPROC_PER_NODE] = {"nproc-per-node", 0, CFG_T_NPROC, 0, 0, 0, NULL, "1",
-        "N|auto|cpu|gpu", NULL, 0, "workers on this node; auto = GPUs, else CPUs", NULL},
+        "N|auto|cpu|gpu", NULL, 0, "workers on this node; auto = GPUs, else usable CPUs (cpuset or CPU quota)", NULL},
     [CFG_NNODES] = {"nnodes", 0, CFG_T_NNODES, 0, 0, 0, NULL, "1", "N|MIN:MAX", NULL, 0,
         "nodes in the job", NULL},
     [CFG_NODE_RANK] = {"node-rank", 0, CFG_T_INT, OFF(node_rank), 0, 65535, NULL, "0", "N", NULL,
