@@ -5,6 +5,8 @@ import select
 import subprocess
 import time
 
+import pytest
+
 from conftest import TORCH_PY
 from cluster import PY, run, wait_for, worker
 
@@ -103,6 +105,24 @@ def test_long_line_split_into_prefixed_chunks(podrun):
                   if l.startswith(f"[rank {rank}]:")]
         assert "".join(chunks[:-1]) == "a" * n and chunks[-1] == "b" * 10
         assert len(chunks) > 2                          # split, each piece prefixed
+
+
+@pytest.mark.parametrize("char", ["\u00e9", "\u20ac", "\U0001F600"], ids=["2-byte", "3-byte", "4-byte"])
+def test_long_line_split_between_utf8_characters(podrun, char):
+    """A line of several 16 KiB buffers of 2-, 3- or 4-byte characters, offset so that the
+    buffer's end falls inside a character: every piece is whole UTF-8, and they join to the
+    line."""
+    n = 100000 // len(char.encode())
+    line = "x" + char * n
+    r = subprocess.run([podrun, "--nproc-per-node", "1", "--no-python", TORCH_PY, "-c",
+                        f"import sys; sys.stdout.buffer.write(b'x' + {char.encode()!r} * {n} "
+                        f"+ b'\\n')"],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    chunks = [l[len(b"[rank 0]:"):] for l in r.stdout.split(b"\n") if l.startswith(b"[rank 0]:")]
+    assert len(chunks) > 2
+    text = [c.decode("utf-8") for c in chunks]   # strict: a cut inside a character fails here
+    assert "".join(text) == line
 
 
 def test_log_dir_layout(podrun, tmp_path):
