@@ -301,10 +301,12 @@ void agent_local_failure(struct agent *a, int lr, int code, bool hang, const cha
     a->failed.lr = lr;
     a->failed.code = code;
     a->failed.hang = hang;
+    snprintf(a->failed.why, sizeof a->failed.why, "%s", reason);
     logs_stream_pull(&a->streams[2 * lr + 1]);   /* its last words, if still in the pipe */
     bool exited = !hang && w->state == WORKER_EXITED;
     rdzv_failure_t f;
-    fill_failure(a, lr, hang ? -1 : exited ? w->wstatus : code << 8,
+    /* a hang, and a worker that never ran, have no exit status */
+    fill_failure(a, lr, hang || w->pid <= 0 ? -1 : exited ? w->wstatus : code << 8,
                  exited ? exit_epoch(w) : podrun_time_epoch(), reason, &f);
     agent_send_failure(a, &f);
     int gone = failed_with(a, lr);
@@ -682,8 +684,10 @@ static void local_report(struct agent *a, bool details)
         .wstatus = w->wstatus, .exec_errno = w->exec_errno, .time = w->exit_time,
         .host = a->id.host, .program = a->argv[0], .title = report_title(a),
         .error_file = errfile, .stderr_tail = tail,
-        .stderr_tail_len = tl,
+        .stderr_tail_len = tl, .never_ran = w->pid <= 0, .reason = a->failed.why,
     };
+    if (f.never_ran)   /* the failure's time is now */
+        clock_gettime(CLOCK_REALTIME, &f.time);
     if (er == -EINVAL || er == -EFBIG)
         logs_message(&a->logs, "rank %d's error file %s is not torch's JSON; ignoring it",
                      f.rank, errfile);
