@@ -5,6 +5,7 @@ store the first one bound (Paddle's two-launchers-on-one-host tests); an agent o
 told the port is taken. Every agent connects from its advertised address, so an allow-list of the
 agents' addresses admits them, and one outside it is told so, a few times, not hundreds."""
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -187,3 +188,38 @@ def test_run_id_too_long_is_named(port):
     assert r.stderr.startswith("podrun: --rdzv-id 'exp/exp/"), r.stderr
     assert "longer than 128 characters (a '/' or '%' counts as 3)" in r.stderr
     assert "port" not in r.stderr
+
+
+def test_refused_burst_is_one_line_and_a_summary(port, tmp_path):
+    """A scanner's burst of 100 connections from outside --store-allow: the first refusal is one
+    line, the other 99 one summary line with their count."""
+    gate = tmp_path / "gate"
+    host = Agent(agent_args(1, 1, f"127.0.0.2:{port}", "127.0.0.2", script=ENV_SH,
+                            extra=["--no-python", "--store-allow", "127.0.0.2/32"]),
+                 env={"GATE_FILE": str(gate)}, name="host")
+    def listening():   # from an address the list admits
+        assert host.proc.poll() is None, host.err_now()
+        try:
+            socket.create_connection(("127.0.0.2", port), 1, ("127.0.0.2", 0)).close()
+            return True
+        except OSError:
+            return False
+    try:
+        wait_for(listening, 30, "the hosting agent listening", every=0.1)
+        for _ in range(100):
+            s = socket.socket()
+            s.bind(("127.0.0.5", 0))
+            s.connect(("127.0.0.2", port))
+            s.recv(8)   # WIRE_REFUSED: this one was refused before the next is made
+            s.close()
+        def summarised():   # 99, in one line unless the burst outlasted an interval
+            counts = re.findall(r"refused (\d+) more connections? in the last 10 s, the last "
+                                r"from 127\.0\.0\.5:", host.err_now())
+            return sum(map(int, counts)) == 99
+        wait_for(summarised, 60, "the refusals' summary")
+        gate.touch()
+        assert host.wait(30) == 0, host.err
+    finally:
+        host.kill()
+    assert len(re.findall(r"refused a connection from 127\.0\.0\.5:", host.err)) == 1, host.err
+    assert "refused a connection from 127.0.0.2" not in host.err, host.err
