@@ -835,15 +835,17 @@ void agent_enter_exiting(struct agent *a)
                      ff ? " (an exit code in --fatal-exit-codes: not retried)" : "",
                      a->exit_code);
     } else if (a->job.lost) {
+        /* the reason on the last line: it is the one a person and the termination log see */
         if (a->failed.lr >= 0)
             local_report(a, false);
         else {
-            int n = snprintf(msg, sizeof msg, "podrun: this node lost the job; exit code %d\n",
-                             a->exit_code);
-            write_termlog(a, msg, (size_t)n);
+            int n = snprintf(msg, sizeof msg, "podrun: this node lost the job: %s; exit code "
+                             "%d\n", a->stop.why, a->exit_code);
+            write_termlog(a, msg, n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
         }
         /* the same last line on stderr as every other ending */
-        logs_message(&a->logs, "this node lost the job; exit code %d", a->exit_code);
+        logs_message(&a->logs, "this node lost the job: %s; exit code %d", a->stop.why,
+                     a->exit_code);
     } else if (a->job.finished) {
         a->exit_code = 0;
         bool job = a->rdzv.group_world_size > 1;

@@ -335,4 +335,8 @@ def test_join_timeout_said_once(podrun, port):
     r = run(podrun, "--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
             f"127.0.0.1:{port}", "--rdzv-conf", "join_timeout=1", "true", timeout=30)
     assert r.returncode == 173, r.stderr
-    assert r.stderr.count("timed out") == 1, r.stderr
+    *lines, last = r.stderr.splitlines()
+    assert "\n".join(lines).count("timed out") == 1, r.stderr
+    # the last line, as for every ending, says it again with the exit code
+    assert last.startswith("podrun: this node lost the job: rendezvous 'none' round 0 timed out "
+                           "after 1s") and last.endswith("; exit code 173"), r.stderr
