@@ -45,8 +45,9 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "unknown rendezvous backend; use 'c10d', 'static' or 'etcd'"},
     [CFG_RDZV_ENDPOINT] = {"rdzv-endpoint", 0, CFG_T_ENDPOINT, 0, 0, 0, NULL, NULL,
         "HOST[:PORT]", NULL, 0,
-        "job store address (c10d port default 29400; static: master addr:port); etcd: its "
-        "members, HOST[:2379][,...] or http(s):// URLs", NULL},
+        "job store address; static: master addr:port by default; c10d: required with more than "
+        "one node (one node: localhost), port 29400 when left out; etcd: its members, "
+        "HOST[:2379][,...] or http(s):// URLs", NULL},
     [CFG_RDZV_ID] = {"rdzv-id", 0, CFG_T_STR, OFF(rdzv_id), 0, 0, NULL, "none", "ID", NULL, 0,
         "job id, TORCHELASTIC_RUN_ID", NULL},
     [CFG_RDZV_CONF] = {"rdzv-conf", 0, CFG_T_CONF, 0, 0, 0, NULL, NULL, "K=V,...", NULL,
