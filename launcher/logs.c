@@ -325,12 +325,15 @@ static void emit_line(struct log_stream *s, const char *p, size_t n)
 
 /* The partial line's unshown bytes up to its last '\r' now (all of them when `all`): a
  * progress bar shows as it is drawn, not at the next newline. A '\r' that is the last byte
- * waits, as it may begin "\r\n". */
+ * waits, as it may begin "\r\n"; so does a last character not yet whole, which another
+ * worker's line could otherwise cut in two. */
 static void show_partial(struct log_stream *s, bool all)
 {
     if (!s->sink || s->shown >= s->len)
         return;
-    size_t upto = s->len;
+    size_t upto = logs_utf8_cut(s->line, s->len);   /* a character's rest may follow */
+    if (upto <= s->shown)
+        return;
     if (!all) {
         upto = 0;
         for (size_t i = s->len - 1; i > s->shown; i--)

@@ -125,6 +125,50 @@ def test_long_line_split_between_utf8_characters(podrun, char):
     assert "".join(text) == line
 
 
+PARTIAL = """
+import os, sys, time
+def wait(path):
+    while not os.path.exists(path):
+        time.sleep(0.05)
+if os.environ["RANK"] == "0":
+    os.write(1, b"x\\xc3")            # half of an e-acute, and then silence
+    wait(os.environ["GATE2"])
+    os.write(1, b"\\xa9 end\\n")
+else:
+    wait(os.environ["GATE1"])
+    os.write(1, b"other\\n")
+"""
+
+
+def test_partial_line_shown_whole_characters_only(podrun, tmp_path):
+    """A partial line shown after its idle time, then cut by another worker's line: the piece
+    on the console ends before a character that is not whole yet, and the rest comes whole."""
+    gate1, gate2 = tmp_path / "g1", tmp_path / "g2"
+    p = subprocess.Popen([podrun, "--nproc-per-node", "2", "--no-python", TORCH_PY, "-c",
+                          PARTIAL], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**os.environ, "GATE1": str(gate1), "GATE2": str(gate2)})
+    out = b""
+    try:
+        def seen(what):
+            nonlocal out
+            if select.select([p.stdout], [], [], 0.1)[0]:
+                out += os.read(p.stdout.fileno(), 65536)
+            return what in out
+        wait_for(lambda: seen(b"[rank 0]:x"), 30, "rank 0's partial line")
+        gate1.touch()
+        wait_for(lambda: seen(b"[rank 1]:other\n"), 30, "rank 1's line")
+        gate2.touch()
+        rest, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    out += rest
+    assert p.returncode == 0, err
+    lines = out.split(b"\n")
+    text = [l.decode("utf-8") for l in lines]   # strict: half a character fails here
+    mine = [l[len("[rank 0]:"):] for l in text if l.startswith("[rank 0]:")]
+    assert "".join(mine) == "x\u00e9 end", text
+
+
 def test_log_dir_layout(podrun, tmp_path):
     r = run(podrun, "--nproc-per-node", "2", "--log-dir", str(tmp_path), "--rdzv-id", "run1",
             "sh", "-c", 'echo "out $RANK"; echo "err $RANK" >&2')
