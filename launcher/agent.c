@@ -304,10 +304,12 @@ void agent_local_failure(struct agent *a, int lr, int code, bool hang, const cha
     a->failed.lr = lr;
     a->failed.code = code;
     a->failed.hang = hang;
+    snprintf(a->failed.why, sizeof a->failed.why, "%s", reason);
     logs_stream_pull(&a->streams[2 * lr + 1]);   /* its last words, if still in the pipe */
     bool exited = !hang && w->state == WORKER_EXITED;
     rdzv_failure_t f;
-    fill_failure(a, lr, hang ? -1 : exited ? w->wstatus : code << 8,
+    /* a hang, and a worker that never ran, have no exit status */
+    fill_failure(a, lr, hang || w->pid <= 0 ? -1 : exited ? w->wstatus : code << 8,
                  exited ? exit_epoch(w) : podrun_time_epoch(), reason, &f);
     agent_send_failure(a, &f);
     int gone = failed_with(a, lr);
@@ -693,8 +695,10 @@ static void local_report(struct agent *a, bool details)
         .wstatus = w->wstatus, .exec_errno = w->exec_errno, .time = w->exit_time,
         .host = a->id.host, .program = a->argv[0], .title = report_title(a),
         .error_file = errfile, .stderr_tail = tail,
-        .stderr_tail_len = tl,
+        .stderr_tail_len = tl, .never_ran = w->pid <= 0, .reason = a->failed.why,
     };
+    if (f.never_ran)   /* the failure's time is now */
+        clock_gettime(CLOCK_REALTIME, &f.time);
     if (er == -EINVAL || er == -EFBIG)
         logs_message(&a->logs, "rank %d's error file %s is not torch's JSON; ignoring it",
                      f.rank, errfile);
@@ -842,15 +846,17 @@ void agent_enter_exiting(struct agent *a)
                      ff ? " (an exit code in --fatal-exit-codes: not retried)" : "",
                      a->exit_code);
     } else if (a->job.lost) {
+        /* the reason on the last line: it is the one a person and the termination log see */
         if (a->failed.lr >= 0)
             local_report(a, false);
         else {
-            int n = snprintf(msg, sizeof msg, "podrun: this node lost the job; exit code %d\n",
-                             a->exit_code);
-            write_termlog(a, msg, (size_t)n);
+            int n = snprintf(msg, sizeof msg, "podrun: this node lost the job: %s; exit code "
+                             "%d\n", a->stop.why, a->exit_code);
+            write_termlog(a, msg, n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
         }
         /* the same last line on stderr as every other ending */
-        logs_message(&a->logs, "this node lost the job; exit code %d", a->exit_code);
+        logs_message(&a->logs, "this node lost the job: %s; exit code %d", a->stop.why,
+                     a->exit_code);
     } else if (a->job.finished) {
         a->exit_code = 0;
         bool job = a->rdzv.group_world_size > 1;
@@ -970,6 +976,9 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
         free(a);
         return 1;
     }
+    /* accelerate's --cpu threads share the CPUs the quota leaves, not every core (node.h) */
+    if (nd && a->spawn.je.physical_cores > node_cpu_count(nd))
+        a->spawn.je.physical_cores = node_cpu_count(nd);
     cfg_signals_parse(cfg->signals_to_handle, &a->stop.signals, NULL, 0);
     cfg_codes_parse(cfg->fatal_exit_codes, a->failed.fatal_codes, NULL, 0);
     for (int k = 0; k < 2; k++) {

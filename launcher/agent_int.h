@@ -60,6 +60,7 @@ struct agent_failure {
     int lr;                        /* local rank, -1 if none */
     int code;                      /* its exit code (128+signal) */
     bool hang;                     /* a hang (watchdog, torch timer), not an exit */
+    char why[RDZV_REASON_MAX];     /* the reason the job was told */
     uint64_t fatal_codes[4];       /* --fatal-exit-codes: bit c of [c / 64] */
 };
 

@@ -15,7 +15,13 @@
  * it installed a handler — these watchers are those handlers. SIGTTIN and SIGTTOU are ignored
  * (as tini does) so podrun never stops when writing to a terminal it does not control, and
  * SIGPIPE is ignored so a closed stdout reader becomes an EPIPE error, not podrun's death.
- * Children get all of that undone before exec (init_child_reset). */
+ * Children get all of that undone before exec (init_child_reset).
+ *
+ * A signal that was ignored when podrun started (SIGHUP under nohup, SIGINT and SIGQUIT for a
+ * command a script put in the background) was ignored on purpose by whoever started it: podrun
+ * does not watch it, so it is neither acted on nor forwarded, and the workers start with it
+ * ignored too, as they would under any launcher that execs them. SIGCHLD is the exception:
+ * podrun cannot reap without it, and its workers get it at its default. */
 #include "launcher/init.h"
 
 #include <dirent.h>
@@ -37,6 +43,7 @@ static struct {
     init_signal_cb on_signal;
     void *arg;
     sigset_t start_mask;   /* the mask podrun was started with; children get it back */
+    sigset_t start_ignored;   /* ignored when podrun started: they stay ignored, for children too */
     bool started;
 } st;
 
@@ -82,12 +89,28 @@ static void on_forwarded(uv_signal_t *h, int signum)
         st.on_signal(st.arg, signum);
 }
 
+static void note_ignored(void)
+{
+    sigemptyset(&st.start_ignored);
+    for (int s = 1; s < NSIG; s++) {
+        struct sigaction old;
+        if (s != SIGCHLD && sigaction(s, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            sigaddset(&st.start_ignored, s);
+    }
+}
+
+static bool ignored_at_start(int sig)
+{
+    return sigismember(&st.start_ignored, sig) == 1;
+}
+
 int init_start(uv_loop_t *loop, init_child_cb on_child, init_signal_cb on_signal, void *arg)
 {
     st.on_child = on_child;
     st.on_signal = on_signal;
     st.arg = arg;
     sigprocmask(SIG_SETMASK, NULL, &st.start_mask);
+    note_ignored();
     signal(SIGTTIN, SIG_IGN);
     signal(SIGTTOU, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
@@ -95,9 +118,11 @@ int init_start(uv_loop_t *loop, init_child_cb on_child, init_signal_cb on_signal
     int r = uv_signal_init(loop, &st.chld);
     if (!r)
         r = uv_signal_start(&st.chld, on_sigchld, SIGCHLD);
+    /* Every handle is initialised, so that init_stop closes them all; only those not ignored
+     * at start are watched. */
     for (int i = 0; !r && i < INIT_NUM_FORWARDED; i++) {
         r = uv_signal_init(loop, &st.fwd[i]);
-        if (!r)
+        if (!r && !ignored_at_start(init_forwarded[i]))
             r = uv_signal_start(&st.fwd[i], on_forwarded, init_forwarded[i]);
     }
     /* A signal blocked by whoever started podrun would never reach the watchers. */
@@ -105,7 +130,8 @@ int init_start(uv_loop_t *loop, init_child_cb on_child, init_signal_cb on_signal
     sigemptyset(&ours);
     sigaddset(&ours, SIGCHLD);
     for (int i = 0; i < INIT_NUM_FORWARDED; i++)
-        sigaddset(&ours, init_forwarded[i]);
+        if (!ignored_at_start(init_forwarded[i]))
+            sigaddset(&ours, init_forwarded[i]);
     sigprocmask(SIG_UNBLOCK, &ours, NULL);
     st.started = true;
     return r;
@@ -135,15 +161,18 @@ void init_fork_end(const sigset_t *saved)
 
 void init_child_reset(void)
 {
-    /* Handlers installed by libuv would write into the parent's signal pipe; ignored signals
-     * would stay ignored across exec. Back to defaults, then the original mask. */
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    for (int s = 1; s < NSIG; s++)
-        if (s != SIGKILL && s != SIGSTOP)
-            sigaction(s, &dfl, NULL);
+    /* Handlers installed by libuv would write into the parent's signal pipe; signals podrun
+     * ignores for itself would stay ignored across exec. Back to what podrun was started with:
+     * the default, or ignored where it was ignored then; then the original mask. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    for (int s = 1; s < NSIG; s++) {
+        if (s == SIGKILL || s == SIGSTOP)
+            continue;
+        sa.sa_handler = sigismember(&st.start_ignored, s) == 1 ? SIG_IGN : SIG_DFL;
+        sigaction(s, &sa, NULL);
+    }
     sigprocmask(SIG_SETMASK, &st.start_mask, NULL);
 }
 

@@ -19,8 +19,9 @@ extern const int init_forwarded[];
 /* Unless PID 1: PR_SET_CHILD_SUBREAPER, so orphans of the workers are re-parented to podrun.
  * Returns 0 or a negative errno (then orphans go to the real init instead). */
 int init_become_subreaper(void);
-/* Ignores SIGTTIN/SIGTTOU/SIGPIPE, and starts watching
- * SIGCHLD and the forwarded signals on `loop`. Returns 0 or a negative errno. */
+/* Ignores SIGTTIN/SIGTTOU/SIGPIPE, and starts watching SIGCHLD and the forwarded signals on
+ * `loop`, except those that were ignored when podrun started: they stay ignored, for podrun
+ * and for its children (init_child_reset). Returns 0 or a negative errno. */
 int init_start(uv_loop_t *loop, init_child_cb on_child, init_signal_cb on_signal, void *arg);
 /* Reaps whatever has exited right now (also run on every SIGCHLD). */
 void init_reap(void);
@@ -36,7 +37,8 @@ bool init_is_pid1(void);
  * child before it has reset them; init_fork_end restores the parent's mask. */
 void init_fork_begin(sigset_t *saved);
 void init_fork_end(const sigset_t *saved);
-/* In the child, before exec: default dispositions and the signal mask podrun started with. */
+/* In the child, before exec: the dispositions podrun started with (the default, or ignored
+ * where it was ignored then) and the signal mask podrun started with. */
 void init_child_reset(void);
 
 #endif

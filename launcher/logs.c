@@ -326,12 +326,15 @@ static void emit_line(struct log_stream *s, const char *p, size_t n)
 
 /* The partial line's unshown bytes up to its last '\r' now (all of them when `all`): a
  * progress bar shows as it is drawn, not at the next newline. A '\r' that is the last byte
- * waits, as it may begin "\r\n". */
+ * waits, as it may begin "\r\n"; so does a last character not yet whole, which another
+ * worker's line could otherwise cut in two. */
 static void show_partial(struct log_stream *s, bool all)
 {
     if (!s->sink || s->shown >= s->len)
         return;
-    size_t upto = s->len;
+    size_t upto = logs_utf8_cut(s->line, s->len);   /* a character's rest may follow */
+    if (upto <= s->shown)
+        return;
     if (!all) {
         upto = 0;
         for (size_t i = s->len - 1; i > s->shown; i--)
@@ -445,16 +448,45 @@ static void flush_partial(struct log_stream *s)
     }
 }
 
+size_t logs_utf8_cut(const char *p, size_t n)
+{
+    for (size_t back = 1; back <= 4 && back <= n; back++) {
+        unsigned char c = (unsigned char)p[n - back];
+        if ((c & 0xc0) == 0x80)
+            continue;   /* a continuation byte: its lead is further back */
+        size_t need = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+                    : (c & 0xf8) == 0xf0 ? 4 : 1;
+        return need > back && n > back ? n - back : n;
+    }
+    return n;
+}
+
+/* A full buffer without a newline: out as a prefixed chunk, never dropped; cut before a
+ * character the buffer does not hold whole, whose first bytes start the next chunk. */
+static void flush_long(struct log_stream *s)
+{
+    size_t cut = logs_utf8_cut(s->line, s->len);
+    if (s->shown > cut)
+        cut = s->len;   /* those bytes are on the console already */
+    emit_line(s, s->line, cut);
+    s->len -= cut;
+    memmove(s->line, s->line + cut, s->len);
+    if (s->sink)
+        sink_kick(s->sink);
+}
+
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     struct log_stream *s = h->data;
-    if (!s->line && !(s->line = malloc(LOG_LINE_MAX))) {
-        *buf = uv_buf_init(NULL, 0);
-        return;
+    if (!s->line) {   /* first read: the buffer is empty (len 0) */
+        if (!(s->line = malloc(LOG_LINE_MAX))) {
+            *buf = uv_buf_init(NULL, 0);
+            return;
+        }
+    } else if (s->len == LOG_LINE_MAX) {
+        flush_long(s);
     }
-    if (s->len == LOG_LINE_MAX)
-        flush_partial(s);   /* an over-long line: out as a prefixed chunk, never dropped */
     *buf = uv_buf_init(s->line + s->len, (unsigned)(LOG_LINE_MAX - s->len));
 }
 

@@ -2,7 +2,7 @@
  *
  * Guarantees: every byte a worker writes before its pipe is drained comes out; a line on the
  * console is one worker's bytes only, prefixed; a line longer than LOG_LINE_MAX is split into
- * chunks that are each prefixed; a partial last line is flushed (with a newline) at the end.
+ * chunks that are each prefixed, cut between UTF-8 characters; a partial last line is flushed (with a newline) at the end.
  * podrun's own stdout and stderr are written without ever blocking the loop on a slow reader:
  * output queues up to LOG_HIGH_WATER, then reading from the workers' pipes pauses (so workers
  * block in write(), as they would on a slow terminal) until the queue is down to LOG_LOW_WATER. */
@@ -133,6 +133,11 @@ bool logs_say_dropped(struct logs *L);
 /* Calls on_drained once both sinks are empty (complete=true) or timeout_ms passed (false). */
 void logs_drain(struct logs *L, uint64_t timeout_ms, void (*cb)(struct logs *, bool));
 void logs_close(struct logs *L);
+
+/* The longest head of p[0..n) that does not end inside a UTF-8 character: the cut goes before
+ * the lead byte of a last character that is not whole. Where the last four bytes hold no lead
+ * byte (not UTF-8), or the character is all there is, n. */
+size_t logs_utf8_cut(const char *p, size_t n);
 
 /* Expands rank, local_rank, role_name and hostname in a prefix template, as ${name} or $name
  * ($$ is $; an unknown name is kept as written). */

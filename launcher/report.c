@@ -49,7 +49,9 @@ const char *report_signame(int sig, char *buf, size_t len)
 void report_cause(const struct report_failure *f, char *buf, size_t len)
 {
     char sn[32];
-    if (f->exec_errno)
+    if (f->never_ran)
+        snprintf(buf, len, "%s", f->reason ? f->reason : "it never ran");
+    else if (f->exec_errno)
         snprintf(buf, len, "cannot run '%s': %s (exit code %d)", f->program ? f->program : "?",
                  strerror(f->exec_errno), WIFEXITED(f->wstatus) ? WEXITSTATUS(f->wstatus) : 127);
     else if (WIFSIGNALED(f->wstatus))
@@ -205,7 +207,9 @@ size_t report_format(const struct report_failure *f, const struct report_error *
     text_printf(&o, "  time      : %s\n", when);
     text_printf(&o, "  host      : %s\n", f->host ? f->host : "?");
     text_printf(&o, "  rank      : %d (local_rank: %d)\n", f->rank, f->local_rank);
-    if (WIFSIGNALED(f->wstatus))
+    if (f->never_ran)
+        text_printf(&o, "  exitcode  : <N/A> (it never ran)\n");
+    else if (WIFSIGNALED(f->wstatus))
         text_printf(&o, "  exitcode  : -%d (pid: %d)\n", WTERMSIG(f->wstatus), (int)f->pid);
     else
         text_printf(&o, "  exitcode  : %d (pid: %d)\n", WEXITSTATUS(f->wstatus), (int)f->pid);
@@ -215,6 +219,8 @@ size_t report_format(const struct report_failure *f, const struct report_error *
         put_lines(&o, "  message   : ", "              ", e->message, strlen(e->message));
     if (e && e->traceback)
         put_lines(&o, "  traceback : ", "    ", e->traceback, strlen(e->traceback));
+    else if (f->never_ran)
+        text_printf(&o, "  traceback : <N/A>\n");
     else if (WIFSIGNALED(f->wstatus))
         text_printf(&o, "  traceback : Signal %d (%s) received by PID %d\n", WTERMSIG(f->wstatus),
             report_signame(WTERMSIG(f->wstatus), sn, sizeof sn), (int)f->pid);
@@ -251,8 +257,11 @@ size_t report_short(const struct report_failure *f, const struct report_error *e
     char when[64], cause[512];
     format_time(&f->time, when, sizeof when);
     report_cause(f, cause, sizeof cause);
-    text_printf(&o, "podrun: rank %d (local_rank %d, pid %d) on %s failed at %s: %s\n", f->rank,
-        f->local_rank, (int)f->pid, f->host ? f->host : "?", when, cause);
+    char pid[32] = "";
+    if (!f->never_ran)
+        snprintf(pid, sizeof pid, ", pid %d", (int)f->pid);
+    text_printf(&o, "podrun: rank %d (local_rank %d%s) on %s failed at %s: %s\n", f->rank,
+        f->local_rank, pid, f->host ? f->host : "?", when, cause);
     if (e && e->message)
         text_printf(&o, "%.1024s\n", e->message);
     if (error_time(e, when, sizeof when))
@@ -354,8 +363,11 @@ size_t report_details(const struct report_failure *f, const struct report_error 
     textbuf_t o = text_start(buf, len);
     char cause[512];
     report_cause(f, cause, sizeof cause);
-    text_printf(&o, "Root cause details on this node: rank %d (local_rank: %d, pid: %d): %s\n",
-        f->rank, f->local_rank, (int)f->pid, cause);
+    char pid[32] = "";
+    if (!f->never_ran)
+        snprintf(pid, sizeof pid, ", pid: %d", (int)f->pid);
+    text_printf(&o, "Root cause details on this node: rank %d (local_rank: %d%s): %s\n",
+        f->rank, f->local_rank, pid, cause);
     text_printf(&o, "  error_file: %s\n", e && f->error_file ? f->error_file : "<N/A>");
     char when[64];
     if (error_time(e, when, sizeof when))

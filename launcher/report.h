@@ -26,6 +26,8 @@ struct report_failure {
     const char *error_file;   /* path given in TORCHELASTIC_ERROR_FILE, NULL if none */
     const char *stderr_tail;  /* last lines of its stderr */
     size_t stderr_tail_len;
+    bool never_ran;           /* it was never started: no pid, no exit status; reason says why */
+    const char *reason;       /* "could not start: ..." */
 };
 
 /* What torch's @record wrote into TORCHELASTIC_ERROR_FILE. Fields NULL when absent. */
@@ -45,7 +47,8 @@ void report_error_free(struct report_error *e);
 
 /* "SIGSEGV" (or "SIG42"). */
 const char *report_signame(int sig, char *buf, size_t len);
-/* "exit code 3", "signal SIGSEGV (11)", "cannot run 'x': No such file or directory". */
+/* "exit code 3", "signal SIGSEGV (11)", "cannot run 'x': No such file or directory"; for a
+ * worker that never ran, its reason. */
 void report_cause(const struct report_failure *f, char *buf, size_t len);
 
 /* The torchrun-style block; its time is the error file's timestamp where there is one, as

@@ -208,13 +208,24 @@ static void stranger_why(const store_agent_t *a, const char *key, size_t klen, c
     if (!slash || slash == run || (size_t)(end - slash) < 3 || memcmp(slash, "/n/", 3) != 0)
         return;
     int rl = (int)(slash - run);
-    if ((size_t)rl == strlen(a->m.run_id) && memcmp(run, a->m.run_id, (size_t)rl) == 0)
+    /* keys hold the id escaped (rdzv_run_prefix): compared so, named as the flag gave it */
+    const char *own = a->m.prefix + pl;
+    if ((size_t)rl == a->m.plen - pl - 1 && memcmp(run, own, (size_t)rl) == 0)
         return;
-    for (int i = 0; i < rl; i++)
+    char id[RDZV_RUN_ID_MAX + 1];
+    int n = 0;
+    for (int i = 0; i < rl && i < RDZV_RUN_ID_MAX; i++) {
         if (run[i] < 0x21 || run[i] > 0x7e)
             return; /* not a run id a flag gives: the general reason, with the key escaped */
-    sfmt(why, cap, "a node of run '%.*s' reached this job store, which belongs to run '%s'; "
-         "give every node the same --rdzv-id (PET_RDZV_ID)", rl < 200 ? rl : 200, run, a->m.run_id);
+        bool esc = run[i] == '%' && i + 2 < rl;
+        if (esc && run[i + 1] == '2' && (run[i + 2] == 'F' || run[i + 2] == '5'))
+            id[n++] = run[i + 2] == 'F' ? '/' : '%', i += 2;
+        else
+            id[n++] = run[i];
+    }
+    id[n] = '\0';
+    sfmt(why, cap, "a node of run '%s' reached this job store, which belongs to run '%s'; "
+         "give every node the same --rdzv-id (PET_RDZV_ID)", id, a->m.run_id);
 }
 
 /* Over the wire, the only keys under "podrun/" a client writes are agents' records and the
@@ -224,9 +235,8 @@ static void stranger_why(const store_agent_t *a, const char *key, size_t klen, c
 static int may_write(void *arg, const char *key, size_t klen, char *why, size_t cap)
 {
     store_agent_t *a = arg;
-    char prefix[300];
-    sfmt(prefix, sizeof prefix, "podrun/%s/", a->m.run_id);
-    size_t n = strlen(prefix);
+    const char *prefix = a->m.prefix;
+    size_t n = a->m.plen;
     if (klen > n + 3 && memcmp(key, prefix, n) == 0 && memcmp(key + n, "pf/", 3) == 0)
         return 1;
     if (rdzv_agent_record_key(key, klen, prefix))

@@ -11,6 +11,7 @@
 #include "rdzv/coordinator_int.h"
 
 #include "rdzv/ranks.h"
+#include "rdzv/records.h"
 #include "rdzv/status.h"
 #include "rdzv/base/u64map.h"
 
@@ -867,10 +868,10 @@ coord_t *coord_new(const coord_params_t *p, double now)
     c->run_id = strdup(p->run_id);
     c->store_host = strdup(p->store_host ? p->store_host : "");
     c->rank_owner = malloc((size_t)p->max_nodes * sizeof *c->rank_owner);
-    if (c->run_id && (size_t)snprintf(NULL, 0, "podrun/%s/", p->run_id) < 200) {
-        if (asprintf(&c->prefix, "podrun/%s/", p->run_id) < 0)
-            c->prefix = NULL;
-        if (asprintf(&c->observe_prefix, "podrun/%s/n/", p->run_id) < 0)
+    char prefix[RDZV_RUN_ID_MAX + 16];
+    if (c->run_id && rdzv_run_prefix(prefix, sizeof prefix, p->run_id) > 0) {
+        c->prefix = strdup(prefix);
+        if (asprintf(&c->observe_prefix, "%sn/", prefix) < 0)
             c->observe_prefix = NULL;
     }
     if (!c->run_id || !c->store_host || !c->rank_owner || !c->prefix || !c->observe_prefix ||

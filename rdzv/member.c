@@ -47,7 +47,8 @@ int member_init(rdzv_member_t *m, const rdzv_backend_t *backend, const rdzv_tran
     sfmt(m->addr, sizeof m->addr, "%s",
          self->addr && *self->addr ? self->addr : m->local_addr ? m->local_addr : m->name);
     podrun_random_id(m->id, 16);
-    sfmt(m->prefix, sizeof m->prefix, "podrun/%s/", m->run_id ? m->run_id : "");
+    if (rdzv_run_prefix(m->prefix, sizeof m->prefix, m->run_id ? m->run_id : "") < 0)
+        return -EINVAL;
     m->plen = strlen(m->prefix);
     return 0;
 }

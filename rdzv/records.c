@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h> /* isfinite only: no libm */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +159,31 @@ static int clamp_int(long long v, long long lo, long long hi, int def)
 }
 /* ------------------------------------------------------------------------------------------ */
 /* records                                                                                     */
+
+int rdzv_run_prefix(char *out, size_t cap, const char *run_id)
+{
+    char id[RDZV_RUN_ID_MAX + 1];
+    size_t n = 0;
+    for (const char *c = run_id; *c; c++) {
+        const char *esc = *c == '%' ? "%25" : *c == '/' ? "%2F" : NULL;
+        size_t k = esc ? 3 : 1;
+        if (n + k > RDZV_RUN_ID_MAX) {
+            if (cap)
+                out[0] = '\0';
+            return -ENAMETOOLONG;
+        }
+        memcpy(id + n, esc ? esc : c, k);
+        n += k;
+    }
+    id[n] = '\0';
+    int len = snprintf(out, cap, "podrun/%s/", id);
+    if (len < 0 || (size_t)len >= cap) {
+        if (cap)
+            out[0] = '\0';
+        return -ENAMETOOLONG;
+    }
+    return len;
+}
 
 void rdzv_node_key(char *out, size_t cap, const char *prefix, const char *ids, const char *what,
                    int num)

@@ -18,6 +18,13 @@
 #include "rdzv/base/common.h"
 #include "rdzv/rendezvous.h"
 
+/* A run's keys lie under "podrun/<id>/", <id> being the run id with '%' and '/' written as
+ * "%25" and "%2F": any id torchrun takes ("exp/1") is one path component, and no run's keys lie
+ * under another's ("exp" and "exp/1"). Writes that prefix; its length, or -ENAMETOOLONG when
+ * the escaped id is longer than RDZV_RUN_ID_MAX (out is then ""). */
+#define RDZV_RUN_ID_MAX 128
+int rdzv_run_prefix(char *out, size_t cap, const char *run_id);
+
 /* The key of a node's record: "<prefix>n/<ids>/<what>[/<num>]" (num < 0: none), prefix being
  * "podrun/<run_id>/" and ids the node's 16 hex digits. Agents write these and the coordinator
  * answers on them. */

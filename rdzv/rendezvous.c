@@ -10,6 +10,7 @@
 #include "rdzv/store/acl.h"
 #include "rdzv/store/aclient.h"
 #include "rdzv/backend.h"
+#include "rdzv/records.h"
 
 static const rdzv_backend_t *const backends[] = {&rdzv_backend_store, &rdzv_backend_etcd};
 
@@ -75,8 +76,9 @@ int rdzv_agent_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_de
                      const rdzv_callbacks_t *cb, void *arg, rdzv_agent_t **out)
 {
     *out = NULL;
-    if (!loop || !p || !self || !cb || !p->run_id || !*p->run_id || strlen(p->run_id) > 128 ||
-        strchr(p->run_id, '/') || p->min_nodes < 1 || p->max_nodes < p->min_nodes ||
+    char prefix[RDZV_RUN_ID_MAX + 16];
+    if (!loop || !p || !self || !cb || !p->run_id || !*p->run_id ||
+        rdzv_run_prefix(prefix, sizeof prefix, p->run_id) < 0 || p->min_nodes < 1 || p->max_nodes < p->min_nodes ||
         p->want_rank < -1 || p->max_restarts < 0 || self->nproc < 0)
         return -EINVAL;
     const rdzv_backend_t *b = find_backend(p->backend);

@@ -25,15 +25,6 @@
 
 extern char **environ;
 
-static int env_cpu_count(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 int commands_node_prepare(struct cfg *cfg, char **envp, bool everything,
                           struct node_devices **out, char *err, size_t errlen)
 {
@@ -47,7 +38,7 @@ int commands_node_prepare(struct cfg *cfg, char **envp, bool everything,
     if (!r && everything)
         node_probe_all(nd);
     if (!r)
-        r = cfg_finalize(cfg, env_cpu_count(), node_gpu_count(nd), err, errlen);
+        r = cfg_finalize(cfg, node_cpu_count(nd), node_gpu_count(nd), err, errlen);
     if (!r)
         r = node_plan(nd, cfg, err, errlen);
     if (r) {

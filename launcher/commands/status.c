@@ -23,6 +23,7 @@
 #include "podrun/store.h"
 #include "rdzv/store/auth.h"
 #include "rdzv/base/common.h"
+#include "rdzv/records.h"
 #include "rdzv/status.h"
 
 #define STATUS_NODES_MAX 65536   /* nodes listed; a bigger job is counted, not listed */
@@ -335,9 +336,11 @@ static int look(const struct opts *o, podrun_store_t *st, rdzv_status_node_t *no
         *nl = '\0';
         if (!*id || (o->run_id && strcmp(o->run_id, id) != 0))
             continue;
-        char key[RDZV_NAME_MAX + 32], *text = NULL;
+        char key[RDZV_RUN_ID_MAX + 32], *text = NULL;
         size_t tlen = 0;
-        snprintf(key, sizeof key, "podrun/%s/%s", id, RDZV_STATUS_KEY);
+        if (rdzv_run_prefix(key, sizeof key, id) < 0)
+            continue;   /* not a run id podrun writes */
+        strcat(key, RDZV_STATUS_KEY);
         r = get_existing(st, key, &text, &tlen);
         rdzv_status_t s;
         if (r < 0) {

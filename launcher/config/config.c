@@ -14,6 +14,7 @@
 #include "rdzv/store/auth.h"
 #include "rdzv/base/common.h"
 #include "rdzv/etcd/json.h"
+#include "rdzv/records.h"
 
 /* One line about a bad input into err, and -EINVAL. */
 #define fail(err, len, ...) podrun_failf(-EINVAL, err, len, __VA_ARGS__)
@@ -562,6 +563,12 @@ int cfg_finalize(struct cfg *c, int ncpus, int ngpus, char *err, size_t errlen)
         return fail(err, errlen, "--run-path and --no-python exclude each other; keep one");
     if (c->run_path && c->module)
         return fail(err, errlen, "--run-path and --module exclude each other; keep one");
+    /* any text is an id (torchrun's rule), but its keys must fit the store's */
+    char prefix[RDZV_RUN_ID_MAX + 16];
+    if (c->rdzv_id && rdzv_run_prefix(prefix, sizeof prefix, c->rdzv_id) < 0)
+        return fail(err, errlen, "%s '%.40s...': longer than %d characters (a '/' or '%%' counts "
+                    "as 3); give a shorter id", c->src[CFG_RDZV_ID].name, c->rdzv_id,
+                    RDZV_RUN_ID_MAX);
     if ((r = resolve_endpoint(c, err, errlen)) || (r = expand_streams(c, err, errlen)) ||
         (r = check_security(c, err, errlen)) || (r = resolve_devices(c, ngpus, err, errlen)))
         return r;

@@ -31,7 +31,7 @@ static const char *const paddle_roles[] = {"none", "PSERVER", "TRAINER", NULL};
 
 const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_NPROC_PER_NODE] = {"nproc-per-node", 0, CFG_T_NPROC, 0, 0, 0, NULL, "1",
-        "N|auto|cpu|gpu", NULL, 0, "workers on this node; auto = GPUs, else CPUs", NULL},
+        "N|auto|cpu|gpu", NULL, 0, "workers on this node; auto = GPUs, else usable CPUs (cpuset or CPU quota)", NULL},
     [CFG_NNODES] = {"nnodes", 0, CFG_T_NNODES, 0, 0, 0, NULL, "1", "N|MIN:MAX", NULL, 0,
         "nodes in the job", NULL},
     [CFG_NODE_RANK] = {"node-rank", 0, CFG_T_INT, OFF(node_rank), 0, 65535, NULL, "0", "N", NULL,
@@ -45,8 +45,9 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "unknown rendezvous backend; use 'c10d', 'static' or 'etcd'"},
     [CFG_RDZV_ENDPOINT] = {"rdzv-endpoint", 0, CFG_T_ENDPOINT, 0, 0, 0, NULL, NULL,
         "HOST[:PORT]", NULL, 0,
-        "job store address (c10d port default 29400; static: master addr:port); etcd: its "
-        "members, HOST[:2379][,...] or http(s):// URLs", NULL},
+        "job store address; static: master addr:port by default; c10d: required with more than "
+        "one node (one node: localhost), port 29400 when left out; etcd: its members, "
+        "HOST[:2379][,...] or http(s):// URLs", NULL},
     [CFG_RDZV_ID] = {"rdzv-id", 0, CFG_T_STR, OFF(rdzv_id), 0, 0, NULL, "none", "ID", NULL, 0,
         "job id, TORCHELASTIC_RUN_ID", NULL},
     [CFG_RDZV_CONF] = {"rdzv-conf", 0, CFG_T_CONF, 0, 0, 0, NULL, NULL, "K=V,...", NULL,

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -155,4 +156,94 @@ int cpu_bind_self(const cpu_set_t *cpus, int mem_node)
     if (syscall(SYS_set_mempolicy, CPU_MPOL_BIND, mask, (unsigned long)CPU_MAX_NODES + 1) < 0)
         return 1;
     return 0;
+}
+
+/* One cgroup directory's quota: v2's "QUOTA PERIOD" in cpu.max, or v1's two files. 0 and the
+ * quota in *q, *p; -ENOENT when it sets none (absent, "max", -1) or reads as nonsense. */
+static int cpu_quota_at(const char *dir, bool v2, long *q, long *p)
+{
+    char buf[128];
+    if (v2) {
+        if (sysroot_read(buf, sizeof buf, "%s/cpu.max", dir) < 0 ||
+            sscanf(buf, "%ld %ld", q, p) != 2)
+            return -ENOENT;
+    } else if (sysroot_read_long(q, "%s/cpu.cfs_quota_us", dir) < 0 ||
+               sysroot_read_long(p, "%s/cpu.cfs_period_us", dir) < 0) {
+        return -ENOENT;
+    }
+    return *q > 0 && *p > 0 ? 0 : -ENOENT;
+}
+
+/* Walks from the cgroup `path` under the mount `mnt` up to the mount's root, keeping the
+ * tightest quota in u. */
+static void cpu_quota_walk(struct cpu_usable *u, const char *mnt, const char *path, bool v2)
+{
+    char dir[256];
+    if (snprintf(dir, sizeof dir, "%s%s", mnt, strcmp(path, "/") ? path : "") >= (int)sizeof dir ||
+        !sysroot_exists("%s", dir))
+        snprintf(dir, sizeof dir, "%s", mnt);   /* no cgroup namespace: the mount is ours */
+    for (;;) {
+        long q, p;
+        /* q/p < u->quota_us/u->period_us, without the division's rounding */
+        if (cpu_quota_at(dir, v2, &q, &p) == 0 &&
+            (u->quota_us == 0 || (double)q * (double)u->period_us <
+                                     (double)u->quota_us * (double)p)) {
+            u->quota_us = q;
+            u->period_us = p;
+            snprintf(u->quota_file, sizeof u->quota_file, "%s/%s", dir,
+                     v2 ? "cpu.max" : "cpu.cfs_quota_us");
+        }
+        char *slash = strrchr(dir, '/');
+        if (strlen(dir) <= strlen(mnt) || !slash)
+            break;
+        *slash = '\0';
+    }
+}
+
+/* Each line of /proc/self/cgroup is "ID:CONTROLLERS:PATH": v2's is "0::PATH", v1's CPU
+ * controller is the one whose list holds "cpu" (mounted as /sys/fs/cgroup/cpu,cpuacct, with
+ * /sys/fs/cgroup/cpu a link to it, or as /sys/fs/cgroup/cpu alone). */
+static void cpu_quota_read(struct cpu_usable *u)
+{
+    char buf[4096];
+    if (sysroot_read(buf, sizeof buf, "/proc/self/cgroup") < 0)
+        return;
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2 || c2[1] != '/')
+            continue;
+        *c2 = '\0';
+        const char *ctl = c1 + 1, *path = c2 + 1;
+        if (!*ctl) {
+            cpu_quota_walk(u, "/sys/fs/cgroup", path, true);
+            continue;
+        }
+        char list[128];
+        snprintf(list, sizeof list, ",%s,", ctl);
+        if (!strstr(list, ",cpu,"))
+            continue;
+        char mnt[160];
+        snprintf(mnt, sizeof mnt, "/sys/fs/cgroup/%s", ctl);
+        if (!sysroot_exists("%s", mnt))
+            snprintf(mnt, sizeof mnt, "/sys/fs/cgroup/cpu");
+        cpu_quota_walk(u, mnt, path, false);
+    }
+}
+
+void cpu_usable_read(const cpu_set_t *allowed, struct cpu_usable *out)
+{
+    memset(out, 0, sizeof *out);
+    out->cpuset = CPU_COUNT(allowed);
+    if (out->cpuset <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        out->cpuset = n > 0 ? (int)n : 1;
+    }
+    out->n = out->cpuset;
+    cpu_quota_read(out);
+    if (out->quota_us > 0) {
+        long whole = out->quota_us / out->period_us;
+        if (whole < out->n)
+            out->n = whole < 1 ? 1 : (int)whole;
+    }
 }

@@ -29,6 +29,23 @@ int cpu_topo_read(struct cpu_topo *t);
 /* The CPUs this process may run on (sched_getaffinity of the calling thread). */
 int cpu_allowed(cpu_set_t *out);
 
+/* How many CPUs this container may keep busy, and which limit said so. */
+struct cpu_usable {
+    int n;                  /* min(cpuset, quota), at least 1: what "auto" and "cpu" count */
+    int cpuset;             /* CPUs in the affinity mask (the online CPUs when it is empty) */
+    long quota_us, period_us;   /* the tightest CPU quota found; quota_us 0: none */
+    char quota_file[288];   /* where it was read, under the sysroot's root ("" none) */
+};
+
+/* The usable CPUs: the smaller of the cpuset (`allowed`) and the CPU quota rounded down, at
+ * least 1. The quota is the cgroup's, found through /proc/self/cgroup and read under the
+ * sysroot: cgroup v2's cpu.max ("max 100000", "150000 100000"), v1's cpu.cfs_quota_us
+ * (-1: none) over cpu.cfs_period_us, in the process's own cgroup and each one above it (a
+ * Kubernetes pod's limit sits above its containers'); the tightest wins. Where the own cgroup's
+ * directory is not there (a container that sees its cgroup at the mount's root, without a
+ * cgroup namespace), the mount's root is read instead. Never fails: no quota found is no quota. */
+void cpu_usable_read(const cpu_set_t *allowed, struct cpu_usable *out);
+
 /* A PCI device's NUMA node and nearby CPUs from /sys/bus/pci/devices/<pci>/{numa_node,
  * local_cpulist}. `pci` is the sysfs form "0000:3b:00.0". A node of -1 (a machine with one node)
  * reads as 0, as torch does; *node stays -1 and *cpus empty when the files are missing. */

@@ -33,6 +33,7 @@ int node_probe(struct node_devices *nd, const struct cfg *c, char *const *envp)
     shm_verdict(&nd->shm, nd->shm_warning, sizeof nd->shm_warning);
     if (cpu_allowed(&nd->allowed) < 0)
         CPU_ZERO(&nd->allowed);
+    cpu_usable_read(&nd->allowed, &nd->cpus);
     snprintf(nd->nic_note, sizeof nd->nic_note, "the master's address is known after the "
              "rendezvous");
     return 0;
@@ -65,6 +66,25 @@ int node_gpu_count(const struct node_devices *nd)
     return nd->visible.n;
 }
 
+int node_cpu_count(const struct node_devices *nd)
+{
+    return nd->cpus.n;
+}
+
+/* --bind_cores_to_rank's OMP_NUM_THREADS: the cores a rank is bound to, but no more than its
+ * share of the CPU quota (threads beyond it are throttled, not run). */
+static int node_omp_threads(const struct node_devices *nd)
+{
+    if (nd->mode != BINDING_CORES || !nd->bind)
+        return 0;
+    if (!nd->cpus.quota_us)
+        return nd->bind[0].threads;
+    long share = nd->cpus.quota_us / nd->cpus.period_us / (nd->nlocal > 0 ? nd->nlocal : 1);
+    if (share < 1)
+        share = 1;
+    return nd->bind[0].threads < share ? nd->bind[0].threads : (int)share;
+}
+
 /* The variables again, from everything known now. */
 static void node_derive(struct node_devices *nd)
 {
@@ -75,7 +95,7 @@ static void node_derive(struct node_devices *nd)
         .nic = nd->nic_known ? &nd->nic : NULL,
         .nlocal = nd->nlocal,
         .per_rank_visible = nd->per_rank,
-        .omp_threads = nd->mode == BINDING_CORES && nd->bind ? nd->bind[0].threads : 0,
+        .omp_threads = node_omp_threads(nd),
     };
     nccl_env_derive(&f, nd->envp, &nd->env);
 }
@@ -91,6 +111,22 @@ static enum binding_mode node_mode(int numa)
     case CFG_NUMA_CORES: return BINDING_CORES;
     default: return BINDING_NONE;
     }
+}
+
+/* Which limit decided the CPUs that --nproc-per-node cpu|auto count. */
+static void node_print_usable(const struct cpu_usable *u, FILE *f)
+{
+    if (!u->quota_us) {
+        fprintf(f, "%-11s %d usable: the cpuset decides (no CPU quota)\n", "", u->n);
+        return;
+    }
+    double quota = (double)u->quota_us / (double)u->period_us;
+    if (u->n < u->cpuset)
+        fprintf(f, "%-11s %d usable: the CPU quota decides (%.2f CPUs in %s%s, rounded down%s)\n",
+                "", u->n, quota, sysroot_get(), u->quota_file, quota < 1 ? ", at least 1" : "");
+    else
+        fprintf(f, "%-11s %d usable: the cpuset decides (the CPU quota in %s%s is %.2f CPUs)\n",
+                "", u->n, sysroot_get(), u->quota_file, quota);
 }
 
 /* Local rank i runs on the i-th visible GPU, so its binding follows that GPU's NUMA node. */
@@ -377,6 +413,7 @@ void node_print(const struct node_devices *nd, FILE *f, bool brief)
     cpuset_format(&nd->allowed, cpus, sizeof cpus);
     fprintf(f, "%-11s %d in this container's cpuset (%s), %d NUMA node%s\n", "CPUs",
             CPU_COUNT(&nd->allowed), cpus, nd->topo.nnodes, nd->topo.nnodes == 1 ? "" : "s");
+    node_print_usable(&nd->cpus, f);
     if (nd->shm.mounted)
         fprintf(f, "%-11s %llu MiB%s%s\n", "/dev/shm", (unsigned long long)(nd->shm.size >> 20),
                 nd->shm_warning[0] ? ": warning: " : "", nd->shm_warning);

@@ -40,6 +40,7 @@ struct node_devices {
     bool topo_probed;               /* the topology was read (--numa-binding, `podrun env`) */
     bool topo_known;                /* /sys/devices/system/cpu was read */
     cpu_set_t allowed;              /* this container's CPUs (sched_getaffinity) */
+    struct cpu_usable cpus;         /* how many of them it may keep busy (the CPU quota) */
 
     /* from the configuration (node_plan) */
     int nlocal;
@@ -71,6 +72,9 @@ void node_probe_all(struct node_devices *nd);
 
 /* The number of CUDA devices a worker could be given (cfg_finalize's ngpus). */
 int node_gpu_count(const struct node_devices *nd);
+/* The CPUs this container may keep busy: its cpuset, or its CPU quota rounded down when that is
+ * smaller (cfg_finalize's ncpus: --nproc-per-node cpu|auto). */
+int node_cpu_count(const struct node_devices *nd);
 
 /* After cfg_finalize: the CPU set of each local rank (--numa-binding, --bind-core-list) and the
  * derived variables. -EINVAL with one line in err naming the setting and the fix when the binding

@@ -28,6 +28,7 @@
 #include "rdzv/store/aclient.h"
 #include "rdzv/base/common.h"
 #include "launcher/preflight/tcp.h"
+#include "rdzv/records.h"
 
 #define PF_KEY_MAX 512     /* the prefix stays under PF_TEXT + 32, a key under this */
 #define PF_TEXT 256
@@ -984,8 +985,14 @@ int pf_start(const struct pf_params *p, preflight_t **out)
     COPY(pf->exe, p->exe);
     COPY(pf->nccl_lib, p->nccl_lib);
     COPY(pf->cudart_lib, p->cudart_lib);
-    snprintf(pf->prefix, sizeof pf->prefix, "podrun/%s/pf/%d/", pf->run_id, p->round);
-    snprintf(pf->idprefix, sizeof pf->idprefix, "podrun-pf/%s/%d/", pf->run_id, p->round);
+    char run[RDZV_RUN_ID_MAX + 16];   /* "podrun/<escaped id>/" */
+    if (rdzv_run_prefix(run, sizeof run, pf->run_id) < 0) {
+        free(pf);
+        return -EINVAL;
+    }
+    snprintf(pf->prefix, sizeof pf->prefix, "%spf/%d/", run, p->round);
+    snprintf(pf->idprefix, sizeof pf->idprefix, "podrun-pf/%s%d/", run + sizeof "podrun/" - 1,
+             p->round);
     if (p->token) {
         pf->has_token = true;
         pf->token = *p->token;

@@ -223,7 +223,6 @@ static void on_watch(void *arg, ks_owner_t *owner, int type, const char *key, si
 
 /* ---- connections ------------------------------------------------------------------------- */
 
-static void server_maybe_done(store_server_t *s);
 static void rbuf_free(conn_t *c);
 
 static void on_conn_closed(uv_handle_t *h)
@@ -726,7 +725,7 @@ static void on_listener_closed(uv_handle_t *h)
     server_maybe_done(s);
 }
 
-static void server_maybe_done(store_server_t *s)
+void server_maybe_done(store_server_t *s)
 {
     if (!s->closing || s->handles > 0)
         return;
@@ -754,6 +753,7 @@ void store_server_close(store_server_t *s, void (*on_closed)(void *arg), void *a
         uv_close((uv_handle_t *)s->listeners[i], on_listener_closed);
     for (list_node_t *n = s->conns.first; n; n = n->next) /* closes unlink later */
         conn_close(container_of(n, conn_t, node));
+    server_ops_close(s);
     s->handles--;
     server_maybe_done(s);
 }

@@ -15,6 +15,7 @@
 /* A peer that does not read its replies gets no more requests read once this much is queued. */
 #define WRITE_HIGH (32u << 20)
 #define WRITE_LOW (4u << 20)
+#define REFUSED_LOG_MS 10000   /* after a refused connection's line, one summary per this */
 
 typedef struct conn {
     uv_tcp_t tcp;               /* first: handle pointers cast to conn_t */
@@ -79,6 +80,9 @@ struct store_server {
     void *obs_arg;
     int closing, handles;
     int limit_logged;
+    uv_timer_t *refused_timer;  /* running while refusals are summarised (server_ops.c) */
+    unsigned refused_quiet;     /* refusals since the last line */
+    char refused_last[96];      /* ... the last one's peer */
     void (*on_closed)(void *);
     void *closed_arg;
     uint64_t ops[WIRE_OP_COUNT];  /* requests handled, by opcode (store_server_stats) */
@@ -91,10 +95,13 @@ void server_conn_over(conn_t *c);
 void server_conn_send(conn_t *c, const char *p, size_t len);
 void server_peer_name(conn_t *c, char *out, size_t n);
 void server_conn_fail(conn_t *c, const char *why);
+/* Frees a closing server once its last handle is closed. */
+void server_maybe_done(store_server_t *s);
 ssize_t server_process(conn_t *c, const char *p, size_t len);
 
 /* server_ops.c */
 int server_ops_conn_admitted(conn_t *c);
+void server_ops_close(store_server_t *s);
 int server_ops_handle(conn_t *c, const wire_req_t *q);
 int server_ops_parks(const wire_req_t *q);
 int server_ops_park(conn_t *c, const char *p, size_t len);

@@ -353,6 +353,58 @@ static int guard(conn_t *c, const wire_req_t *q)
 
 /* At accept: a source the guard does not admit is refused with one line, and the client is told
  * so in the bytes it reads first. */
+/* A summary's turn: the refusals of the interval in one line; after a quiet interval the
+ * timer stops, and the next refusal is told whole again. */
+static void on_refused_tick(uv_timer_t *t)
+{
+    store_server_t *s = t->data;
+    if (!s->refused_quiet) {
+        uv_timer_stop(t);
+        return;
+    }
+    podrun_logf(&s->log, "refused %u more connection%s in the last %d s, the last from %s: not in "
+                         "the job store's allow-list", s->refused_quiet,
+                s->refused_quiet == 1 ? "" : "s", REFUSED_LOG_MS / 1000, s->refused_last);
+    s->refused_quiet = 0;
+}
+
+static void on_refused_timer_closed(uv_handle_t *h)
+{
+    store_server_t *s = h->data;
+    free(h);
+    s->handles--;
+    server_maybe_done(s);
+}
+
+void server_ops_close(store_server_t *s)
+{
+    if (!s->refused_timer)
+        return;
+    uv_close((uv_handle_t *)s->refused_timer, on_refused_timer_closed);
+    s->refused_timer = NULL;
+}
+
+/* A scanner's burst is not a line per connection: the first refusal is logged whole, the
+ * rest counted into one line per REFUSED_LOG_MS. True when this one is to be logged whole. */
+static bool refused_first(store_server_t *s, const char *peer)
+{
+    if (!s->refused_timer && (s->refused_timer = malloc(sizeof *s->refused_timer))) {
+        uv_timer_init(s->loop, s->refused_timer);
+        uv_unref((uv_handle_t *)s->refused_timer);   /* a summary keeps nothing alive */
+        s->refused_timer->data = s;
+        s->handles++;
+    }
+    if (!s->refused_timer)
+        return true;
+    if (uv_is_active((uv_handle_t *)s->refused_timer)) {
+        s->refused_quiet++;
+        snprintf(s->refused_last, sizeof s->refused_last, "%s", peer);
+        return false;
+    }
+    uv_timer_start(s->refused_timer, on_refused_tick, REFUSED_LOG_MS, REFUSED_LOG_MS);
+    return true;
+}
+
 int server_ops_conn_admitted(conn_t *c)
 {
     struct sockaddr_storage peer, self;
@@ -365,8 +417,11 @@ int server_ops_conn_admitted(conn_t *c)
         return 1;
     char name[96];
     server_peer_name(c, name, sizeof name);
-    podrun_logf(&c->srv->log, "refused a connection from %s: not in the job store's allow-list "
-                              "(--store-allow, and the job's own pods or hosts)", name);
+    if (refused_first(c->srv, name))
+        podrun_logf(&c->srv->log, "refused a connection from %s: not in the job store's "
+                                  "allow-list (--store-allow, and the job's own pods or hosts); "
+                                  "more refusals are counted, one line per %d s", name,
+                    REFUSED_LOG_MS / 1000);
     /* the client's answer to its hello: it was refused, not served by some other program */
     char m[4];
     for (int i = 0; i < 4; i++)

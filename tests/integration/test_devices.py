@@ -2,6 +2,7 @@
 tests/fixtures/mkmachine) read through --sysroot, with the fake NVML and libibverbs found on the
 library path as the real ones would be. Workers print what they got (workers/devices.sh)."""
 import os
+import pathlib
 import re
 import shutil
 import socket
@@ -242,3 +243,105 @@ def test_whole_job_never_loads_or_calls_cuda(podrun, tmp_path):
     r = run(podrun, *args, env=dict(env, PODRUN_FAKE_CUDA_LOG=str(log)))
     assert r.returncode == 0, r.stderr
     assert not log.exists()
+
+
+def cpu_limited(tmp_path, files):
+    """A machine with no GPU whose cgroup files are `files` ({path: text}); the cpuset is this
+    machine's, which must have two CPUs for a quota of one to be the tighter limit."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two usable CPUs for a quota of one to count")
+    root = tmp_path / "limited"
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    return {"PODRUN_SYSROOT": str(root), "PODRUN_FAKE_NVML": "/nonexistent",
+            "LD_LIBRARY_PATH": FAKES,
+            "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"}
+
+
+V2_ONE_CPU = {"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/cpu.max": "100000 100000\n"}
+V1_ONE_CPU = {"proc/self/cgroup": "3:cpu,cpuacct:/\n",
+              "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "150000\n",
+              "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n"}
+COUNT_SH = 'echo "w $LOCAL_RANK $LOCAL_WORLD_SIZE ${OMP_NUM_THREADS:--}"'
+
+
+@pytest.mark.parametrize("files", [V2_ONE_CPU, V1_ONE_CPU], ids=["cgroup-v2", "cgroup-v1"])
+@pytest.mark.parametrize("how", [["--nproc-per-node", "cpu"], ["--nproc-per-node", "auto"], []],
+                         ids=["cpu", "auto", "PET_NPROC_PER_NODE=auto"])
+def test_nproc_cpu_and_auto_honour_the_cpu_quota(podrun, tmp_path, files, how):
+    """A container limited to one CPU (1 or 1.5, rounded down) on a machine of two or more starts
+    one worker, for podrun's flag and for Kubeflow Trainer's PET_NPROC_PER_NODE=auto."""
+    env = cpu_limited(tmp_path, files)
+    if not how:
+        env["PET_NPROC_PER_NODE"] = "auto"
+    r = run(podrun, *how, "sh", "-c", COUNT_SH, env=env)
+    assert r.returncode == 0, r.stderr
+    assert re.findall(r"^\[rank \d\]:w .*$", r.stdout, re.M) == ["[rank 0]:w 0 1 -"], r.stdout
+    r = run(podrun, "env", *how, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "podrun env: 1 worker on this node" in r.stdout, r.stdout
+    assert re.search(r"^\s+1 usable: the CPU quota decides \(1\.[05]0 CPUs in \S+/sys/fs/cgroup/",
+                     r.stdout, re.M), r.stdout
+
+
+def test_accelerate_cpu_threads_share_the_cpu_quota(podrun, tmp_path):
+    """accelerate's --cpu OpenMP threads are the physical cores, but no more than the quota."""
+    env = cpu_limited(tmp_path, V2_ONE_CPU)
+    env["HF_HOME"] = str(tmp_path)
+    r = run(podrun, "accelerate", "launch", "--cpu", "--num_processes", "1", "--no_python", "sh",
+            "-c", 'echo "omp=$OMP_NUM_THREADS"', env=env)
+    assert r.returncode == 0, r.stderr
+    assert "[rank 0]:omp=1" in r.stdout.splitlines(), r.stdout
+
+
+def test_cpu_quota_above_the_cpuset_leaves_the_cpuset_deciding(podrun, tmp_path):
+    env = cpu_limited(tmp_path, {"proc/self/cgroup": "0::/\n",
+                                 "sys/fs/cgroup/cpu.max": "100000000 100000\n"})
+    n = len(os.sched_getaffinity(0))
+    r = run(podrun, "--nproc-per-node", "cpu", "sh", "-c", COUNT_SH, env=env)
+    assert r.returncode == 0, r.stderr
+    assert len(re.findall(r"^\[rank \d+\]:w ", r.stdout, re.M)) == min(n, 128)
+    r = run(podrun, "env", "--nproc-per-node", "cpu", env=env)
+    assert re.search(rf"^\s+{n} usable: the cpuset decides \(the CPU quota in ", r.stdout, re.M)
+
+
+def test_nproc_cpu_in_a_real_cpu_limited_cgroup(podrun, tmp_path):
+    """The same in a real cgroup (v1 or v2) with a quota of one CPU, where this machine lets the
+    test make one."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two usable CPUs for a quota of one to count")
+    own = open("/proc/self/cgroup").read().splitlines()
+    v2 = [l.split(":", 2)[2] for l in own if l.startswith("0::")]
+    v1 = [l.split(":", 2) for l in own if "cpu" in l.split(":")[1].split(",")]
+    if v1:
+        base = pathlib.Path("/sys/fs/cgroup") / v1[0][1]
+        if not base.exists():
+            base = pathlib.Path("/sys/fs/cgroup/cpu")
+        base = base / v1[0][2].lstrip("/")
+    elif v2:
+        base = pathlib.Path("/sys/fs/cgroup") / v2[0].lstrip("/")
+    else:
+        pytest.skip("no cgroup")
+    cg = base / f"podrun-test-{os.getpid()}-{tmp_path.name}"
+    try:
+        cg.mkdir()
+        if v1:
+            (cg / "cpu.cfs_period_us").write_text("100000")
+            (cg / "cpu.cfs_quota_us").write_text("100000")
+        else:
+            (cg / "cpu.max").write_text("100000 100000")
+    except OSError as e:
+        if cg.exists():
+            cg.rmdir()
+        pytest.skip(f"cannot make a CPU-limited cgroup here: {e}")
+    try:
+        procs = str(cg / "cgroup.procs")
+        r = subprocess.run([podrun, "--nproc-per-node", "cpu", "sh", "-c", COUNT_SH],
+                           capture_output=True, text=True, timeout=60,
+                           preexec_fn=lambda: open(procs, "w").write(str(os.getpid())))
+        assert r.returncode == 0, r.stderr
+        assert re.findall(r"^\[rank \d\]:w .*$", r.stdout, re.M) == ["[rank 0]:w 0 1 -"], \
+            r.stdout
+    finally:
+        cg.rmdir()

@@ -5,12 +5,13 @@ store the first one bound (Paddle's two-launchers-on-one-host tests); an agent o
 told the port is taken. Every agent connects from its advertised address, so an allow-list of the
 agents' addresses admits them, and one outside it is told so, a few times, not hundreds."""
 import os
+import re
 import shutil
 import socket
 import subprocess
 
 from cluster import WORKERS, Agent, Netns, agent_args, parse_kv, result_lines, wait_all, wait_for
-from conftest import TORCH_PY, free_port
+from conftest import PODRUN, TORCH_PY, free_port
 
 ENV_SH = os.path.join(WORKERS, "env.sh")
 PADDLE_ENV = os.path.join(WORKERS, "paddle_env.py")
@@ -146,3 +147,79 @@ def test_refused_agent_is_told_and_backs_off(port):
     assert "does not answer as a job store" not in err, err
     lines = [l for l in agents[0].err.splitlines() if "refused a connection from 127.0.0.3:" in l]
     assert 1 <= len(lines) <= 20, agents[0].err
+
+
+def test_run_id_with_a_slash_hosts_and_joins(port, tmp_path):
+    """torchrun takes any text as --rdzv-id: `--rdzv-id exp/1` is hosted and joined like any
+    other id, `podrun status` finds it, and a node of run 'exp' is still another run's."""
+    gate = tmp_path / "gate"
+    agents = [Agent(agent_args(2, 1, f"127.0.0.2:{port}", f"127.0.0.{2 + i}", run_id="exp/1",
+                               extra=["--no-python"], script=ENV_SH),
+                    env={"GATE_FILE": str(gate)}, name=f"node{i}") for i in range(2)]
+    try:
+        def status():
+            r = subprocess.run([PODRUN, "status", f"127.0.0.2:{port}"], capture_output=True,
+                               text=True, timeout=30)
+            return r.returncode == 0 and "exp/1" in r.stdout and r.stdout
+        wait_for(status, 60, "podrun status naming run exp/1")
+        for other in ("exp", "exp/2"):
+            stranger = Agent(agent_args(2, 1, f"127.0.0.2:{port}", "127.0.0.4", run_id=other,
+                                        extra=["--no-python"], script=ENV_SH), name="stranger")
+            assert stranger.wait(30) == 2, stranger.err
+            assert f"belongs to run 'exp/1', this agent's run id is '{other}'" in stranger.err, \
+                stranger.err
+            wait_for(lambda: f"a node of run '{other}' reached this job store, which belongs to "
+                     "run 'exp/1'" in agents[0].err_now(), 30, "the host naming the stranger")
+        gate.touch()
+        assert wait_all(agents) == [0, 0], [a.err for a in agents]
+    finally:
+        for a in agents:
+            a.kill()
+    assert ranks(agents) == [0, 1]
+    assert "port" not in agents[0].err, agents[0].err
+
+
+def test_run_id_too_long_is_named(port):
+    """An id whose keys cannot fit is the id's usage error, never the port's."""
+    r = subprocess.run([PODRUN, "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                        "--rdzv-id", "exp/" * 40, "true"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("podrun: --rdzv-id 'exp/exp/"), r.stderr
+    assert "longer than 128 characters (a '/' or '%' counts as 3)" in r.stderr
+    assert "port" not in r.stderr
+
+
+def test_refused_burst_is_one_line_and_a_summary(port, tmp_path):
+    """A scanner's burst of 100 connections from outside --store-allow: the first refusal is one
+    line, the other 99 one summary line with their count."""
+    gate = tmp_path / "gate"
+    host = Agent(agent_args(1, 1, f"127.0.0.2:{port}", "127.0.0.2", script=ENV_SH,
+                            extra=["--no-python", "--store-allow", "127.0.0.2/32"]),
+                 env={"GATE_FILE": str(gate)}, name="host")
+    def listening():   # from an address the list admits
+        assert host.proc.poll() is None, host.err_now()
+        try:
+            socket.create_connection(("127.0.0.2", port), 1, ("127.0.0.2", 0)).close()
+            return True
+        except OSError:
+            return False
+    try:
+        wait_for(listening, 30, "the hosting agent listening", every=0.1)
+        for _ in range(100):
+            s = socket.socket()
+            s.bind(("127.0.0.5", 0))
+            s.connect(("127.0.0.2", port))
+            s.recv(8)   # WIRE_REFUSED: this one was refused before the next is made
+            s.close()
+        def summarised():   # 99, in one line unless the burst outlasted an interval
+            counts = re.findall(r"refused (\d+) more connections? in the last 10 s, the last "
+                                r"from 127\.0\.0\.5:", host.err_now())
+            return sum(map(int, counts)) == 99
+        wait_for(summarised, 60, "the refusals' summary")
+        gate.touch()
+        assert host.wait(30) == 0, host.err
+    finally:
+        host.kill()
+    assert len(re.findall(r"refused a connection from 127\.0\.0\.5:", host.err)) == 1, host.err
+    assert "refused a connection from 127.0.0.2" not in host.err, host.err

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import TORCH_PY, free_port
+from conftest import ROOT, TORCH_PY, free_port
 from cluster import PY, run, worker
 
 TORCHRUN_VARS = ["LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE",
@@ -335,4 +335,31 @@ def test_join_timeout_said_once(podrun, port):
     r = run(podrun, "--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
             f"127.0.0.1:{port}", "--rdzv-conf", "join_timeout=1", "true", timeout=30)
     assert r.returncode == 173, r.stderr
-    assert r.stderr.count("timed out") == 1, r.stderr
+    *lines, last = r.stderr.splitlines()
+    assert "\n".join(lines).count("timed out") == 1, r.stderr
+    # the last line, as for every ending, says it again with the exit code
+    assert last.startswith("podrun: this node lost the job: rendezvous 'none' round 0 timed out "
+                           "after 1s") and last.endswith("; exit code 173"), r.stderr
+
+
+def test_rdzv_endpoint_defaults_are_documented_as_they_are(podrun):
+    """What the endpoint is when it is not given, by backend, and the three copies that say so
+    (--help, podrun(1), doc/usage.md) say just that."""
+    r = run(podrun, "--nnodes", "2", "--rdzv-backend", "c10d", "true")
+    assert r.returncode == 2 and "c10d needs --rdzv-endpoint" in r.stderr, r.stderr
+    r = run(podrun, "--rdzv-backend", "c10d", "--print-config", "true")
+    assert re.search(r"^rdzv-endpoint\s+localhost:29400 ", r.stdout, re.M), r.stdout
+    r = run(podrun, "--rdzv-backend", "c10d", "--rdzv-endpoint", "10.0.0.9", "--print-config",
+            "true")
+    assert re.search(r"^rdzv-endpoint\s+10\.0\.0\.9:29400 ", r.stdout, re.M), r.stdout
+    r = run(podrun, "--nnodes", "2", "--rdzv-backend", "static", "--master-addr", "10.0.0.8",
+            "--master-port", "1234", "--print-config", "true")
+    assert re.search(r"^rdzv-endpoint\s+10\.0\.0\.8:1234 ", r.stdout, re.M), r.stdout
+    said = "c10d: required with more than one node (one node: localhost), port 29400 when left out"
+    usage = (ROOT / "doc" / "usage.md").read_text()
+    man = (ROOT / "doc" / "podrun.1").read_text().replace("\\-", "-")
+    help_text = " ".join(run(podrun, "--help").stdout.split())
+    assert "static: master addr:port by default; " + said in help_text, help_text
+    assert "static: master addr:port by default; " + said in man
+    assert ("static: master addr:port; " + said.replace("localhost", "`localhost`")) in usage
+    assert "master addr:port (c10d: port 29400)" not in usage

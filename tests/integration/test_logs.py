@@ -5,6 +5,8 @@ import select
 import subprocess
 import time
 
+import pytest
+
 from conftest import TORCH_PY
 from cluster import PY, run, wait_for, worker
 
@@ -103,6 +105,68 @@ def test_long_line_split_into_prefixed_chunks(podrun):
                   if l.startswith(f"[rank {rank}]:")]
         assert "".join(chunks[:-1]) == "a" * n and chunks[-1] == "b" * 10
         assert len(chunks) > 2                          # split, each piece prefixed
+
+
+@pytest.mark.parametrize("char", ["\u00e9", "\u20ac", "\U0001F600"], ids=["2-byte", "3-byte", "4-byte"])
+def test_long_line_split_between_utf8_characters(podrun, char):
+    """A line of several 16 KiB buffers of 2-, 3- or 4-byte characters, offset so that the
+    buffer's end falls inside a character: every piece is whole UTF-8, and they join to the
+    line."""
+    n = 100000 // len(char.encode())
+    line = "x" + char * n
+    r = subprocess.run([podrun, "--nproc-per-node", "1", "--no-python", TORCH_PY, "-c",
+                        f"import sys; sys.stdout.buffer.write(b'x' + {char.encode()!r} * {n} "
+                        f"+ b'\\n')"],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    chunks = [l[len(b"[rank 0]:"):] for l in r.stdout.split(b"\n") if l.startswith(b"[rank 0]:")]
+    assert len(chunks) > 2
+    text = [c.decode("utf-8") for c in chunks]   # strict: a cut inside a character fails here
+    assert "".join(text) == line
+
+
+PARTIAL = """
+import os, sys, time
+def wait(path):
+    while not os.path.exists(path):
+        time.sleep(0.05)
+if os.environ["RANK"] == "0":
+    os.write(1, b"x\\xc3")            # half of an e-acute, and then silence
+    wait(os.environ["GATE2"])
+    os.write(1, b"\\xa9 end\\n")
+else:
+    wait(os.environ["GATE1"])
+    os.write(1, b"other\\n")
+"""
+
+
+def test_partial_line_shown_whole_characters_only(podrun, tmp_path):
+    """A partial line shown after its idle time, then cut by another worker's line: the piece
+    on the console ends before a character that is not whole yet, and the rest comes whole."""
+    gate1, gate2 = tmp_path / "g1", tmp_path / "g2"
+    p = subprocess.Popen([podrun, "--nproc-per-node", "2", "--no-python", TORCH_PY, "-c",
+                          PARTIAL], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**os.environ, "GATE1": str(gate1), "GATE2": str(gate2)})
+    out = b""
+    try:
+        def seen(what):
+            nonlocal out
+            if select.select([p.stdout], [], [], 0.1)[0]:
+                out += os.read(p.stdout.fileno(), 65536)
+            return what in out
+        wait_for(lambda: seen(b"[rank 0]:x"), 30, "rank 0's partial line")
+        gate1.touch()
+        wait_for(lambda: seen(b"[rank 1]:other\n"), 30, "rank 1's line")
+        gate2.touch()
+        rest, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    out += rest
+    assert p.returncode == 0, err
+    lines = out.split(b"\n")
+    text = [l.decode("utf-8") for l in lines]   # strict: half a character fails here
+    mine = [l[len("[rank 0]:"):] for l in text if l.startswith("[rank 0]:")]
+    assert "".join(mine) == "x\u00e9 end", text
 
 
 def test_log_dir_layout(podrun, tmp_path):

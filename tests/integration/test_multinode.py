@@ -153,20 +153,28 @@ def test_four_nodes_in_network_namespaces(port):
         net.close()
 
 
-def test_agent_of_another_run_id_is_named_on_both_sides(port):
+def test_agent_of_another_run_id_is_named_on_both_sides(port, tmp_path):
     """An agent whose --rdzv-id is not the job's, pointed at the job's store: it stops with a
     usage error (2, not a code an operator retries) naming the store, both run ids and the fix,
-    and the store's host names it, its address and its run id in one line; the job runs on."""
+    on its last line and in its termination log too, and the store's host names it, its address
+    and its run id in one line; the job runs on."""
     endpoint = f"127.0.0.2:{port}"
+    term = tmp_path / "term"
+    term.write_text("")
     host = Agent(agent_args(2, 1, endpoint, "127.0.0.2", "job-a", NOPY, ENV_SH), name="host")
-    stranger = Agent(agent_args(2, 1, endpoint, "127.0.0.4", "job-b", NOPY, ENV_SH),
+    stranger = Agent(agent_args(2, 1, endpoint, "127.0.0.4", "job-b",
+                                (*NOPY, "--termination-log", str(term)), ENV_SH),
                      name="stranger")
     try:
         assert stranger.wait(timeout=60) == 2, stranger.err
     finally:
         stranger.kill()
-    assert (f"the job store at 127.0.0.2:{port} belongs to run 'job-a', this agent's run id is "
-            "'job-b'; give every node the same --rdzv-id" in stranger.err), stranger.err
+    why = (f"the job store at 127.0.0.2:{port} belongs to run 'job-a', this agent's run id is "
+           "'job-b'; give every node the same --rdzv-id")
+    assert why in stranger.err, stranger.err
+    last = stranger.err.rstrip("\n").splitlines()[-1]
+    assert why in last and last.endswith("; exit code 2"), last
+    assert why in term.read_text(), term.read_text()
     assert "lost the connection" not in stranger.err, stranger.err
     peer = Agent(agent_args(2, 1, endpoint, "127.0.0.3", "job-a", NOPY, ENV_SH), name="peer")
     assert wait_all([host, peer]) == [0, 0], [host.err, peer.err]

@@ -121,6 +121,27 @@ def test_other_signals_forwarded_to_groups(podrun, sig):
     assert sorted(re.findall(rf"^\[rank (\d)\]:got-{name}$", out, re.M)) == ["0", "1"]
 
 
+def test_nohup_hangup_reaches_neither_podrun_nor_workers(podrun, tmp_path):
+    """Under nohup, SIGHUP was ignored on purpose: not forwarded, and still ignored by the
+    workers when the terminal's hangup reaches their groups."""
+    go = tmp_path / "go"
+    p = subprocess.Popen(["nohup", podrun, "--nproc-per-node", "2", "sh", "-c",
+                          'echo "ready $$"; while [ ! -e "$GO" ]; do sleep 0.05; done; echo done'],
+                         env={**os.environ, "GO": str(go)}, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        lines = wait_lines(p, "ready", 2)
+        p.send_signal(signal.SIGHUP)
+        for pid in re.findall(r"ready (\d+)", "".join(lines)):   # each worker leads its group
+            os.killpg(int(pid), signal.SIGHUP)
+        go.touch()
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode == 0, err
+    assert sorted(re.findall(r"^\[rank (\d)\]:done$", out, re.M)) == ["0", "1"], out
+
+
 def test_failure_stops_siblings_and_their_children(podrun, tmp_path):
     kids = tmp_path / "kids"
     r = run(podrun, "--nproc-per-node", "3", "sh", "-c",

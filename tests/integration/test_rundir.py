@@ -1,4 +1,5 @@
 """The run directory where the root file system is read-only and /tmp cannot be written."""
+import re
 import subprocess
 
 import pytest
@@ -63,3 +64,26 @@ def test_no_writable_place_names_the_fix(podrun):
             "under /dev/shm, /var/tmp or /run; set TMPDIR to a writable directory (in "
             "Kubernetes, mount an emptyDir there)\n")
     assert r.stderr.startswith(line), r.stderr
+
+
+@pytest.mark.skipif(not can_unshare_mount(), reason="needs unshare --mount (root)")
+def test_log_dir_on_a_readonly_path_reports_no_pid_nor_exit_code(podrun, tmp_path):
+    """No worker can start: the report, the last line and the termination log agree that it
+    never ran (no pid, no exit code), and name the directory."""
+    ro, term = tmp_path / "ro", tmp_path / "term"
+    ro.mkdir()
+    term.write_text("")
+    script = (f"mount --make-rprivate / && mount --bind {ro} {ro} && "
+              f"mount -o remount,bind,ro {ro} && ! touch {ro}/probe 2>/dev/null && exec \"$@\"")
+    r = subprocess.run(["unshare", "--mount", "sh", "-c", script, "sh", podrun,
+                        "--nproc-per-node", "2", "--log-dir", str(ro / "logs"),
+                        "--termination-log", str(term), "true"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert f"under {ro}/logs" in r.stderr, r.stderr
+    text = r.stderr + term.read_text()
+    for bad in ("pid: 0", "pid 0", "exit code 0", "exitcode  : 0", "exitcode  : 1"):
+        assert bad not in text, (bad, text)
+    assert re.findall(r"exitcode  : (.*)", r.stderr) == ["<N/A>"], r.stderr
+    assert "Root cause details on this node: rank 0 (local_rank: 0): could not start: " in \
+        r.stderr, r.stderr

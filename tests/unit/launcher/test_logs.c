@@ -1,4 +1,5 @@
-/* tests/unit/launcher/test_logs.c — the console line prefix template. */
+/* tests/unit/launcher/test_logs.c — the console line prefix template; where an over-long line
+ * is cut. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,8 +27,30 @@ static void test_prefix(void)
     CHECK_EQ_STR(buf, "r3|$rank_x|$rank|${rank|$");
 }
 
+/* A cut never leaves part of a character behind: 2-, 3- and 4-byte characters across the end,
+ * each byte of them; whole characters, ASCII and bytes that are not UTF-8 are cut at the end. */
+static void test_utf8_cut(void)
+{
+    static const char *const chars[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+    for (int c = 0; c < 3; c++) {
+        size_t w = strlen(chars[c]);
+        char buf[16];
+        memcpy(buf, "abcd", 4);
+        memcpy(buf + 4, chars[c], w);
+        for (size_t have = 1; have < w; have++)
+            CHECK_EQ_INT((int)logs_utf8_cut(buf, 4 + have), 4);   /* cut before the lead */
+        CHECK_EQ_INT((int)logs_utf8_cut(buf, 4 + w), (int)(4 + w));   /* whole: all of it */
+        CHECK_EQ_INT((int)logs_utf8_cut(buf, 4), 4);
+    }
+    CHECK_EQ_INT((int)logs_utf8_cut("\xe2\x82", 2), 2);   /* nothing before it: all */
+    CHECK_EQ_INT((int)logs_utf8_cut("ab\x80\x80\x80\x80", 6), 6);   /* not UTF-8 */
+    CHECK_EQ_INT((int)logs_utf8_cut("ab\xff", 3), 3);
+    CHECK_EQ_INT((int)logs_utf8_cut("", 0), 0);
+}
+
 int main(void)
 {
     RUN(test_prefix);
+    RUN(test_utf8_cut);
     return check_result();
 }

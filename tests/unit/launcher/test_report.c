@@ -223,9 +223,34 @@ static void test_failure_message(void)
     CHECK_EQ_STR(out, "");
 }
 
+/* A worker that never ran (its run directory could not be made) has no pid and no exit status:
+ * no line of any form gives it one, and each says why it did not run. */
+static void test_never_ran(void)
+{
+    struct report_failure f = {.rank = 0, .local_rank = 0, .time = {1763700000, 0},
+                               .host = "node-1", .program = "true", .title = "true",
+                               .never_ran = true, .reason = "could not start: No such file or directory"};
+    char buf[4096];
+    report_details(&f, NULL, buf, sizeof buf);
+    CHECK_EQ_STR(buf, "Root cause details on this node: rank 0 (local_rank: 0): could not start: "
+                      "No such file or directory\n"
+                      "  error_file: <N/A>\n"
+                      "============================================================\n");
+    report_short(&f, NULL, buf, sizeof buf);
+    const char *head = "podrun: rank 0 (local_rank 0) on node-1 failed at ";
+    CHECK(strncmp(buf, head, strlen(head)) == 0);
+    CHECK(strstr(buf, ": could not start: No such file or directory\n") != NULL);
+    report_format(&f, NULL, buf, sizeof buf);
+    CHECK(strstr(buf, "  exitcode  : <N/A> (it never ran)\n"
+                      "  cause     : could not start: No such file or directory\n") != NULL);
+    CHECK(strstr(buf, "  traceback : <N/A>\n") != NULL);
+    CHECK(strstr(buf, "pid") == NULL && strstr(buf, "exit code") == NULL);
+}
+
 int main(void)
 {
     RUN(test_failure_message);
+    RUN(test_never_ran);
     RUN(test_parse_error_file);
     RUN(test_format_exit_code);
     RUN(test_format_signal);

@@ -202,6 +202,27 @@ static void test_health(void)
     CHECK(rdzv_health_ago_decode("ago=x\n", 6, 100.0) == 0);
 }
 
+/* Any text is a run id; its keys are one path component, and one run's keys never lie under
+ * another's ("exp" and "exp/1"). */
+static void test_run_prefix(void)
+{
+    char out[RDZV_RUN_ID_MAX + 16];
+    CHECK_EQ_INT(rdzv_run_prefix(out, sizeof out, "job1"), 12);
+    CHECK_EQ_STR(out, "podrun/job1/");
+    CHECK_EQ_INT(rdzv_run_prefix(out, sizeof out, "exp/1"), 15);
+    CHECK_EQ_STR(out, "podrun/exp%2F1/");
+    CHECK_EQ_INT(rdzv_run_prefix(out, sizeof out, "100%/a b"), 20);
+    CHECK_EQ_STR(out, "podrun/100%25%2Fa b/");
+    char id[200];
+    memset(id, 'a', 128);
+    id[128] = '\0';
+    CHECK_EQ_INT(rdzv_run_prefix(out, sizeof out, id), 136);
+    id[127] = '/';   /* 130 once escaped */
+    CHECK_EQ_INT(rdzv_run_prefix(out, sizeof out, id), -ENAMETOOLONG);
+    CHECK_EQ_STR(out, "");
+    CHECK_EQ_INT(rdzv_run_prefix(out, 10, "job1"), -ENAMETOOLONG);
+}
+
 int main(void)
 {
     RUN(test_kv_codec);
@@ -210,5 +231,6 @@ int main(void)
     RUN(test_untrusted_text);
     RUN(test_records_roundtrip);
     RUN(test_health);
+    RUN(test_run_prefix);
     return check_result();
 }

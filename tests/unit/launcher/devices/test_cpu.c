@@ -129,6 +129,137 @@ static void test_bind_self(void)
     CHECK_EQ_INT(WEXITSTATUS(st), 0);
 }
 
+/* A cpuset of `n` CPUs (0..n-1). */
+static cpu_set_t first_cpus(int n)
+{
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    for (int c = 0; c < n; c++)
+        CPU_SET(c, &s);
+    return s;
+}
+
+/* Reads the usable CPUs of a fresh tree that `build` fills, for a cpuset of `ncpus`. */
+static struct cpu_usable usable_in(void (*build)(const char *r), int ncpus)
+{
+    char r[256];
+    struct cpu_usable u;
+    fx_root_make(r, sizeof r);
+    build(r);
+    sysroot_set(r);
+    cpu_set_t s = first_cpus(ncpus);
+    cpu_usable_read(&s, &u);
+    sysroot_set(root);
+    fx_root_remove(r);
+    return u;
+}
+
+/* cgroup v2, a Kubernetes container under its pod: the pod's limit (1.5 CPUs) is tighter than
+ * the container's (3), so it decides, rounded down. */
+static void v2_nested(const char *r)
+{
+    fx_write(r, "/proc/self/cgroup", "0::/kubepods/pod1/ctr\n");
+    fx_write(r, "/sys/fs/cgroup/kubepods/pod1/ctr/cpu.max", "300000 100000\n");
+    fx_write(r, "/sys/fs/cgroup/kubepods/pod1/cpu.max", "150000 100000\n");
+    fx_write(r, "/sys/fs/cgroup/kubepods/cpu.max", "max 100000\n");
+}
+
+/* cgroup v2 in a cgroup namespace: the container's own cgroup is the mount's root. */
+static void v2_ns(const char *r)
+{
+    fx_write(r, "/proc/self/cgroup", "0::/\n");
+    fx_write(r, "/sys/fs/cgroup/cpu.max", "100000 100000\n");
+}
+
+/* cgroup v2 without a namespace: /proc names the host's path, the mount is the container's. */
+static void v2_no_ns(const char *r)
+{
+    fx_write(r, "/proc/self/cgroup", "0::/system.slice/docker-abc.scope\n");
+    fx_write(r, "/sys/fs/cgroup/cpu.max", "250000 100000\n");
+}
+
+/* cgroup v2 with no limit anywhere. */
+static void v2_max(const char *r)
+{
+    fx_write(r, "/proc/self/cgroup", "0::/a\n");
+    fx_write(r, "/sys/fs/cgroup/a/cpu.max", "max 100000\n");
+}
+
+/* A quota under one CPU still leaves one worker. */
+static void v2_half(const char *r)
+{
+    fx_write(r, "/proc/self/cgroup", "0::/\n");
+    fx_write(r, "/sys/fs/cgroup/cpu.max", "50000 100000\n");
+}
+
+/* cgroup v1, the cpu and cpuacct controllers mounted together. */
+static void v1_joint(const char *r)
+{
+    fx_write(r, "/proc/self/cgroup", "12:memory:/x\n4:cpu,cpuacct:/kubepods/pod1\n0::/\n");
+    fx_write(r, "/sys/fs/cgroup/cpu,cpuacct/kubepods/pod1/cpu.cfs_quota_us", "200000\n");
+    fx_write(r, "/sys/fs/cgroup/cpu,cpuacct/kubepods/pod1/cpu.cfs_period_us", "100000\n");
+    fx_write(r, "/sys/fs/cgroup/cpu,cpuacct/kubepods/cpu.cfs_quota_us", "-1\n");
+    fx_write(r, "/sys/fs/cgroup/cpu,cpuacct/kubepods/cpu.cfs_period_us", "100000\n");
+}
+
+/* cgroup v1, cpu mounted alone (this is also a cpuacct-named line to be skipped). */
+static void v1_alone(const char *r)
+{
+    fx_write(r, "/proc/self/cgroup", "2:cpuacct:/\n1:cpu:/\n");
+    fx_write(r, "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "100000\n");
+    fx_write(r, "/sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
+    fx_write(r, "/sys/fs/cgroup/cpuacct/cpu.cfs_quota_us", "1\n");   /* never read */
+    fx_write(r, "/sys/fs/cgroup/cpuacct/cpu.cfs_period_us", "100000\n");
+}
+
+/* Nonsense is no quota; no /proc/self/cgroup is no quota. */
+static void bad(const char *r)
+{
+    fx_write(r, "/proc/self/cgroup", "0::/\nnonsense\n");
+    fx_write(r, "/sys/fs/cgroup/cpu.max", "zero\n");
+}
+
+static void none(const char *r)
+{
+    (void)r;
+}
+
+static void test_usable(void)
+{
+    struct cpu_usable u = usable_in(v2_nested, 8);
+    CHECK_EQ_INT(u.n, 1);
+    CHECK_EQ_INT(u.cpuset, 8);
+    CHECK_EQ_INT((int)u.quota_us, 150000);
+    CHECK_EQ_STR(u.quota_file, "/sys/fs/cgroup/kubepods/pod1/cpu.max");
+    u = usable_in(v2_nested, 1);
+    CHECK_EQ_INT(u.n, 1);
+    u = usable_in(v2_ns, 2);
+    CHECK_EQ_INT(u.n, 1);
+    CHECK_EQ_STR(u.quota_file, "/sys/fs/cgroup/cpu.max");
+    u = usable_in(v2_no_ns, 64);
+    CHECK_EQ_INT(u.n, 2);
+    u = usable_in(v2_no_ns, 2);   /* a quota of 2.5 above a cpuset of 2: the cpuset decides */
+    CHECK_EQ_INT(u.n, 2);
+    CHECK_EQ_INT((int)u.quota_us, 250000);
+    u = usable_in(v2_max, 4);
+    CHECK_EQ_INT(u.n, 4);
+    CHECK_EQ_INT((int)u.quota_us, 0);
+    CHECK_EQ_STR(u.quota_file, "");
+    u = usable_in(v2_half, 4);
+    CHECK_EQ_INT(u.n, 1);
+    u = usable_in(v1_joint, 16);
+    CHECK_EQ_INT(u.n, 2);
+    CHECK_EQ_STR(u.quota_file, "/sys/fs/cgroup/cpu,cpuacct/kubepods/pod1/cpu.cfs_quota_us");
+    u = usable_in(v1_alone, 2);
+    CHECK_EQ_INT(u.n, 1);
+    CHECK_EQ_STR(u.quota_file, "/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
+    u = usable_in(bad, 3);
+    CHECK_EQ_INT(u.n, 3);
+    u = usable_in(none, 5);
+    CHECK_EQ_INT(u.n, 5);
+    CHECK_EQ_INT((int)u.quota_us, 0);
+}
+
 int main(void)
 {
     if (fx_root_make(root, sizeof root) < 0 || fx_machine_dgx(root, NULL) < 0)
@@ -138,6 +269,7 @@ int main(void)
     RUN(test_pci_locality);
     RUN(test_allowed);
     RUN(test_bind_self);
+    RUN(test_usable);
     fx_root_remove(root);
     return check_result();
 }

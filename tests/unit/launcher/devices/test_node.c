@@ -156,6 +156,33 @@ static void test_cores_mode(void)
     free(nd);
 }
 
+/* Under a CPU quota of 4 CPUs, four workers bound to 2 cores each get one OpenMP thread each:
+ * more would be throttled, not run. `podrun env` says the quota decided. */
+static void test_cores_under_quota(void)
+{
+    char *envp[] = {NULL};
+    struct node_devices *nd = probe(envp, false);
+    nd->cpus = (struct cpu_usable){.n = 4, .cpuset = 64, .quota_us = 400000, .period_us = 100000,
+                                   .quota_file = "/sys/fs/cgroup/cpu.max"};
+    struct cfg c = job(4, CFG_NUMA_CORES, false);
+    c.bind_core_list = "0-7";
+    CHECK_EQ_INT(node_plan(nd, &c, err, sizeof err), 0);
+    char **vars;
+    CHECK_EQ_INT(node_worker_vars(nd, &vars), 0);
+    CHECK_EQ_STR(var(vars, "OMP_NUM_THREADS"), "1");
+    free(vars);
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    node_print(nd, f, false);
+    fclose(f);
+    CHECK(strstr(out, "            4 usable: the CPU quota decides (4.00 CPUs in ") != NULL);
+    CHECK(strstr(out, "/sys/fs/cgroup/cpu.max, rounded down)\n") != NULL);
+    free(out);
+    node_free(nd);
+    free(nd);
+}
+
 static void collect(void *arg, const char *text)
 {
     char *buf = arg;
@@ -211,6 +238,7 @@ int main(void)
     RUN(test_node_binding_and_own_gpu);
     RUN(test_user_values_stand);
     RUN(test_cores_mode);
+    RUN(test_cores_under_quota);
     RUN(test_summary_and_print);
     sysroot_set(NULL);
     fx_root_remove(root);

@@ -209,6 +209,64 @@ static void test_allow(void)
     acl_free(&acl);
 }
 
+/* Whether the store has answered fd and closed it: WIRE_REFUSED's 4 bytes, then EOF. */
+static int refused_and_closed(int fd)
+{
+    unsigned char b[8];
+    ssize_t n;
+    while ((n = recv(fd, b, sizeof b, MSG_DONTWAIT)) > 0)
+        ;
+    return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+static void on_closed_flag(void *arg)
+{
+    *(int *)arg = 1;
+}
+
+/* A scanner's burst of 100 connections from outside the list: each is refused, one line is
+ * logged; the rest are counted for the summary (test_hosting.py waits for it). */
+static void test_allow_burst(void)
+{
+    acl_t acl = {0};
+    char err[200];
+    CHECK_EQ_INT(acl_add_list(&acl, "10.0.0.0/8", "test", NULL, err, sizeof err), 0);
+    podrun_log_t log = {on_log, NULL};
+    store_server_t *s2;
+    CHECK_EQ_INT(store_server_start(loop, "127.0.0.1", 0, NULL, &log, &s2), 0);
+    store_server_allow(s2, &acl);
+    int before = nlogs, fds[100], closed = 0;
+    struct sockaddr_in src = {.sin_family = AF_INET}, dst = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.2", &src.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+    dst.sin_port = htons(store_server_port(s2));
+    for (int i = 0; i < 100; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK_EQ_INT(bind(fds[i], (struct sockaddr *)&src, sizeof src), 0);
+        CHECK_EQ_INT(connect(fds[i], (struct sockaddr *)&dst, sizeof dst), 0);
+    }
+    int done[100] = {0};
+    for (int round = 0; round < 3000 && closed < 100; round++) {   /* 30 s at most */
+        int never = 0;
+        spin(&never, 10);
+        for (int i = 0; i < 100; i++)
+            if (!done[i] && refused_and_closed(fds[i]))
+                done[i] = 1, closed++;
+    }
+    CHECK_EQ_INT(closed, 100);
+    CHECK_EQ_INT(nlogs, before + 1);
+    CHECK(strstr(lastlog, "refused a connection from 127.0.0.2:") &&
+          strstr(lastlog, "more refusals are counted, one line per 10 s"));
+    for (int i = 0; i < 100; i++)
+        close(fds[i]);
+    /* closing the server closes the summary's timer with it */
+    int gone = 0;
+    store_server_close(s2, on_closed_flag, &gone);
+    spin(&gone, 2000);
+    CHECK(gone);
+    acl_free(&acl);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -219,6 +277,7 @@ int main(void)
     RUN(test_unauthenticated);
     RUN(test_refusal_reason);
     RUN(test_allow);
+    RUN(test_allow_burst);
     int closed = 0;
     store_server_close(srv, NULL, NULL);
     spin(&closed, 200);
