@@ -1,19 +1,49 @@
-"""The NCCL that the peers' pip-installed torch carries: podrun env and the nccl preflight find
-the file that torch loads, in site-packages, not only libnccl.so.2 from the loader's path."""
+"""The Python peers' environment (scripts/peers.txt, made by scripts/deps) and the NCCL that its
+pip-installed torch carries: podrun env and the nccl preflight find the file that torch loads, in
+site-packages, not only libnccl.so.2 from the loader's path."""
+import hashlib
 import os
 import re
 import subprocess
 
 from cluster import run
-from conftest import BUILD
+from conftest import BUILD, ROOT
 
+PEERS = ROOT / "scripts" / "peers.txt"
 FAKES = str(BUILD / "tests" / "fakes")
 MKMACHINE = str(BUILD / "tests" / "fixtures" / "mkmachine")
+
+
+def canon(name):
+    """A distribution's name as pip compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def venv_says(venv_py, code):
     return subprocess.run([venv_py, "-c", code], capture_output=True, text=True, check=True,
                           timeout=60).stdout.strip()
+
+
+def test_the_environment_is_what_peers_txt_pins(venv_py):
+    """Every package peers.txt pins is installed at that version, nothing else is (pip, which
+    the environment brings itself, aside), and .venv is the environment named by the file's
+    hash."""
+    pins = {}
+    for line in PEERS.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            pins[canon(name)] = version
+    have = {}
+    for line in venv_says(venv_py, "import importlib.metadata as m\n"
+                          "for d in m.distributions(): print(d.metadata['Name'], d.version)"
+                          ).splitlines():
+        name, version = line.split()
+        have[canon(name)] = version
+    have.pop("pip")
+    assert have == pins
+    key = hashlib.sha256(PEERS.read_bytes()).hexdigest()[:16]
+    assert os.path.basename(os.path.realpath(ROOT / ".venv")) == f"peers-{key}"
 
 
 def wheel_nccl(venv_py):
