@@ -75,6 +75,7 @@ static int torchlib_ask(const char *python, char *const envp[], char *line, size
                         char *err, size_t errlen)
 {
     int p[2], e[2];
+    line[0] = '\0';
     if (pipe2(p, O_CLOEXEC) < 0)
         return -errno;
     if (pipe2(e, O_CLOEXEC) < 0) {   /* carries exec's errno back, closed by a successful exec */
@@ -104,7 +105,7 @@ static int torchlib_ask(const char *python, char *const envp[], char *line, size
         r = torchlib_read(p[0], line, len);
         int why = 0;
         if (read(e[0], &why, sizeof why) == (ssize_t)sizeof why) {
-            r = -why;
+            r = why > 0 ? -why : -ENOEXEC;
             snprintf(err, errlen, "cannot run the workers' python '%s': %s", python,
                      strerror(why));
         } else if (r == -ETIMEDOUT) {
@@ -182,9 +183,9 @@ int torchlib_nccl_probe(const char *path, char *file, size_t flen, char *version
     int r = dl_open(&lib, path ? path : "libnccl.so.2", err, errlen);
     if (r == 0)
         r = dl_bind(&lib, syms, 1, err, errlen);
-    if (r < 0) {
+    if (r < 0 || !get_version) {
         dl_close(&lib);
-        return r;
+        return r < 0 ? r : -ENOENT;
     }
     struct link_map *map = NULL;
     snprintf(file, flen, "%s", dlinfo(lib.handle, RTLD_DI_LINKMAP, &map) == 0 && map &&
