@@ -152,6 +152,7 @@ void agent_preflight_begin(struct agent *a)
                    .min_bw = c->preflight_min_bandwidth * 1e6,
                    .slow_percent = c->preflight_slow_percent},
         .exe = a->pf.exe, .nccl_lib = c->preflight_nccl_lib, .cudart_lib = c->preflight_cudart_lib,
+        .python = c->python,
         .helper_env = pf_helper_env, .log = pf_say, .done = on_preflight_done, .arg = a,
     };
     int r = pf_start(&p, &a->pf.check);

@@ -4,8 +4,8 @@
  * The options are a job's (the same front-end, the same environment layers), so `podrun env` with
  * the job's own command line shows exactly what that job's workers would get: the GPUs and HCAs
  * found, the interface towards the master, every NCCL/Gloo/CUDA/OpenMP variable podrun sets, leaves
- * alone because it was already set, or does not set — each with its reason — and each local rank's
- * CPUs under --numa-binding. The master is the job's (--rdzv-endpoint, else --master-addr, else what
+ * alone because it was already set, or does not set — each with its reason —, each local rank's
+ * CPUs under --numa-binding, and the NCCL the torch of the workers' python loads (file, version). The master is the job's (--rdzv-endpoint, else --master-addr, else what
  * discovery finds in a scheduler's pod or a hostfile), resolved here as the agent would after its
  * rendezvous. */
 #include "launcher/commands/commands.h"
@@ -19,6 +19,7 @@
 
 #include "launcher/config/config.h"
 #include "launcher/devices/node.h"
+#include "launcher/devices/torchlib.h"
 #include "launcher/discover/identity.h"
 #include "launcher/frontends/frontend.h"
 #include "rdzv/base/common.h"
@@ -48,6 +49,30 @@ int commands_node_prepare(struct cfg *cfg, char **envp, bool everything,
     }
     *out = nd;
     return 0;
+}
+
+/* Which NCCL the torch of the workers' python loads, its file and version, and why that one. */
+static void env_nccl_print(const char *python)
+{
+    struct torchlib tl;
+    char err[512], file[PATH_MAX], version[16], why[PATH_MAX + 640];
+    if (torchlib_find(python, environ, &tl, err, sizeof err) < 0)
+        snprintf(why, sizeof why, "from the loader's path: %s", err);
+    else if (tl.nccl[0])
+        snprintf(why, sizeof why, "the one the torch of the workers' python (%s) loads: its "
+                 "wheel's, beside %s", python, tl.torch);
+    else if (tl.torch[0])
+        snprintf(why, sizeof why, "from the loader's path: the torch of the workers' python (%s) "
+                 "carries no NCCL of its own (%s)", python, tl.torch);
+    else
+        snprintf(why, sizeof why, "from the loader's path: the workers' python (%s) has no torch",
+                 python);
+    if (torchlib_nccl_probe(tl.nccl[0] ? tl.nccl : NULL, file, sizeof file, version,
+                            sizeof version, err, sizeof err) < 0)
+        printf("%-11s none: %s\n", "NCCL", err);
+    else
+        printf("%-11s %s, version %s\n", "NCCL", file, version);
+    printf("%-11s %s\n", "", why);
 }
 
 const char *commands_master(const struct cfg *cfg)
@@ -90,6 +115,7 @@ int commands_env_main(int argc, char **argv)
     printf("podrun env: %d worker%s on this node; podrun never changes a variable that is set\n",
            cfg.nproc_per_node, cfg.nproc_per_node == 1 ? "" : "s");
     node_print(nd, stdout, false);
+    env_nccl_print(cfg.python);
     node_free(nd);
     free(nd);
     cfg_free(&cfg);

@@ -1,6 +1,7 @@
 /* launcher/devices/dl.h — optional native libraries, loaded at run time.
  *
- * NVML, libibverbs (and, in the preflight child only, NCCL and the CUDA runtime) are never linked:
+ * NVML, libibverbs (and, in the preflight child only, NCCL and the CUDA runtime; `podrun env`
+ * loads NCCL for its version, never the agent) are never linked:
  * one podrun binary runs on a CPU-only laptop and on a GPU node. A library is opened with
  * RTLD_NOW | RTLD_LOCAL, so its symbols neither resolve lazily into a crash later nor leak into
  * the global namespace, and its entry points are bound from a table in one call. A missing

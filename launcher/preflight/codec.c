@@ -388,7 +388,7 @@ int pf_helper_line_parse(const char *line, struct pf_figure *f)
     if (sscanf(line, "fail stage=%31s %n", stage, &used) == 1 && used > 0) {
         size_t n = strcspn(line + used, "\n");
         f->done = true;
-        snprintf(f->reason, sizeof f->reason, "%s: %.*s", stage, (int)(n < 200 ? n : 200),
+        snprintf(f->reason, sizeof f->reason, "%s: %.*s", stage, (int)(n < 215 ? n : 215),
                  line + used);
         return 0;
     }

@@ -4,8 +4,11 @@
  *
  *   podrun preflight-nccl --store=HOST:PORT --key=KEY --rank=R --nranks=N --device=D
  *                         --bytes=B --timeout-ms=T [--nccl-lib=PATH] [--cudart-lib=PATH]
+ *                         [--python=PATH]
  *
- * Loads the CUDA runtime and NCCL with dlopen, selects device D, allocates its buffers, gets the
+ * Loads the CUDA runtime and NCCL with dlopen — those named, else the ones the torch of the
+ * workers' python (--python) carries in its wheel, which that torch loads before the loader's
+ * path (torchlib.h), else the loader's — selects device D, allocates its buffers, gets the
  * communicator's unique id through the job store (rank 0 creates it and SETs KEY once it is ready,
  * the others WAIT for it, each wait and step bounded by T), initialises
  * the communicator non-blocking and polls it against a deadline — a rank that does not arrive, or
@@ -19,6 +22,7 @@
  * itself is pointed at stderr, so whatever the libraries print cannot be taken for it:
  *   ok busbw=B algbw=B seconds=S version=V          (exit 0)
  *   fail stage=STAGE REASON                         (exit 1)
+ * A failure after NCCL is loaded names its version and file at the end of REASON.
  * Stages: usage, load, device, id, memory, init, allreduce, verify. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -34,6 +38,7 @@
 
 #include "launcher/commands/commands.h"
 #include "launcher/devices/dl.h"
+#include "launcher/devices/torchlib.h"
 #include "podrun/store.h"
 #include "launcher/preflight/nccl_abi.h"
 #include "rdzv/base/common.h"
@@ -42,6 +47,9 @@
 #define PF_FILL_CHUNK (4u << 20)
 
 static int pf_out = 1;   /* the result line's descriptor */
+static char pf_nccl_said[PATH_MAX + 32];   /* "NCCL 2.30.7, FILE" once loaded: ends each failure */
+
+extern char **environ;
 
 struct pf_cuda {
     dl_lib_t lib;
@@ -72,7 +80,7 @@ struct pf_nccl {
 struct pf_opts {
     char host[256];
     uint16_t port;
-    const char *key, *nccl_lib, *cudart_lib;
+    const char *key, *nccl_lib, *cudart_lib, *python;
     long rank, nranks, device;
     uint64_t bytes, timeout_ms;
 };
@@ -89,6 +97,11 @@ static int pf_result(int code, const char *fmt, ...)
         n = 0;
     if ((size_t)n > sizeof line - 2)
         n = (int)sizeof line - 2;
+    if (code && pf_nccl_said[0]) {
+        int k = snprintf(line + n, sizeof line - 1 - (size_t)n, " (%s)", pf_nccl_said);
+        if (k > 0)
+            n = (size_t)k < sizeof line - 1 - (size_t)n ? n + k : (int)sizeof line - 2;
+    }
     for (int i = 0; i < n; i++)
         if (line[i] == '\n')
             line[i] = ' ';
@@ -382,12 +395,21 @@ static int pf_run(const struct pf_opts *o)
     struct pf_cuda c = {0};
     struct pf_nccl n = {0};
     char err[512];
-    if (pf_load_cuda(&c, o->cudart_lib, err, sizeof err) < 0)
+    /* unnamed libraries are the workers' torch's; a python that cannot say leaves the loader's */
+    struct torchlib tl = {0};
+    if (o->python && (!o->nccl_lib || !o->cudart_lib))
+        torchlib_find(o->python, environ, &tl, err, sizeof err);
+    const char *nccl_lib = o->nccl_lib ? o->nccl_lib : tl.nccl[0] ? tl.nccl : NULL;
+    const char *cudart_lib = o->cudart_lib ? o->cudart_lib : tl.cudart[0] ? tl.cudart : NULL;
+    if (pf_load_cuda(&c, cudart_lib, err, sizeof err) < 0)
         return pf_result(1, "fail stage=load %s", err);
-    if (pf_load_nccl(&n, o->nccl_lib, err, sizeof err) < 0)
+    if (pf_load_nccl(&n, nccl_lib, err, sizeof err) < 0)
         return pf_result(1, "fail stage=load %s", err);
     int version = 0;
     n.getVersion(&version);
+    char file[PATH_MAX], text[16];
+    if (torchlib_nccl_probe(nccl_lib, file, sizeof file, text, sizeof text, err, sizeof err) == 0)
+        snprintf(pf_nccl_said, sizeof pf_nccl_said, "NCCL %s, %s", text, file);
     cudaError_t e = c.setDevice((int)o->device);
     if (e != cudaSuccess)
         return pf_result(1, "fail stage=device cudaSetDevice(%ld): %s", o->device,
@@ -436,7 +458,8 @@ int pf_nccl_child_main(int argc, char **argv)
         {"rank", required_argument, NULL, 'r'},      {"nranks", required_argument, NULL, 'n'},
         {"device", required_argument, NULL, 'd'},    {"bytes", required_argument, NULL, 'b'},
         {"timeout-ms", required_argument, NULL, 't'},{"nccl-lib", required_argument, NULL, 'N'},
-        {"cudart-lib", required_argument, NULL, 'C'},{NULL, 0, NULL, 0},
+        {"cudart-lib", required_argument, NULL, 'C'},{"python", required_argument, NULL, 'P'},
+        {NULL, 0, NULL, 0},
     };
     struct pf_opts o = {.rank = -1, .nranks = -1, .device = -1};
     long v;
@@ -467,6 +490,7 @@ int pf_nccl_child_main(int argc, char **argv)
             break;
         case 'N': o.nccl_lib = optarg; break;
         case 'C': o.cudart_lib = optarg; break;
+        case 'P': o.python = optarg; break;
         default: return pf_usage("unknown option");
         }
     }

@@ -42,7 +42,7 @@ static void helpers_finish(struct pf_nccl_helpers *h)
         if (!x->ok) {
             f.ok = false;
             f.bw = -1;
-            snprintf(f.reason, sizeof f.reason, "local rank %d: %.200s", i, x->reason);
+            snprintf(f.reason, sizeof f.reason, "local rank %d: %.215s", i, x->reason);
             break;
         }
         if (f.bw < 0 || x->bw < f.bw)
@@ -134,6 +134,8 @@ static void helper_argv(const struct pf_nccl_helpers *h, int lr, int device, cha
         ARG("--nccl-lib=%s", h->t.nccl_lib);
     if (h->t.cudart_lib)
         ARG("--cudart-lib=%s", h->t.cudart_lib);
+    if (h->t.python)
+        ARG("--python=%s", h->t.python);
 #undef ARG
     argv[k] = NULL;
 }

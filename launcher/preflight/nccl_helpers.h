@@ -31,6 +31,7 @@ struct pf_nccl_test {
     int nproc;                 /* helpers on this node */
     uint64_t bytes, timeout_ms;
     const char *nccl_lib, *cudart_lib;   /* NULL: the helper's defaults */
+    const char *python;        /* the workers' python (NULL: none asked) */
     pf_helper_env_cb env;
     void *env_arg;
 };

@@ -42,6 +42,7 @@ struct preflight {
     struct pf_params p;
     char run_id[PF_TEXT], name[PF_NAME_MAX], addr[PF_HOST_MAX], bind[PF_TEXT];
     char store_host[PF_TEXT], exe[PF_TEXT * 4], nccl_lib[PF_TEXT * 4], cudart_lib[PF_TEXT * 4];
+    char python[PF_TEXT * 4];
     char prefix[PF_KEY_MAX];
     char idprefix[PF_KEY_MAX];     /* nccl: the helpers' unique ids, outside "podrun/" */
     bool has_token;
@@ -528,6 +529,7 @@ static int pf_start_helpers(struct preflight *pf, const char *key, const char *w
         .bytes = pf->p.nccl_bytes, .timeout_ms = pf->timeout_ms,
         .nccl_lib = pf->nccl_lib[0] ? pf->nccl_lib : NULL,
         .cudart_lib = pf->cudart_lib[0] ? pf->cudart_lib : NULL,
+        .python = pf->python[0] ? pf->python : NULL,
         .env = pf->p.helper_env, .env_arg = pf->p.arg,
     };
     return pf_nccl_helpers_start(pf->p.loop, &t, done, pf, &pf->helpers);
@@ -985,6 +987,7 @@ int pf_start(const struct pf_params *p, preflight_t **out)
     COPY(pf->exe, p->exe);
     COPY(pf->nccl_lib, p->nccl_lib);
     COPY(pf->cudart_lib, p->cudart_lib);
+    COPY(pf->python, p->python);
     char run[RDZV_RUN_ID_MAX + 16];   /* "podrun/<escaped id>/" */
     if (rdzv_run_prefix(run, sizeof run, pf->run_id) < 0) {
         free(pf);

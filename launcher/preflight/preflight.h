@@ -75,6 +75,7 @@ struct pf_params {
     /* nccl */
     const char *exe;           /* podrun's own binary (re-executed as podrun preflight-nccl) */
     const char *nccl_lib, *cudart_lib;   /* NULL: the helper's defaults */
+    const char *python;        /* the workers' python: its torch's NCCL is the default */
     pf_helper_env_cb helper_env;
     /* results */
     void (*log)(void *arg, const char *line);             /* progress, for the agent's log */
