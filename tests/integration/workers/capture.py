@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""The launcher-diff worker: writes what its launcher gave it (environment, argv, the command
+line the kernel ran, cwd, its process group and session) as JSON into $LAUNCHER_DIFF_DIR, one
+file per process, then prints one line on stdout and one on stderr (for the log-file layouts)
+and exits with $LAUNCHER_DIFF_EXIT if its rank is in $LAUNCHER_DIFF_EXIT_RANKS (a comma list;
+every rank when unset). Imports nothing heavy: it runs under any python, as a script, as a
+module (-m capture) or exec'd directly (--no-python)."""
+import json
+import os
+import sys
+
+
+def rank():
+    for name in ("RANK", "PADDLE_TRAINER_ID", "PADDLE_GLOBAL_RANK"):
+        if name in os.environ:
+            return os.environ[name]
+    return "0"
+
+
+def main():
+    d = os.environ["LAUNCHER_DIFF_DIR"]
+    with open("/proc/self/cmdline", "rb") as f:
+        cmdline = [w.decode(errors="replace") for w in f.read().split(b"\0")[:-1]]
+    rec = {"env": dict(os.environ), "argv": sys.argv, "cmdline": cmdline, "cwd": os.getcwd(),
+           "pid": os.getpid(), "pgid_is_pid": os.getpgid(0) == os.getpid(),
+           "sid_is_pid": os.getsid(0) == os.getpid(), "executable": sys.executable}
+    tmp = os.path.join(d, f".{os.getpid()}.json")
+    with open(tmp, "w") as f:
+        json.dump(rec, f)
+    os.rename(tmp, os.path.join(d, f"{os.getpid()}.json"))
+    print(f"capture out rank {rank()}", flush=True)
+    print(f"capture err rank {rank()}", file=sys.stderr, flush=True)
+    ranks = os.environ.get("LAUNCHER_DIFF_EXIT_RANKS")
+    code = int(os.environ.get("LAUNCHER_DIFF_EXIT", "0"))
+    if ranks is None or rank() in ranks.split(","):
+        sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
