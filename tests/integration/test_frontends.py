@@ -138,7 +138,7 @@ def test_paddle_collective_two_nodes(tmp_path):
     res = [parse_kv(l.replace("paddle-env ok", "paddle-env")) for l in result_lines(agents, "paddle-env ")]
     assert len(res) == 4, [a.out for a in agents]
     assert sorted(int(r["id"]) for r in res) == [0, 1, 2, 3]
-    assert all(r["num"] == "4" and r["nnodes"] == "2" and r["job"] == "resnet" for r in res)
+    assert all(r["num"] == "4" and r["nnodes"] == "2" and r["job"] == "None" for r in res)
     assert len({r["master"] for r in res}) == 1 and res[0]["master"].startswith("127.0.0.2:")
     eps = {int(r["id"]): r["ep"] for r in res}
     assert [eps[i].split(":")[0] for i in range(4)] == ["127.0.0.2"] * 2 + ["127.0.0.3"] * 2
