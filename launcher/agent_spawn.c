@@ -157,6 +157,7 @@ static int spawn_all(struct agent *a)
         int r = agent_spawn_worker_env(a, i, &env, &argv, lrank, sizeof lrank, &notes);
         if (!r) {
             replaced |= notes;
+            jobenv_envlog(&a->spawn.je, i, env);
             const struct binding_rank *b = node_rank_binding(a->nd, i);
             struct worker_spawn sp = {argv, env, cfd[0], cfd[1], b ? &b->cpus : NULL,
                                       b ? b->mem_node : -1};

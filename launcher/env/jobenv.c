@@ -523,6 +523,38 @@ int jobenv_worker_env(struct jobenv *je, int lr, const struct env_worker *ew, ch
     }
 }
 
+/* By name: '=' sorts below the digits, so "A=" against "A1=" is not the names' order. */
+static int envlog_cmp(const void *x, const void *y)
+{
+    const char *a = *(const char *const *)x, *b = *(const char *const *)y;
+    size_t la = strcspn(a, "="), lb = strcspn(b, "=");
+    int r = strncmp(a, b, la < lb ? la : lb);
+    return r ? r : (la > lb) - (la < lb);
+}
+
+void jobenv_envlog(const struct jobenv *je, int lr, char *const *env)
+{
+    if (je->cfg->worker_env != CFG_WORKER_ENV_PADDLE || !je->log_dir)
+        return;
+    size_t n = 0;
+    while (env[n])
+        n++;
+    char **v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return;
+    memcpy(v, env, n * sizeof *v);
+    qsort(v, n, sizeof *v, envlog_cmp);
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/envlog.%d", je->log_dir, lr);
+    FILE *f = fopen(path, je->cfg->paddle_log_overwrite ? "we" : "ae");
+    if (f) {
+        for (size_t i = 0; i < n; i++)
+            fprintf(f, "%s\n", v[i]);
+        fclose(f);
+    }
+    free(v);
+}
+
 int jobenv_log_fd(struct jobenv *je, int lr, int stream, int *fd, char *path, size_t plen)
 {
     *fd = -1;

@@ -80,6 +80,12 @@ int jobenv_prepare(struct jobenv *je, const rdzv_assignment_t *as, int nproc, co
 /* Drops a preparation that is no longer wanted (the round ended, podrun is stopping). */
 void jobenv_cancel(struct jobenv *je);
 
+/* Paddle's envlog.N in the log directory: local rank lr's environment env, sorted by name, one
+ * NAME=value a line, appended unless --log_overwrite (N counts servers first, as Paddle's
+ * containers). Nothing for other front-ends or without a log directory; a file that cannot be
+ * written is skipped, as Paddle's launcher skips it. */
+void jobenv_envlog(const struct jobenv *je, int lr, char *const *env);
+
 /* Local rank lr's environment for this attempt (ew: its torchrun ranks). Frees as
  * env_torch_build's. */
 int jobenv_worker_env(struct jobenv *je, int lr, const struct env_worker *ew, char ***out,
