@@ -4,8 +4,9 @@ line the kernel ran, cwd, its process group and session) as JSON into $LAUNCHER_
 file per process, then prints one line on stdout and one on stderr (for the log-file layouts)
 and exits with $LAUNCHER_DIFF_EXIT if its rank is in $LAUNCHER_DIFF_EXIT_RANKS (a comma list;
 every rank when unset), once $LAUNCHER_DIFF_WAIT_FOR records (a count) are in the directory, so
-that a launcher stopping the job on the first exit finds every worker recorded. Imports nothing heavy: it runs under any python, as a script, as a
-module (-m capture) or exec'd directly (--no-python)."""
+that a launcher stopping the job at the first exit finds every worker recorded. Imports nothing
+heavy: it runs under any python, as a script, as a module (-m capture) or exec'd directly
+(--no-python)."""
 import glob
 import json
 import os
