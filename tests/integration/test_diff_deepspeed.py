@@ -123,12 +123,16 @@ def test_pdsh_two_hosts_include(tmp_path):
 
 
 def test_no_ssh_node_rank(tmp_path):
-    """--no_ssh --node_rank N on each of two nodes: each runs its own line's workers."""
+    """--no_ssh --node_rank N on each of two nodes: each runs its own line's workers; the
+    second node's worker exits 3, and so does that node under both (the first node's exit code
+    is in the table)."""
     hf = hostfile(tmp_path, ["127.0.0.2 slots=1", "127.0.0.3 slots=1"])
     port = free_port("127.0.0.2")
     real, pod = sides(tmp_path, (["-H", hf, "--no_ssh", "--master_addr", "127.0.0.2",
                                   "--master_port", str(port)], []),
-                      nodes=[["--node_rank", "0"], ["--node_rank", "1"]])
-    assert real.rcs == [0, 0] and pod.rcs == [0, 0], real.err_text() + pod.err_text()
+                      nodes=[["--node_rank", "0"], ["--node_rank", "1"]],
+                      env={"LAUNCHER_DIFF_EXIT": "3", "LAUNCHER_DIFF_EXIT_RANKS": "1",
+                           "LAUNCHER_DIFF_WAIT_FOR": "2"})
+    assert real.rcs[1] == 3 and pod.rcs[1] == 3, real.err_text() + pod.err_text()
     check(real, pod, ["0", "1"])
     assert re.fullmatch(r"1", real.workers["1"]["env"]["CROSS_RANK"])

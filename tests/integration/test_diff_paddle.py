@@ -135,12 +135,15 @@ def test_collective_one_node(tmp_path):
 
 def test_collective_two_nodes(tmp_path):
     """--master 127.0.0.2:PORT --nnodes 2 --host 127.0.0.N on each of two nodes: node ranks,
-    endpoints on each node's address."""
+    endpoints on each node's address; the second node's trainer exits 3, and so does that
+    node under both (the first node's exit code is in the table)."""
     port = free_port("127.0.0.2")
     real, pod = sides(tmp_path, ["--master", f"127.0.0.2:{port}", "--nnodes", "2",
                                  "--nproc_per_node", "1"],
-                      nodes=[["--host", "127.0.0.2"], ["--host", "127.0.0.3"]])
-    assert real.rcs == [0, 0] and pod.rcs == [0, 0], real.err_text() + pod.err_text()
+                      nodes=[["--host", "127.0.0.2"], ["--host", "127.0.0.3"]],
+                      env={"LAUNCHER_DIFF_EXIT": "3", "LAUNCHER_DIFF_EXIT_RANKS": "1",
+                           "LAUNCHER_DIFF_WAIT_FOR": "2"})
+    assert real.rcs[1] == 3 and pod.rcs[1] == 3, real.err_text() + pod.err_text()
     check(real, pod, ["0", "1"], tmp_path, nodes=2)
     for side in (real, pod):
         eps = side.workers["1"]["env"]["PADDLE_TRAINER_ENDPOINTS"].split(",")
