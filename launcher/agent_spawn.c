@@ -101,6 +101,7 @@ int agent_spawn_worker_env(struct agent *a, int i, char ***env, char ***argv, ch
         .derived = derived,
         .cuda_visible_devices =
             node_rank_visible(a->nd, i, visible, sizeof visible) ? visible : NULL,
+        .signals_to_handle = c->signals_to_handle,
     };
     struct env_notes notes = {0};
     if (argv)

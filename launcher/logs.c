@@ -766,6 +766,12 @@ int logs_expand_prefix(const char *tmpl, int rank, int local_rank, const char *r
             rep = tmp, skip = 13;
         } else if (!strncmp(p, "${role_name}", 12)) {
             rep = role ? role : "default", skip = 12;
+        } else if (!strncmp(p, "${hostname}", 11)) {
+            /* torch 2.x's: socket.gethostname(), the short name, not the FQDN */
+            if (gethostname(tmp, sizeof tmp - 1))
+                snprintf(tmp, sizeof tmp, "localhost");
+            tmp[sizeof tmp - 1] = '\0';
+            rep = tmp, skip = 11;
         }
         if (rep) {
             size_t l = strlen(rep);

@@ -84,6 +84,8 @@
     X(FSDP_CPU_RAM_EFFICIENT_LOADING, OPTSTR, "fsdp-cpu-ram-efficient-loading", "true")           \
     X(FSDP_SYNC_MODULE_STATES, OPTSTR, "fsdp-sync-module-states", "true")                         \
     X(FSDP_ACTIVATION_CHECKPOINTING, OPTSTR, "fsdp-activation-checkpointing", "false")            \
+    X(FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD, OPTSTR, "fsdp-activation-checkpointing-offload",      \
+      "false")                                                                                    \
     X(FSDP_IGNORED_MODULES, OPTSTR, "fsdp-ignored-modules", NULL)
 
 /* Every setting. The order is the order of --print-config and --help. */

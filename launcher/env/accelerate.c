@@ -31,20 +31,6 @@ static void lower_into(char *out, size_t cap, const char *in)
     out[i] = '\0';
 }
 
-/* accelerate's str_to_bool on an environment value: y/yes/t/true/on/1 (any case) is true. */
-static bool env_truthy(const char *v)
-{
-    static const char *const t[] = {"y", "yes", "t", "true", "on", "1"};
-    char low[8];
-    if (!v || strlen(v) >= sizeof low)
-        return false;
-    lower_into(low, sizeof low, v);
-    for (size_t i = 0; i < 6; i++)
-        if (!strcmp(low, t[i]))
-            return true;
-    return false;
-}
-
 /* get_int_from_env: the first of names set to a number >= 0, else def. */
 static long env_int(char *const *base, const char *const *names, long def)
 {
@@ -149,6 +135,8 @@ static void fsdp(struct env_set *s, const struct cfg *c)
         {"FSDP_CPU_RAM_EFFICIENT_LOADING", CFG_ACC_FSDP_CPU_RAM_EFFICIENT_LOADING, true, false},
         {"FSDP_SYNC_MODULE_STATES", CFG_ACC_FSDP_SYNC_MODULE_STATES, true, false},
         {"FSDP_ACTIVATION_CHECKPOINTING", CFG_ACC_FSDP_ACTIVATION_CHECKPOINTING, true, false},
+        {"FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD", CFG_ACC_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD,
+         true, false},
         {"FSDP_IGNORED_MODULES", CFG_ACC_FSDP_IGNORED_MODULES, false, true},
     };
     env_set_add(s, "ACCELERATE_USE_FSDP", "true");
@@ -199,6 +187,10 @@ static void deepspeed(struct env_set *s, char *const *base, const struct cfg *c,
     lower_into(low, sizeof low, fields ? fields : "");
     env_set_add(s, "ACCELERATE_CONFIG_DS_FIELDS", "%s", low);
     env_set_add(s, "ACCELERATE_USE_DEEPSPEED", "true");
+    /* accelerate's launcher imports deepspeed, whose __init__ sets it where unset (so that
+     * torch asks NVML, not a CUDA context, whether CUDA is there); the workers inherit it */
+    if (!env_get(base, "PYTORCH_NVML_BASED_CUDA_CHECK"))
+        env_set_add(s, "PYTORCH_NVML_BASED_CUDA_CHECK", "1");
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
         const char *v = acc(c, vars[i].id);
         if (!v)
@@ -231,7 +223,10 @@ int env_accelerate_build(char *const *base, const struct env_worker *w, const st
     bool torch = l != ENV_ACC_SIMPLE || w->world_size > 1;
     char **tenv = NULL;
     struct env_notes tn = {0};
-    int r = env_torch_build(base, w, &tenv, &tn);
+    struct env_worker tw = *w;
+    if (l == ENV_ACC_SIMPLE)
+        tw.signals_to_handle = NULL;   /* set by torchrun's agent, which this one is not */
+    int r = env_torch_build(base, &tw, &tenv, &tn);
     if (r)
         return r;
     struct env_set s = ENV_SET_INIT;
@@ -239,7 +234,9 @@ int env_accelerate_build(char *const *base, const struct env_worker *w, const st
     if (l == ENV_ACC_SIMPLE) {
         const char *cpu = yes(c, CFG_ACC_CPU) ? "True" : "False";
         env_set_add(&s, "ACCELERATE_USE_CPU", "%s", cpu);
-        if (env_truthy(env_get(base, cpu))) {   /* parse_flag_from_env(current_env[...]) */
+        /* accelerate 1.x: str_to_bool(current_env["ACCELERATE_USE_CPU"]); its 0.x looked a
+         * variable of that name up instead, so only a variable named True set them */
+        if (yes(c, CFG_ACC_CPU)) {
             env_set_add(&s, "KMP_AFFINITY", "granularity=fine,compact,1,0");
             env_set_add(&s, "KMP_BLOCKTIME", "1");
         }

@@ -28,8 +28,10 @@ int env_deepspeed_build(char *const *base, const struct env_worker *w, const str
         env_set_add(&s, "PYTORCH_NVML_BASED_CUDA_CHECK", "1");
     char **mid = NULL;
     int r = env_set_finish(&s, base, NULL, &mid);
+    struct env_worker tw = *w;
+    tw.signals_to_handle = NULL;   /* DeepSpeed's launcher does not set it */
     if (!r)
-        r = env_torch_build(mid, w, out, notes);
+        r = env_torch_build(mid, &tw, out, notes);
     free(mid);
     return r;
 }

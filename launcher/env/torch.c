@@ -76,6 +76,8 @@ int env_torch_build(char *const *base, const struct env_worker *w, char ***out,
     }
     if (w->cuda_visible_devices)
         env_set_add(&s, "CUDA_VISIBLE_DEVICES", "%s", w->cuda_visible_devices);
+    if (w->signals_to_handle)   /* the effective list, replacing the inherited one it read */
+        env_set_add(&s, "TORCHELASTIC_SIGNALS_TO_HANDLE", "%s", w->signals_to_handle);
     struct env_notes nt = {replaced(base, &s)};
     /* podrun's own: an inherited heartbeat file would name another agent's */
     static const char *const drop[] = {"PODRUN_HEARTBEAT_FILE", NULL};

@@ -26,6 +26,9 @@ struct env_worker {
                                     only when the inherited environment lacks NAME */
     const char *cuda_visible_devices; /* the worker's own device (per-rank visibility), which
                                          replaces an inherited list; NULL: inherit */
+    const char *signals_to_handle; /* TORCHELASTIC_SIGNALS_TO_HANDLE: torch 2.x's agent writes
+                                      its list into its own environment, so its workers inherit
+                                      it; NULL (launchers other than torchrun's): not set */
 };
 
 /* The variables env_torch_build sets; the index is the bit in env_notes.replaced. */
@@ -39,7 +42,8 @@ struct env_notes {
 /* Builds a NULL-terminated environment: `base` minus the worker variables, then the worker
  * variables, then PODRUN_HEARTBEAT_FILE when heartbeat_file is set, then
  * TORCH_NCCL_ASYNC_ERROR_HANDLING / NCCL_ASYNC_ERROR_HANDLING=1 when unset, then each `derived`
- * variable the base lacks, then CUDA_VISIBLE_DEVICES when the worker has its own. One
+ * variable the base lacks, then CUDA_VISIBLE_DEVICES when the worker has its own and
+ * TORCHELASTIC_SIGNALS_TO_HANDLE when signals_to_handle is set. One
  * allocation: free(*out) frees all. */
 int env_torch_build(char *const *base, const struct env_worker *w, char ***out,
                     struct env_notes *notes);

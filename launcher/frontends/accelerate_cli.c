@@ -230,6 +230,8 @@ static const struct fe_word flags[] = {
        NULL),
     W2("--fsdp_activation_checkpointing", "--fsdp-activation-checkpointing",
        CFG_ACC_FSDP_ACTIVATION_CHECKPOINTING, NULL),
+    W2("--fsdp_activation_checkpointing_offload", "--fsdp-activation-checkpointing-offload",
+       CFG_ACC_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD, NULL),
 };
 
 /* what podrun does not launch */
@@ -319,6 +321,7 @@ static const struct {
     {"fsdp_cpu_ram_efficient_loading", CFG_ACC_FSDP_CPU_RAM_EFFICIENT_LOADING},
     {"fsdp_sync_module_states", CFG_ACC_FSDP_SYNC_MODULE_STATES},
     {"fsdp_activation_checkpointing", CFG_ACC_FSDP_ACTIVATION_CHECKPOINTING},
+    {"fsdp_activation_checkpointing_offload", CFG_ACC_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD},
     {"fsdp_ignored_modules", CFG_ACC_FSDP_IGNORED_MODULES},
     {"dynamo_backend", CFG_ACC_DYNAMO_BACKEND},
     {"dynamo_mode", CFG_ACC_DYNAMO_MODE},

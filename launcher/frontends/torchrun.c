@@ -40,6 +40,8 @@ static const struct fe_word flags[] = {
     {"--redirects", CFG_REDIRECTS, NULL},
     {"-t", CFG_TEE, NULL},
     {"--tee", CFG_TEE, NULL},
+    {"--log-line-prefix-template", CFG_LOG_LINE_PREFIX, NULL},
+    {"--log_line_prefix_template", CFG_LOG_LINE_PREFIX, NULL},
     {"--local-ranks-filter", CFG_LOCAL_RANKS_FILTER, NULL},
     {"--local_ranks_filter", CFG_LOCAL_RANKS_FILTER, NULL},
     {"--node-rank", CFG_NODE_RANK, NULL},

@@ -3,11 +3,9 @@
 line the kernel ran, cwd, its process group and session) as JSON into $LAUNCHER_DIFF_DIR, one
 file per process, then prints one line on stdout and one on stderr (for the log-file layouts)
 and exits with $LAUNCHER_DIFF_EXIT if its rank is in $LAUNCHER_DIFF_EXIT_RANKS (a comma list;
-every rank when unset), once $LAUNCHER_DIFF_WAIT_FOR records (a count) are in the directory, so
-that a launcher stopping the job at the first exit finds every worker recorded. Imports nothing
-heavy: it runs under any python, as a script, as a module (-m capture) or exec'd directly
-(--no-python)."""
-import glob
+every rank when unset), once $LAUNCHER_DIFF_WAIT_FOR workers have written theirs (at most a
+minute): a launcher that stops the others at a failure then has every capture. Imports nothing heavy: it runs under any python, as a script, as a
+module (-m capture) or exec'd directly (--no-python)."""
 import json
 import os
 import sys
@@ -34,13 +32,20 @@ def main():
     os.rename(tmp, os.path.join(d, f"{os.getpid()}.json"))
     print(f"capture out rank {rank()}", flush=True)
     print(f"capture err rank {rank()}", file=sys.stderr, flush=True)
-    want, deadline = int(os.environ.get("LAUNCHER_DIFF_WAIT_FOR", "0")), time.monotonic() + 60
-    while len(glob.glob(os.path.join(d, "[0-9]*.json"))) < want and time.monotonic() < deadline:
-        time.sleep(0.05)
     ranks = os.environ.get("LAUNCHER_DIFF_EXIT_RANKS")
     code = int(os.environ.get("LAUNCHER_DIFF_EXIT", "0"))
     if ranks is None or rank() in ranks.split(","):
+        if code:
+            wait_for(d, int(os.environ.get("LAUNCHER_DIFF_WAIT_FOR", "0")))
         sys.exit(code)
+
+
+def wait_for(d, n):
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        if len([f for f in os.listdir(d) if f[0].isdigit()]) >= n:
+            return
+        time.sleep(0.02)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 /* tests/unit/launcher/test_logs.c — the console line prefix template. */
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/unit/check.h"
 #include "launcher/logs.h"
@@ -13,6 +15,11 @@ static void test_prefix(void)
                                    sizeof buf), 0);
     CHECK_EQ_STR(buf, "[r3]:${x}");
     CHECK(logs_expand_prefix("${rank}${rank}${rank}", 123456, 0, "r", buf, 8) < 0);
+    char host[64] = "", want[80];
+    CHECK_EQ_INT(gethostname(host, sizeof host - 1), 0);
+    snprintf(want, sizeof want, "%s:12: ", host);
+    CHECK_EQ_INT(logs_expand_prefix("${hostname}:${rank}: ", 12, 3, "r", buf, sizeof buf), 0);
+    CHECK_EQ_STR(buf, want);
 }
 
 int main(void)

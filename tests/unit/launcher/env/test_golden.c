@@ -282,6 +282,7 @@ static void run_case(struct golden *g)
             .role_name = c.role, .master_addr = g->store_host, .master_port = g->store_port,
             .restart_count = g->restart, .max_restarts = c.max_restarts, .run_id = c.rdzv_id,
             .use_agent_store = true, .error_file = errfile,
+            .signals_to_handle = c.signals_to_handle,
         };
         char **env = NULL;
         struct env_notes notes;

@@ -32,15 +32,24 @@ static void test_flags_both_spellings(void)
             continue;
         }
         long_words++;
-        if (!strcmp(w->spelling + 2, "shutdown-timeout") ||
-            !strcmp(w->spelling + 2, "shutdown_timeout")) {
-            CHECK_EQ_INT(w->id, CFG_TERM_TIMEOUT);   /* torch 2.x's name for podrun's setting */
-            continue;
-        }
+        /* torch 2.x's names for podrun's settings of other names */
+        static const struct {
+            const char *torch;
+            enum cfg_id id;
+        } renamed[] = {{"shutdown-timeout", CFG_TERM_TIMEOUT},
+                       {"log-line-prefix-template", CFG_LOG_LINE_PREFIX}};
         char dash[64], under[72];
         snprintf(dash, sizeof dash, "%s", w->spelling + 2);
         for (char *p = dash; *p; p++)
             *p = *p == '_' ? '-' : *p;
+        bool other_name = false;
+        for (size_t k = 0; k < sizeof renamed / sizeof *renamed; k++)
+            if (!strcmp(dash, renamed[k].torch)) {
+                CHECK_EQ_INT(w->id, renamed[k].id);
+                other_name = true;
+            }
+        if (other_name)
+            continue;
         CHECK_EQ_STR(dash, s->name);
         snprintf(under, sizeof under, "--%s", dash);
         for (char *p = under + 2; *p; p++)
@@ -57,6 +66,8 @@ static void test_flags_both_spellings(void)
     CHECK(word("--duplicate_stderr_filters")->id == CFG_DUP_STDERR_FILTERS);
     CHECK(word("--event-log-handler")->id == CFG_EVENT_LOG_HANDLER);
     CHECK(word("--shutdown-timeout")->id == CFG_TERM_TIMEOUT);
+    CHECK(word("--log_line_prefix_template") &&
+          word("--log-line-prefix-template")->id == CFG_LOG_LINE_PREFIX);
     /* torch 2.9/2.10's */
     CHECK(word("--numa_binding") && word("--numa-binding")->id == CFG_NUMA_BINDING);
     CHECK(word("--virtual_local_rank") && word("--virtual-local-rank")->id ==
