@@ -150,9 +150,24 @@ def test_collective_two_nodes(tmp_path):
         assert [e.split(":")[0] for e in eps] == ["127.0.0.2", "127.0.0.3"], side.err_text()
 
 
+def test_ips_one_node(tmp_path):
+    """--ips HOST --host HOST --start_port P (Paddle's fixed endpoints, no master) on a node whose
+    address is not 127.0.0.1: the endpoints are P and P+1 on that address under both."""
+    port = free_port("127.0.0.47")
+    real, pod = sides(tmp_path, ["--ips", "127.0.0.47", "--host", "127.0.0.47", "--start_port",
+                                 str(port), "--nproc_per_node", "2"])
+    assert real.rcs == [0] and pod.rcs == [0], real.err_text() + pod.err_text()
+    check(real, pod, ["0", "1"], tmp_path)
+    want = f"127.0.0.47:{port},127.0.0.47:{port + 1}"
+    for side in (real, pod):
+        assert side.workers["1"]["env"]["PADDLE_TRAINER_ENDPOINTS"] == want, side.err_text()
+
+
 def test_parameter_servers_one_node(tmp_path):
     """--server_num 1 --trainer_num 1: a server (serverlog.0) and a trainer (workerlog.0) with
-    Paddle's PS variables and gloo's."""
-    real, pod = sides(tmp_path, ["--server_num", "1", "--trainer_num", "1"], key=role_key)
+    Paddle's PS variables and gloo's. The trainer ends only once the server has recorded: podrun
+    stops a server that is still running when every trainer is done (the table's row)."""
+    real, pod = sides(tmp_path, ["--server_num", "1", "--trainer_num", "1"], key=role_key,
+                      env={"LAUNCHER_DIFF_WAIT_FOR": "2"})
     assert real.rcs == [0] and pod.rcs == [0], real.err_text() + pod.err_text()
     check(real, pod, ["0", "server0"], tmp_path)
