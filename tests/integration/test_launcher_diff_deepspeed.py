@@ -14,7 +14,7 @@ import re
 import pytest
 
 from conftest import PODRUN, VENV_BIN, VENV_PY, free_port
-from launcher_diff import CAPTURE, assert_documented, compare, run_side
+from launcher_diff import CAPTURE, assert_documented, compare, run_side, tree
 
 DEEPSPEED = str(VENV_BIN / "deepspeed")
 
@@ -55,16 +55,18 @@ def stand_in(d):
     return f"{d}:{os.environ['PATH']}"
 
 
-def sides(tmp_path, args, nodes=None, env=None, unset=("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
-                                                        "PDSH_RCMD_TYPE", "LOCAL_SIZE")):
-    """Runs `deepspeed ARGS CAPTURE ...` and `podrun deepspeed ARGS --python VENV_PY CAPTURE ...`
-    from tmp_path (nodes: per node, extra args before ARGS; default one node)."""
+def sides(tmp_path, args, nodes=None, env=None, script=CAPTURE,
+          unset=("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "PDSH_RCMD_TYPE", "LOCAL_SIZE")):
+    """Runs `deepspeed ARGS SCRIPT ...` and `podrun deepspeed ARGS --python VENV_PY SCRIPT ...`
+    from tmp_path (nodes: per node, extra args before ARGS; default one node; "{side}" in an
+    argument is the side's name, for what each side writes)."""
     nodes = nodes or [[]]
     out = []
     for name, head in (("real", [DEEPSPEED]), ("podrun", [PODRUN, "deepspeed"])):
         e = {"DS_ACCELERATOR": "cpu", "PATH": stand_in(tmp_path / "bin"), **(env or {})}
         py = [] if name == "real" else ["--python", VENV_PY]
-        cmds = [head + n + args[0] + py + [CAPTURE] + args[1] for n in nodes]
+        opts = [a.replace("{side}", name) for a in args[0]]
+        cmds = [head + n + opts + py + [script] + args[1] for n in nodes]
         out.append(run_side(name, cmds, env=e, cwd=tmp_path, unset=unset))
     return out
 
@@ -89,6 +91,24 @@ def test_one_node(tmp_path):
     assert real.rcs == [0] and pod.rcs == [0], real.err_text() + pod.err_text()
     check(real, pod, ["0", "1"])
     assert real.workers["1"]["argv"][1:] == ["--local_rank=1", "--flag", "two words"]
+
+
+def test_module_rank_logs(tmp_path):
+    """--module --no_local_rank --enable_each_rank_log DIR: `python -u -m capture ARGS`, and DIR
+    holds one <time>_rank<RANK>.log per worker with both its streams, nothing on the console."""
+    real, pod = sides(tmp_path, (["--num_gpus", "2", "--module", "--no_local_rank",
+                                  "--enable_each_rank_log", "ranklogs-{side}"], ["x"]),
+                      env={"PYTHONPATH": os.path.dirname(CAPTURE)}, script="capture")
+    assert real.rcs == [0] and pod.rcs == [0], real.err_text() + pod.err_text()
+    check(real, pod, ["0", "1"])
+    assert real.workers["1"]["cmdline"][1:] == ["-u", "-m", "capture", "x"]
+    stamp = [(r"^\d{14}_", "STAMP_")]
+    logs = [tree(tmp_path / f"ranklogs-{side}", stamp) for side in ("real", "podrun")]
+    assert sorted(logs[0]) == ["STAMP_rank0.log", "STAMP_rank1.log"], logs
+    assert {k: sorted(v.splitlines()) for k, v in logs[0].items()} == \
+        {k: sorted(v.splitlines()) for k, v in logs[1].items()}, logs
+    for side in (real, pod):
+        assert "capture out" not in side.outs[0] + side.errs[0], side.err_text()
 
 
 def test_hostfile_exclude_and_exit_code(tmp_path):
