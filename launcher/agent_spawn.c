@@ -156,9 +156,13 @@ static int spawn_all(struct agent *a)
         char **env = NULL, **argv = NULL, lrank[32];
         unsigned notes = 0;
         int r = agent_spawn_worker_env(a, i, &env, &argv, lrank, sizeof lrank, &notes);
+        if (!r && (r = jobenv_paddle_files(&a->spawn.je, i, &env))) {
+            free(env);
+            if (argv != a->argv)
+                free(argv);
+        }
         if (!r) {
             replaced |= notes;
-            jobenv_envlog(&a->spawn.je, i, env);
             const struct binding_rank *b = node_rank_binding(a->nd, i);
             struct worker_spawn sp = {argv, env, cfd[0], cfd[1], b ? &b->cpus : NULL,
                                       b ? b->mem_node : -1};

@@ -6,6 +6,7 @@ launcher_diff. Every difference must be one doc/frontends.md lists in Paddle's t
 Collective on one node and on two (127.0.0.2 and .3, Paddle's HTTP master and podrun's job store
 at the first), parameter servers on one node. Each side logs into its own --log_dir; one run per
 side per case, each shared by its assertions."""
+import json
 import os
 import re
 
@@ -28,6 +29,7 @@ EXPECTED = {
     "PADDLE_GLOO_FS_PATH": r"/tmp/\S+",
     "PADDLE_LOG_DIR": r"/\S+/log-(real|podrun)(-\d)?",
     "POD_NAME": r"[a-z0-9-]+",
+    "PADDLE_BACKUP_ENV_PATH": r"/\S+/log-(real|podrun)(-\d)?/backup_env\.\d+\.json",
 }
 UNSET = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "http_proxy", "https_proxy")
 
@@ -102,19 +104,43 @@ def check(real, pod, workers, tmp_path, nodes=1):
             tmp_path / log_dir("real", i, nodes), tmp_path / log_dir("podrun", i, nodes))
         found += logs
     assert_documented(found, "paddle")
-    # each envlog.N holds what a worker was started with (Paddle's lacks the backup file's
-    # name, which it adds after), sorted by name
+    # envlog.N holds the environment a worker was built with, sorted by name, and so does
+    # backup_env.ID.json for a worker with a trainer id; what it was started with lacks the
+    # lists left to that file (PADDLE_ENV_LIMIT_LEN) and adds the file's name
     for side in (real, pod):
-        logged = [text for (name, _), tree_ in files.items() if name == side.name
-                  for k, text in tree_.items() if k.startswith("envlog.")]
+        mine = [tree_ for (name, _), tree_ in files.items() if name == side.name]
+        logged = [text for t in mine for k, text in t.items() if k.startswith("envlog.")]
         for text in logged:
             names = [line.split("=", 1)[0] for line in text.splitlines()]
             assert names == sorted(names), (side.name, names)
-        want = [{k: v for k, v in rec["env"].items() if k != "PADDLE_BACKUP_ENV_PATH"}
-                for rec in side.workers.values()]
-        key = lambda e: sorted(e.items())
-        assert sorted(map(env_of_log, logged), key=key) == sorted(want, key=key), side.name
+        built = {envkey(env_of_log(text)): env_of_log(text) for text in logged}
+        assert len(built) == len(logged) == len(side.workers), (side.name, sorted(built))
+        for rec in side.workers.values():
+            env = built[envkey(rec["env"])]
+            assert started(env) == rec["env"], (side.name, env, rec["env"])
+            if "PADDLE_TRAINER_ID" in env:
+                backup = [json.loads(text) for t in mine
+                          for k, text in t.items()
+                          if k == f"backup_env.{env['PADDLE_TRAINER_ID']}.json"]
+                assert backup == [env], side.name
     return found
+
+
+def envkey(env):
+    """What tells a node's workers apart: the role, and the trainer id or the server's port."""
+    return env.get("TRAINING_ROLE"), env.get("PADDLE_TRAINER_ID", env.get("PADDLE_PORT"))
+
+
+def started(env):
+    """The environment Paddle's launcher starts a worker with, from the one it built."""
+    if "PADDLE_TRAINER_ID" not in env:
+        return env
+    limit = int(env.get("PADDLE_ENV_LIMIT_LEN", "48000"))
+    out = {k: v for k, v in env.items()
+           if k not in ("TRAINER_IP_PORT_LIST", "PADDLE_TRAINER_ENDPOINTS") or len(v) < limit}
+    out["PADDLE_BACKUP_ENV_PATH"] = os.path.join(env["PADDLE_LOG_DIR"],
+                                                 f"backup_env.{env['PADDLE_TRAINER_ID']}.json")
+    return out
 
 
 def log_dir(side, node, nodes):
@@ -152,15 +178,20 @@ def test_collective_two_nodes(tmp_path):
 
 def test_ips_one_node(tmp_path):
     """--ips HOST --host HOST --start_port P (Paddle's fixed endpoints, no master) on a node whose
-    address is not 127.0.0.1: the endpoints are P and P+1 on that address under both."""
+    address is not 127.0.0.1: the endpoints are P and P+1 on that address under both; with
+    PADDLE_ENV_LIMIT_LEN under their length they reach the trainers through the backup file."""
     port = free_port("127.0.0.47")
     real, pod = sides(tmp_path, ["--ips", "127.0.0.47", "--host", "127.0.0.47", "--start_port",
-                                 str(port), "--nproc_per_node", "2"])
+                                 str(port), "--nproc_per_node", "2"],
+                      env={"PADDLE_ENV_LIMIT_LEN": "30"})
     assert real.rcs == [0] and pod.rcs == [0], real.err_text() + pod.err_text()
     check(real, pod, ["0", "1"], tmp_path)
     want = f"127.0.0.47:{port},127.0.0.47:{port + 1}"
     for side in (real, pod):
-        assert side.workers["1"]["env"]["PADDLE_TRAINER_ENDPOINTS"] == want, side.err_text()
+        # a list over PADDLE_ENV_LIMIT_LEN is in the backup file only
+        assert "PADDLE_TRAINER_ENDPOINTS" not in side.workers["1"]["env"], side.err_text()
+        backup = json.loads(open(side.workers["1"]["env"]["PADDLE_BACKUP_ENV_PATH"]).read())
+        assert backup["PADDLE_TRAINER_ENDPOINTS"] == want
 
 
 def test_parameter_servers_one_node(tmp_path):
