@@ -253,7 +253,8 @@ static int compose_mine(struct jobenv *je, int nproc, char *err, size_t errlen)
         if (listed_ports(c->paddle_servers, host, ports, ns) != ns ||
             listed_ports(c->paddle_trainers, host, ports + ns, nt) != nt)
             return podrun_failf(-EINVAL, err, errlen, "--servers/--trainers changed under podrun");
-        snprintf(je->ip, sizeof je->ip, "%s", host);
+        if (host != je->ip)   /* printing je->ip into itself would empty it */
+            snprintf(je->ip, sizeof je->ip, "%s", host);
         ports[nproc] = 0;
     } else if (c->paddle_ips && !ns) {
         for (int i = 0; i < nt; i++)

@@ -202,3 +202,17 @@ def test_parameter_servers_one_node(tmp_path):
                       env={"LAUNCHER_DIFF_WAIT_FOR": "2"})
     assert real.rcs == [0] and pod.rcs == [0], real.err_text() + pod.err_text()
     check(real, pod, ["0", "server0"], tmp_path)
+
+
+def test_parameter_server_lists(tmp_path):
+    """--servers/--trainers on one node at an address of its own (--host): Paddle's fixed
+    endpoints, the lists as given, no PADDLE_NNODES."""
+    ports = [free_port("127.0.0.48") for _ in range(2)]
+    real, pod = sides(tmp_path, ["--servers", f"127.0.0.48:{ports[0]}", "--trainers",
+                                 f"127.0.0.48:{ports[1]}", "--host", "127.0.0.48"], key=role_key,
+                      env={"LAUNCHER_DIFF_WAIT_FOR": "2"})
+    assert real.rcs == [0] and pod.rcs == [0], real.err_text() + pod.err_text()
+    check(real, pod, ["0", "server0"], tmp_path)
+    for side in (real, pod):
+        e = side.workers["server0"]["env"]
+        assert (e["PADDLE_PORT"], "PADDLE_NNODES" in e) == (str(ports[0]), False), side.err_text()
