@@ -4,7 +4,7 @@ command line, cwd and process group, the exit codes and the log directory compar
 launcher_diff. Every difference must be one doc/frontends.md lists in Paddle's table.
 
 Collective on one node and on two (127.0.0.2 and .3, Paddle's HTTP master and podrun's job store
-at the first), parameter servers on one node. Each side logs into its own --log_dir; one run per
+at the first), --ips, parameter servers on one node by count and by lists. Each side logs into its own --log_dir; one run per
 side per case, each shared by its assertions."""
 import json
 import os
