@@ -13,6 +13,7 @@
  * lines stay whole there too. */
 #include "launcher/logs.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -748,6 +749,35 @@ void logs_close(struct logs *L)
     L->partial_init = false;
 }
 
+/* The template's value of `name` (len n) in tmp, or NULL for a name it does not know. */
+static const char *prefix_value(const char *name, size_t n, int rank, int local_rank,
+                                const char *role, char *tmp, size_t cap)
+{
+    static const char *const names[] = {"rank", "local_rank", "role_name", "hostname"};
+    size_t k = 0;
+    while (k < 4 && !(strlen(names[k]) == n && !strncmp(name, names[k], n)))
+        k++;
+    switch (k) {
+    case 0:
+        snprintf(tmp, cap, "%d", rank);
+        return tmp;
+    case 1:
+        snprintf(tmp, cap, "%d", local_rank);
+        return tmp;
+    case 2:
+        return role ? role : "default";
+    case 3:   /* torch 2.x's: socket.gethostname(), the short name, not the FQDN */
+        if (gethostname(tmp, cap - 1))
+            snprintf(tmp, cap, "localhost");
+        tmp[cap - 1] = '\0';
+        return tmp;
+    default:
+        return NULL;
+    }
+}
+
+/* Python's string.Template.safe_substitute, as torch applies it: ${name} and $name, $$ is $,
+ * anything else (an unknown name, a lone $) stays as written. */
 int logs_expand_prefix(const char *tmpl, int rank, int local_rank, const char *role, char *buf,
                        size_t len)
 {
@@ -755,23 +785,22 @@ int logs_expand_prefix(const char *tmpl, int rank, int local_rank, const char *r
     if (!len)
         return -EINVAL;
     for (const char *p = tmpl; *p;) {
-        char tmp[64];
+        char tmp[256];
         const char *rep = NULL;
         size_t skip = 0;
-        if (!strncmp(p, "${rank}", 7)) {
-            snprintf(tmp, sizeof tmp, "%d", rank);
-            rep = tmp, skip = 7;
-        } else if (!strncmp(p, "${local_rank}", 13)) {
-            snprintf(tmp, sizeof tmp, "%d", local_rank);
-            rep = tmp, skip = 13;
-        } else if (!strncmp(p, "${role_name}", 12)) {
-            rep = role ? role : "default", skip = 12;
-        } else if (!strncmp(p, "${hostname}", 11)) {
-            /* torch 2.x's: socket.gethostname(), the short name, not the FQDN */
-            if (gethostname(tmp, sizeof tmp - 1))
-                snprintf(tmp, sizeof tmp, "localhost");
-            tmp[sizeof tmp - 1] = '\0';
-            rep = tmp, skip = 11;
+        if (p[0] == '$' && p[1] == '$') {
+            rep = "$", skip = 2;
+        } else if (p[0] == '$') {
+            bool braced = p[1] == '{';
+            const char *name = p + 1 + braced;
+            size_t n = 0;
+            if (isalpha((unsigned char)name[0]) || name[0] == '_')
+                while (isalnum((unsigned char)name[n]) || name[n] == '_')
+                    n++;
+            if (n && (!braced || name[n] == '}')) {
+                rep = prefix_value(name, n, rank, local_rank, role, tmp, sizeof tmp);
+                skip = 1 + braced + n + braced;
+            }
         }
         if (rep) {
             size_t l = strlen(rep);

@@ -134,8 +134,8 @@ bool logs_say_dropped(struct logs *L);
 void logs_drain(struct logs *L, uint64_t timeout_ms, void (*cb)(struct logs *, bool));
 void logs_close(struct logs *L);
 
-/* Expands ${rank}, ${local_rank}, ${role_name}, ${hostname} in a prefix template (unknown ${…}
- * kept). */
+/* Expands rank, local_rank, role_name and hostname in a prefix template, as ${name} or $name
+ * ($$ is $; an unknown name is kept as written). */
 int logs_expand_prefix(const char *tmpl, int rank, int local_rank, const char *role, char *buf,
                        size_t len);
 

@@ -49,6 +49,8 @@
     X(CPU_AFFINITY, PYBOOL, "enable-cpu-affinity", "False")                                       \
     X(DEBUG, PYBOOL, "accelerate-debug", "False")                                                 \
     X(QUIET, PYBOOL, "quiet", "False")                                                            \
+    X(MAIN_TRAINING_FUNCTION, OPTSTR, "main-training-function", NULL)                             \
+    X(DOWNCAST_BF16, PYBOOL, "downcast-bf16", "False")                                            \
     X(DYNAMO_BACKEND, OPTSTR, "dynamo-backend", NULL)                                             \
     X(DYNAMO_MODE, OPTSTR, "dynamo-mode", "default")                                              \
     X(DYNAMO_FULLGRAPH, PYBOOL, "dynamo-use-fullgraph", "False")                                  \

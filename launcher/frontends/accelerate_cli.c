@@ -169,6 +169,11 @@ static const struct fe_word flags[] = {
     B2("--use_deepspeed", "--use-deepspeed", CFG_ACC_USE_DEEPSPEED),
     B2("--use_fsdp", "--use-fsdp", CFG_ACC_USE_FSDP),
     W2("--gpu_ids", "--gpu-ids", CFG_ACC_GPU_IDS, NULL),
+    /* TPU values that accelerate takes with every launcher and uses only for TPUs (accelerate
+     * config writes main_training_function into every file): shown, not used */
+    W2("--main_training_function", "--main-training-function", CFG_ACC_MAIN_TRAINING_FUNCTION,
+       NULL),
+    B2("--downcast_bf16", "--downcast-bf16", CFG_ACC_DOWNCAST_BF16),
     B2("--same_network", "--same-network", CFG_ACC_SAME_NETWORK),
     W2("--machine_rank", "--machine-rank", CFG_ACC_MACHINE_RANK, t_int),
     W2("--main_process_ip", "--main-process-ip", CFG_ACC_MAIN_PROCESS_IP, NULL),
@@ -242,8 +247,6 @@ static const struct fe_refusal refused[] = {
     R2("--tpu_use_sudo", "--tpu-use-sudo", no_tpu),
     {"--vm", false, no_tpu},
     {"--env", false, no_tpu},
-    R2("--main_training_function", "--main-training-function", no_tpu),
-    R2("--downcast_bf16", "--downcast-bf16", no_tpu),
     R2("--use_megatron_lm", "--use-megatron-lm", no_megatron),
     {"--megatron_lm_", true, no_megatron},
     {"--megatron-lm-", true, no_megatron},

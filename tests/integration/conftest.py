@@ -85,8 +85,9 @@ def port():
 
 @pytest.fixture(autouse=True)
 def _own_master_port(monkeypatch):
-    """Single-node podrun hosts the job store on --master-port (29500 by default, as torchrun):
-    give every test a free one so a stray listener on this machine cannot get in the way."""
+    """Single-node podrun hosts the job store on --master-port when one is given (a free port
+    otherwise, as torchrun 2.x): give every test one of its own, so that what a test expects
+    of the port holds and a stray listener on this machine cannot get in the way."""
     monkeypatch.setenv("PODRUN_MASTER_PORT", str(free_port()))
 
 

@@ -57,11 +57,12 @@ class Side:
 
 def worker_key(rec):
     """Which worker a capture is, the same on both sides: its global rank (Paddle's trainer id),
-    "0" for a launcher that gives none."""
+    "0" for a launcher that gives none; "RANK@N" in restart N."""
     env = rec["env"]
+    restart = env.get("TORCHELASTIC_RESTART_COUNT", "0")
     for name in ("RANK", "PADDLE_TRAINER_ID", "PADDLE_GLOBAL_RANK"):
         if name in env:
-            return env[name]
+            return env[name] + (f"@{restart}" if restart != "0" else "")
     return "0"
 
 

@@ -18,16 +18,17 @@ pytestmark = pytest.mark.skipif(not os.access(TORCHRUN, os.X_OK),
                                 reason=f"{TORCHRUN} is missing: scripts/deps installs it")
 
 # By nature: a temporary directory each run holds the error file (its layout is a row of the doc)
-EXPECTED = {"TORCHELASTIC_ERROR_FILE": r"/.+/attempt_0/[0-9]+[/.]error\.json"}
+EXPECTED = {"TORCHELASTIC_ERROR_FILE": r"/.+/attempt_[0-9]+/[0-9]+[/.]error\.json"}
 # The interpreter: torchrun runs its own (sys.executable), podrun the one --python names
 PY = [(r"^/.*/bin/python3?(\.[0-9]+)?$", "PYTHON")]
 FIELDS = ("argv", "cmdline", "cwd", "pgid_is_pid", "sid_is_pid")
 
 
-def both(nodes, env=None, cwd=None):
+def both(nodes, env=None, cwd=None, unset=()):
     """Each node's torchrun arguments through torchrun 2.15, then through podrun."""
-    real = run_side("torchrun", [[TORCHRUN, *a] for a in nodes], env=env, cwd=cwd)
-    pod = run_side("podrun", [[PODRUN, "--python", VENV_PY, *a] for a in nodes], env=env, cwd=cwd)
+    real = run_side("torchrun", [[TORCHRUN, *a] for a in nodes], env=env, cwd=cwd, unset=unset)
+    pod = run_side("podrun", [[PODRUN, "--python", VENV_PY, *a] for a in nodes], env=env, cwd=cwd,
+                   unset=unset)
     return real, pod
 
 
@@ -40,28 +41,53 @@ def diff(real, pod):
                                  ["--nproc-per-node", "2", "--no-python", CAPTURE, "a"]],
                          ids=["script", "module", "no-python"])
 def test_one_node(how):
-    real, pod = both([how], cwd=WORKERS)
+    """One node, no port given: both host the job store on a free port (two such jobs on one
+    machine do not meet at 29500)."""
+    real, pod = both([how], cwd=WORKERS, unset=["PODRUN_MASTER_PORT"])
     assert real.rcs == [0] and sorted(real.workers) == ["0", "1"], real.err_text()
     found = diff(real, pod)
     keys = assert_documented(found, "torchrun")
     # what the worker runs is the same, word for word but the interpreter's path
-    assert not {"argv", "cmdline", "cwd", "workers", "exit code"} & keys, found
+    assert not {"argv", "cmdline", "cwd", "pgid_is_pid", "sid_is_pid", "workers",
+                "exit code"} & keys, found
     for k, w in pod.workers.items():
         assert w["env"]["LOCAL_RANK"] == w["env"]["RANK"] == k
         assert w["env"]["TORCHELASTIC_SIGNALS_TO_HANDLE"] == "SIGTERM,SIGINT"
+    assert "29500" not in {w["env"]["MASTER_PORT"] for s in (real, pod)
+                           for w in s.workers.values()}
 
 
-def test_two_nodes():
+def test_run_path():
+    """--run-path: the script runs in a fresh interpreter's __main__ under both, with the same
+    sys.argv; how that interpreter is started is each launcher's own (a row of the table)."""
+    real, pod = both([["--nproc-per-node", "2", "--run-path", CAPTURE, "a"]])
+    assert real.rcs == [0] and sorted(real.workers) == ["0", "1"], real.err_text()
+    keys = assert_documented(diff(real, pod), "torchrun")
+    assert "cmdline" in keys and not {"argv", "cwd", "workers"} & keys
+    assert pod.workers["1"]["argv"] == [CAPTURE, "a"]
+
+
+@pytest.mark.parametrize("backend,n", [("c10d", 3), ("static", 2)])
+def test_several_nodes(backend, n):
+    """Nodes on 127.0.0.2, .3, ...: c10d at the first one's endpoint, or torch 1.x's static
+    form (--node-rank, --master-addr, --master-port); one worker each."""
     port = free_port("127.0.0.2")
-    nodes = [["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-              "--rdzv-endpoint", f"127.0.0.2:{port}", "--rdzv-id", "diff2",
-              "--local-addr", f"127.0.0.{2 + i}", CAPTURE] for i in range(2)]
+    meet = {"c10d": ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.2:{port}",
+                     "--rdzv-id", "diff"],
+            "static": ["--master-addr", "127.0.0.2", "--master-port", str(port)]}[backend]
+    nodes = [["--nnodes", str(n), "--nproc-per-node", "1", *meet,
+              *(["--node-rank", str(i)] if backend == "static" else []),
+              "--local-addr", f"127.0.0.{2 + i}", CAPTURE] for i in range(n)]
     real, pod = both(nodes)
-    assert real.rcs == [0, 0] and sorted(real.workers) == ["0", "1"], real.err_text()
+    ranks = [str(i) for i in range(n)]
+    assert real.rcs == [0] * n and sorted(real.workers) == ranks, real.err_text()
     found = diff(real, pod)
     keys = assert_documented(found, "torchrun")
-    assert "MASTER_ADDR" not in keys and "TORCHELASTIC_RUN_ID" not in keys, found
-    assert {w["env"]["GROUP_RANK"] for w in pod.workers.values()} == {"0", "1"}
+    assert not {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "GROUP_RANK"} & keys, found
+    assert sorted(w["env"]["GROUP_RANK"] for w in pod.workers.values()) == ranks
+    if backend == "static":   # the port given, on both (compared by shape otherwise)
+        assert {w["env"]["MASTER_PORT"] for s in (real, pod) for w in s.workers.values()} == \
+            {str(port)}
 
 
 def test_failing_worker_and_newer_flags():
@@ -85,6 +111,21 @@ def test_failing_worker_and_newer_flags():
 
 # the run's directory: torchrun's RUNID_<random> (its run id a fresh uuid on one node), podrun's
 # RUNID (--rdzv-id, else none)
+def test_restart():
+    """--max-restarts 1, rank 1 failing in the first attempt only: both attempts' workers, the
+    second with TORCHELASTIC_RESTART_COUNT=1, and the job succeeds."""
+    real, pod = both([["--nproc-per-node", "2", "--max-restarts", "1", "--monitor-interval",
+                       "0.1", CAPTURE]],
+                     env={"LAUNCHER_DIFF_EXIT": "3", "LAUNCHER_DIFF_EXIT_RANKS": "1",
+                          "LAUNCHER_DIFF_EXIT_RESTARTS": "0", "LAUNCHER_DIFF_WAIT_FOR": "2"})
+    assert real.rcs == [0] and sorted(real.workers) == ["0", "0@1", "1", "1@1"], real.err_text()
+    found = diff(real, pod)
+    keys = assert_documented(found, "torchrun")
+    assert not {"exit code", "workers", "TORCHELASTIC_RESTART_COUNT",
+                "TORCHELASTIC_MAX_RESTARTS"} & keys, found
+    assert "/attempt_1/" in pod.workers["1@1"]["env"]["TORCHELASTIC_ERROR_FILE"]
+
+
 LOGS = [(r"^[0-9a-f-]{36}_[a-z0-9_]{8}/", "RUN/"), (r"^(rid|none)/", "RUN/")]
 
 
@@ -169,6 +210,6 @@ def test_every_torchrun_flag_is_known_or_listed():
             continue
         argv = [PODRUN, opt, *(["1"] if takes else []), "--print-config", "t.py"]
         p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-        if "unknown option" in p.stderr and opt not in rows:
+        if "unknown option" in p.stderr and (opt not in rows or is_fixed(rows[opt])):
             missing.append(opt)
     assert not missing, f"torchrun 2.15 flags podrun neither takes nor lists: {missing}"

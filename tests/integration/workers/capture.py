@@ -3,10 +3,12 @@
 line the kernel ran, cwd, its process group and session) as JSON into $LAUNCHER_DIFF_DIR, one
 file per process, then prints one line on stdout and one on stderr (for the log-file layouts)
 and exits with $LAUNCHER_DIFF_EXIT if its rank is in $LAUNCHER_DIFF_EXIT_RANKS (a comma list;
-every rank when unset), once $LAUNCHER_DIFF_WAIT_FOR workers have written theirs (at most a
-minute): a launcher that stops the others at a failure (or, as podrun paddle, the parameter
-servers when the trainers are done) then has every capture. Imports nothing heavy: it runs under
-any python, as a script, as a module (-m capture) or exec'd directly (--no-python)."""
+every rank when unset) and its restart (TORCHELASTIC_RESTART_COUNT) is in
+$LAUNCHER_DIFF_EXIT_RESTARTS (every one when unset), once $LAUNCHER_DIFF_WAIT_FOR workers have
+written theirs (at most a minute; whatever its exit code): a launcher that stops the others at a
+failure (or, as podrun paddle, the parameter servers when the trainers are done) then has every
+capture. Imports nothing heavy: it runs under any python, as a script, as a module (-m capture)
+or exec'd directly (--no-python)."""
 import json
 import os
 import sys
@@ -36,7 +38,10 @@ def main():
     wait_for(d, int(os.environ.get("LAUNCHER_DIFF_WAIT_FOR", "0")))
     ranks = os.environ.get("LAUNCHER_DIFF_EXIT_RANKS")
     code = int(os.environ.get("LAUNCHER_DIFF_EXIT", "0"))
-    if ranks is None or rank() in ranks.split(","):
+    restarts = os.environ.get("LAUNCHER_DIFF_EXIT_RESTARTS")
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if (ranks is None or rank() in ranks.split(",")) and \
+            (restarts is None or restart in restarts.split(",")):
         sys.exit(code)
 
 

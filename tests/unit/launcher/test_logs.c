@@ -20,6 +20,10 @@ static void test_prefix(void)
     snprintf(want, sizeof want, "%s:12: ", host);
     CHECK_EQ_INT(logs_expand_prefix("${hostname}:${rank}: ", 12, 3, "r", buf, sizeof buf), 0);
     CHECK_EQ_STR(buf, want);
+    /* string.Template's other forms, as torch substitutes them */
+    CHECK_EQ_INT(logs_expand_prefix("$role_name$local_rank|$rank_x|$$rank|${rank|$", 12, 3, "r",
+                                   buf, sizeof buf), 0);
+    CHECK_EQ_STR(buf, "r3|$rank_x|$rank|${rank|$");
 }
 
 int main(void)

@@ -48,10 +48,28 @@ static void test_defaults(void)
     CHECK(c.node_name == NULL && !c.debug);
     CHECK_EQ_STR(c.tmpdir, "/tmp");
     CHECK_EQ_INT(c.src[CFG_NPROC_PER_NODE].kind, CFG_SRC_DEFAULT);
-    CHECK_EQ_STR(c.rdzv_host, "127.0.0.1"); /* static: the master's address */
+    /* static on one node without a port: the master's address, a free port (torchrun 2.x) */
+    CHECK_EQ_STR(c.rdzv_host, "127.0.0.1");
+    CHECK(c.rdzv_port == 0 && c.rdzv_port_given);
     CHECK_EQ_INT(c.src[CFG_RDZV_ENDPOINT].kind, CFG_SRC_DERIVED);
-    CHECK_EQ_STR(c.src[CFG_RDZV_ENDPOINT].name, "--master-addr/--master-port");
+    CHECK_EQ_STR(c.src[CFG_RDZV_ENDPOINT].name, "one node without --master-port: a free port");
     cfg_free(&c);
+
+    /* a port given (any source), or more than one node: the master's address and port */
+    static const struct {
+        enum cfg_id id;
+        const char *text;
+        enum cfg_src_kind kind;
+    } given[] = {{CFG_MASTER_PORT, "29500", CFG_SRC_PODRUN}, {CFG_NNODES, "2", CFG_SRC_FLAG}};
+    for (size_t i = 0; i < sizeof given / sizeof *given; i++) {
+        cfg_init(&c);
+        CHECK_EQ_INT(set(&c, given[i].id, given[i].text, given[i].kind, "x"), 0);
+        CHECK_EQ_INT(finalize(&c), 0);
+        CHECK_EQ_STR(c.rdzv_host, "127.0.0.1");
+        CHECK(c.rdzv_port == 29500 && !c.rdzv_port_given);
+        CHECK_EQ_STR(c.src[CFG_RDZV_ENDPOINT].name, "--master-addr/--master-port");
+        cfg_free(&c);
+    }
 }
 
 /* The ranks hold whatever order the layers come in: the command line applied first still wins
@@ -177,8 +195,7 @@ static void test_finalize_derives(void)
     CHECK_EQ_INT(c.join_timeout_ms, 7000);
     CHECK_EQ_STR(c.src[CFG_JOIN_TIMEOUT].name, "rdzv-conf timeout");
     CHECK_EQ_STR(c.rdzv_host, "::1");
-    CHECK_EQ_INT(c.rdzv_port, 29500);
-    CHECK(!c.rdzv_port_given);
+    CHECK(c.rdzv_port == 0 && c.rdzv_port_given);   /* one node, no port: a free one */
     cfg_free(&c);
 
     cfg_init(&c); /* c10d alone: localhost on the c10d port */
