@@ -410,11 +410,6 @@ static int paddle_finalize(struct cfg *c, char *err, size_t errlen)
         return fail(err, errlen, "--nnodes %d needs --master IP:PORT (or PADDLE_MASTER): the "
                     "address of the node that hosts the job's store, the same on every node",
                     c->nnodes_max);
-    } else if (c->local_addr && c->src[CFG_MASTER_ADDR].kind == CFG_SRC_DEFAULT) {
-        /* one node: its store listens at --host's address, where Paddle's own master would, so
-         * that is where its workers and its endpoint agreement reach it */
-        if ((r = set_as(c, CFG_MASTER_ADDR, c->local_addr, &c->src[CFG_LOCAL_ADDR], err, errlen)))
-            return r;
     }
     /* Paddle restarts in place only at --elastic_level 1 */
     if (c->paddle_elastic_level >= 1 && c->src[CFG_MAX_RESTARTS].kind <= CFG_SRC_PET) {
