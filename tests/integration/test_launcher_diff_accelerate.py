@@ -42,18 +42,23 @@ def diff(real, pod):
     return compare(real, pod, expected=EXPECTED, fields=FIELDS, argv_subs=PY)
 
 
-def test_simple_launcher_cpu(tmp_path):
-    """--cpu: accelerate's simple launcher, one process whatever --num_processes says."""
-    real, pod = both([["--cpu", "--num_processes", "2", "--mixed_precision", "bf16", "--debug",
-                       "--main_training_function", "main", "--downcast_bf16",
-                       CAPTURE, "x", "--y"]], tmp_path)
+@pytest.mark.parametrize("cpu", [True, False], ids=["cpu", "no-gpus-no-python"])
+def test_simple_launcher(tmp_path, cpu):
+    """--cpu, or no launcher flag on a machine without GPUs: accelerate's simple launcher, one
+    process whatever --num_processes says."""
+    args = (["--cpu", "--num_processes", "2", "--mixed_precision", "bf16", "--debug",
+             "--main_training_function", "main", "--downcast_bf16", CAPTURE, "x", "--y"] if cpu
+            else ["--num_processes", "2", "--no_python", CAPTURE, "x"])
+    real, pod = both([args], tmp_path)
     assert real.rcs == [0] and list(real.workers) == ["0"], real.err_text()
     found = diff(real, pod)
     keys = assert_documented(found, "accelerate")
     assert not {"argv", "cwd", "workers", "exit code", "KMP_AFFINITY", "KMP_BLOCKTIME"} & keys
-    w = pod.workers["0"]
-    assert w["env"]["ACCELERATE_USE_CPU"] == "True" and w["env"]["KMP_BLOCKTIME"] == "1"
-    assert w["env"]["ACCELERATE_DEBUG_MODE"] == "true"
+    assert ("cmdline" in keys) == cpu   # podrun's -u, and no interpreter with --no_python
+    e = pod.workers["0"]["env"]
+    assert e["ACCELERATE_USE_CPU"] == str(cpu) and ("KMP_BLOCKTIME" in e) == cpu
+    assert (e["MASTER_ADDR"], e["MASTER_PORT"]) == ("127.0.0.1", "29500")
+    assert e.get("ACCELERATE_DEBUG_MODE") == ("true" if cpu else None)
     assert is_fixed(documented("accelerate")["KMP_AFFINITY"])
 
 

@@ -38,8 +38,9 @@ def diff(real, pod):
 
 @pytest.mark.parametrize("how", [["--nproc-per-node", "2", CAPTURE, "a", "--b"],
                                  ["--nproc_per_node", "2", "-m", "capture", "a"],
-                                 ["--nproc-per-node", "2", "--no-python", CAPTURE, "a"]],
-                         ids=["script", "module", "no-python"])
+                                 ["--nproc-per-node", "2", "--no-python", CAPTURE, "a"],
+                                 ["--standalone", "--nproc-per-node", "2", CAPTURE]],
+                         ids=["script", "module", "no-python", "standalone"])
 def test_one_node(how):
     """One node, no port given: both host the job store on a free port (two such jobs on one
     machine do not meet at 29500)."""
@@ -103,6 +104,13 @@ def test_failing_worker_and_newer_flags():
     keys = assert_documented(found, "torchrun")
     assert "TORCHELASTIC_SIGNALS_TO_HANDLE" not in keys, found   # the list given, on both
     assert [f for f in found if f.key == "exit code"] and "workers" not in keys
+    # --local-ranks-filter 1: rank 1's lines alone on the console (podrun's prefix aside)
+
+    def console(side):
+        lines = (re.sub(r"^\[rank \d+\]:", "", l) for l in
+                 side.outs[0].splitlines() + side.errs[0].splitlines())
+        return sorted(l for l in lines if l.startswith("capture "))
+    assert console(real) == console(pod) == ["capture err rank 1", "capture out rank 1"]
     # both name the failed rank and its code
     for side in (real, pod):
         assert re.search(r"rank\s*: 1 \(local_rank: 1\)", side.errs[0]), side.err_text()
