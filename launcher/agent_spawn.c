@@ -156,6 +156,11 @@ static int spawn_all(struct agent *a)
         char **env = NULL, **argv = NULL, lrank[32];
         unsigned notes = 0;
         int r = agent_spawn_worker_env(a, i, &env, &argv, lrank, sizeof lrank, &notes);
+        if (!r && (r = jobenv_paddle_files(&a->spawn.je, i, &env))) {
+            free(env);
+            if (argv != a->argv)
+                free(argv);
+        }
         if (!r) {
             replaced |= notes;
             const struct binding_rank *b = node_rank_binding(a->nd, i);

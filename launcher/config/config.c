@@ -405,15 +405,21 @@ static int resolve_endpoint(struct cfg *c, char *err, size_t errlen)
         v.endpoint.port = 0;
         v.endpoint.port_given = false;
         v.endpoint.list = NULL;
+        /* a node alone hosts its store at --local-addr, so that is where its workers find it
+         * when no master address was given (torchrun's store listens on every address) */
+        const char *master = c->nnodes_max == 1 && c->local_addr &&
+                                     c->src[CFG_MASTER_ADDR].kind == CFG_SRC_DEFAULT
+                                 ? c->local_addr
+                                 : c->master_addr;
         if (c->rdzv_backend == CFG_BACKEND_STATIC && c->nnodes_max == 1 &&
             c->src[CFG_MASTER_PORT].kind == CFG_SRC_DEFAULT) {
             /* torchrun 2.x's rule: one node, no port given: a free port, so that two jobs on
              * one machine do not meet at 29500 */
-            v.endpoint.host = strdup(c->master_addr);
+            v.endpoint.host = strdup(master);
             v.endpoint.port_given = true;
             from = "one node without --master-port: a free port";
         } else if (c->rdzv_backend == CFG_BACKEND_STATIC) {
-            v.endpoint.host = strdup(c->master_addr);
+            v.endpoint.host = strdup(master);
             v.endpoint.port = c->master_port;
             from = "--master-addr/--master-port";
         } else if (c->nnodes_max > 1) {

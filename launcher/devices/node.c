@@ -96,6 +96,7 @@ static void node_derive(struct node_devices *nd)
         .nlocal = nd->nlocal,
         .per_rank_visible = nd->per_rank,
         .omp_threads = node_omp_threads(nd),
+        .omp = nd->omp,
     };
     nccl_env_derive(&f, nd->envp, &nd->env);
 }
@@ -138,6 +139,7 @@ int node_plan(struct node_devices *nd, const struct cfg *c, char *err, size_t er
     nd->per_rank = c->virtual_local_rank || c->visible_devices == CFG_VISIBLE_PER_RANK;
     snprintf(nd->local_addr, sizeof nd->local_addr, "%s", c->local_addr ? c->local_addr : "");
     nd->mode = node_mode(c->numa_binding);
+    nd->omp = nccl_omp_rule(c->worker_env);
     nd->several_nodes = c->nnodes_max > 1;
     if (nd->visible.n > 0 || nd->several_nodes)
         node_probe_hcas(nd);

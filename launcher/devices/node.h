@@ -49,6 +49,7 @@ struct node_devices {
     bool per_rank;                  /* one GPU per worker, by UUID */
     char local_addr[INET6_ADDRSTRLEN];    /* --local-addr (a numeric address), "" none */
     bool several_nodes;             /* the job may have more than one node */
+    enum nccl_omp omp;              /* the launcher's OMP_NUM_THREADS rule */
 
     /* the interface towards the master (node_set_master) */
     bool nic_known;

@@ -22,6 +22,10 @@ int env_deepspeed_build(char *const *base, const struct env_worker *w, const str
     env_set_add(&s, env_deepspeed_vars[2], "%d", w->local_world_size);
     if (d->devices)
         env_set_add(&s, env_deepspeed_vars[3], "%s", d->devices);
+    /* DeepSpeed's launcher imports deepspeed, whose import sets this where unset (torch then
+     * asks NVML whether CUDA is there), and its workers inherit it */
+    if (!env_get(base, "PYTORCH_NVML_BASED_CUDA_CHECK"))
+        env_set_add(&s, "PYTORCH_NVML_BASED_CUDA_CHECK", "1");
     char **mid = NULL;
     int r = env_set_finish(&s, base, NULL, &mid);
     struct env_worker tw = *w;

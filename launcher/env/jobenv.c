@@ -20,6 +20,7 @@
 #include "launcher/env/deepspeed.h"
 #include "launcher/env/environ.h"
 #include "launcher/env/paddle.h"
+#include "launcher/jsonline.h"
 #include "rdzv/base/common.h"
 
 #define MAX_PORTS 2049   /* servers + trainers + the master candidate */
@@ -252,7 +253,8 @@ static int compose_mine(struct jobenv *je, int nproc, char *err, size_t errlen)
         if (listed_ports(c->paddle_servers, host, ports, ns) != ns ||
             listed_ports(c->paddle_trainers, host, ports + ns, nt) != nt)
             return podrun_failf(-EINVAL, err, errlen, "--servers/--trainers changed under podrun");
-        snprintf(je->ip, sizeof je->ip, "%s", host);
+        if (host != je->ip)   /* printing je->ip into itself would empty it */
+            snprintf(je->ip, sizeof je->ip, "%s", host);
         ports[nproc] = 0;
     } else if (c->paddle_ips && !ns) {
         for (int i = 0; i < nt; i++)
@@ -521,6 +523,87 @@ int jobenv_worker_env(struct jobenv *je, int lr, const struct env_worker *ew, ch
     default:
         return env_torch_build(je->envp, ew, out, notes);
     }
+}
+
+/* By name: '=' sorts below the digits, so "A=" against "A1=" is not the names' order. */
+static int envlog_cmp(const void *x, const void *y)
+{
+    const char *a = *(const char *const *)x, *b = *(const char *const *)y;
+    size_t la = strcspn(a, "="), lb = strcspn(b, "=");
+    int r = strncmp(a, b, la < lb ? la : lb);
+    return r ? r : (la > lb) - (la < lb);
+}
+
+/* The environment v[0..n) (sorted) as Python's json.dump(indent=4, sort_keys=True) lays it out. */
+static void backup_env(const char *path, char **v, size_t n)
+{
+    struct jsonbuf b;
+    jsonline_init(&b);
+    jsonline_raw(&b, "{");
+    for (size_t i = 0; i < n; i++) {
+        size_t nl = strcspn(v[i], "=");
+        jsonline_raw(&b, i ? ",\n    " : "\n    ");
+        jsonline_str(&b, v[i], nl);
+        jsonline_raw(&b, ": ");
+        jsonline_str(&b, v[i] + nl + (v[i][nl] == '='), strlen(v[i] + nl + (v[i][nl] == '=')));
+    }
+    jsonline_raw(&b, n ? "\n}" : "}");
+    FILE *f = b.oom ? NULL : fopen(path, "we");
+    if (f) {
+        fwrite(b.buf, 1, b.len, f);
+        fclose(f);
+    }
+    jsonline_free(&b);
+}
+
+int jobenv_paddle_files(const struct jobenv *je, int lr, char ***env)
+{
+    if (je->cfg->worker_env != CFG_WORKER_ENV_PADDLE || !je->log_dir)
+        return 0;
+    size_t n = 0;
+    while ((*env)[n])
+        n++;
+    char **v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    memcpy(v, *env, n * sizeof *v);
+    qsort(v, n, sizeof *v, envlog_cmp);
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/envlog.%d", je->log_dir, lr);
+    FILE *f = fopen(path, je->cfg->paddle_log_overwrite ? "we" : "ae");
+    if (f) {
+        for (size_t i = 0; i < n; i++)
+            fprintf(f, "%s\n", v[i]);
+        fclose(f);
+    }
+    const char *id = env_get(*env, "PADDLE_TRAINER_ID");
+    if (!id) {
+        free(v);
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/backup_env.%s.json", je->log_dir, id);
+    backup_env(path, v, n);
+    free(v);
+    /* what Paddle leaves to the file: a list too long for the environment */
+    const char *lim = env_get(je->envp, "PADDLE_ENV_LIMIT_LEN");
+    long max = lim ? strtol(lim, NULL, 10) : 48000;
+    static const char *const lists[] = {"TRAINER_IP_PORT_LIST", "PADDLE_TRAINER_ENDPOINTS"};
+    const char *drop[3] = {NULL};
+    size_t nd = 0;
+    for (size_t i = 0; i < 2; i++) {
+        const char *val = env_get(*env, lists[i]);
+        if (val && (long)strlen(val) >= max)
+            drop[nd++] = lists[i];
+    }
+    struct env_set s = ENV_SET_INIT;
+    env_set_add(&s, "PADDLE_BACKUP_ENV_PATH", "%s", path);
+    char **out;
+    int r = env_set_finish(&s, *env, drop, &out);
+    if (r)
+        return r;
+    free(*env);
+    *env = out;
+    return 0;
 }
 
 int jobenv_log_fd(struct jobenv *je, int lr, int stream, int *fd, char *path, size_t plen)

@@ -80,6 +80,16 @@ int jobenv_prepare(struct jobenv *je, const rdzv_assignment_t *as, int nproc, co
 /* Drops a preparation that is no longer wanted (the round ended, podrun is stopping). */
 void jobenv_cancel(struct jobenv *je);
 
+/* Paddle's files beside the worker logs, as its launcher writes them when it starts local rank
+ * lr with *env: envlog.N (the environment sorted by name, one NAME=value a line, appended unless
+ * --log_overwrite; N counts servers first, as Paddle's containers) and, for a worker with a
+ * PADDLE_TRAINER_ID, backup_env.ID.json (the same environment as a JSON object), whose path the
+ * worker then gets as PADDLE_BACKUP_ENV_PATH; an endpoint list of PADDLE_ENV_LIMIT_LEN
+ * characters or more (default 48000) is then left to that file alone. *env is replaced by the
+ * worker's new one. Nothing for other front-ends or without a log directory; a file that cannot
+ * be written is skipped, as Paddle's launcher skips it. 0, or -ENOMEM (*env unchanged). */
+int jobenv_paddle_files(const struct jobenv *je, int lr, char ***env);
+
 /* Local rank lr's environment for this attempt (ew: its torchrun ranks). Frees as
  * env_torch_build's. */
 int jobenv_worker_env(struct jobenv *je, int lr, const struct env_worker *ew, char ***out,

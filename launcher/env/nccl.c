@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "launcher/config/config.h"
+
 /* NCCL_VERSION_CODE of the releases whose behaviour changes what podrun sets. */
 #define NCCL_V2_5 2500      /* "=" exact interface names */
 #define NCCL_V2_21 22100    /* RoCE GID index chosen by NCCL itself */
@@ -324,6 +326,13 @@ static bool rule_visible(const struct nccl_facts *f, char *const *env, struct nc
     return true;
 }
 
+enum nccl_omp nccl_omp_rule(int worker_env)
+{
+    return worker_env == CFG_WORKER_ENV_DEEPSPEED ? NCCL_OMP_NONE
+           : worker_env == CFG_WORKER_ENV_PADDLE  ? NCCL_OMP_ONE
+                                                  : NCCL_OMP_TORCHRUN;
+}
+
 static bool rule_omp(const struct nccl_facts *f, char *const *env, struct nccl_env *e,
                      struct nccl_env_var *v)
 {
@@ -333,7 +342,13 @@ static bool rule_omp(const struct nccl_facts *f, char *const *env, struct nccl_e
         nccl_reason(v, "the cores each worker is bound to (--bind_cores_to_rank), as DeepSpeed sets");
         return true;
     }
-    if (f->nlocal > 1) {
+    if (f->omp == NCCL_OMP_ONE) {
+        nccl_value(v, "1");
+        nccl_reason(v, "Paddle's default: its launcher imports paddle, which sets it, and "
+                       "passes it on; set OMP_NUM_THREADS to tune");
+        return true;
+    }
+    if (f->omp == NCCL_OMP_TORCHRUN && f->nlocal > 1) {
         nccl_value(v, "1");
         nccl_reason(v, "%d workers share this node: torchrun's default, to keep OpenMP from "
                        "oversubscribing the CPUs; set OMP_NUM_THREADS to tune", f->nlocal);

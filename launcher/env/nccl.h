@@ -56,6 +56,16 @@ struct nccl_env {
     bool per_rank_visible;              /* each worker gets its own CUDA_VISIBLE_DEVICES */
 };
 
+/* The OMP_NUM_THREADS a launcher gives its workers when the variable is unset. */
+enum nccl_omp {
+    NCCL_OMP_TORCHRUN,  /* 1 when several workers share the node (torchrun, accelerate) */
+    NCCL_OMP_NONE,      /* nothing (DeepSpeed's launch.py, unless it binds cores) */
+    NCCL_OMP_ONE,       /* always 1: Paddle's launcher imports paddle, whose import sets it */
+};
+
+/* The rule of the launcher whose worker environment is built (enum cfg_worker_env). */
+enum nccl_omp nccl_omp_rule(int worker_env);
+
 struct nccl_facts {
     const struct gpu_list *gpus;        /* NULL: not probed */
     const struct gpu_visible *visible;  /* NULL: not probed */
@@ -65,6 +75,7 @@ struct nccl_facts {
     int nlocal;                         /* local workers */
     bool per_rank_visible;              /* asked: --virtual-local-rank or per-rank visibility */
     int omp_threads;                    /* cores per rank under --bind_cores_to_rank, 0 none */
+    enum nccl_omp omp;                  /* the launcher's rule otherwise */
 };
 
 /* Derives the variables. `environ` is the inherited "NAME=value" list (NULL-terminated; NULL is

@@ -104,7 +104,6 @@ int env_paddle_build(char *const *base, const struct env_paddle_job *j,
         parameter_server(&s, j, w);
     else
         collective(&s, j, w);
-    env_set_add(&s, "PADDLE_JOB_ID", "%s", j->job_id ? j->job_id : "default");
     if (j->log_dir)
         env_set_add(&s, "PADDLE_LOG_DIR", "%s", j->log_dir);
     if (j->pod_name)
@@ -120,9 +119,7 @@ int env_paddle_build(char *const *base, const struct env_paddle_job *j,
             continue;
         memcpy(name, *d, nl);
         name[nl] = '\0';
-        /* a set value stands; OMP_NUM_THREADS is torchrun's rule, which Paddle's launcher
-         * does not have (its workers keep the inherited value, or none) */
-        if (!env_get(base, name) && !env_set_has(&s, name) && strcmp(name, "OMP_NUM_THREADS") != 0)
+        if (!env_get(base, name) && !env_set_has(&s, name))   /* a set value stands */
             env_set_add(&s, name, "%s", *d + nl + 1);
     }
     /* an inherited heartbeat file would name another agent's */
@@ -312,7 +309,7 @@ int env_paddle_worker_env(char *const *base, const struct cfg *c, const struct e
     }
     struct env_paddle_job j = {
         .ps = ps, .lists = ps && c->paddle_servers && c->paddle_trainers, .nnodes = n->nnodes,
-        .job_id = c->rdzv_id, .master = p->master,
+        .master = p->master,
         .log_dir = n->log_dir, .pod_name = n->name, .pod_ip = n->ip,
         .trainer_endpoints = p->trainers ? p->trainers : "", .ntrainers = p->ntrainers,
         .server_endpoints = p->servers ? p->servers : "", .nservers = p->nservers,

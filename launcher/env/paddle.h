@@ -31,7 +31,6 @@ struct env_paddle_job {
     bool ps;                        /* parameter-server mode */
     bool lists;                     /* ps with --servers/--trainers: no PADDLE_NNODES */
     int nnodes;
-    const char *job_id;
     const char *master;             /* PADDLE_MASTER (collective) */
     const char *log_dir;            /* absolute */
     const char *pod_name;           /* POD_NAME: this node's name */

@@ -138,13 +138,16 @@ def test_paddle_collective_two_nodes(tmp_path):
     res = [parse_kv(l.replace("paddle-env ok", "paddle-env")) for l in result_lines(agents, "paddle-env ")]
     assert len(res) == 4, [a.out for a in agents]
     assert sorted(int(r["id"]) for r in res) == [0, 1, 2, 3]
-    assert all(r["num"] == "4" and r["nnodes"] == "2" and r["job"] == "resnet" for r in res)
+    assert all(r["num"] == "4" and r["nnodes"] == "2" and r["job"] == "None" for r in res)
     assert len({r["master"] for r in res}) == 1 and res[0]["master"].startswith("127.0.0.2:")
     eps = {int(r["id"]): r["ep"] for r in res}
     assert [eps[i].split(":")[0] for i in range(4)] == ["127.0.0.2"] * 2 + ["127.0.0.3"] * 2
-    # Paddle's log layout beside the console: workerlog.N per trainer, endpoints.log
-    for d in logs:
-        assert sorted(os.listdir(d)) == ["endpoints.log", "workerlog.0", "workerlog.1"]
+    # Paddle's log layout beside the console: workerlog.N, envlog.N and backup_env.ID.json per
+    # trainer, endpoints.log
+    for r, d in enumerate(logs):
+        ids = [f"backup_env.{2 * r + k}.json" for k in (0, 1)]
+        assert sorted(os.listdir(d)) == sorted(ids + ["endpoints.log", "envlog.0", "envlog.1",
+                                                      "workerlog.0", "workerlog.1"])
         assert "paddle-env ok" in (d / "workerlog.1").read_text()
         assert (d / "endpoints.log").read_text().splitlines() == \
             ["PADDLE_TRAINER_ENDPOINTS: "] + [eps[i] for i in range(4)]
@@ -174,8 +177,12 @@ def test_paddle_ps_trainers_finish_job_succeeds(tmp_path):
         assert "every trainer of the job is done; stopping this node's 1 parameter server" \
             in a.err, a.err
         assert "FAILED" not in a.err
-    assert sorted(os.listdir(tmp_path / "l0")) == ["endpoints.log", "serverlog.0"]
-    assert sorted(os.listdir(tmp_path / "l2")) == ["endpoints.log", "workerlog.0"]
+    # (the pserver pod's PADDLE_TRAINER_ID, which its server inherits, names a backup file too,
+    # as under Paddle's launcher)
+    assert sorted(os.listdir(tmp_path / "l0")) == ["backup_env.0.json", "endpoints.log",
+                                                   "envlog.0", "serverlog.0"]
+    assert sorted(os.listdir(tmp_path / "l2")) == ["backup_env.0.json", "endpoints.log",
+                                                   "envlog.0", "workerlog.0"]
 
 
 def test_paddle_ps_pserver_dies_job_fails(tmp_path):

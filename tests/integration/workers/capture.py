@@ -5,9 +5,10 @@ file per process, then prints one line on stdout and one on stderr (for the log-
 and exits with $LAUNCHER_DIFF_EXIT if its rank is in $LAUNCHER_DIFF_EXIT_RANKS (a comma list;
 every rank when unset) and its restart (TORCHELASTIC_RESTART_COUNT) is in
 $LAUNCHER_DIFF_EXIT_RESTARTS (every one when unset), once $LAUNCHER_DIFF_WAIT_FOR workers have
-written theirs (at most a minute): a launcher that stops the others at a failure then has every
-capture. Imports nothing heavy: it runs under any python, as a script, as a
-module (-m capture) or exec'd directly (--no-python)."""
+written theirs (at most a minute; whatever its exit code): a launcher that stops the others at a
+failure (or, as podrun paddle, the parameter servers when the trainers are done) then has every
+capture. Imports nothing heavy: it runs under any python, as a script, as a module (-m capture)
+or exec'd directly (--no-python)."""
 import json
 import os
 import sys
@@ -34,14 +35,13 @@ def main():
     os.rename(tmp, os.path.join(d, f"{os.getpid()}.json"))
     print(f"capture out rank {rank()}", flush=True)
     print(f"capture err rank {rank()}", file=sys.stderr, flush=True)
+    wait_for(d, int(os.environ.get("LAUNCHER_DIFF_WAIT_FOR", "0")))
     ranks = os.environ.get("LAUNCHER_DIFF_EXIT_RANKS")
     code = int(os.environ.get("LAUNCHER_DIFF_EXIT", "0"))
     restarts = os.environ.get("LAUNCHER_DIFF_EXIT_RESTARTS")
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     if (ranks is None or rank() in ranks.split(",")) and \
             (restarts is None or restart in restarts.split(",")):
-        if code:
-            wait_for(d, int(os.environ.get("LAUNCHER_DIFF_WAIT_FOR", "0")))
         sys.exit(code)
 
 

@@ -24,4 +24,4 @@ except (AssertionError, KeyError, OSError) as x:
     sys.exit(3)
 print(f"paddle-env ok id={tid} num={num} nnodes={e['PADDLE_NNODES']} "
       f"local={e['PADDLE_LOCAL_RANK']}/{e['PADDLE_LOCAL_SIZE']} ep={e['PADDLE_CURRENT_ENDPOINT']} "
-      f"master={e['PADDLE_MASTER']} job={e['PADDLE_JOB_ID']}", flush=True)
+      f"master={e['PADDLE_MASTER']} job={e.get('PADDLE_JOB_ID')}", flush=True)

@@ -54,6 +54,18 @@ static void test_defaults(void)
     CHECK_EQ_INT(c.src[CFG_RDZV_ENDPOINT].kind, CFG_SRC_DERIVED);
     CHECK_EQ_STR(c.src[CFG_RDZV_ENDPOINT].name, "one node without --master-port: a free port");
     cfg_free(&c);
+    /* ... at --local-addr, where a node alone hosts it, when no master address was given */
+    cfg_init(&c);
+    CHECK_EQ_INT(set(&c, CFG_LOCAL_ADDR, "127.0.0.47", CFG_SRC_FLAG, "x"), 0);
+    CHECK_EQ_INT(finalize(&c), 0);
+    CHECK_EQ_STR(c.rdzv_host, "127.0.0.47");
+    cfg_free(&c);
+    cfg_init(&c);
+    CHECK_EQ_INT(set(&c, CFG_LOCAL_ADDR, "127.0.0.47", CFG_SRC_FLAG, "x"), 0);
+    CHECK_EQ_INT(set(&c, CFG_MASTER_ADDR, "127.0.0.1", CFG_SRC_FLAG, "x"), 0);
+    CHECK_EQ_INT(finalize(&c), 0);
+    CHECK_EQ_STR(c.rdzv_host, "127.0.0.1");         /* a master given stands */
+    cfg_free(&c);
 
     /* a port given (any source), or more than one node: the master's address and port */
     static const struct {

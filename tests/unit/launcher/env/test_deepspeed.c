@@ -52,6 +52,12 @@ static void test_env_uneven_slots(void)
     CHECK_EQ_INT(env_deepspeed_build(base, &w, &d, &env, NULL), 0);
     CHECK_EQ_STR(env_get(env, "CUDA_VISIBLE_DEVICES"), "0,1,2,3");
     CHECK_EQ_STR(env_get(env, "LOCAL_SIZE"), "1");
+    /* what importing deepspeed in its launcher sets, where unset */
+    CHECK_EQ_STR(env_get(env, "PYTORCH_NVML_BASED_CUDA_CHECK"), "1");
+    free(env);
+    char *own[] = {"PYTORCH_NVML_BASED_CUDA_CHECK=0", NULL};
+    CHECK_EQ_INT(env_deepspeed_build(own, &w, &d, &env, NULL), 0);
+    CHECK_EQ_STR(env_get(env, "PYTORCH_NVML_BASED_CUDA_CHECK"), "0");
     free(env);
 }
 

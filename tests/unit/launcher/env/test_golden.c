@@ -257,8 +257,8 @@ static void run_case(struct golden *g)
     char devs[256] = "", bad[64];
     env_paddle_devices(envp, c.paddle_devices, 0, devs, sizeof devs, bad, sizeof bad);
     /* what the agent derives from a node of no GPU, HCA or known interface (node_worker_vars):
-     * torchrun's OMP_NUM_THREADS rule */
-    struct nccl_facts facts = {.nlocal = c.nproc_per_node};
+     * the launcher's OMP_NUM_THREADS rule */
+    struct nccl_facts facts = {.nlocal = c.nproc_per_node, .omp = nccl_omp_rule(c.worker_env)};
     struct nccl_env ne;
     CHECK_EQ_INT(nccl_env_derive(&facts, envp, &ne), 0);
     char dvals[NCCL_ENV_MAX][NCCL_ENV_VALUE_LEN + 64], *derived[NCCL_ENV_MAX + 1];

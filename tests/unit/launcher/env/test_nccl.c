@@ -373,11 +373,18 @@ static void test_omp(void)
     struct nccl_facts f = {.nlocal = 8};
     nccl_env_derive(&f, NULL, &e);
     VAR(&e, "OMP_NUM_THREADS", NCCL_ENV_SET, "1", "8 workers share this node: torchrun's default");
-    f.omp_threads = 4;
+    f.omp = NCCL_OMP_NONE;          /* DeepSpeed gives none */
+    nccl_env_derive(&f, NULL, &e);
+    VAR(&e, "OMP_NUM_THREADS", NONE, NULL, NULL);
+    f.omp_threads = 4;              /* unless it binds cores */
     nccl_env_derive(&f, NULL, &e);
     VAR(&e, "OMP_NUM_THREADS", NCCL_ENV_SET, "4", "--bind_cores_to_rank");
     f.omp_threads = 0;
+    f.omp = NCCL_OMP_ONE;           /* Paddle's, with one worker too */
     f.nlocal = 1;
+    nccl_env_derive(&f, NULL, &e);
+    VAR(&e, "OMP_NUM_THREADS", NCCL_ENV_SET, "1", "Paddle's default");
+    f.omp = NCCL_OMP_TORCHRUN;      /* torchrun's: none for one worker */
     nccl_env_derive(&f, NULL, &e);
     VAR(&e, "OMP_NUM_THREADS", NONE, NULL, NULL);
     char *env[] = {"OMP_NUM_THREADS=16", NULL};

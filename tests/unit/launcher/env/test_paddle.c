@@ -54,8 +54,8 @@ static void test_devices(void)
     CHECK_EQ_STR(out, "0,1");
 }
 
-/* The node's derived variables reach a worker where unset, but OMP_NUM_THREADS (torchrun's rule,
- * not Paddle's); a worker's own device replaces the inherited list and is its device 0. */
+/* The node's derived variables reach a worker where unset; a worker's own device replaces the
+ * inherited list and is its device 0. No PADDLE_JOB_ID: Paddle's launcher reads it, never sets it. */
 static void test_node_variables(void)
 {
     char *base[] = {"NCCL_SOCKET_IFNAME==eth9", "CUDA_VISIBLE_DEVICES=0,1", "PATH=/bin", NULL};
@@ -78,7 +78,8 @@ static void test_node_variables(void)
     CHECK_EQ_STR(env_get(env, "NCCL_SOCKET_IFNAME"), "=eth9");   /* the user's stands */
     CHECK_EQ_STR(env_get(env, "GLOO_SOCKET_IFNAME"), "eth0");
     CHECK_EQ_STR(env_get(env, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
-    CHECK(env_get(env, "OMP_NUM_THREADS") == NULL);
+    CHECK_EQ_STR(env_get(env, "OMP_NUM_THREADS"), "1");
+    CHECK(env_get(env, "PADDLE_JOB_ID") == NULL);
     CHECK_EQ_STR(env_get(env, "CUDA_VISIBLE_DEVICES"), "GPU-5b2c");
     CHECK_EQ_STR(env_get(env, "FLAGS_selected_gpus"), "0");
     CHECK_EQ_STR(env_get(env, "PADDLE_TRAINER_ID"), "1");

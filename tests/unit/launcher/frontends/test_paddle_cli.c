@@ -99,6 +99,14 @@ static void test_parameter_server(void)
     CHECK_EQ_INT(c.node_rank, 2);
     CHECK_EQ_INT(c.nnodes_max, 3);
     cfg_free(&c);
+    /* one node with --host: its own store listens at that address, so it is the master's */
+    CHECK_EQ_INT(load(&c, "--ips 10.0.0.7 --host 10.0.0.7 t.py", NULL), 0);
+    CHECK_EQ_STR(c.rdzv_host, "10.0.0.7");
+    cfg_free(&c);
+    CHECK_EQ_INT(load(&c, "--nproc_per_node 2 --host 10.0.0.7 --master 10.0.0.1:6000 t.py", NULL),
+                 0);
+    CHECK_EQ_STR(c.rdzv_host, "10.0.0.1");            /* a master given stands */
+    cfg_free(&c);
 }
 
 /* A PaddleJob's pod (paddle-operator, with its ConfigMap): discovery places the pod in the job
