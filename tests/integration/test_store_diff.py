@@ -237,10 +237,10 @@ def sequence(port, libuv, ns):
                                           lambda: b.set(K("r7"), "later")))
     rec("wait_deleted", lambda: (b.delete_key(K("r7")),
                                  a.wait([K("r7")], T(milliseconds=200)))[1])
-    rec("wait_compare_set", lambda: released(lambda: a.wait([K("r8")], T(seconds=1)),
+    rec("wait_compare_set", lambda: released(lambda: a.wait([K("r8")], T(seconds=3)),
                                              lambda: b.compare_set(K("r8"), "", "made")))
     rec("wait_failed_compare_set",
-        lambda: released(lambda: a.wait([K("r9")], T(milliseconds=500)),
+        lambda: released(lambda: a.wait([K("r9")], T(seconds=2)),
                          lambda: b.compare_set(K("r9"), "x", "y")))
     rec("append", lambda: [a.append(K("ap"), "po"), a.append(K("ap"), "tato"), b.get(K("ap"))])
     a.set(K("apn"), "12")
@@ -263,8 +263,28 @@ def sequence(port, libuv, ns):
     rec("q_pop_timeout", lambda: short_timeout(q, 300, lambda: q.queue_pop(K("q"))))
     rec("q_pop_pushed", lambda: released(lambda: q.queue_pop(K("q")),
                                          lambda: q2.queue_push(K("q"), "four")))
-    rec("q_wait_pushed", lambda: released(lambda: q.wait([K("q3")], T(seconds=1)),
-                                          lambda: q2.queue_push(K("q3"), "x")))
+    # (a client without queues refuses the push: its wait would only time out)
+    rec("q_wait_pushed", lambda: released(lambda: q.wait([K("q3")], T(seconds=10)),
+                                          lambda: q2.queue_push(K("q3"), "x"))
+        if libuv else "no queues")
+    def two_poppers():
+        """Two blocking pops, then two pushes: each push releases one pop, the oldest first."""
+        got, ts = [None, None], []
+        for i in range(2):
+            s = client()
+            def pop(i=i, s=s):
+                got[i] = outcome(lambda: s.queue_pop(K("q4")))
+            ts.append(threading.Thread(target=pop, daemon=True))
+            ts[i].start()
+            wait_blocked(ts[i].native_id)
+        seen = []
+        for i, item in enumerate(("first", "second")):
+            q2.queue_push(K("q4"), item)
+            ts[i].join(10)   # a bound: the pop this push releases answers at once
+            seen.append(list(got))
+        return seen
+    served = dict(r)["q_len"] == [3, 0]   # a server without queues dropped q's connection
+    rec("q_two_poppers", two_poppers if served else lambda: "no queues")
     rec("q_after", lambda: [q.queue_len(K("q3")), nkeys(q)])
     # barriers
     c = client()
@@ -380,6 +400,8 @@ def test_same_answers_as_torch_215_servers(podrun):
     assert d["barrier_counts"] == ["bytes:" + c.encode().hex() for c in "111417"]
     assert d["barrier_waits_for_key"][0].startswith("error:DistStoreError:wait timeout")
     assert d["q_pop_pushed"] == ["bytes:" + b"four".hex(), None]
+    first, second = "bytes:" + b"first".hex(), "bytes:" + b"second".hex()
+    assert d["q_two_poppers"] == [[first, None], [first, second]]
     assert d["wait_failed_compare_set"][0].startswith("error:DistStoreError:wait timeout")
     assert d["init_clients"] == 2 and d["init_master"] == 3
     assert d["add_text"].startswith("error:DistNetworkError")
