@@ -382,8 +382,12 @@ def test_same_answers_as_torch_215_servers(podrun):
         out = run_torch(SEQUENCE_2X, *targets, python=VENV_PY)
     finally:
         theirs.stop()
-        for s in ours:
-            s.stop()
+        rcs = [s.stop() for s in ours]
+    # a clean exit (and under the sanitizers, nothing they saw); the two connections dropped on
+    # purpose (ADD and BARRIER on text) said so, each in its one line
+    assert rcs == [0, 0], [s.stderr for s in ours]
+    for s in ours:
+        assert s.stderr.count("closing connection") == 2, s.stderr
     for lib in (1, 0):
         mine = out[f"podrun{lib}"]
         for kind, deliberate in DELIBERATE.items():
