@@ -224,8 +224,10 @@ static void notify(keyspace_t *ks, ks_entry_t *e, int type, const char *old, siz
     }
 }
 
-/* Stores val as e's value. When watchers need the old value it is handed to them first. */
-static int store_value(keyspace_t *ks, ks_entry_t *e, const char *val, size_t vlen)
+/* Stores val as e's value. When watchers need the old value it is handed to them first. With
+ * `wake`, the key's waiters are woken: a plain wait's key exists now, and a barrier's waiters
+ * are released by any write of its key, as in torch's servers. */
+static int put_value(keyspace_t *ks, ks_entry_t *e, const char *val, size_t vlen, int wake)
 {
     size_t old = e->present ? e->vlen : 0;
     if (vlen > old && !room(ks, vlen - old))
@@ -265,9 +267,14 @@ static int store_value(keyspace_t *ks, ks_entry_t *e, const char *val, size_t vl
         notify(ks, e, was ? WIRE_KEY_UPDATED : WIRE_KEY_CREATED, keep ? keep : empty_val,
                keeplen);
     free(keep);
-    if (!was)
+    if (wake)
         wake_all(ks, e);
     return 0;
+}
+
+static int store_value(keyspace_t *ks, ks_entry_t *e, const char *val, size_t vlen)
+{
+    return put_value(ks, e, val, vlen, 1);
 }
 
 int keyspace_set(keyspace_t *ks, const char *key, size_t klen, const char *val, size_t vlen)
@@ -351,6 +358,46 @@ int keyspace_add(keyspace_t *ks, const char *key, size_t klen, int64_t delta, in
     return 0;
 }
 
+int keyspace_barrier(keyspace_t *ks, ks_owner_t *owner, const char *key, size_t klen,
+                     int64_t world, int64_t *count)
+{
+    ks_entry_t *e;
+    int r = get_entry(ks, key, klen, &e);
+    if (r)
+        return r;
+    int64_t cur = 0;
+    if (e->present && (r = parse_ll(e->val ? e->val : "", e->vlen, &cur)) != 0)
+        return r;
+    if (cur == INT64_MAX)
+        return -ERANGE;
+    int last = ++cur >= world;
+    ks_waiter_t *w = NULL;
+    if (!last && !(w = calloc(1, sizeof *w + sizeof(ks_link_t)))) {
+        maybe_drop(ks, e);
+        return -ENOMEM;
+    }
+    char buf[24];
+    int n = snprintf(buf, sizeof buf, "%lld", (long long)cur);
+    /* an arrival that is not the last wakes nobody, not even those waiting for the key to exist
+     * (torch's servers do the same) */
+    r = put_value(ks, e, buf, (size_t)n, last);
+    if (r) {
+        free(w);
+        maybe_drop(ks, e);
+        return r;
+    }
+    *count = cur;
+    if (last)
+        return 1;
+    w->owner = owner;
+    w->missing = w->nlinks = 1;
+    w->links[0].w = w;
+    w->links[0].e = e;
+    list_push(&e->waiters, &w->links[0].node);
+    list_push(&owner->waiters, &w->onode);
+    return 0;
+}
+
 int keyspace_compare_set(keyspace_t *ks, const char *key, size_t klen, const char *exp,
                          size_t elen, const char *des, size_t dlen, const char **cur,
                          size_t *curlen)
@@ -424,6 +471,7 @@ int keyspace_append(keyspace_t *ks, const char *key, size_t klen, const char *va
     e->vlen += vlen;
     e->val[e->vlen] = 0;
     ks->bytes += vlen;
+    wake_all(ks, e); /* a barrier's waiters */
     return 0;
 }
 

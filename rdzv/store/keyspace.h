@@ -5,9 +5,10 @@
  * a value read back can be used as a C string when it holds text.
  *
  * Waits: a WAIT on keys that do not all exist yet becomes a waiter with a counter of keys still
- * missing, linked from each missing key. The write that creates a key walks only that key's
- * links and decrements their counters; a counter reaching zero completes the wait (the on_ready
- * callback runs once). Nothing ever scans all waiters.
+ * missing, linked from each missing key; a BARRIER that is not yet complete becomes a waiter
+ * linked from its (existing) key. A write of a key walks only that key's links and decrements
+ * their counters; a counter reaching zero completes the wait (the on_ready callback runs once).
+ * Nothing ever scans all waiters.
  *
  * Clients are "owners": a small struct embedded in the connection that chains its waits and
  * watches, so closing a connection or CANCEL_WAIT frees exactly what it holds.
@@ -58,6 +59,13 @@ int keyspace_get(keyspace_t *ks, const char *key, size_t klen, const char **val,
  * anything after the digits ignored. -EINVAL when it has no digits, -ERANGE when it or the sum
  * does not fit in an int64. */
 int keyspace_add(keyspace_t *ks, const char *key, size_t klen, int64_t delta, int64_t *out);
+/* BARRIER (torch 2.15 has it; 2.8 does not): one more arrival at key, counted like ADD 1 (*count: the new value).
+ * Returns 1 when the count reached `world` (everyone waiting on the key is released), 0 when a
+ * waiter was registered for owner (on_ready runs at the next write of the key: the arrival that
+ * completes the barrier, or any SET, ADD, APPEND ... of it), or -EINVAL/-ERANGE (the value is
+ * not a number, as for ADD), -ENOMEM, -ENOSPC. */
+int keyspace_barrier(keyspace_t *ks, ks_owner_t *owner, const char *key, size_t klen,
+                     int64_t world, int64_t *count);
 /* torch's COMPARE_SET: key missing and `expected` empty: the key is set to `desired`; key missing
  * and `expected` non-empty: nothing changes and `expected` is answered (torch calls this lying);
  * key present: replaced by `desired` if it equals `expected`. *cur and *curlen: the answer (points

@@ -12,14 +12,17 @@
  * shared by the whole server, and only the tail of a request that has not fully arrived yet is
  * copied into a per-connection buffer, which is freed again once that request is complete.
  *
- * Where torch's two servers disagree, the choice made here:
+ * Where torch's servers disagree, the choice made here (doc/store.md has the table):
  *  - GET / MULTI_GET of a missing key answers an empty value in both dialects (the 2.x libuv
  *    server's answer; the 1.13 server throws and drops the connection). torch's clients always
  *    WAIT before GET, so they never see the difference; a debugging client keeps its connection.
  *  - ADD on a value that is not a number closes that connection, as both torch servers do (they
  *    throw inside the handler); the key keeps its value.
- *  - COMPARE_SET that creates a key wakes its waiters (2.x libuv server; 1.13 does not, leaving
- *    such a waiter hanging).
+ *  - COMPARE_SET that creates a key wakes its waiters (2.x libuv server; 1.13 and the 2.x classic
+ *    server do not, leaving such a waiter hanging). One that changes nothing wakes nobody (the
+ *    libuv server wakes the waiters of a key that is still missing).
+ *  - BARRIER counts arrivals in its key like ADD 1; the last one releases everyone waiting on the
+ *    key, and so does any other write of it (both 2.x servers).
  *  - 1.13 abandoned waits: a 1.13 client that times out in WAIT does not tell the server, and the
  *    1.13 server keeps the wait and later sends an unsolicited STOP_WAITING that the client reads
  *    as the answer to a later request. A 1.13 client sends a new request only after the previous

@@ -120,17 +120,22 @@ static int op_get(conn_t *c, const wire_req_t *q)
     return wire_put_str(&c->srv->out, v, vlen);
 }
 
+/* ADD's answer to a value that is not a number, for the ops that count (ADD, BARRIER). */
+static int not_a_number(conn_t *c, const char *op, int r)
+{
+    char why[160];
+    snprintf(why, sizeof why, "%s on a key whose value is not a 64-bit integer%s", op,
+             r == -ERANGE ? " (or the sum overflows)" : "");
+    server_conn_fail(c, why);
+    return CLOSED;
+}
+
 static int op_add(conn_t *c, const wire_req_t *q)
 {
     int64_t num;
     int r = keyspace_add(c->srv->ks, q->key.p, q->key.len, q->num, &num);
-    if (r == -EINVAL || r == -ERANGE) {
-        char why[160];
-        snprintf(why, sizeof why, "ADD on a key whose value is not a 64-bit integer%s",
-                 r == -ERANGE ? " (or the sum overflows)" : "");
-        server_conn_fail(c, why);
-        return CLOSED;
-    }
+    if (r == -EINVAL || r == -ERANGE)
+        return not_a_number(c, "ADD", r);
     if (r < 0)
         return r;
     r = wire_put_i64(&c->srv->out, num);
@@ -160,6 +165,20 @@ static int op_wait(conn_t *c, const wire_req_t *q)
     if (r == 0 && c->dialect == WIRE_V2)
         c->blocked = 1; /* what has an answer waits behind it (see the top) */
     return r == 1 ? wire_put_u8(&s->out, WIRE_STOP_WAITING) : r;
+}
+
+static int op_barrier(conn_t *c, const wire_req_t *q)
+{
+    int64_t count;
+    int r = keyspace_barrier(c->srv->ks, &c->owner, q->key.p, q->key.len, q->num, &count);
+    if (r == -EINVAL || r == -ERANGE)
+        return not_a_number(c, "BARRIER", r);
+    if (r < 0)
+        return r;
+    report_write(c, q->key.p, q->key.len);
+    if (r == 0)
+        c->blocked = 1; /* like a WAIT (see the top) */
+    return r == 1 ? wire_put_u8(&c->srv->out, WIRE_STOP_WAITING) : 0;
 }
 
 static int op_getnumkeys(conn_t *c, const wire_req_t *q)
@@ -269,7 +288,7 @@ static const op_handler ops[WIRE_OP_COUNT] = {
     [WIRE_CANCEL_WAIT] = op_cancel_wait, [WIRE_PING] = op_ping,
     [WIRE_QUEUE_PUSH] = op_queue_push,   [WIRE_QUEUE_POP] = op_queue_pop,
     [WIRE_QUEUE_LEN] = op_queue_len,     [WIRE_LIST] = op_list,
-    [WIRE_WATCH_KEY] = op_watch_key,
+    [WIRE_BARRIER] = op_barrier,         [WIRE_WATCH_KEY] = op_watch_key,
 };
 
 /* ---- who may do what (guard.c decides; here its answers are written) ----------------------

@@ -37,6 +37,7 @@ static const struct op_info {
     [WIRE_QUEUE_POP] =   {"QUEUE_POP",   A_KEY,         WIRE_R_QPOP, 1, WIRE_KEYS_ONE},
     [WIRE_QUEUE_LEN] =   {"QUEUE_LEN",   A_KEY,         WIRE_R_I64,  0, WIRE_KEYS_ONE},
     [WIRE_LIST] =        {"LIST",        A_NONE,        WIRE_R_LIST, 0, WIRE_KEYS_NONE},
+    [WIRE_BARRIER] =     {"BARRIER",     A_KEY_I64,     WIRE_R_U8,   1, WIRE_KEYS_ONE},
     [WIRE_WATCH_KEY] =   {"WATCH_KEY",   A_KEY,         WIRE_R_U8,   0, WIRE_KEYS_ONE},
 };
 
@@ -46,7 +47,7 @@ static const signed char v1_ops[] = {
     WIRE_WAIT, WIRE_GETNUMKEYS, WIRE_WATCH_KEY, WIRE_DELETE_KEY,
 };
 #define V1_OPS ((int)sizeof v1_ops)
-#define V2_OPS (WIRE_LIST + 1)
+#define V2_OPS (WIRE_BARRIER + 1)
 
 static const unsigned char v2_hello[5] = {0x00, 0xCE, 0xF7, 0x85, 0x3C};
 

@@ -26,8 +26,9 @@
  *   QUEUE_POP       -    15    key                          i64 length, then a vec if > 0
  *   QUEUE_LEN       -    16    key                          i64
  *   LIST            -    17    -                            i64 n, n vecs (every key)
+ *   BARRIER         -    18    key, i64 world size          u8 STOP_WAITING=0, once, maybe later
  *
- * Internally an op is named by its 2.x number (WATCH_KEY, which 2.x lacks, gets 18). */
+ * Internally an op is named by its 2.x number (WATCH_KEY, which 2.x lacks, gets 19). */
 #ifndef PODRUN_RDZV_WIRE_H
 #define PODRUN_RDZV_WIRE_H
 
@@ -62,7 +63,8 @@ typedef enum wire_op {
     WIRE_QUEUE_POP = 15,
     WIRE_QUEUE_LEN = 16,
     WIRE_LIST = 17,
-    WIRE_WATCH_KEY = 18,
+    WIRE_BARRIER = 18,
+    WIRE_WATCH_KEY = 19,
     WIRE_OP_COUNT
 } wire_op_t;
 
@@ -146,7 +148,7 @@ int wire_opcode(wire_dialect_t d, wire_op_t op);
 const char *wire_op_name(wire_op_t op);
 wire_reply_shape_t wire_reply_shape(wire_op_t op);
 /* Whether an op changes the key space (SET, COMPARE_SET, ADD, DELETE_KEY, APPEND, MULTI_SET,
- * QUEUE_PUSH, QUEUE_POP), and which keys it carries: the op table's columns (wire.c). */
+ * QUEUE_PUSH, QUEUE_POP, BARRIER), and which keys it carries: the op table's columns (wire.c). */
 int wire_op_writes(wire_op_t op);
 wire_keys_t wire_op_keys(wire_op_t op);
 

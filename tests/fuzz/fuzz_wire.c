@@ -56,6 +56,7 @@ static void apply(keyspace_t *ks, ks_owner_t *o, const wire_req_t *q)
         keyspace_queue_pop(ks, q->key.p, q->key.len, &item, &n);
         free(item);
         break;
+    case WIRE_BARRIER: keyspace_barrier(ks, o, q->key.p, q->key.len, q->num, &r); break;
     case WIRE_WATCH_KEY: keyspace_watch(ks, o, q->key.p, q->key.len); break;
     case WIRE_LIST: keyspace_delete_except(ks, "/", 1); break;
     default: break;

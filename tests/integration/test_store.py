@@ -1,13 +1,17 @@
 """`podrun store` against real torch 1.13 TCPStore clients: every op the 1.13 client has, many
 clients at once, waits that time out and then succeed, gloo init_process_group + all_reduce
-through it, the shell client, flags, and clean stops on SIGTERM / SIGINT."""
+through it, the shell client, flags, and clean stops on SIGTERM / SIGINT; and as the rendezvous
+store of torchrun 2.15 agents, through a restart. (torch 2.15's client: test_store_diff.py.)"""
+import os
+import re
 import signal
 import subprocess
 import textwrap
 
 import pytest
 
-from conftest import TORCH_PY
+from cluster import killed_on_failure, wait_for, worker
+from conftest import TORCH_PY, VENV_BIN
 from store_util import WAIT_BLOCKED, podrun_store, run_torch
 
 
@@ -281,3 +285,64 @@ def test_unread_replies_are_bounded(podrun, port):
     finally:
         s.stop()
     assert s.stderr.count("a client must read its replies") == 3
+
+
+class Torchrun:
+    """A torchrun 2.15 agent, its output in files; killed_on_failure stops its session."""
+
+    def __init__(self, args, env, out):
+        self.out = out
+        with open(out, "w") as f:
+            self.proc = subprocess.Popen([str(VENV_BIN / "torchrun"), *args], env=env,
+                                         stdout=f, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    def text(self):
+        with open(self.out, errors="replace") as f:
+            return f.read()
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_torchrun_215_c10d_rendezvous_with_a_restart(podrun, port, tmp_path):
+    """Three torchrun 2.15 agents (127.0.0.2-4) rendezvous through `podrun store` with torch's
+    own c10d handler (its COMPARE_SET state, MULTI_GET/MULTI_SET of role infos, exit barrier);
+    rank 2 fails once, its agent restarts and the others follow into the next round."""
+    store = podrun_store(podrun, port)
+    done = tmp_path / "done"
+    env = dict(os.environ, FAIL_RANK="2", FAIL_AFTER="0", FAIL_AFTER_ALL="1",
+               STARTED_DIR=str(tmp_path), DONE_FILE=str(done))
+    env.pop("OMP_NUM_THREADS", None)
+    agents = [Torchrun(["--nnodes", "3", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                        "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "tr215",
+                        "--local-addr", f"127.0.0.{2 + i}", "--max-restarts", "1",
+                        "--no-python", worker("fail.sh")], env, tmp_path / f"agent{i}.log")
+              for i in range(3)]
+    starts = lambda: [m for a in agents
+                      for m in re.findall(r"^start rank=(\d) restart=(\d) world=(\d)$",
+                                          a.text(), re.M)]
+    try:
+        with killed_on_failure(agents):
+            # bounds, not expected times: each agent imports torch, and a round may take the
+            # c10d handler's 1 s syncs a few times over
+            wait_for(lambda: len(starts()) >= 6, 240, lambda: f"two rounds of workers: {starts()}")
+            done.touch()
+            rcs = [a.proc.wait(timeout=120) for a in agents]
+    finally:
+        store.stop()
+    logs = "\n".join(a.text() for a in agents)
+    assert rcs == [0, 0, 0], logs[-4000:]
+    got = sorted(starts())
+    # round 1: ranks 0-2, restart 0; rank 2 fails; round 2: the same ranks, and the restart count
+    # is each agent's own (torchrun counts restarts per agent: the others followed a
+    # membership change, which costs no restart)
+    assert got == sorted([("0", "0", "3"), ("1", "0", "3"), ("2", "0", "3"),
+                          ("0", "0", "3"), ("1", "0", "3"), ("2", "1", "3")]), logs[-4000:]
+    assert sorted(re.findall(r"^done rank=(\d) restart=(\d) world=3$", logs, re.M)) == \
+        [("0", "0"), ("1", "0"), ("2", "1")]
+    assert "rank 2 failing on purpose" in logs
+    assert "closing connection" not in store.stderr

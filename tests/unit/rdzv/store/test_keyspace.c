@@ -181,6 +181,52 @@ static void test_wait_woken_by_compare_set(void)
     keyspace_free(ks);
 }
 
+static void test_barrier(void)
+{
+    keyspace_t *ks = fresh(0);
+    wire_str_t b[] = {S("b")};
+    int64_t n;
+    const char *v;
+    size_t vl;
+    CHECK_EQ_INT(keyspace_wait(ks, &owners[3], b, 1), 0);
+    CHECK_EQ_INT(keyspace_barrier(ks, &owners[0], "b", 1, 3, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    /* the key exists now, but an arrival that is not the last wakes nobody */
+    CHECK_EQ_INT(keyspace_check(ks, b, 1), 1);
+    CHECK_EQ_INT(rec.ready[3], 0);
+    CHECK_EQ_INT(keyspace_barrier(ks, &owners[1], "b", 1, 3, &n), 0);
+    CHECK_EQ_INT(rec.ready[0] + rec.ready[1] + rec.ready[3], 0);
+    CHECK_EQ_INT(keyspace_barrier(ks, &owners[2], "b", 1, 3, &n), 1);
+    CHECK_EQ_INT(n, 3);
+    CHECK_EQ_INT(rec.ready[0] + rec.ready[1] + rec.ready[3], 3);
+    CHECK(keyspace_get(ks, "b", 1, &v, &vl) && vl == 1 && v[0] == '3');
+    /* past the count: answered at once */
+    CHECK_EQ_INT(keyspace_barrier(ks, &owners[2], "b", 1, 3, &n), 1);
+    CHECK_EQ_INT(n, 4);
+    /* a waiter on an existing key is released by a write of it; a cancelled one is not */
+    CHECK_EQ_INT(keyspace_barrier(ks, &owners[4], "c", 1, 2, &n), 0);
+    CHECK_EQ_INT(keyspace_barrier(ks, &owners[5], "d", 1, 2, &n), 0);
+    CHECK_EQ_INT(keyspace_cancel_waits(ks, &owners[5]), 1);
+    keyspace_set(ks, "c", 1, "7", 1);
+    keyspace_set(ks, "d", 1, "7", 1);
+    CHECK_EQ_INT(rec.ready[4], 1);
+    CHECK_EQ_INT(rec.ready[5], 0);
+    CHECK_EQ_INT(keyspace_barrier(ks, &owners[4], "e", 1, 2, &n), 0);
+    keyspace_append(ks, "e", 1, "0", 1);
+    CHECK_EQ_INT(rec.ready[4], 2);
+    /* a value that is not a number, or a count at its end, is refused and kept */
+    keyspace_set(ks, "t", 1, "abc", 3);
+    CHECK_EQ_INT(keyspace_barrier(ks, &owners[6], "t", 1, 2, &n), -EINVAL);
+    keyspace_set(ks, "m", 1, "9223372036854775807", 19);
+    CHECK_EQ_INT(keyspace_barrier(ks, &owners[6], "m", 1, 2, &n), -ERANGE);
+    CHECK(list_empty(&owners[6].waiters));
+    /* world sizes of 1 and below never wait */
+    CHECK_EQ_INT(keyspace_barrier(ks, &owners[6], "f", 1, 0, &n), 1);
+    CHECK_EQ_INT(keyspace_barrier(ks, &owners[6], "g", 1, 1, &n), 1);
+    keyspace_release(ks, &owners[0]);
+    keyspace_free(ks);
+}
+
 static void test_cancel_and_release(void)
 {
     keyspace_t *ks = fresh(0);
@@ -306,6 +352,7 @@ int main(void)
     RUN(test_append);
     RUN(test_wait_counter);
     RUN(test_wait_woken_by_compare_set);
+    RUN(test_barrier);
     RUN(test_cancel_and_release);
     RUN(test_watch);
     RUN(test_queues);

@@ -1,5 +1,6 @@
 /* tests/unit/rdzv/store/test_server.c — the server at the byte level, written from torch's
- * sources: the 2.x dialect (VALIDATE, PING nonce echo, CANCEL_WAIT, MULTI_*, QUEUE_*, LIST), the
+ * sources: the 2.x dialect (VALIDATE, PING nonce echo, CANCEL_WAIT, MULTI_*, QUEUE_*, LIST,
+ * BARRIER), the
  * 1.13 dialect on the same port (WATCH_KEY, abandoned waits), and bad input that must cost only
  * the connection that sent it. */
 #include <stdlib.h>
@@ -44,7 +45,7 @@ static msg_t *str(msg_t *m, const char *s)
 
 enum { V2_VALIDATE = 0, V2_SET, V2_COMPARE_SET, V2_GET, V2_ADD, V2_CHECK, V2_WAIT, V2_GETNUMKEYS,
        V2_DELETE_KEY, V2_APPEND, V2_MULTI_GET, V2_MULTI_SET, V2_CANCEL_WAIT, V2_PING,
-       V2_QUEUE_PUSH, V2_QUEUE_POP, V2_QUEUE_LEN, V2_LIST };
+       V2_QUEUE_PUSH, V2_QUEUE_POP, V2_QUEUE_LEN, V2_LIST, V2_BARRIER };
 enum { V1_SET = 0, V1_COMPARE_SET, V1_GET, V1_ADD, V1_CHECK, V1_WAIT, V1_GETNUMKEYS,
        V1_WATCH_KEY, V1_DELETE_KEY };
 
@@ -295,6 +296,51 @@ static void test_parked_behind_wait(void)
     close(b);
 }
 
+/* BARRIER (torch 2.15): arrivals counted in the key; the last one answers everyone, what was
+ * sent behind a waiting BARRIER runs after it; a cancelled one stays counted and silent. */
+static void test_barrier(void)
+{
+    int a = v2_connect(), b = v2_connect();
+    msg_t m = {.n = 0};
+    u64(str(op(&m, V2_BARRIER), "/bar"), 2);
+    str(op(&m, V2_GET), "/bar");
+    flush(a, &m);
+    unsigned char c;
+    CHECK_EQ_INT(raw_recv(a, &c, 1, 100), 0);
+    u64(str(op(&m, V2_BARRIER), "/bar"), 2);
+    flush(b, &m);
+    CHECK_EQ_INT(recv_u8(b), 0); /* the last arrival: at once */
+    CHECK_EQ_INT(recv_u8(a), 0);
+    expect_vec(a, "2");
+
+    u64(str(op(&m, V2_BARRIER), "/bc"), 2);
+    flush(a, &m);
+    CHECK_EQ_INT(raw_recv(a, &c, 1, 100), 0);
+    op(&m, V2_CANCEL_WAIT);
+    flush(a, &m);
+    CHECK_EQ_INT(recv_u8(a), 1);
+    u64(str(op(&m, V2_BARRIER), "/bc"), 2);
+    flush(b, &m);
+    CHECK_EQ_INT(recv_u8(b), 0); /* the cancelled arrival still counts */
+    u32(op(&m, V2_PING), 3);
+    flush(a, &m);
+    unsigned char p[4];
+    CHECK_EQ_INT(raw_recv(a, p, 4, 2000), 4);
+    CHECK_EQ_INT(p[0], 3); /* no STOP_WAITING for the cancelled one */
+
+    /* a value that is not a number costs that connection, with one line */
+    char line[512];
+    int before = st_last_log(&st, line, sizeof line);
+    str(str(op(&m, V2_SET), "/btext"), "abc");
+    u64(str(op(&m, V2_BARRIER), "/btext"), 2);
+    flush(b, &m);
+    CHECK(raw_closed(b, 2000));
+    CHECK_EQ_INT(st_last_log(&st, line, sizeof line), before + 1);
+    CHECK(strstr(line, "BARRIER on a key whose value is not a 64-bit integer") != NULL);
+    close(a);
+    close(b);
+}
+
 static void test_queues(void)
 {
     int fd = v2_connect();
@@ -516,6 +562,7 @@ int main(void)
     RUN(test_multi);
     RUN(test_wait_and_cancel);
     RUN(test_parked_behind_wait);
+    RUN(test_barrier);
     RUN(test_queues);
     RUN(test_list);
     RUN(test_v1_dialect);

@@ -105,11 +105,13 @@ static void test_op_tables(void)
     CHECK_EQ_INT(wire_opcode(WIRE_V2, WIRE_CANCEL_WAIT), 12);
     CHECK_EQ_INT(wire_opcode(WIRE_V2, WIRE_PING), 13);
     CHECK_EQ_INT(wire_opcode(WIRE_V2, WIRE_QUEUE_LEN), 16);
+    CHECK_EQ_INT(wire_opcode(WIRE_V2, WIRE_BARRIER), 18);
     CHECK_EQ_INT(wire_opcode(WIRE_V2, WIRE_WATCH_KEY), -1);
+    CHECK_EQ_INT(wire_opcode(WIRE_V1, WIRE_BARRIER), -1);
     wire_req_t q;
     char b[1] = {9};
     CHECK_EQ_INT(wire_parse(WIRE_V1, b, 1, &lim, &q, NULL), PODRUN_EBADOP);
-    b[0] = 18;
+    b[0] = 19;
     CHECK_EQ_INT(wire_parse(WIRE_V2, b, 1, &lim, &q, NULL), PODRUN_EBADOP);
     b[0] = 'G'; /* "GET / HTTP/1.1" */
     CHECK_EQ_INT(wire_parse(WIRE_V1, b, 1, &lim, &q, NULL), PODRUN_EBADOP);
