@@ -29,6 +29,7 @@ def line_of(text):
 def run(tmp_path, args, env=None, hang="3", timeout=120):
     """podrun with --hang-timeout on 2 local workers; (rc, stderr, termination log)."""
     term = tmp_path / "term"
+    (tmp_path / "logs").mkdir(exist_ok=True)   # the timers' FIFO is made before the run's dirs
     e = dict(os.environ, **(env or {}))
     p = subprocess.run([PODRUN, "--hang-timeout", hang, "--nproc-per-node", "2",
                         "--termination-log", str(term), "--log-dir", str(tmp_path / "logs"),
@@ -132,3 +133,19 @@ def test_the_users_sitecustomize_runs_and_a_normal_run_shows_nothing(tmp_path):
     left = [os.path.join(d, f) for d, _, fs in os.walk(ok / "logs") for f in fs]
     assert not [f for f in left if "stack" in f or "podrun_site" in f], left
     assert not any(".podrun_site" in d for d in os.listdir(ok / "logs")), os.listdir(ok / "logs")
+
+
+@pytest.mark.parametrize("py", PYTHONS)
+def test_stacks_before_a_torch_timers_kill(tmp_path, py):
+    """torch's file timer expired in rank 1: the stacks come first, then the timer's SIGKILL."""
+    tw = os.path.join(WORKERS, "timer_worker.py")
+    env = {"TORCHELASTIC_ENABLE_FILE_TIMER": "1", "MODE": "overrun", "OVERRUN": "1",
+           "AFTER": "1"}
+    rc, out, term = run(tmp_path, [py, tw], env, hang="60")
+    assert rc == HANG and "survived" not in out, out
+    took, path, text = gathered(out)
+    assert took <= BOUND, out
+    with open(tw) as f:
+        n = next(i for i, l in enumerate(f, 1) if "time.sleep(after + 30)   # far past" in l)
+    named(out, term, path, [f"rank 1 was in <module> at timer_worker.py:{n}"])
+    assert out.index("the stacks of 2 workers") < out.index("failed: timer 'step' expired"), out
