@@ -147,6 +147,7 @@ struct agent_stacks {
     char note[STACKS_NOTE_MAX + PATH_MAX + 64]; /* one line per rank and the file: the report's
                                                    and the termination log's */
     bool pending;                  /* the kill the gather holds back: */
+    bool grace;                    /*   a stop's SIGKILL (workers_kill_held), else: */
     int lr;                        /*   the hung local rank */
     pid_t pid;                     /*   a torch timer's process and signal, or 0 */
     int signo;

@@ -73,6 +73,11 @@ static void kill_now(struct agent *a)
     struct agent_stacks *k = &a->stacks;
     char sn[32];
     k->pending = false;
+    if (k->grace) {   /* a stop's grace passed: its SIGKILL */
+        k->grace = false;
+        workers_kill_held(&a->wg);
+        return;
+    }
     if (k->pid > 0 && k->signo > 0 && kill(k->pid, k->signo) < 0 && errno != ESRCH)
         logs_message(&a->logs, "cannot send %s to pid %d: %s",
                      report_signame(k->signo, sn, sizeof sn), (int)k->pid, strerror(errno));
@@ -102,9 +107,37 @@ static void on_gathered(void *arg, const char *note, const char *text, size_t le
         }
         if (used < sizeof k->note - 1)
             snprintf(k->note + used, sizeof k->note - used, "podrun: stacks in %s\n", k->file);
+        if (k->grace)   /* a stop's end: no failure report follows to show them */
+            logs_write(&a->logs, 2, k->note, strlen(k->note));
     }
     if (k->pending)
         kill_now(a);
+}
+
+/* Asks for the stacks of this node's workers: those running (running_only), else every
+ * group with processes left. 0, or -EBUSY or -ENOENT (none to ask). */
+static int gather(struct agent *a, bool running_only)
+{
+    struct agent_stacks *k = &a->stacks;
+    int n = 0;
+    for (int i = 0; i < a->n; i++) {
+        worker_t *w = &a->wg.w[i];
+        if (w->pid <= 0 || (running_only ? w->state != WORKER_RUNNING : w->group_gone))
+            continue;
+        struct stacks_target *t = &k->t[n++];
+        memset(t, 0, sizeof *t);
+        t->rank = a->rdzv.rank_base + i;
+        t->pgid = w->pid;
+        agent_rank_path(a, i, "stacks.raw", t->raw, sizeof t->raw);
+    }
+    if (!n)
+        return -ENOENT;
+    /* a hang's stacks are not overwritten by those of the stop's end that may follow */
+    snprintf(k->file, sizeof k->file, "%s/%s", a->dir.attempt,
+             running_only ? "stacks.txt" : "stacks_at_sigkill.txt");
+    if (running_only)
+        k->note[0] = 0;
+    return stacks_start(&k->g, k->t, n, k->file);
 }
 
 /* A hang is about to be acted on (local rank lr, `reason`; pid and signo: a torch timer's kill,
@@ -125,21 +158,20 @@ void agent_stacks_then_kill(struct agent *a, int lr, const char *reason, pid_t p
         kill_now(a);
         return;
     }
-    int n = 0;
-    for (int i = 0; i < a->n; i++) {
-        worker_t *w = &a->wg.w[i];
-        if (w->state != WORKER_RUNNING || w->pid <= 0)
-            continue;
-        struct stacks_target *t = &k->t[n++];
-        memset(t, 0, sizeof *t);
-        t->rank = a->rdzv.rank_base + i;
-        t->pgid = w->pid;
-        agent_rank_path(a, i, "stacks.raw", t->raw, sizeof t->raw);
-    }
-    snprintf(k->file, sizeof k->file, "%s/stacks.txt", a->dir.attempt);
-    k->note[0] = 0;
-    if (stacks_start(&k->g, k->t, n, k->file))
+    if (gather(a, true))
         kill_now(a);
+}
+
+/* A stop's grace passed with workers left (wg.hold_kill): their stacks before the SIGKILL, which
+ * waits at most STACKS_BOUND_MS and a little more (workers.c sends it then all the same). */
+static uint64_t hold_kill(worker_group_t *g)
+{
+    struct agent *a = g->data;
+    struct agent_stacks *k = &a->stacks;
+    if (!k->site[0] || k->pending || gather(a, false))
+        return 0;
+    k->pending = k->grace = true;
+    return STACKS_BOUND_MS + 500;
 }
 
 /* Armed when something may kill for a hang: --hang-timeout or torch's file timers. The
@@ -154,5 +186,6 @@ int agent_stacks_start(struct agent *a)
         return 0;
     if (!(k->t = calloc((size_t)a->n, sizeof *k->t)))
         return -ENOMEM;
+    a->wg.hold_kill = hold_kill;
     return 0;
 }

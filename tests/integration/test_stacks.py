@@ -5,6 +5,7 @@ all the same, within the bound; a worker's own sitecustomize still runs; a norma
 leaves nothing of it."""
 import os
 import re
+import signal
 import subprocess
 
 import pytest
@@ -149,3 +150,36 @@ def test_stacks_before_a_torch_timers_kill(tmp_path, py):
         n = next(i for i, l in enumerate(f, 1) if "time.sleep(after + 30)   # far past" in l)
     named(out, term, path, [f"rank 1 was in <module> at timer_worker.py:{n}"])
     assert out.index("the stacks of 2 workers") < out.index("failed: timer 'step' expired"), out
+
+
+def test_stacks_before_the_sigkill_of_a_stop(tmp_path):
+    """SIGTERM to podrun; the workers ignore it: when the grace has passed their stacks come,
+    then the SIGKILL."""
+    term = tmp_path / "term"
+    (tmp_path / "logs").mkdir()
+    p = subprocess.Popen([PODRUN, "--hang-timeout", "300", "--term-timeout", "1",
+                          "--nproc-per-node", "2", "--termination-log", str(term), "--log-dir",
+                          str(tmp_path / "logs"), "--no-python", TORCH_PY, STUCK],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(os.environ, HOW="sleep", IGNORE_TERM="1"))
+    try:
+        seen = []
+        while sum("stuck" in l for l in seen) < 2:
+            line = p.stdout.readline()
+            assert line, "".join(seen)
+            seen.append(line)
+        p.send_signal(signal.SIGTERM)
+        out = "".join(seen) + p.stdout.read()
+        assert p.wait(timeout=60) == 143, out
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    took, path, text = gathered(out)
+    assert path.endswith("stacks_at_sigkill.txt") and took <= BOUND, out
+    assert out.index("grace after SIGTERM passed") < out.index("the stacks of 2 workers"), out
+    n = line_of("time.sleep(100000)")
+    assert text.count(f"line {n} in sleep_forever") == 2, text
+    lines = [f"rank {r} was in sleep_forever at stuck.py:{n}" for r in (0, 1)]
+    # a stop by a signal writes no failure report; a termination log, when there is one, says it
+    named(out, term.read_text() if term.exists() else out, path, lines)

@@ -3,7 +3,7 @@
 $HOW picks where it hangs: "sleep" (time.sleep in sleep_forever), "collective" (gloo: rank 0
 all_reduces, rank 1 never joins and sleeps in never_join), "native" (libc pause() through ctypes
 in native_pause), "deaf" (catches podrun's trigger signal, PODRUN_STACKS_SIGNAL, and does
-nothing, then sleeps). Prints "starting RANK" until it is about to hang, then "stuck RANK"; a Python sitecustomize of the
+nothing, then sleeps). With $IGNORE_TERM it ignores SIGTERM. Prints "starting RANK" until it is about to hang, then "stuck RANK"; a Python sitecustomize of the
 user's own, when $USER_SITE names its marker, is seen to have run ("user-site ran")."""
 import ctypes
 import os
@@ -63,6 +63,8 @@ def collective():
         never_join()
 
 
+if os.environ.get("IGNORE_TERM"):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if how == "collective":
     collective()
 elif how == "native":
