@@ -96,7 +96,11 @@ static void on_gathered(void *arg, const char *note, const char *text, size_t le
     } else {
         logs_message(&a->logs, "the stacks of %d worker%s before the kill (%.3fs), in %s:",
                      k->g.n, k->g.n == 1 ? "" : "s", (double)took_ms / 1000.0, k->file);
-        logs_text(&a->logs, 2, "stacks", text, len);
+        for (int i = 0; i < k->g.n; i++) {   /* each rank's section in its own log */
+            const struct stacks_target *t = &k->g.t[i];
+            if (t->at + t->len <= len)
+                logs_stream_note(&a->streams[2 * t->lr + 1], text + t->at, t->len);
+        }
         size_t used = strlen(k->note);
         /* one line per rank, then the file: what the report and the termination log show */
         for (const char *l = note; *l && used < sizeof k->note - 1;) {
@@ -127,6 +131,7 @@ static int gather(struct agent *a, bool running_only)
         struct stacks_target *t = &k->t[n++];
         memset(t, 0, sizeof *t);
         t->rank = a->rdzv.rank_base + i;
+        t->lr = i;
         t->pgid = w->pid;
         agent_rank_path(a, i, "stacks.raw", t->raw, sizeof t->raw);
     }

@@ -352,6 +352,7 @@ static void finish(struct stacks *s)
         t->size = size_of(t->raw);
         size_t dl;
         char *dump = read_dump(t, &dl), sum[320], line[400];
+        t->at = x.n;
         add(&x, "--- rank %d (process group %d) ---\n%s", t->rank, (int)t->pgid,
             t->native[0] ? t->native : "no process left\n");
         if (dump)
@@ -359,6 +360,7 @@ static void finish(struct stacks *s)
         else
             add(&x, "%s\n", t->asked ? "no Python stack came within the bound"
                                      : "no Python stack: no process catches the trigger");
+        t->len = x.n > t->at ? x.n - t->at : 0;
         if (dump && stacks_summary(dump, dl, sum, sizeof sum) == 0)
             snprintf(line, sizeof line, "rank %d was in %s", t->rank, sum);
         else {

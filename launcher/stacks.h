@@ -27,6 +27,8 @@
 
 struct stacks_target {
     int rank;                     /* global rank, for the file and the summary */
+    int lr;                       /* local rank: whose stream the section goes to */
+    size_t at, len;               /* the rank's section in the text given to done */
     pid_t pgid;                   /* the worker's process group */
     char raw[PATH_MAX + 32];      /* the rank's PODRUN_STACKS_FILE */
     off_t from, size;             /* the raw file's size before the ask, at the last poll */

@@ -67,6 +67,10 @@ def test_stacks_of_a_sleep(tmp_path, py):
     assert path.startswith(str(tmp_path / "logs")), path
     named(out, term, path, [f"rank {r} was in sleep_forever at stuck.py:{n}" for r in (0, 1)])
     assert "wchan" in text and "syscall" in text, text
+    for r in (0, 1):   # each rank's section is in its own log too: its file and its console lines
+        log = (tmp_path / "logs" / "none" / "attempt_0" / str(r) / "stderr.log").read_text()
+        assert f"--- rank {r} " in log and f"line {n} in sleep_forever" in log, log
+        assert f"[rank {r}]:--- rank {r} " in out, out
 
 
 @pytest.mark.parametrize("py", PYTHONS)
