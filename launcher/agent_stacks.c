@@ -39,8 +39,11 @@ int agent_stacks_env(struct agent *a, int lr, char ***env)
 {
     struct agent_stacks *k = &a->stacks;
     if (k->t && !k->site[0] && !k->site_failed) {
-        snprintf(k->site, sizeof k->site, "%s/.podrun_site.%d", a->dir.base, (int)getpid());
-        int r = stacks_write_site(k->site);
+        /* node and pid, as the timers' FIFO: agents in containers sharing --log-dir are PID 1 */
+        int n = snprintf(k->site, sizeof k->site, "%s/.podrun_site.%s.%d", a->dir.base,
+                         a->id.name, (int)getpid());
+        int r = n < 0 || (size_t)n >= sizeof k->site ? -ENAMETOOLONG
+                                                     : stacks_write_site(k->site);
         if (r) {
             logs_message(&a->logs, "cannot write %s/sitecustomize.py (%s); a hung worker is "
                          "killed without its Python stacks", k->site, podrun_strerror(r));
