@@ -53,16 +53,21 @@ int agent_stacks_env(struct agent *a, int lr, char ***env)
     }
     if (!k->site[0])
         return 0;
-    char raw[PATH_MAX + 32], pp[2 * PATH_MAX + 64], file[PATH_MAX + 64], sig[48];
+    char raw[PATH_MAX + 32], file[PATH_MAX + 64], sig[48];
     agent_rank_path(a, lr, "stacks.raw", raw, sizeof raw);
     unlink(raw);   /* an earlier run's (--log-dir) */
+    /* the worker's own PYTHONPATH follows whole, however long */
     const char *had = env_get(*env, "PYTHONPATH");
-    snprintf(pp, sizeof pp, "PYTHONPATH=%s%s%s", a->stacks.site, had && *had ? ":" : "",
-             had ? had : "");
+    size_t cap = strlen(k->site) + (had ? strlen(had) : 0) + 16;
+    char *pp = malloc(cap), **out;
+    if (!pp)
+        return -ENOMEM;
+    snprintf(pp, cap, "PYTHONPATH=%s%s%s", k->site, had && *had ? ":" : "", had ? had : "");
     snprintf(file, sizeof file, "PODRUN_STACKS_FILE=%s", raw);
     snprintf(sig, sizeof sig, "PODRUN_STACKS_SIGNAL=%d", stacks_signal());
-    char *set[] = {pp, file, sig}, **out;
+    char *set[] = {pp, file, sig};
     int r = env_edit(*env, NULL, set, 3, &out);
+    free(pp);
     if (r)
         return r;
     free(*env);

@@ -124,7 +124,8 @@ def test_the_users_sitecustomize_runs_and_a_normal_run_shows_nothing(tmp_path):
     site = tmp_path / "usersite"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import sys\nsys.modules['usersite_marker'] = sys\n")
-    env = {"HOW": "sleep", "PYTHONPATH": str(site)}
+    # a long PYTHONPATH is kept whole, the user's directory at its end included
+    env = {"HOW": "sleep", "PYTHONPATH": ":".join(["/nonexistent/x" * 20] * 40 + [str(site)])}
     rc, out, term = run(tmp_path, [TORCH_PY, STUCK], env)
     assert rc == HANG and out.count("user-site ran") == 2, out
     gathered(out)
