@@ -411,7 +411,7 @@ static bool hang_watching(void *arg, int lr)
 /* A hung worker is this node's failure like any other, reported as a hang. */
 static void hang_fired(void *arg, int lr, const char *reason)
 {
-    agent_local_failure(arg, lr, 0, true, reason);
+    agent_stacks_then_kill(arg, lr, reason, 0, 0);
 }
 
 /* ---------- leaving the job ---------- */
@@ -487,6 +487,7 @@ static void restart(struct agent *a)
     else
         logs_message(&a->logs, "restarting the job in place (the nodes changed; no restart "
                      "used): %s", a->job.dreason);
+    agent_stacks_end(a, false);
     rundir_remove(&a->dir, false);
     timer_server_clear(&a->ts);
     workers_reset(&a->wg);
@@ -604,6 +605,7 @@ static void close_all(uv_timer_t *t)
         workers_close(&a->wg);
     watchdog_close(&a->wd);
     timer_server_close(&a->ts);
+    agent_stacks_close(a);
     healthcheck_close(&a->health.check);
     init_stop();
     uv_close((uv_handle_t *)&a->end.exit_timer, NULL);
@@ -657,8 +659,9 @@ static void write_termlog(struct agent *a, const char *text, size_t len)
         text = with;
     }
     /* lost console output is part of the story: the note goes last, the text yields room */
-    char note[1024], *both = NULL;
-    size_t nl = (size_t)snprintf(note, sizeof note, "%s", a->end.stuck);
+    char note[2560], *both = NULL;
+    size_t nl = (size_t)snprintf(note, sizeof note, "%s%s", a->stacks.note, a->end.stuck);
+    nl = nl < sizeof note ? nl : sizeof note - 1;
     nl += logs_dropped_note(&a->logs, note + nl, sizeof note - nl);
     if (nl && (both = malloc(REPORT_TERMLOG_MAX + 1))) {
         size_t keep = len + nl > REPORT_TERMLOG_MAX ? REPORT_TERMLOG_MAX - nl : len;
@@ -775,6 +778,8 @@ static void job_report(struct agent *a)
         return;
     size_t n = report_job_format(a->job.dfail, a->job.dn, report_title(a), buf, cap);
     logs_text(&a->logs, 2, "report", buf, n);
+    if (a->stacks.note[0])   /* where each rank was when the hang was found, and the file */
+        logs_text(&a->logs, 2, "report", a->stacks.note, strlen(a->stacks.note));
     bool mine =
         a->job.own == 0 && a->failed.lr >= 0 && a->job.dfail[0].rank >= 0 && !a->failed.hang;
     if (mine) {
@@ -868,6 +873,7 @@ void agent_enter_exiting(struct agent *a)
     }
     logs_say_dropped(&a->logs);
     timer_server_stop(&a->ts);   /* before the run directory that may hold the FIFO goes */
+    agent_stacks_end(a, true);
     rundir_remove(&a->dir, true);
     /* The workers' groups are gone; what is left among podrun's children left its group
      * (setsid, a daemon) and was adopted by podrun as subreaper: it goes with the job. */
@@ -936,6 +942,8 @@ static int start(struct agent *a)
     a->wd.hung = hang_fired;
     a->wd.arg = a;
     if (c->file_timer && (r = agent_health_timers(a)))
+        return r;
+    if ((r = agent_stacks_start(a)))
         return r;
     char gerr[600];
     r = guards_load(c, &a->guards, gerr, sizeof gerr);

@@ -232,14 +232,11 @@ static void timer_expired(void *arg, const struct timer_entry *e, double late)
     double after = (double)(long long)((e->expiration - e->acquired) * 10.0 + 0.5) / 10.0;
     snprintf(reason, sizeof reason, "timer '%.*s' expired after %g s", RDZV_REASON_MAX - 48,
              e->scope, after > 0 ? after : 0);
-    if (kill(e->pid, e->signo) < 0 && errno != ESRCH)
-        logs_message(&a->logs, "cannot send %s to pid %d: %s",
-                     report_signame(e->signo, sn, sizeof sn), (int)e->pid, strerror(errno));
     if (a->cfg->debug)
-        logs_message(&a->logs, "rank %d: timer '%s' expired %.3fs ago; %s sent to pid %d",
+        logs_message(&a->logs, "rank %d: timer '%s' expired %.3fs ago; %s goes to pid %d",
                      a->rdzv.rank_base + e->lr, e->scope, late,
                      report_signame(e->signo, sn, sizeof sn), (int)e->pid);
-    agent_local_failure(a, e->lr, 0, true, reason);
+    agent_stacks_then_kill(a, e->lr, reason, e->pid, e->signo);
 }
 
 static void timer_say(void *arg, const char *line)

@@ -29,6 +29,7 @@
 #include "launcher/logs.h"
 #include "launcher/preflight/preflight.h"
 #include "launcher/rundir.h"
+#include "launcher/stacks.h"
 #include "launcher/timer_server.h"
 #include "launcher/watchdog.h"
 #include "launcher/workers.h"
@@ -137,6 +138,23 @@ struct agent_health {
     bool bad;                      /* this node failed a check in this attempt */
 };
 
+/* The stacks of the workers before a kill for a hang (agent_stacks.c). */
+struct agent_stacks {
+    struct stacks g;               /* the gather in flight */
+    struct stacks_target *t;       /* one per worker; NULL: not armed */
+    char site[PATH_MAX + 32];      /* the directory of podrun's sitecustomize.py; "": none */
+    bool site_failed;              /* it could not be written: said once, not tried again */
+    char file[PATH_MAX + 32];      /* the attempt's stacks.txt */
+    char note[STACKS_NOTE_MAX + PATH_MAX + 64]; /* one line per rank and the file: the report's
+                                                   and the termination log's */
+    bool pending;                  /* the kill the gather holds back: */
+    bool grace;                    /*   a stop's SIGKILL (workers_kill_held), else: */
+    int lr;                        /*   the hung local rank */
+    pid_t pid;                     /*   a torch timer's process and signal, or 0 */
+    int signo;
+    char reason[RDZV_REASON_MAX];
+};
+
 /* The end: what is left once the agent exits. */
 struct agent_end {
     int strays;                    /* descendants sent SIGTERM at exit, not yet reaped */
@@ -181,6 +199,7 @@ struct agent {
     struct agent_reclaim reclaim;  /* the GPUs' memory before a restart (agent_health.c) */
     struct agent_k8s k8s;          /* --discovery k8s (agent_k8s.c) */
     struct agent_health health;    /* --health-port and the checks (agent_health.c) */
+    struct agent_stacks stacks;    /* stacks before a kill for a hang (agent_stacks.c) */
     struct agent_end end;          /* exiting */
 };
 
@@ -247,5 +266,18 @@ void agent_health_watch(struct agent *a);
 int agent_health_timers(struct agent *a);
 /* Before a restart: wait for the GPUs' memory when the node has GPUs (else rejoin at once). */
 void agent_health_reclaim(struct agent *a);
+
+/* ---- agent_stacks.c ---- */
+
+/* Arms the workers' stacks when something may kill for a hang; after the timers' FIFO. */
+int agent_stacks_start(struct agent *a);
+/* Local rank lr's environment, armed (*env replaced). 0 or -ENOMEM. */
+int agent_stacks_env(struct agent *a, int lr, char ***env);
+/* A hang found in local rank lr: the stacks of every running worker, then the kill (a torch
+ * timer's signal to pid when signo > 0) and the failure, on the loop, within STACKS_BOUND_MS. */
+void agent_stacks_then_kill(struct agent *a, int lr, const char *reason, pid_t pid, int signo);
+/* The attempt's raw files go; with `all` (the end) podrun's sitecustomize too. */
+void agent_stacks_end(struct agent *a, bool all);
+void agent_stacks_close(struct agent *a);
 
 #endif

@@ -107,6 +107,8 @@ int agent_spawn_worker_env(struct agent *a, int i, char ***env, char ***argv, ch
     if (argv)
         *argv = a->argv;
     int r = jobenv_worker_env(&a->spawn.je, i, &ew, env, &notes);
+    if (!r && (r = agent_stacks_env(a, i, env)))
+        free(*env);
     if (!r && argv && c->worker_env == CFG_WORKER_ENV_DEEPSPEED && !c->ds_no_local_rank) {
         int n = 0;
         while (a->argv[n])

@@ -475,6 +475,29 @@ static void flush_long(struct log_stream *s)
         sink_kick(s->sink);
 }
 
+void logs_stream_note(struct log_stream *s, const char *text, size_t len)
+{
+    if (!s->L || !s->open)
+        return;
+    flush_partial(s);
+    for (size_t off = 0; s->file_fd >= 0 && off < len;) {
+        ssize_t w = write(s->file_fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;   /* the worker's own bytes will find the same trouble and say it */
+        off += (size_t)w;
+    }
+    for (size_t i = 0; s->sink && i < len;) {
+        const char *nl = memchr(text + i, '\n', len - i);
+        size_t n = nl ? (size_t)(nl - text - i) : len - i;
+        console_send(s, text + i, n, true);
+        i += n + 1;
+    }
+    if (s->sink)
+        sink_kick(s->sink);
+}
+
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;

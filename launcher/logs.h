@@ -99,6 +99,10 @@ void logs_stream_finish(struct log_stream *s);
 /* Drops a finished stream from the logs so its struct can be opened again (a restart); its
  * pipe handle must have finished closing (any later loop iteration). */
 void logs_stream_forget(struct log_stream *s);
+/* podrun's text about this worker in the worker's own stream (its log file, its prefixed
+ * console lines), after the partial line it may have left; not in its tail, which stays the
+ * worker's own words. Nothing once the stream is finished. */
+void logs_stream_note(struct log_stream *s, const char *text, size_t len);
 /* The last lines of the stream (keep_tail streams), not NUL-terminated. */
 const char *logs_stream_tail(const struct log_stream *s, size_t *len);
 

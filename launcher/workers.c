@@ -378,14 +378,26 @@ static void on_timer(uv_timer_t *t)
             finish_stop(g);
             return;
         }
-        if (!g->grace_cut && g->on_grace_end)
+        uint64_t hold = 0;
+        if (!g->grace_cut && !g->held && g->on_grace_end)
             g->on_grace_end(g, g->grace_ms);
+        if (!g->grace_cut && !g->held && g->hold_kill && (hold = g->hold_kill(g)) > 0) {
+            g->held = true;
+            uv_timer_start(&g->timer, on_timer, hold, 0);
+            return;
+        }
         g->phase = STOP_KILL;
         workers_signal(g, SIGKILL);
         uv_timer_start(&g->timer, on_timer, g->kill_wait_ms, 0);
     } else if (g->phase == STOP_KILL) {
         finish_stop(g);   /* whatever is left is stuck in the kernel; the agent reports it */
     }
+}
+
+void workers_kill_held(worker_group_t *g)
+{
+    if (g->phase == STOP_TERM && g->held)
+        uv_timer_start(&g->timer, on_timer, 0, 0);
 }
 
 worker_t *workers_reaped(worker_group_t *g, pid_t pid, int wstatus)
@@ -508,6 +520,7 @@ void workers_stop_all(worker_group_t *g, int sig, uint64_t grace_ms)
         g->stop_signal = sig;
         g->grace_ms = grace_ms;
         g->grace_cut = sig == SIGKILL;
+        g->held = false;
         stop_signal_all(g, sig);
         /* even when nothing is left, on_stopped comes from the loop, never from inside here */
         uv_timer_start(&g->timer, on_timer, workers_alive(g) ? grace_ms : 0, 0);
@@ -533,6 +546,7 @@ void workers_reset(worker_group_t *g)
     g->phase = STOP_NONE;
     g->stop_signal = 0;
     g->grace_cut = false;
+    g->held = false;
     g->running = 0;
     for (int i = 0; i < g->n; i++) {
         worker_t *w = &g->w[i];

@@ -58,6 +58,10 @@ struct worker_group {
     workers_exit_cb on_exit;   /* each worker's exit, as reaped */
     workers_stopped_cb on_stopped;
     workers_kill_cb on_grace_end; /* the grace passed: SIGKILL follows to every live group */
+    /* Then, when set: ms by which the SIGKILL may wait for the caller (0: none), which ends the
+     * wait sooner with workers_kill_held; the SIGKILL goes when the time is up all the same. */
+    uint64_t (*hold_kill)(worker_group_t *g);
+    bool held;                 /* this stop's SIGKILL waited once already */
     void *data;
     uv_timer_t timer;
     enum workers_stop_phase phase;
@@ -70,6 +74,9 @@ struct worker_group {
     pid_t guard_pid;           /* the guard process, 0 without one */
     char *exec_name, *exec_path; /* the last program name looked up in PATH, and its file */
 };
+
+/* The SIGKILL that hold_kill held back goes now (nothing when none is held). */
+void workers_kill_held(worker_group_t *g);
 
 /* What one worker runs. stdout_fd/stderr_fd become its 1 and 2 (stdin is inherited). A name
  * without '/' is looked up in the agent's PATH once for the group (the first executable regular
