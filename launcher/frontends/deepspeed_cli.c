@@ -279,7 +279,8 @@ static bool is_this_machine(const struct cfg *c, const struct discover_host *hos
 static int deepspeed_discover(struct cfg *c, char *const *envp, const struct discover_host *host,
                               char *err, size_t errlen)
 {
-    if (c->ds_world_info)
+    /* a --world_info given empty is still given: an agent the head started, with no world */
+    if (c->ds_world_info || c->src[CFG_DS_WORLD_INFO].kind != CFG_SRC_DEFAULT)
         return from_world_info(c, err, errlen) ? -EINVAL : 1;
     struct resources_select sel = {c->ds_include, c->ds_exclude, c->ds_num_nodes, c->ds_num_gpus};
     const char *path = c->hostfile ? c->hostfile : DS_DEFAULT_HOSTFILE;

@@ -95,8 +95,11 @@ int deepspeed_hosts_world_decode(const char *text, struct resources *r, char *er
                                  size_t errlen)
 {
     char *raw = NULL;
-    size_t len = strlen(text), n = 0;
+    size_t len = text ? strlen(text) : 0, n = 0;
     memset(r, 0, sizeof *r);
+    if (!len)
+        return fail(-EINVAL, err, errlen, "--world_info is empty; it is the head's encoding of "
+                    "{\"host\": [slot, ...], ...}, or leave it out");
     /* any run of '=' at the end is padding, as it has always been read here (the head writes at
      * most two) */
     while (len && text[len - 1] == '=')

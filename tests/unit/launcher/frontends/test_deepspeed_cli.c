@@ -190,6 +190,8 @@ static const struct bad bads[] = {
     {NULL, "h", F("--autotuning", "run"), "does not run DeepSpeed's Autotuner"},
     {NULL, "h", F("--elastic_training"), "--elastic_training needs --master_addr"},
     {NULL, "h", F("--world_info=!!!"), "--world_info: not base64"},
+    {NULL, "h", F("--force_multi", "--world_info="), "--world_info is empty"},
+    {NULL, "h", F("--world_info="), "--world_info is empty"},
     {NULL, "h", F("--world_info=eyJhIjogWzBdfQ", "--node_rank=1"),
      "--node_rank 1 is not below the 1 hosts of --world_info"},
     {NULL, "h", F("--module", "--no_python"), "exclude each other"},

@@ -38,7 +38,7 @@ static void test_world_info(void)
     CHECK_EQ_INT(deepspeed_hosts_world_decode(za, &r, err, sizeof err), 0);
     CHECK_EQ_STR(r.nodes[0].host, "z");
     resources_free(&r);
-    const char *bad[] = {"", "e", "eyJhIjogMX0", "eyJhIjogW119", "eyJhIjogWy0xXX0", "WzFd",
+    const char *bad[] = {NULL, "", "e", "eyJhIjogMX0", "eyJhIjogW119", "eyJhIjogWy0xXX0", "WzFd",
                          "eyJhIjogWzBdLCAiYSI6IFsxXX0"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK_EQ_INT(deepspeed_hosts_world_decode(bad[i], &r, err, sizeof err), -EINVAL);
