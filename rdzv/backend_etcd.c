@@ -27,6 +27,8 @@
  *   P state                the job lease       the job's state (rdzv/etcd/state.h)
  *   P r/<R>/end            the job lease       how round R ended (the decision, or finished)
  *   P status               the job lease       the open round's progress line
+ *   P view                 the job lease       the job's state for `podrun status`
+ *                                              (rdzv/status.h), every keep_alive_interval
  *   P job                  the job lease       the job lease's id
  * The job lease is granted by the first leader (ttl: close_timeout, at least 3 lease ttls) and
  * kept alive by whoever leads, so the job's keys outlive any one agent but not the job: when the

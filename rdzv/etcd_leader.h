@@ -84,6 +84,8 @@ typedef struct etcd_agent {
     host_t host;        /* the coordinator on this loop (host.h), while leading */
     etcd_watch_t *lwatch;
     etcd_call_t *lcall; /* the leader's one request in flight: a takeover step or a write */
+    etcd_call_t *view_call; /* the job's state for `podrun status` being written */
+    int view_round, view_phase, view_over; /* as last written; over: the job's keys go */
     wbatch_t *q_head, *q_tail;
     lnode_t **nodes;
     size_t n_nodes, cap_nodes;
@@ -149,7 +151,8 @@ void etcd_leader_fail(etcd_agent_t *a, const char *what, const char *why);
 /* An agent's alive key is gone (its lease ended), or this agent closes: the coordinator's close
  * input for it. */
 void etcd_leader_lost(etcd_agent_t *a, uint64_t idn);
-/* Every keep_alive_interval while leading: the job lease is renewed. */
+/* Every keep_alive_interval while leading: the job lease is renewed, and the job's state for
+ * `podrun status` (rdzv/status.h) is written under P RDZV_ETCD_STATUS_KEY. */
 void etcd_leader_keepalive(etcd_agent_t *a);
 
 #endif
