@@ -44,6 +44,9 @@ static const char usage[] =
     "  --rdzv-backend B    c10d or static (the default: a job store), or etcd\n"
     "  --rdzv-endpoint E   the agents' --rdzv-endpoint: HOST[:PORT] instead of the address,\n"
     "                      or etcd's members (HOST:2379,... or URLs)\n"
+    "  --etcd-cacert FILE  etcd's TLS, as the agents were given it: the CA's certificate,\n"
+    "  --etcd-cert FILE    this client's certificate\n"
+    "  --etcd-key FILE     and its key\n"
     "  --json              one JSON object per job instead of text\n"
     "  --watch [SECONDS]   show it again every SECONDS (default 2) until the store is gone\n"
     "  --timeout S         seconds to wait for the store and its answers (default 5)\n"
@@ -73,6 +76,7 @@ struct opts {
     char addr[300];          /* HOST:PORT as shown */
     const char *token_file, *token;  /* the job's token, when it has one */
     const char *etcd;        /* etcd's members (--rdzv-backend etcd), else NULL: a job store */
+    const char *cacert, *cert, *key;  /* etcd's TLS (PEM files), as the agents' */
 };
 
 /* "1.5s", "800ms", "3m" or "2" (seconds) for the watch interval. */
@@ -524,12 +528,14 @@ static int run_etcd(const struct opts *o, rdzv_status_node_t *nodes)
 {
     etcd_endpoint_t ep[ETCD_MAX_ENDPOINTS];
     char err[256];
-    int n = etcd_endpoints_parse(o->etcd, 0, ep, ETCD_MAX_ENDPOINTS, err, sizeof err);
+    int n = etcd_endpoints_parse(o->etcd, o->cacert || o->cert, ep, ETCD_MAX_ENDPOINTS, err,
+                                 sizeof err);
     uv_loop_t loop;
     etcd_client_t *ec = NULL;
     if (n < 0 || uv_loop_init(&loop) < 0)
         return ST_USAGE;   /* checked by the caller: not reached */
-    etcd_client_conf_t conf = {.endpoints = ep, .n_endpoints = n, .timeout_ms = o->timeout_ms};
+    etcd_client_conf_t conf = {.endpoints = ep, .n_endpoints = n, .cacert = o->cacert,
+                               .cert = o->cert, .key = o->key, .timeout_ms = o->timeout_ms};
     int rc = etcd_client_new(&loop, &conf, &ec);
     if (rc < 0) {
         fprintf(stderr, "podrun status: cannot talk to etcd at %s: %s\n", o->etcd,
@@ -610,7 +616,8 @@ static int etcd_opts(struct opts *o, const char *endpoint, int nargs)
     if (!o->run_id)
         return usage_error("%s", "--rdzv-backend etcd needs --rdzv-id: the job's id, as the "
                            "agents were given");
-    if (etcd_endpoints_parse(endpoint, 0, ep, ETCD_MAX_ENDPOINTS, err, sizeof err) < 0)
+    if (etcd_endpoints_parse(endpoint, o->cacert || o->cert, ep, ETCD_MAX_ENDPOINTS, err,
+                             sizeof err) < 0)
         return usage_error("--rdzv-endpoint: %s", err);
     o->etcd = endpoint;
     snprintf(o->addr, sizeof o->addr, "etcd %s", endpoint);
@@ -619,7 +626,8 @@ static int etcd_opts(struct opts *o, const char *endpoint, int nargs)
 
 int commands_status_main(int argc, char **argv)
 {
-    enum { O_ID = 256, O_JSON, O_WATCH, O_TIMEOUT, O_HELP, O_TOKEN, O_BACKEND, O_ENDPOINT };
+    enum { O_ID = 256, O_JSON, O_WATCH, O_TIMEOUT, O_HELP, O_TOKEN, O_BACKEND, O_ENDPOINT,
+           O_CACERT, O_CERT, O_KEY };
     static const struct option lopts[] = {
         {"rdzv-id", required_argument, 0, O_ID}, {"rdzv_id", required_argument, 0, O_ID},
         {"json", no_argument, 0, O_JSON},         {"watch", optional_argument, 0, O_WATCH},
@@ -630,6 +638,9 @@ int commands_status_main(int argc, char **argv)
         {"rdzv_backend", required_argument, 0, O_BACKEND},
         {"rdzv-endpoint", required_argument, 0, O_ENDPOINT},
         {"rdzv_endpoint", required_argument, 0, O_ENDPOINT},
+        {"etcd-cacert", required_argument, 0, O_CACERT},
+        {"etcd-cert", required_argument, 0, O_CERT},
+        {"etcd-key", required_argument, 0, O_KEY},
         {0, 0, 0, 0},
     };
     const char *backend = "c10d", *endpoint = NULL;
@@ -678,6 +689,15 @@ int commands_status_main(int argc, char **argv)
             break;
         case O_ENDPOINT:
             endpoint = optarg;
+            break;
+        case O_CACERT:
+            o.cacert = optarg;
+            break;
+        case O_CERT:
+            o.cert = optarg;
+            break;
+        case O_KEY:
+            o.key = optarg;
             break;
         case 'h':
         case O_HELP:

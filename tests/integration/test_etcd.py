@@ -269,6 +269,11 @@ def test_tls_with_client_certificates(tmp_path):
                   for i in range(2)]
         assert wait_all(agents, timeout=60) == [0, 0], [a.err for a in agents]
         assert len(result_lines(agents, "env ")) == 2
+        # podrun status over the same TLS: etcd answers (the job's keys are gone with it)
+        r = etcd_status(e, rid, *tls)
+        assert r.returncode == 3 and f"holds no job '{rid}'" in r.stderr, r.stderr
+        r = etcd_status(e, rid, "--timeout", "2")
+        assert r.returncode == 3 and "no etcd answers at" in r.stderr, r.stderr
         # a CA that did not sign etcd's certificate: no answer is trusted, bounded
         bad = ["--etcd-cacert", pki["other-ca.crt"], "--etcd-cert", pki["client.crt"],
                "--etcd-key", pki["client.key"], "--rdzv-conf", "read_timeout=2"]
