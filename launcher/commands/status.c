@@ -682,7 +682,7 @@ int commands_status_main(int argc, char **argv)
             o.token_file = optarg;
             break;
         case O_BACKEND:
-            backend = optarg;
+            backend = optarg ? optarg : "";   /* required_argument: never NULL */
             if (strcmp(backend, "c10d") && strcmp(backend, "static") &&
                 strcmp(backend, "etcd") && strcmp(backend, "etcd-v2"))
                 return usage_error("--rdzv-backend '%s': expected c10d, static or etcd", backend);
