@@ -22,6 +22,7 @@
 #define SWEEP_OFF (365.0 * 24 * 3600) /* the coordinator's silence sweep: leases do that here */
 #define CLOSE_BOUND_MS 2000           /* the last words of a closing agent */
 #define KEY_MAX 320
+#define ETCD_HEALTH_TICKS 10          /* keep-alive intervals between puts of a check's time */
 
 /* The watchers of an agent's stream, and the leader's own. */
 enum { W_ASSIGN = 1, W_END, W_LEADER, W_RECORDS };
@@ -75,6 +76,7 @@ typedef struct etcd_agent {
     etcd_call_t *ka_call, *jka_call, *hello_call, *status_call, *campaign_call, *sync_call;
     int flushing, revoking;
     int64_t said_failing;     /* when the last "etcd is not answering" line went out */
+    int hb_ticks;             /* keep-alive ticks since a health check's time was last put */
     char endpoint[300];       /* the member this node talks to, as last said */
     uv_timer_t ka_timer, close_timer;
 
