@@ -245,6 +245,19 @@ static int head(struct cfg *c, const char *path, const struct resources *active,
     if (!r)
         r = op_setn(c, CFG_NNODES, (long)active->count, CFG_SRC_HOSTFILE, err, errlen,
                     "%s (DeepSpeed)", path);
+    /* a node count given (--nnodes) outranks the hostfile, and every host's agent gets it: any
+     * other count than the hosts' has them wait for nodes the head never starts */
+    if (!r && (c->nnodes_min != (int)active->count || c->nnodes_max != (int)active->count)) {
+        char given[32], src[CFG_SRC_NAME_MAX + 16];
+        if (c->nnodes_min == c->nnodes_max)
+            snprintf(given, sizeof given, "%d", c->nnodes_min);
+        else
+            snprintf(given, sizeof given, "%d:%d", c->nnodes_min, c->nnodes_max);
+        cfg_src_describe(&c->src[CFG_NNODES], src, sizeof src);
+        r = fail(-EINVAL, err, errlen, "%s: %s nodes disagree with the %zu host%s that %s "
+                 "selects: leave the node count out (the head starts one agent per host)", src,
+                 given, active->count, active->count == 1 ? "" : "s", path);
+    }
     if (!r)
         r = set_mode(c, "head", path, err, errlen);
     return r;
