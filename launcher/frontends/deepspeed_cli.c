@@ -409,6 +409,11 @@ static int deepspeed_finalize(struct cfg *c, char *err, size_t errlen)
         if (min > max)
             return fail(-EINVAL, err, errlen, "--min_elastic_nodes %d is above "
                         "--max_elastic_nodes %d", min, max);
+        /* the head starts one agent per host (its node count, set by head()): fewer than the
+         * least the job waits for would wait forever */
+        if (c->ds_mode == CFG_DS_MODE_HEAD && min > c->nnodes_max)
+            return fail(-EINVAL, err, errlen, "--min_elastic_nodes %d is above the %d hosts the "
+                        "hostfile selects", min, c->nnodes_max);
         char nn[32];
         snprintf(nn, sizeof nn, "%d:%d", min, max);
         if ((r = op_set(c, CFG_NNODES, nn, CFG_SRC_FLAG, err, errlen, "--elastic_training")) ||
