@@ -356,6 +356,27 @@ static int awaited_running(struct agent *a)
     return n;
 }
 
+/* Every worker exited 0, and some left processes in their groups: the job stops them, and the
+ * line names them by rank. */
+static void stop_leftovers(struct agent *a)
+{
+    char why[768], procs[256];
+    int named = 0;
+    size_t used = (size_t)snprintf(why, sizeof why, "every worker exited 0 but left processes "
+                                   "in its group:");
+    for (int i = 0; i < a->wg.n && used < sizeof why; i++) {
+        worker_t *w = &a->wg.w[i];
+        if (w->group_gone || w->pid <= 0 || !init_group_members(w->pid, procs, sizeof procs))
+            continue;
+        int k = snprintf(why + used, sizeof why - used, "%s rank %d (local_rank %d): %s",
+                         named++ ? ";" : "", a->rdzv.rank_base + i, i, procs);
+        used = k > 0 ? used + (size_t)k : used;
+    }
+    if (!named)
+        why[used - 1] = '\0';   /* only zombies were left, gone by now: no ':' to nothing */
+    agent_stop_job(a, SIGTERM, why);
+}
+
 /* A worker exited while the attempt runs: the first non-zero exit is this node's failure; when
  * the last one the job waits for exits 0 the node is done (its services keep running until the
  * job has finished); when the last one exits the attempt's workers are gone (a group still
@@ -392,8 +413,11 @@ static void on_worker_exit(worker_group_t *g, worker_t *w)
             logs_message(&a->logs, "cannot report success to the job store");
     }
     if (g->running == 0) {
+        /* a child the worker never reaped came to podrun with the worker's exit, a zombie still
+         * in the worker's group: reaped first, it is no leftover */
+        init_reap();
         if (workers_alive(g) > 0)
-            agent_stop_job(a, SIGTERM, "every worker exited 0 but left processes in its group");
+            stop_leftovers(a);
         else
             workers_gone(a);
     }
@@ -544,7 +568,14 @@ static void on_child(void *arg, pid_t pid, int wstatus)
         return;
     if (a->pf.check && pf_reaped(a->pf.check, pid, wstatus))
         return;
-    if (a->end.strays > 0 && --a->end.strays == 0 && a->state == AGENT_DONE)
+    /* only a stray's own exit shortens its grace, not an orphan's reaped meanwhile */
+    int i = 0;
+    while (i < a->end.strays && a->end.stray[i] != pid)
+        i++;
+    if (i == a->end.strays)
+        return;
+    a->end.stray[i] = a->end.stray[--a->end.strays];
+    if (a->end.strays == 0 && !a->end.strays_untracked && a->state == AGENT_DONE)
         uv_timer_start(&a->end.exit_timer, close_all, 0, 0);
 }
 
@@ -592,15 +623,38 @@ static void on_signal(void *arg, int sig)
 
 /* ---------- the end ---------- */
 
+/* The strays signalled at the end that still live after their grace: one line names them
+ * before they get SIGKILL, so a daemon's cut-short flush is not a mystery. */
+static void say_strays_left(struct agent *a)
+{
+    char who[512], one[96];
+    size_t used = 0;
+    int left = 0;
+    who[0] = '\0';
+    for (int i = 0; i < a->end.strays; i++) {
+        if (init_proc_label(a->end.stray[i], one, sizeof one) <= 0)
+            continue;   /* gone, or a zombie waiting to be reaped */
+        int k = left++ < 8 ? snprintf(who + used, sizeof who - used, "%s%s", used ? ", " : "",
+                                      one) : 0;
+        used = k > 0 && used + (size_t)k < sizeof who ? used + (size_t)k : used;
+    }
+    if (left)
+        logs_message(&a->logs, "%d process%s that left %s worker's group still there %.1fs after "
+                     "SIGTERM: %s%s; sending SIGKILL", left, left == 1 ? "" : "es",
+                     left == 1 ? "its" : "their", AGENT_STRAY_MS / 1000.0, who,
+                     left > 8 ? ", ..." : "");
+}
+
 /* DONE: every handle closes, so uv_run returns; stray processes still there get SIGKILL. */
 static void close_all(uv_timer_t *t)
 {
     struct agent *a = t->data;
+    say_strays_left(a);
     health_close(a->health.port);
     a->health.port = NULL;
     logs_close(&a->logs);
     /* whatever of the strays is still there after its grace */
-    init_signal_children(SIGKILL, a->wg.guard_pid);
+    init_signal_children(SIGKILL, a->wg.guard_pid, NULL, 0);
     if (a->wg_ready)
         workers_close(&a->wg);
     watchdog_close(&a->wd);
@@ -619,7 +673,8 @@ static void maybe_done(struct agent *a)
 {
     if (a->end.drained && !a->rdzv.rz && a->state != AGENT_DONE) {
         agent_set_state(a, AGENT_DONE);
-        uv_timer_start(&a->end.exit_timer, close_all, a->end.strays ? AGENT_STRAY_MS : 0, 0);
+        uv_timer_start(&a->end.exit_timer, close_all,
+                       a->end.strays || a->end.strays_untracked ? AGENT_STRAY_MS : 0, 0);
     }
 }
 
@@ -877,7 +932,9 @@ void agent_enter_exiting(struct agent *a)
     rundir_remove(&a->dir, true);
     /* The workers' groups are gone; what is left among podrun's children left its group
      * (setsid, a daemon) and was adopted by podrun as subreaper: it goes with the job. */
-    a->end.strays = init_signal_children(SIGTERM, a->wg.guard_pid);
+    int n = init_signal_children(SIGTERM, a->wg.guard_pid, a->end.stray, AGENT_STRAYS_MAX);
+    a->end.strays = n < AGENT_STRAYS_MAX ? n : AGENT_STRAYS_MAX;
+    a->end.strays_untracked = n > AGENT_STRAYS_MAX;
     /* done once the output is drained and the rendezvous closed (on_rdzv_closed drains again) */
     if (a->rdzv.rz)
         rdzv_agent_close(a->rdzv.rz, on_rdzv_closed, a);

@@ -156,8 +156,11 @@ struct agent_stacks {
 };
 
 /* The end: what is left once the agent exits. */
+#define AGENT_STRAYS_MAX 256
 struct agent_end {
-    int strays;                    /* descendants sent SIGTERM at exit, not yet reaped */
+    int strays;                    /* descendants sent SIGTERM at exit, not yet reaped: */
+    pid_t stray[AGENT_STRAYS_MAX]; /* their pids */
+    bool strays_untracked;         /* more were signalled than stray holds */
     bool drained;                  /* podrun's own output is written */
     char stuck[512];               /* processes left behind after SIGKILL, for the termination
                                       log */

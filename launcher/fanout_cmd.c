@@ -73,9 +73,23 @@ int fanout_cmd_start(const struct fanout_cmd_agent *r, char **out)
     char t[512];
     if (r->venv_script) {
         /* '.', not bash's 'source', which sh lacks; a script that fails stops the host's
-         * agent (and so the job) rather than running it outside the environment */
+         * agent (and so the job) rather than running it outside the environment. A relative
+         * name is the head's, in the directory the host works in (the cd below comes after):
+         * '.' looks up a name without a slash in PATH only. */
+        textbuf_t path = {0};
+        if (r->venv_script[0] != '/') {
+            add(&path, r->cwd);
+            add(&path, strcmp(r->cwd, "/") ? "/" : "");
+        }
+        add(&path, r->venv_script);
+        if (path.cut || !path.s) {
+            text_free(&path);
+            text_free(&b);
+            return -ENOMEM;
+        }
         add(&b, ". ");
-        shell_word(&b, r->venv_script, false);
+        shell_word(&b, path.s, false);
+        text_free(&path);
         unadd(&b, 1);   /* the separator comes next */
         add(&b, " || exit 2; ");
     }

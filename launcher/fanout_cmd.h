@@ -27,7 +27,7 @@ struct fanout_cmd_agent {
     char *const *exports;          /* "KEY=VALUE" to export on every host */
     int nexports;
     const char *cwd;
-    const char *venv_script;       /* NULL: none */
+    const char *venv_script;       /* NULL: none; a relative one is under cwd */
 };
 
 /* The remote shell command (one string, for `sh -c` or ssh): [. VENV || exit 2;] export K='V'; ...

@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -176,7 +177,7 @@ void init_child_reset(void)
     sigprocmask(SIG_SETMASK, &st.start_mask, NULL);
 }
 
-int init_signal_children(int sig, pid_t spare)
+int init_signal_children(int sig, pid_t spare, pid_t *pids, int max)
 {
     /* /proc/self/task/<tid>/children lists the children of each thread; re-parented orphans
      * are listed under the thread that adopted them, so every thread is read. */
@@ -195,9 +196,72 @@ int init_signal_children(int sig, pid_t spare)
             continue;
         long pid;
         while (fscanf(f, "%ld", &pid) == 1)
-            if (pid > 0 && pid != spare && kill((pid_t)pid, sig) == 0)
+            if (pid > 0 && pid != spare && kill((pid_t)pid, sig) == 0) {
+                if (n < max)
+                    pids[n] = (pid_t)pid;
                 n++;
+            }
         fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* /proc/PID/stat's name and state: "name" is in parentheses and may hold any byte, so the
+ * fields after it are found from its last ')'. 0, or -1 when the process is gone. */
+static int proc_stat(pid_t pid, char *name, size_t len, char *state, pid_t *pgrp)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+    int pg;
+    if (!open || !close || close < open || sscanf(close + 1, " %c %*d %d", state, &pg) != 2)
+        return -1;
+    snprintf(name, len, "%.*s", (int)(close - open - 1), open + 1);
+    *pgrp = (pid_t)pg;
+    return 0;
+}
+
+int init_proc_label(pid_t pid, char *buf, size_t len)
+{
+    char name[64], state;
+    pid_t pg;
+    if (proc_stat(pid, name, sizeof name, &state, &pg) < 0) {
+        snprintf(buf, len, "%d", (int)pid);
+        return -1;
+    }
+    snprintf(buf, len, "%d (%s)", (int)pid, name);
+    return state != 'Z';
+}
+
+int init_group_members(pid_t pgid, char *buf, size_t len)
+{
+    DIR *d = opendir("/proc");
+    int n = 0;
+    size_t used = 0;
+    if (len)
+        buf[0] = '\0';
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end, name[64], state;
+        long pid = strtol(e->d_name, &end, 10);
+        pid_t pg;
+        if (*end || pid <= 0 || proc_stat((pid_t)pid, name, sizeof name, &state, &pg) < 0 ||
+            pg != pgid || state == 'Z')
+            continue;
+        n++;
+        if (used < len) {
+            int k = snprintf(buf + used, len - used, "%s%ld (%s)", used ? ", " : "", pid, name);
+            used = k > 0 && used + (size_t)k < len ? used + (size_t)k : len;
+        }
     }
     closedir(d);
     return n;

@@ -27,8 +27,15 @@ int init_start(uv_loop_t *loop, init_child_cb on_child, init_signal_cb on_signal
 void init_reap(void);
 /* Sends `sig` to every child podrun has now except `spare`: at exit, when the workers are gone,
  * these are descendants that left their worker's process group (setsid, daemons) and were
- * re-parented to podrun as their subreaper. Returns how many were signalled. */
-int init_signal_children(int sig, pid_t spare);
+ * re-parented to podrun as their subreaper. Returns how many were signalled; the first `max` of
+ * their pids go to pids. */
+int init_signal_children(int sig, pid_t spare, pid_t *pids, int max);
+/* "PID (name)" of a process, or "PID" when it is gone. 1 while it lives, 0 for a zombie, -1
+ * when it is gone. */
+int init_proc_label(pid_t pid, char *buf, size_t len);
+/* The live processes of process group pgid (zombies are not: they only wait to be reaped), as
+ * "PID (name), ..." into buf (cut to len); returns how many there are. */
+int init_group_members(pid_t pgid, char *buf, size_t len);
 /* Closes the signal handles (the loop must run once more to finish closing them). */
 void init_stop(void);
 bool init_is_pid1(void);

@@ -83,6 +83,23 @@ static int make_private(struct rundir *d, const char *under)
     return mkdtemp(d->base) ? 0 : -errno;
 }
 
+/* dir exists (made if missing) and a directory can be made in it, as every attempt does: found
+ * now, an unwritable --log-dir costs no attempt, and no restart could mend it. 0 or -errno. */
+static int writable(const char *dir)
+{
+    char p[PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s", dir);
+    int r = mkdir_p(p);
+    if (r < 0)
+        return r;
+    if (pathf(p, sizeof p, "%s/.podrun_XXXXXX", dir))
+        return -ENAMETOOLONG;
+    if (!mkdtemp(p))
+        return -errno;
+    rmdir(p);
+    return 0;
+}
+
 int rundir_open(struct rundir *d, const struct cfg *cfg)
 {
     memset(d, 0, sizeof *d);
@@ -93,7 +110,8 @@ int rundir_open(struct rundir *d, const struct cfg *cfg)
         d->log_files |= cfg->redirect_mask[i] || cfg->tee_mask[i];
     if (cfg->log_dir) {
         d->keep = true;
-        return pathf(d->base, sizeof d->base, "%s", cfg->log_dir);
+        int r = pathf(d->base, sizeof d->base, "%s", cfg->log_dir);
+        return r ? r : writable(d->base);
     }
     int r = make_private(d, cfg->tmpdir);
     d->tried = cfg->tmpdir;

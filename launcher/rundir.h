@@ -31,10 +31,11 @@ struct rundir {
     const char *fallback;    /* where it went instead, or NULL */
 };
 
-/* Picks the base: --log-dir, else a new private directory under cfg->tmpdir, or where that
- * cannot be made (a read-only root), under the first of /tmp, /dev/shm, /var/tmp, /run that
- * can hold it (d->fallback, with d->tried_err saying why tmpdir could not). 0 or -errno
- * (-ENAMETOOLONG for a path that does not fit); on an error d->base names the place tried. */
+/* Picks the base: --log-dir (made if missing; one it cannot write in is an error now, not at
+ * the first attempt), else a new private directory under cfg->tmpdir, or where that cannot be
+ * made (a read-only root), under the first of /tmp, /dev/shm, /var/tmp, /run that can hold it
+ * (d->fallback, with d->tried_err saying why tmpdir could not). 0 or -errno (-ENAMETOOLONG for
+ * a path that does not fit); on an error d->base names the place tried. */
 int rundir_open(struct rundir *d, const struct cfg *cfg);
 /* Makes attempt `attempt`'s directory (and rank directories) for run `run_id` (a '/' or a leading '.' in it
  * becomes '_'), without the files an earlier attempt left. 0 or -errno. */

@@ -27,6 +27,8 @@
  *   P state                the job lease       the job's state (rdzv/etcd_state.h)
  *   P r/<R>/end            the job lease       how round R ended (the decision, or finished)
  *   P status               the job lease       the open round's progress line
+ *   P view                 the job lease       the job's state for `podrun status`
+ *                                              (rdzv/status.h), every keep_alive_interval
  *   P job                  the job lease       the job lease's id
  * The job lease is granted by the first leader (ttl: close_timeout, at least 3 lease ttls) and
  * kept alive by whoever leads, so the job's keys outlive any one agent but not the job: when the
@@ -424,6 +426,23 @@ static void on_ka(void *arg, int status, const etcd_resp_t *r)
     }
 }
 
+/* The time of a health check that found no news (member.h): the store's heartbeat carries it;
+ * here a lease keepalive carries nothing, so it is put as P n/<id>/hb, at most every
+ * ETCD_HEALTH_TICKS keep-alive intervals: a large job's checks do not become etcd's load. */
+static void put_health_time(etcd_agent_t *a)
+{
+    if (++a->hb_ticks < ETCD_HEALTH_TICKS || a->m.health_unsent <= 0 || !a->lease ||
+        a->m.closing)
+        return;
+    char key[320], val[64];
+    int vl = rdzv_health_ago_encode(a->m.health_unsent, podrun_time_epoch(), val, sizeof val);
+    member_key(&a->m, key, sizeof key, "hb", -1);
+    if (vl > 0 && put_record(a, key, val, (size_t)vl, NULL) == 0) {
+        a->m.health_unsent = 0;
+        a->hb_ticks = 0;
+    }
+}
+
 /* Every keep_alive_interval: this node's lease (and the job's, while it leads) is renewed, and
  * etcd's health checked: nothing answered for read_timeout ends this node's part. */
 static void on_ka_timer(uv_timer_t *t)
@@ -452,6 +471,7 @@ static void on_ka_timer(uv_timer_t *t)
     if (a->lease && !a->ka_call)
         etcd_call(a->etcd, "lease/keepalive", etcd_req_lease_id(a->lease), 0, on_ka, a,
                   &a->ka_call);
+    put_health_time(a);
     etcd_leader_keepalive(a);
 }
 

@@ -23,6 +23,7 @@
 #define SWEEP_OFF (365.0 * 24 * 3600) /* the coordinator's silence sweep: leases do that here */
 #define CLOSE_BOUND_MS 2000           /* the last words of a closing agent */
 #define KEY_MAX 320
+#define ETCD_HEALTH_TICKS 10          /* keep-alive intervals between puts of a check's time */
 
 /* The watchers of an agent's stream, and the leader's own. */
 enum { W_ASSIGN = 1, W_END, W_LEADER, W_RECORDS };
@@ -76,6 +77,7 @@ typedef struct etcd_agent {
     etcd_call_t *ka_call, *jka_call, *hello_call, *status_call, *campaign_call, *sync_call;
     int flushing, revoking;
     int64_t said_failing;     /* when the last "etcd is not answering" line went out */
+    int hb_ticks;             /* keep-alive ticks since a health check's time was last put */
     char endpoint[300];       /* the member this node talks to, as last said */
     uv_timer_t ka_timer, close_timer;
 
@@ -85,6 +87,8 @@ typedef struct etcd_agent {
     host_t host;        /* the coordinator on this loop (host.h), while leading */
     etcd_watch_t *lwatch;
     etcd_call_t *lcall; /* the leader's one request in flight: a takeover step or a write */
+    etcd_call_t *view_call; /* the job's state for `podrun status` being written */
+    int view_round, view_phase, view_over; /* as last written; over: the job's keys go */
     wbatch_t *q_head, *q_tail;
     lnode_t **nodes;
     size_t n_nodes, cap_nodes;
@@ -154,7 +158,8 @@ void etcd_leader_fail(etcd_agent_t *a, const char *what, const char *why);
 /* An agent's alive key is gone (its lease ended), or this agent closes: the coordinator's close
  * input for it. */
 void etcd_leader_lost(etcd_agent_t *a, uint64_t idn);
-/* Every keep_alive_interval while leading: the job lease is renewed. */
+/* Every keep_alive_interval while leading: the job lease is renewed, and the job's state for
+ * `podrun status` (rdzv/status.h) is written under P RDZV_ETCD_STATUS_KEY. */
 void etcd_leader_keepalive(etcd_agent_t *a);
 
 #endif

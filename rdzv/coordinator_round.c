@@ -464,6 +464,7 @@ void coord_round_decide(coord_t *c, double now)
         sfmt(text, sizeof text, "job '%s' stopped in round %d: %s%s", c->run_id, c->round,
              d.reason,
              fatal && !c->closing         ? " (an exit code not to retry)"
+             : permanent && !c->closing   ? " (the program cannot start, so no restart is tried)"
              : !c->closing                ? " (no restarts left)"
              : strstr(d.reason, HOST_CLOSING) ? ""
                                               : " (" HOST_CLOSING ")");

@@ -4,6 +4,7 @@
  * happened, then watches the records; the coordinator's writes go out in order, one transaction
  * at a time, each holding only while this agent still holds the leader key, the state first. */
 #include "rdzv/backend_etcd_int.h"
+#include "rdzv/status.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -86,6 +87,9 @@ void etcd_leader_stop(etcd_agent_t *a)
     a->lcall = NULL;
     etcd_call_cancel(a->jka_call);
     a->jka_call = NULL;
+    etcd_call_cancel(a->view_call);
+    a->view_call = NULL;
+    a->view_over = 0;
     etcd_watch_cancel(a->lwatch);
     a->lwatch = NULL;
     host_stop(&a->host);
@@ -387,6 +391,53 @@ static void state_update(etcd_agent_t *a, wbatch_t *b, etcd_state_t *ns)
     free(val);
 }
 
+static void on_view_written(void *arg, int status, const etcd_resp_t *r)
+{
+    (void)status, (void)r;   /* the next keep_alive_interval writes it again */
+    ((etcd_agent_t *)arg)->view_call = NULL;
+}
+
+/* The job's state record (rdzv/status.h) for `podrun status`, under P view with the job lease,
+ * as the store host keeps it under P state: the round, the nodes with their ranks and health
+ * checks, the restarts, the last root cause. A node whose lease is alive has its heartbeat now:
+ * here etcd's lease is the heartbeat, which the coordinator does not see. One write in flight;
+ * a failed one waits for the next keep_alive_interval. */
+static void publish_view(etcd_agent_t *a)
+{
+    if (!a->lead_ready || !a->host.coord || !a->job_lease || a->view_call || a->view_over)
+        return;
+    double now = podrun_time_epoch();
+    char key[KEY_MAX];
+    coord_info_t info;
+    coord_info(a->host.coord, &info);
+    /* a write makes its node connected again: not once the job is over, when the close counts
+     * the agents out (its own first) */
+    for (size_t i = 0; i < a->n_nodes && info.phase != COORD_OVER && !a->cleaning; i++) {
+        const lnode_t *n = a->nodes[i];
+        if (!n->alive || !n->has_desc)
+            continue;
+        sfmt(key, sizeof key, "%sn/%s/hb", a->m.prefix, n->id);
+        coord_on_write(a->host.coord, n->idn, key, strlen(key), NULL, 0, now);
+    }
+    size_t cap = (size_t)info.members + (size_t)info.joined + (size_t)info.waiting + 64;
+    rdzv_status_node_t *nodes = malloc(cap * sizeof *nodes);
+    if (!nodes)
+        return;
+    rdzv_status_t st;
+    coord_state(a->host.coord, now, &st, nodes, cap);
+    a->view_round = info.round;
+    a->view_phase = info.phase;
+    char *text = NULL;
+    long len = rdzv_status_encode(&st, 1u << 20, &text);   /* etcd takes requests to 1.5 MiB */
+    free(nodes);
+    if (len < 0)
+        return;
+    etcd_agent_key(a, key, sizeof key, RDZV_ETCD_STATUS_KEY);
+    etcd_op_t op = etcd_agent_op_put(key, text, (size_t)len, a->job_lease);
+    etcd_call(a->etcd, "kv/put", etcd_req_op(&op), 0, on_view_written, a, &a->view_call);
+    free(text);
+}
+
 /* The coordinator's writes of one pass (host.h, apply) become one queued batch, the
  * assignments naming their round's store; the workers' fresh namespace is each agent's own
  * business here (it empties its store when assigned). */
@@ -425,6 +476,8 @@ static void lead_apply(void *arg, const coord_action_t *acts, size_t n, int over
     }
     state_update(a, b, &ns);
     q_push(a, b);
+    if (a->st.round != a->view_round || a->st.phase != a->view_phase)
+        publish_view(a);
 }
 
 static void lead_log(void *arg, const char *line)
@@ -437,6 +490,9 @@ static void lead_log(void *arg, const char *line)
 static void lead_closed(void *arg)
 {
     etcd_agent_t *a = arg;
+    a->view_over = 1;   /* a view written now would outlive the job's other keys */
+    etcd_call_cancel(a->view_call);
+    a->view_call = NULL;
     wbatch_t *c = wbatch_new();
     if (c) {
         c->cleanup = 1;
@@ -828,6 +884,7 @@ void etcd_leader_keepalive(etcd_agent_t *a)
     if (a->leading && a->job_lease && !a->jka_call)
         etcd_call(a->etcd, "lease/keepalive", etcd_req_lease_id(a->job_lease), 0, on_jka, a,
                   &a->jka_call);
+    publish_view(a);
 }
 
 void etcd_leader_init(etcd_agent_t *a)

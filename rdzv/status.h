@@ -3,7 +3,7 @@
  * root cause. Pure code: no I/O; the decoder takes any bytes.
  *
  * The host writes it under "podrun/<run_id>/state" every keep_alive_interval (and lists its run
- * ids under "podrun/runs"), so anyone who reaches the job store can read how the job is doing
+ * ids under "podrun/runs"); on etcd the leader writes it under "podrun/<run_id>/view". So anyone who reaches the job store can read how the job is doing
  * without writing a byte. The text is "key=value" header lines (rdzv/records.h's escaping) and one
  * "node=" line per node with tab-separated fields, so a thousand-node job decodes in one pass.
  * A node whose agent reported its health check has a "health=" line right after its own
@@ -17,6 +17,8 @@
 #include "rdzv/rendezvous.h"
 
 #define RDZV_STATUS_KEY "state"       /* under "podrun/<run_id>/" */
+/* the same record in etcd, whose "state" key is the leader's own (rdzv/etcd/state.h) */
+#define RDZV_ETCD_STATUS_KEY "view"
 #define RDZV_RUNS_KEY "podrun/runs"  /* the run ids this store hosts, one per line */
 
 /* Where a node is in the job. */

@@ -1,6 +1,7 @@
 /* launcher/commands/status.c — `podrun status HOST[:PORT]`: how a running job is doing, read from
- * its job store by anyone who can reach it. Read-only: it connects, checks and gets the keys the
- * coordinator publishes (rdzv/status.h) and writes nothing.
+ * its job store by anyone who can reach it (an etcd job: from etcd, --rdzv-backend etcd).
+ * Read-only: it connects, checks and gets the keys the coordinator publishes (rdzv/status.h)
+ * and writes nothing.
  *
  * Exit status: 0 the job is running, forming or finished; 1 it ended without finishing (a
  * failure with no restarts left, a rendezvous timeout); 2 usage; 3 no job store answers there, or
@@ -24,6 +25,7 @@
 #include "rdzv/store/auth.h"
 #include "rdzv/base/common.h"
 #include "rdzv/records.h"
+#include "rdzv/etcd/client.h"
 #include "rdzv/status.h"
 
 #define STATUS_NODES_MAX 65536   /* nodes listed; a bigger job is counted, not listed */
@@ -32,13 +34,20 @@
 static const char usage[] =
     "usage: podrun status [--rdzv-id ID] [--json] [--watch [SECONDS]] [--timeout S]\n"
     "                     [--rdzv-token-file FILE] HOST[:PORT]\n"
+    "       podrun status --rdzv-backend etcd --rdzv-endpoint ENDPOINTS --rdzv-id ID [...]\n"
     "\n"
     "How a running job is doing, read from its job store (any agent's --rdzv-endpoint; port\n"
-    "29400 when left out): the round, each node with its node rank, global ranks, address,\n"
-    "last heartbeat and last health check (ok, or what it found), the restarts used, and the\n"
-    "last failure's root cause. It only reads.\n"
+    "29400 when left out), or from etcd for an etcd job: the round, each node with its node\n"
+    "rank, global ranks, address, last heartbeat and last health check (ok, or what it found),\n"
+    "the restarts used, and the last failure's root cause. It only reads.\n"
     "\n"
     "  --rdzv-id ID        the job, when the store hosts several (default: every one)\n"
+    "  --rdzv-backend B    c10d or static (the default: a job store), or etcd\n"
+    "  --rdzv-endpoint E   the agents' --rdzv-endpoint: HOST[:PORT] instead of the address,\n"
+    "                      or etcd's members (HOST:2379,... or URLs)\n"
+    "  --etcd-cacert FILE  etcd's TLS, as the agents were given it: the CA's certificate,\n"
+    "  --etcd-cert FILE    this client's certificate\n"
+    "  --etcd-key FILE     and its key\n"
     "  --json              one JSON object per job instead of text\n"
     "  --watch [SECONDS]   show it again every SECONDS (default 2) until the store is gone\n"
     "  --timeout S         seconds to wait for the store and its answers (default 5)\n"
@@ -46,7 +55,7 @@ static const char usage[] =
     "                      PODRUN_RDZV_TOKEN_FILE, or the token in PODRUN_RDZV_TOKEN)\n"
     "\n"
     "exit status: 0 the job runs, is forming or finished; 1 it ended without finishing; 2 usage;\n"
-    "3 no job store answers at HOST:PORT, or it hosts no podrun job.\n";
+    "3 no job store (or etcd) answers there, or it holds no such podrun job.\n";
 
 enum { ST_OK = 0, ST_ENDED = 1, ST_USAGE = 2, ST_GONE = 3 };
 
@@ -67,6 +76,8 @@ struct opts {
     int port;
     char addr[300];          /* HOST:PORT as shown */
     const char *token_file, *token;  /* the job's token, when it has one */
+    const char *etcd;        /* etcd's members (--rdzv-backend etcd), else NULL: a job store */
+    const char *cacert, *cert, *key;  /* etcd's TLS (PEM files), as the agents' */
 };
 
 /* "1.5s", "800ms", "3m" or "2" (seconds) for the watch interval. */
@@ -453,6 +464,108 @@ static int connect_store(const struct opts *o, podrun_store_t **st)
     return 0;
 }
 
+/* ---- reading etcd ------------------------------------------------------------------------ */
+
+struct etcd_read {
+    int done, status;
+    char *val;   /* the record, NULL when the key is not there */
+    size_t len;
+    char err[256];
+};
+
+static void on_etcd_read(void *arg, int status, const etcd_resp_t *r)
+{
+    struct etcd_read *e = arg;
+    e->done = 1;
+    e->status = status;
+    if (status != 0)
+        snprintf(e->err, sizeof e->err, "%s", r->error[0] ? r->error : "no answer");
+    else if (r->n > 0 && (e->val = malloc(r->kvs[0].vlen + 1))) {
+        memcpy(e->val, r->kvs[0].value, r->kvs[0].vlen);
+        e->val[r->kvs[0].vlen] = '\0';
+        e->len = r->kvs[0].vlen;
+    }
+}
+
+/* One look at the job's record in etcd (P RDZV_ETCD_STATUS_KEY, which its leading agent
+ * writes): printed, and the exit status of what was seen; -1 when etcd did not answer. */
+static int look_etcd(const struct opts *o, uv_loop_t *loop, etcd_client_t *ec,
+                     rdzv_status_node_t *nodes)
+{
+    char key[RDZV_NAME_MAX + 32];
+    snprintf(key, sizeof key, "podrun/%s/%s", o->run_id, RDZV_ETCD_STATUS_KEY);
+    etcd_op_t op = {ETCD_OP_RANGE, key, strlen(key), NULL, 0, NULL, 0, 0};
+    struct etcd_read e = {0};
+    int r = etcd_call(ec, "kv/range", etcd_req_op(&op), ETCD_CALL_ONCE, on_etcd_read, &e, NULL);
+    if (r < 0) {
+        fprintf(stderr, "podrun status: cannot ask etcd at %s: %s\n", o->etcd, podrun_strerror(r));
+        return -1;
+    }
+    while (!e.done && uv_run(loop, UV_RUN_ONCE))
+        ;
+    if (e.status != 0) {
+        fprintf(stderr, "podrun status: no etcd answers at %s (%s)\n", o->etcd, e.err);
+        return -1;
+    }
+    rdzv_status_t s;
+    if (!e.val) {
+        fprintf(stderr, "podrun status: etcd at %s holds no job '%s' (no key %s): it has ended, "
+                "has not started, or runs under another --rdzv-id\n", o->etcd, o->run_id, key);
+        return ST_GONE;
+    }
+    r = rdzv_status_decode(e.val, e.len, &s, nodes, STATUS_NODES_MAX);
+    free(e.val);
+    if (r < 0) {
+        printf("job '%s' at %s: no state published yet\n", o->run_id, o->addr);
+        return ST_OK;
+    }
+    if (o->json)
+        print_json(o, &s);
+    else
+        print_text(o, &s, podrun_time_epoch());
+    fflush(stdout);
+    return s.phase == RDZV_JOB_OVER && strcmp(s.over, "finished") != 0 ? ST_ENDED : ST_OK;
+}
+
+static int run_etcd(const struct opts *o, rdzv_status_node_t *nodes)
+{
+    etcd_endpoint_t ep[ETCD_MAX_ENDPOINTS];
+    char err[256];
+    int n = etcd_endpoints_parse(o->etcd, o->cacert || o->cert, ep, ETCD_MAX_ENDPOINTS, err,
+                                 sizeof err);
+    uv_loop_t loop;
+    etcd_client_t *ec = NULL;
+    if (n < 0 || uv_loop_init(&loop) < 0)
+        return ST_USAGE;   /* checked by the caller: not reached */
+    etcd_client_conf_t conf = {.endpoints = ep, .n_endpoints = n, .cacert = o->cacert,
+                               .cert = o->cert, .key = o->key, .timeout_ms = o->timeout_ms};
+    int rc = etcd_client_new(&loop, &conf, &ec);
+    if (rc < 0) {
+        fprintf(stderr, "podrun status: cannot talk to etcd at %s: %s\n", o->etcd,
+                podrun_strerror(rc));
+        rc = ST_GONE;
+    }
+    for (int first = 1; ec; first = 0) {
+        if (!first && !o->json)
+            printf("\n");
+        rc = look_etcd(o, &loop, ec, nodes);
+        if (rc < 0) {   /* etcd did not answer */
+            rc = ST_GONE;
+            break;
+        }
+        if (!o->watch || rc == ST_GONE)
+            break;
+        struct timespec ts = {(time_t)o->watch,
+                              (long)((o->watch - (double)(time_t)o->watch) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    if (ec)
+        etcd_client_close(ec);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return rc;
+}
+
 static int run(const struct opts *o)
 {
     rdzv_status_node_t *nodes = malloc(STATUS_NODES_MAX * sizeof *nodes);
@@ -462,6 +575,10 @@ static int run(const struct opts *o)
     }
     podrun_store_t *st = NULL;
     int rc = ST_GONE;
+    if (o->etcd) {
+        rc = run_etcd(o, nodes);
+        goto out;
+    }
     if (connect_store(o, &st) < 0)
         goto out;
     for (int first = 1;; first = 0) {
@@ -487,17 +604,49 @@ out:
     return rc;
 }
 
+/* --rdzv-backend etcd: etcd's members from --rdzv-endpoint, and the job by its id (etcd holds
+ * any number of jobs, none listed). Then the look. */
+static int etcd_opts(struct opts *o, const char *endpoint, int nargs)
+{
+    etcd_endpoint_t ep[ETCD_MAX_ENDPOINTS];
+    char err[256];
+    if (nargs)
+        return usage_error("%s", "with --rdzv-backend etcd, give etcd's members as "
+                           "--rdzv-endpoint, not as an address");
+    if (!endpoint)
+        return usage_error("%s", "--rdzv-backend etcd needs --rdzv-endpoint: etcd's members "
+                           "(HOST:2379,... or URLs), as the agents were given");
+    if (!o->run_id)
+        return usage_error("%s", "--rdzv-backend etcd needs --rdzv-id: the job's id, as the "
+                           "agents were given");
+    if (etcd_endpoints_parse(endpoint, o->cacert || o->cert, ep, ETCD_MAX_ENDPOINTS, err,
+                             sizeof err) < 0)
+        return usage_error("--rdzv-endpoint: %s", err);
+    o->etcd = endpoint;
+    snprintf(o->addr, sizeof o->addr, "etcd %s", endpoint);
+    return run(o);
+}
+
 int commands_status_main(int argc, char **argv)
 {
-    enum { O_ID = 256, O_JSON, O_WATCH, O_TIMEOUT, O_HELP, O_TOKEN };
+    enum { O_ID = 256, O_JSON, O_WATCH, O_TIMEOUT, O_HELP, O_TOKEN, O_BACKEND, O_ENDPOINT,
+           O_CACERT, O_CERT, O_KEY };
     static const struct option lopts[] = {
         {"rdzv-id", required_argument, 0, O_ID}, {"rdzv_id", required_argument, 0, O_ID},
         {"json", no_argument, 0, O_JSON},         {"watch", optional_argument, 0, O_WATCH},
         {"timeout", required_argument, 0, O_TIMEOUT}, {"help", no_argument, 0, O_HELP},
         {"rdzv-token-file", required_argument, 0, O_TOKEN},
         {"rdzv_token_file", required_argument, 0, O_TOKEN},
+        {"rdzv-backend", required_argument, 0, O_BACKEND},
+        {"rdzv_backend", required_argument, 0, O_BACKEND},
+        {"rdzv-endpoint", required_argument, 0, O_ENDPOINT},
+        {"rdzv_endpoint", required_argument, 0, O_ENDPOINT},
+        {"etcd-cacert", required_argument, 0, O_CACERT},
+        {"etcd-cert", required_argument, 0, O_CERT},
+        {"etcd-key", required_argument, 0, O_KEY},
         {0, 0, 0, 0},
     };
+    const char *backend = "c10d", *endpoint = NULL;
     struct opts o = {.timeout_ms = 5000};
     /* the agents' own variables, so that a pod's environment works as it is */
     const char *tf = getenv("PODRUN_RDZV_TOKEN_FILE"), *tv = getenv("PODRUN_RDZV_TOKEN");
@@ -535,6 +684,24 @@ int commands_status_main(int argc, char **argv)
         case O_TOKEN:
             o.token_file = optarg;
             break;
+        case O_BACKEND:
+            backend = optarg ? optarg : "";   /* required_argument: never NULL */
+            if (strcmp(backend, "c10d") && strcmp(backend, "static") &&
+                strcmp(backend, "etcd") && strcmp(backend, "etcd-v2"))
+                return usage_error("--rdzv-backend '%s': expected c10d, static or etcd", backend);
+            break;
+        case O_ENDPOINT:
+            endpoint = optarg;
+            break;
+        case O_CACERT:
+            o.cacert = optarg;
+            break;
+        case O_CERT:
+            o.cert = optarg;
+            break;
+        case O_KEY:
+            o.key = optarg;
+            break;
         case 'h':
         case O_HELP:
             fputs(usage, stdout);
@@ -545,16 +712,19 @@ int commands_status_main(int argc, char **argv)
             return usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (optind != argc - 1)
+    if (!strncmp(backend, "etcd", 4))
+        return etcd_opts(&o, endpoint, argc - optind);
+    if (optind != argc - (endpoint ? 0 : 1))
         return usage_error("%s", optind >= argc ? "give the job store's address HOST[:PORT]"
                                                 : "give exactly one address HOST[:PORT]");
+    const char *where = endpoint ? endpoint : argv[optind];
     bool has_port;
-    if (podrun_hostport_parse(argv[optind], o.host, sizeof o.host, &o.port, &has_port) < 0)
-        return usage_error("'%s' is not an address HOST[:PORT]", argv[optind]);
+    if (podrun_hostport_parse(where, o.host, sizeof o.host, &o.port, &has_port) < 0)
+        return usage_error("'%s' is not an address HOST[:PORT]", where);
     if (!has_port)
         o.port = STATUS_DEFAULT_PORT;
     if (o.port == 0)
-        return usage_error("'%s': port 0 is no job store's port", argv[optind]);
+        return usage_error("'%s': port 0 is no job store's port", where);
     podrun_hostport_format(o.host, o.port, o.addr, sizeof o.addr);
     return run(&o);
 }

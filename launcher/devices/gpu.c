@@ -135,6 +135,11 @@ static void gpu_nvml_fabric(const struct nvml *n, nvmlDevice_t h, struct gpu_lis
     if (rc != NVML_SUCCESS || f.state != NVML_GPU_FABRIC_STATE_COMPLETED ||
         f.status != NVML_SUCCESS)
         return;
+    /* an all-zero ClusterUUID is a GPU outside any multi-node NVLink domain (H100 systems
+     * without an NVLink switch report it so): taken as a domain, every such node would share it */
+    static const unsigned char none[sizeof f.clusterUuid];
+    if (!memcmp(f.clusterUuid, none, sizeof none))
+        return;
     const unsigned char *u = f.clusterUuid;
     char dom[GPU_FABRIC_LEN];
     snprintf(dom, sizeof dom,

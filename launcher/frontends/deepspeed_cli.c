@@ -245,6 +245,19 @@ static int head(struct cfg *c, const char *path, const struct resources *active,
     if (!r)
         r = op_setn(c, CFG_NNODES, (long)active->count, CFG_SRC_HOSTFILE, err, errlen,
                     "%s (DeepSpeed)", path);
+    /* a node count given (--nnodes) outranks the hostfile, and every host's agent gets it: any
+     * other count than the hosts' has them wait for nodes the head never starts */
+    if (!r && (c->nnodes_min != (int)active->count || c->nnodes_max != (int)active->count)) {
+        char given[32], src[CFG_SRC_NAME_MAX + 16];
+        if (c->nnodes_min == c->nnodes_max)
+            snprintf(given, sizeof given, "%d", c->nnodes_min);
+        else
+            snprintf(given, sizeof given, "%d:%d", c->nnodes_min, c->nnodes_max);
+        cfg_src_describe(&c->src[CFG_NNODES], src, sizeof src);
+        r = fail(-EINVAL, err, errlen, "%s: %s nodes disagree with the %zu host%s that %s "
+                 "selects: leave the node count out (the head starts one agent per host)", src,
+                 given, active->count, active->count == 1 ? "" : "s", path);
+    }
     if (!r)
         r = set_mode(c, "head", path, err, errlen);
     return r;
@@ -279,7 +292,8 @@ static bool is_this_machine(const struct cfg *c, const struct discover_host *hos
 static int deepspeed_discover(struct cfg *c, char *const *envp, const struct discover_host *host,
                               char *err, size_t errlen)
 {
-    if (c->ds_world_info)
+    /* a --world_info given empty is still given: an agent the head started, with no world */
+    if (c->ds_world_info || c->src[CFG_DS_WORLD_INFO].kind != CFG_SRC_DEFAULT)
         return from_world_info(c, err, errlen) ? -EINVAL : 1;
     struct resources_select sel = {c->ds_include, c->ds_exclude, c->ds_num_nodes, c->ds_num_gpus};
     const char *path = c->hostfile ? c->hostfile : DS_DEFAULT_HOSTFILE;
@@ -395,6 +409,11 @@ static int deepspeed_finalize(struct cfg *c, char *err, size_t errlen)
         if (min > max)
             return fail(-EINVAL, err, errlen, "--min_elastic_nodes %d is above "
                         "--max_elastic_nodes %d", min, max);
+        /* the head starts one agent per host (its node count, set by head()): fewer than the
+         * least the job waits for would wait forever */
+        if (c->ds_mode == CFG_DS_MODE_HEAD && min > c->nnodes_max)
+            return fail(-EINVAL, err, errlen, "--min_elastic_nodes %d is above the %d hosts the "
+                        "hostfile selects", min, c->nnodes_max);
         char nn[32];
         snprintf(nn, sizeof nn, "%d:%d", min, max);
         if ((r = op_set(c, CFG_NNODES, nn, CFG_SRC_FLAG, err, errlen, "--elastic_training")) ||

@@ -49,13 +49,17 @@ static void json_quote(textbuf_t *b, const char *s)
 static bool utf8_ok(const unsigned char *s)
 {
     while (*s) {
-        int n = *s < 0x80 ? 0 : (*s & 0xe0) == 0xc0 ? 1 : (*s & 0xf0) == 0xe0 ? 2
-                : (*s & 0xf8) == 0xf0 ? 3 : -1;
-        if (n < 0 || (n == 1 && *s < 0xc2))
+        unsigned c = *s++;
+        int n = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
+                : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
+        if (n < 0)
             return false;
-        s++;
+        /* the second byte's range: no overlong form, no surrogate, nothing above U+10FFFF,
+         * which the agents' JSON parser refuses */
+        unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+        unsigned hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
         for (int i = 0; i < n; i++, s++)
-            if ((*s & 0xc0) != 0x80)
+            if (*s < (i ? 0x80u : lo) || *s > (i ? 0xbfu : hi))
                 return false;
     }
     return true;
@@ -95,8 +99,11 @@ int deepspeed_hosts_world_decode(const char *text, struct resources *r, char *er
                                  size_t errlen)
 {
     char *raw = NULL;
-    size_t len = strlen(text), n = 0;
+    size_t len = text ? strlen(text) : 0, n = 0;
     memset(r, 0, sizeof *r);
+    if (!len)
+        return fail(-EINVAL, err, errlen, "--world_info is empty; it is the head's encoding of "
+                    "{\"host\": [slot, ...], ...}, or leave it out");
     /* any run of '=' at the end is padding, as it has always been read here (the head writes at
      * most two) */
     while (len && text[len - 1] == '=')

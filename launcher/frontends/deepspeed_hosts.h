@@ -21,8 +21,8 @@
 int deepspeed_hosts_world_encode(const struct resources *r, char **out);
 
 /* Decodes world_info (URL-safe or standard base64, padded or not, of a JSON object of host ->
- * list of slot ids) into r (hostfile order = the object's order). 0, or -EINVAL with one line in
- * err naming the input. The caller frees r with resources_free. */
+ * list of slot ids) into r (hostfile order = the object's order); NULL or "" is no world. 0, or
+ * -EINVAL with one line in err naming the input. The caller frees r with resources_free. */
 int deepspeed_hosts_world_decode(const char *text, struct resources *r, char *err,
                                  size_t errlen);
 

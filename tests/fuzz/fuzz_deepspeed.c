@@ -4,8 +4,9 @@
  * (no such line: no hostfile). The machine is fixed: host name worker-1, one address 10.0.0.2.
  * Checks that nothing crashes or leaks, that an error is one line, and that a result is one
  * job: a node rank below the node count, workers matching the slot ids, a head's world_info
- * that decodes to that many hosts; then the word list and world_info decoder take the same
- * bytes, and the head's command lines are built from the result. */
+ * that decodes to that many hosts (an elastic head's: a count in its range); then the word
+ * list and world_info decoder take the same bytes, and the head's command lines are built from
+ * the result. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -120,8 +121,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (c.ds_mode == CFG_DS_MODE_HEAD) {
             struct resources w;
+            /* one agent per host: the node count, or (elastic) within its range */
             if (deepspeed_hosts_world_decode(c.ds_world_info, &w, err, sizeof err) ||
-                (int)w.count != c.nnodes_max)
+                (c.ds_elastic ? (int)w.count < c.nnodes_min || (int)w.count > c.nnodes_max
+                              : (int)w.count != c.nnodes_max))
                 abort();
             resources_free(&w);
             char **fwd = NULL, **words = NULL;

@@ -299,6 +299,7 @@ def test_include_one_other_host_runs_there(tmp_path):
     (["--autotuning", "tune", "x.py"], "does not run DeepSpeed's Autotuner"),
     (["-H", "/nonexistent/hostfile", "x.py"], "cannot read hostfile /nonexistent/hostfile"),
     (["-i", "a", "-e", "b", "x.py"], "include_str and exclude_str are mutually exclusive."),
+    (["--force_multi", "--world_info=", "x.py"], "--world_info is empty"),
 ])
 def test_usage_errors(tmp_path, args, text):
     r = subprocess.run([PODRUN, "deepspeed", *args], env=env_for(), cwd=tmp_path,
@@ -392,6 +393,21 @@ def test_venv_script_is_sourced_with_dot_and_must_succeed(tmp_path):
              env_for(), tmp_path)
     rc, out, err = finish(p)
     assert rc != 0 and not results(out), out + err
+
+
+def test_relative_venv_script_is_the_heads(tmp_path):
+    """`podrun deepspeed -H hosts --venv_script v.sh ...` from the directory that holds v.sh:
+    each host sources the head's v.sh (the directory every host works in), not a v.sh in PATH."""
+    hostfile(tmp_path, FOUR[:2])
+    (tmp_path / "v.sh").write_text("export DS_EXTRA=from-relative\n")
+    port = free_port("127.0.0.2")
+    p = head(["-H", "hostfile", "--launcher_args", "-R exec", "--master_port", str(port),
+              "--venv_script", "v.sh", "--python", TORCH_PY, DS_WORKER], env_for(), tmp_path)
+    rc, out, err = finish(p)
+    assert rc == 0, out + err
+    res = results(out)
+    assert sorted(res) == [0, 1, 2], out + err
+    assert all(g[9] == "from-relative" for g in res.values()), out + err
 
 
 def test_enable_each_rank_log_is_deepspeeds_layout(tmp_path):

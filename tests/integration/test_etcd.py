@@ -5,8 +5,10 @@ job. Every test starts its own etcd on loopback ports and stops exactly its own 
 both backends must do alike (joins, ranks, a failure pushed, restarts, a node leaving or lost, the
 coordinator lost) is in test_rdzv_contract.py."""
 import http.server
+import json
 import os
 import pathlib
+import re
 import signal
 import socketserver
 import subprocess
@@ -19,7 +21,7 @@ import pytest
 
 from cluster import (WORKERS, Agent, killed_on_failure, no_leftovers, parse_kv, result_lines,
                      started_dir, wait_all, wait_for, wait_started)
-from conftest import free_port
+from conftest import PODRUN, free_port
 from etcd_util import Etcd, etcd_agent
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fakes"))
@@ -267,6 +269,11 @@ def test_tls_with_client_certificates(tmp_path):
                   for i in range(2)]
         assert wait_all(agents, timeout=60) == [0, 0], [a.err for a in agents]
         assert len(result_lines(agents, "env ")) == 2
+        # podrun status over the same TLS: etcd answers (the job's keys are gone with it)
+        r = etcd_status(e, rid, *tls)
+        assert r.returncode == 3 and f"holds no job '{rid}'" in r.stderr, r.stderr
+        r = etcd_status(e, rid, "--timeout", "2")
+        assert r.returncode == 3 and "no etcd answers at" in r.stderr, r.stderr
         # a CA that did not sign etcd's certificate: no answer is trusted, bounded
         bad = ["--etcd-cacert", pki["other-ca.crt"], "--etcd-cert", pki["client.crt"],
                "--etcd-key", pki["client.key"], "--rdzv-conf", "read_timeout=2"]
@@ -421,3 +428,67 @@ def test_two_jobs_under_one_run_id_never_fake_success(etcd):
         if not ran:
             assert "the job finished without this node, which ran no worker in it" in a.err, a.err
             assert "another job uses the same --rdzv-id" in a.err, a.err
+
+
+def etcd_status(etcd, rid, *more):
+    r = subprocess.run([PODRUN, "status", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                        etcd.endpoints(), "--rdzv-id", rid, *more], capture_output=True,
+                       text=True, timeout=30)
+    return r
+
+
+def test_status_reads_an_etcd_job(etcd, tmp_path):
+    """`podrun status --rdzv-backend etcd --rdzv-endpoint ... --rdzv-id ...` shows what it shows
+    for a store-backed job: the round, the restarts, each node with its ranks, heartbeat and
+    health check, and the last failure's root cause, here after a failure and a restart."""
+    rid = run_id("status")
+    done = tmp_path / "done"
+    agents, _ = sleeper_job(2, etcd.endpoints(), rid, extra=["--max-restarts", "1"],
+                            env={"FAIL_RANK": "1", "FAIL_AFTER_ALL": "1", "FAIL_AFTER": "0",
+                                 "DONE_FILE": str(done)})
+    with killed_on_failure(agents):
+        def restarted():
+            r = etcd_status(etcd, rid, "--json")
+            if r.returncode != 0 or not r.stdout.startswith("{"):
+                return None
+            j = json.loads(r.stdout)
+            return j["round"] == 1 and j["phase"] == "running" and len(j["nodes"]) == 2 and \
+                all(n["health_check"] for n in j["nodes"]) and j
+        job = wait_for(restarted, 60, "round 1 running in podrun status")
+        assert job["run_id"] == rid and job["store"] == f"etcd {etcd.endpoints()}", job
+        assert (job["restarts_used"], job["max_restarts"], job["world_size"]) == (1, 1, 2), job
+        assert sorted(n["node_rank"] for n in job["nodes"]) == [0, 1], job
+        assert sorted(n["addr"] for n in job["nodes"]) == ["127.0.0.2", "127.0.0.3"], job
+        for n in job["nodes"]:
+            assert n["state"] == "running" and -1 < job["time"] - n["last_heartbeat"] < 10, job
+        f = job["last_failure"]
+        assert (f["round"], f["then"], f["rank"], f["exit_code"]) == (0, "restarted", 1, 1), f
+        r = etcd_status(etcd, rid)
+        assert r.returncode == 0, r.stderr
+        head = r.stdout.splitlines()[0]
+        assert head.startswith(f"job '{rid}' at etcd {etcd.endpoints()}: running, round 1 ")
+        assert "restarts used 1 of 1; 2 nodes, world size 2" in head, r.stdout
+        rows = [row for row in r.stdout.splitlines() if re.match(r"^  \d ", row)]
+        assert len(rows) == 2 and all(" running " in row for row in rows), r.stdout
+        assert re.search(r"^last failure: round 0, .*: rank 1 \(local rank 0\) on node1 "
+                         r"\(127\.0\.0\.3, node rank 1\): .*; the job restarted in place$",
+                         r.stdout, re.M), r.stdout
+        done.write_text("")
+        codes = wait_all(agents, timeout=60)
+    assert codes == [0, 0], [a.err for a in agents]
+    # the finished job's keys are gone with it: nothing to read, said in one line
+    r = etcd_status(etcd, rid)
+    assert r.returncode == 3 and f"holds no job '{rid}'" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+
+
+@pytest.mark.parametrize("args,text", [
+    (["--rdzv-backend", "etcd", "--rdzv-id", "x"], "--rdzv-backend etcd needs --rdzv-endpoint"),
+    (["--rdzv-backend", "etcd", "--rdzv-endpoint", "127.0.0.1:2379"], "needs --rdzv-id"),
+    (["--rdzv-backend", "etcd", "--rdzv-endpoint", "ftp://a", "--rdzv-id", "x"],
+     "--rdzv-endpoint"),
+    (["--rdzv-backend", "zk", "127.0.0.1"], "--rdzv-backend 'zk'"),
+])
+def test_status_etcd_usage_errors(args, text):
+    r = subprocess.run([PODRUN, "status", *args], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and text in r.stderr and r.stderr.count("\n") == 1, r.stderr

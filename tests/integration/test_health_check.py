@@ -11,8 +11,11 @@ import subprocess
 import urllib.error
 import urllib.request
 
+import pytest
+
 from cluster import Agent, killed_on_failure, wait_all, wait_for
 from conftest import BUILD, PODRUN
+from etcd_util import Etcd
 
 MKMACHINE = str(BUILD / "tests" / "fixtures" / "mkmachine")
 FAKES = str(BUILD / "tests" / "fakes")
@@ -50,14 +53,17 @@ class Node:
         os.replace(tmp, self.root / rel)
 
 
-def start(tmp_path, port, n, nnodes=None, hold=None, extra=(), worker=WORKER, env_add=None):
+def start(tmp_path, port, n, nnodes=None, hold=None, extra=(), worker=WORKER, env_add=None,
+          rdzv=None):
+    """n agents on fixture machines; rdzv: the rendezvous flags (c10d at 127.0.0.2:port)."""
     nodes = [Node(tmp_path, i) for i in range(n)]
     agents = []
+    rdzv = rdzv or ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.2:{port}",
+                    "--rdzv-id", "hc"]
     for i, node in enumerate(nodes):
         env = dict(node.env(), **(env_add or {}))
         env["HOLD_WORLD"] = str(hold or n)
-        args = ["--nnodes", str(nnodes or n), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-                "--rdzv-endpoint", f"127.0.0.2:{port}", "--rdzv-id", "hc",
+        args = ["--nnodes", str(nnodes or n), "--nproc-per-node", "1", *rdzv,
                 "--local-addr", f"127.0.0.{2 + i}", "--health-check-interval", INTERVAL,
                 "--termination-log", str(node.term), *extra, "--no-python", "sh", "-c", worker]
         agents.append(Agent(args, env=env, name=f"node{i}"))
@@ -189,16 +195,21 @@ def test_min_max_takes_the_node_out_and_the_job_goes_on(tmp_path, port):
         assert "up world=2" in a.out and "finished" in a.out, a.out
 
 
+def where(port):
+    """podrun status's words for the job: a store's address, or an etcd job's flags."""
+    return port if isinstance(port, list) else [f"127.0.0.2:{port}"]
+
+
 def status_json(port):
     """The job's one object from `podrun status --json`, or None while it has no state yet."""
-    r = subprocess.run([PODRUN, "status", "--json", f"127.0.0.2:{port}"], capture_output=True,
+    r = subprocess.run([PODRUN, "status", "--json", *where(port)], capture_output=True,
                        text=True, timeout=30)
     lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
     return json.loads(lines[0]) if r.returncode in (0, 1) and lines else None
 
 
 def status_text(port):
-    r = subprocess.run([PODRUN, "status", f"127.0.0.2:{port}"], capture_output=True, text=True,
+    r = subprocess.run([PODRUN, "status", *where(port)], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode in (0, 1), r.stderr   # 1: the job ended (after a failure)
     return r.stdout
@@ -216,9 +227,24 @@ HOLDING = ('echo "up world=$GROUP_WORLD_SIZE"; '
            'while [ ! -e "$RELEASE" ]; do sleep 0.05; done')
 
 
-def test_status_shows_each_nodes_last_check_and_then_the_failure(tmp_path, port):
+@pytest.mark.parametrize("backend", ["c10d", "etcd"])
+def test_status_shows_each_nodes_last_check_and_then_the_failure(tmp_path, port, backend):
     release = tmp_path / "release"
-    nodes, agents = start(tmp_path, port, 2, worker=HOLDING, env_add={"RELEASE": str(release)})
+    etcd = Etcd(1) if backend == "etcd" else None
+    if etcd:   # the same, read from etcd (the agents' flags), with the etcd job's own id
+        rdzv = ["--rdzv-backend", "etcd", "--rdzv-endpoint", etcd.endpoints(), "--rdzv-id",
+                f"hc-{os.getpid()}-{port}"]
+        port = rdzv[:]
+    try:
+        check_status(tmp_path, port, release, rdzv if etcd else None)
+    finally:
+        if etcd:
+            etcd.stop()
+
+
+def check_status(tmp_path, port, release, rdzv):
+    env = {"RELEASE": str(release), **({"PODRUN_MASTER_PORT": ""} if rdzv else {})}
+    nodes, agents = start(tmp_path, port, 2, worker=HOLDING, env_add=env, rdzv=rdzv)
     addrs = ["127.0.0.2", "127.0.0.3"]
     with killed_on_failure(agents):
         wait_running(agents)
@@ -233,9 +259,10 @@ def test_status_shows_each_nodes_last_check_and_then_the_failure(tmp_path, port)
             assert h["interval"] == 0.1 and h["why"] == "", h
             assert 0 <= job["time"] - h["last_check"] < 10, (job["time"], h)
         first = {n["addr"]: n["health_check"]["last_check"] for n in job["nodes"]}
-        # the time of the last check moves on while nothing changes (heartbeats carry it)
+        # the time of the last check moves on while nothing changes (heartbeats carry it; on
+        # etcd, a put every 10 keep-alive intervals)
         wait_for(lambda: (j := status_json(port)) and all(
-            n["health_check"]["last_check"] > first[n["addr"]] for n in j["nodes"]), 30,
+            n["health_check"]["last_check"] > first[n["addr"]] for n in j["nodes"]), 45,
             "a later check in podrun status")
         rows = node_rows(status_text(port))
         assert sorted(rows) == addrs

@@ -1,6 +1,7 @@
 """podrun as PID 1 / subreaper: reaping orphans, forwarding signals, stopping the job."""
 import os
 import re
+import shlex
 import signal
 import subprocess
 
@@ -158,8 +159,38 @@ def test_leftover_processes_after_success_are_stopped(podrun, tmp_path):
             'sleep 300 & echo $! >> "$OUT"; exit 0', env={"OUT": str(kids)}, timeout=30)
     assert r.returncode == 0, r.stderr
     assert "left processes in its group" in r.stderr
-    for pid in map(int, kids.read_text().split()):
+    kid = kids.read_text().split()
+    # each rank's leftovers by pid and name ("sh" until the forked shell has exec'd sleep)
+    for rank in (0, 1):
+        assert re.search(rf"rank {rank} \(local_rank {rank}\): \d+ \((sleep|sh)\)", r.stderr), \
+            r.stderr
+    for pid in map(int, kid):
+        assert str(pid) in r.stderr, r.stderr
         assert not pid_alive(pid)
+
+
+ZOMBIE = """
+import os, time
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+# exit only once the child is a zombie nobody reaped: podrun adopts it with this exit
+while open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+    time.sleep(0.01)
+print("left a zombie", flush=True)
+"""
+
+
+def test_zombie_left_by_a_worker_is_no_leftover(podrun, tmp_path):
+    """A worker that exits leaving an unreaped child: the zombie comes to podrun with the
+    worker's exit and is reaped, not taken for processes left in the worker's group."""
+    script = tmp_path / "zombie.py"
+    script.write_text(ZOMBIE)
+    r = run(podrun, "--nproc-per-node", "2", "--python", TORCH_PY, str(script), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("left a zombie") == 2, r.stdout
+    assert "left processes" not in r.stderr, r.stderr
+    assert "stopping" not in r.stderr, r.stderr
 
 
 def test_podrun_killed_takes_workers_with_it(podrun, tmp_path):
@@ -182,6 +213,36 @@ def test_descendant_that_left_its_group_goes_with_the_job(podrun):
     assert r.returncode == 0, r.stderr
     out = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
     assert out.stdout.strip() == "", "left behind: " + out.stdout
+
+
+def test_stray_daemon_gets_its_grace(podrun, tmp_path):
+    """A daemon (setsid) in its TERM handler gets its whole grace: an orphan it leaves, reaped
+    by podrun meanwhile, does not end the grace early."""
+    ready, done = tmp_path / "ready", tmp_path / "done"
+    daemon = (f"trap '(sleep 0.1 &); sleep 0.5; echo flushed > \"{done}\"; exit 0' TERM; "
+              f"touch \"{ready}\"; while :; do sleep 0.05; done")
+    r = run(podrun, "--no-python", "sh", "-c",
+            f"setsid sh -c {shlex.quote(daemon)} & "
+            f"while [ ! -e \"{ready}\" ]; do sleep 0.01; done", timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert done.exists() and done.read_text() == "flushed\n", r.stderr
+    assert "after SIGTERM" not in r.stderr, r.stderr
+
+
+def test_stray_daemon_ignoring_sigterm_is_named_and_killed(podrun, tmp_path):
+    """A daemon that ignores SIGTERM: after its grace one line names it, then SIGKILL."""
+    ready, pidf = tmp_path / "ready", tmp_path / "pid"
+    daemon = (f"trap '' TERM; echo $$ > \"{pidf}\"; touch \"{ready}\"; "
+              f"while :; do sleep 0.05; done")
+    r = run(podrun, "--no-python", "sh", "-c",
+            f"setsid sh -c {shlex.quote(daemon)} & "
+            f"while [ ! -e \"{ready}\" ]; do sleep 0.01; done", timeout=30)
+    assert r.returncode == 0, r.stderr
+    pid = int(pidf.read_text())
+    line = [x for x in r.stderr.splitlines() if "after SIGTERM" in x]
+    assert line == [f"podrun: 1 process that left its worker's group still there 1.0s after "
+                    f"SIGTERM: {pid} (sh); sending SIGKILL"], r.stderr
+    assert wait_gone([pid], 10) == []
 
 
 REAPER = r"""

@@ -15,15 +15,16 @@ DOMAIN_A = "aaaaaaaa000000000000000000000001"
 DOMAIN_B = "bbbbbbbb000000000000000000000002"
 A_TEXT = "aaaaaaaa-0000-0000-0000-000000000001/1"
 B_TEXT = "bbbbbbbb-0000-0000-0000-000000000002/1"
+ZERO = "0" * 32
 
 
-def node_env(tmp_path, i, cluster, extra=None, fabric=""):
+def node_env(tmp_path, i, cluster, extra=None, fabric="", clique=1):
     """Node i's environment: its own fake NVML with one GPU in `cluster` (None: no fabric)."""
     conf = tmp_path / f"nvml{i}.conf"
     lines = [f"gpu uuid=GPU-0000000{i}-0000-0000-0000-000000000000 pci=0000:0{i + 1}:00.0 "
              f"name=Fake_GPU minor={i} numa=0"]
     if cluster:
-        lines.append(f"fabric cluster={cluster} clique=1 {fabric}")
+        lines.append(f"fabric cluster={cluster} clique={clique} {fabric}")
     conf.write_text("\n".join(lines) + "\n")
     env = {"PODRUN_FAKE_NVML": str(conf), "LD_LIBRARY_PATH": FAKES,
            "PODRUN_NODE_NAME": f"node{i}",
@@ -53,6 +54,25 @@ def test_env_shows_the_nvlink_domain(podrun, tmp_path):
             assert f"NVLink domain {want} (GPU fabric cluster/clique)" in r.stdout
         else:
             assert "NVLink domain" not in r.stdout
+
+
+def test_all_zero_cluster_is_no_domain(podrun, port, tmp_path):
+    """A GPU whose fabric reports an all-zero cluster UUID (H100 systems without multi-node
+    NVLink) is in no NVLink domain: `podrun env` shows none, and such nodes rank by name with
+    the nodes that report no fabric, whatever clique ids they report."""
+    r = run(podrun, "env", env=node_env(tmp_path, 9, ZERO, clique=3))
+    assert r.returncode == 0, r.stderr
+    assert "NVLink domain" not in r.stdout, r.stdout
+    # node0 zero/2, node1 no fabric, node2 zero/1: as domains, node1 would rank first
+    fabrics = [(ZERO, 2), (None, 1), (ZERO, 1)]
+    agents = [Agent(agent_args(3, 1, f"127.0.0.2:{port}", f"127.0.0.{2 + i}",
+                               extra=["--no-python"], script=ENV_SH),
+                    env=node_env(tmp_path, i, c, clique=q), name=f"node{i}")
+              for i, (c, q) in enumerate(fabrics)]
+    with killed_on_failure(agents):
+        codes = wait_all(agents)
+    assert codes == [0] * 3, [a.err for a in agents]
+    assert [group_rank(a, "env ") for a in agents] == [0, 1, 2]
 
 
 def test_domains_get_contiguous_node_ranks(port, tmp_path):

@@ -8,8 +8,9 @@ import signal
 
 import pytest
 
-from conftest import TORCH_PY
-from cluster import run, start, wait_lines, worker
+from conftest import TORCH_PY, free_port
+from cluster import (Agent, agent_args, killed_on_failure, run, start, wait_all, wait_lines,
+                     worker)
 
 # a wrapper that does not forward signals: its child, the real worker, is not its last command,
 # so no shell execs it in its place
@@ -126,6 +127,58 @@ def test_program_that_cannot_start_is_not_restarted(podrun, tmp_path):
     r = run(podrun, "--max-restarts", "3", str(f), timeout=60)
     assert r.returncode == 126 and "restarting" not in r.stderr, r.stderr
     assert f"cannot run '{f}': Permission denied" in r.stderr
+
+
+def test_program_that_cannot_start_says_so_with_restarts_left(podrun, tmp_path):
+    """Two nodes, --max-restarts 2, a program that is not there: the job's end (the store host's
+    line) says that the program cannot start, not that no restarts are left."""
+    endpoint = f"127.0.0.2:{free_port('127.0.0.2')}"
+    agents = [Agent(agent_args(2, 1, endpoint, f"127.0.0.{2 + i}",
+                               extra=["--max-restarts", "2", "--no-python"],
+                               script="no-such-program-anywhere")) for i in range(2)]
+    with killed_on_failure(agents):
+        codes = wait_all(agents, 60)
+    errs = "".join(a.err for a in agents)
+    assert 127 in codes, errs
+    assert "restarting" not in errs, errs
+    assert "no restarts left" not in errs, errs
+    assert re.search(r"job '\S+' stopped in round 0: .*cannot run 'no-such-program-anywhere'.* "
+                     r"\(the program cannot start, so no restart is tried\)$", agents[0].err,
+                     re.M), errs
+
+
+def test_unwritable_log_dir_is_found_before_the_first_attempt(podrun, tmp_path):
+    """`--log-dir` where nothing can be written: found before any worker starts, like a program
+    that cannot start (no restart mends it), with the hint; nothing is restarted."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ran = tmp_path / "ran"
+    # a file where the directory should be: unwritable for root too
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for log_dir in ([str(blocker / "logs")] if os.geteuid() == 0 else
+                    [str(blocker / "logs"), str(ro / "logs")]):
+        if os.geteuid() != 0:
+            ro.chmod(0o555)
+        r = run(podrun, "--nproc-per-node", "2", "--max-restarts", "2", "--log-dir", log_dir,
+                "--no-python", "sh", "-c", f'echo x >> "{ran}"', timeout=60)
+        assert r.returncode == 1, r.stderr
+        assert "give --log-dir a writable directory" in r.stderr, r.stderr
+        assert log_dir in r.stderr, r.stderr
+        assert "restarting" not in r.stderr, r.stderr
+        assert not ran.exists(), r.stderr
+    # several nodes: each finds it before the first attempt, none restarts
+    endpoint = f"127.0.0.2:{free_port('127.0.0.2')}"
+    extra = ["--max-restarts", "2", "--log-dir", str(blocker / "logs"), "--no-python"]
+    agents = [Agent(agent_args(2, 1, endpoint, f"127.0.0.{2 + i}", extra=extra, script="sh",
+                               script_args=["-c", f'echo x >> "{ran}"'])) for i in range(2)]
+    with killed_on_failure(agents):
+        codes = wait_all(agents, 60)
+    assert codes == [1, 1], [a.err for a in agents]
+    for a in agents:
+        assert "give --log-dir a writable directory" in a.err, a.err
+        assert "restarting" not in a.err, a.err
+    assert not ran.exists()
 
 
 @pytest.mark.parametrize("args,title", [

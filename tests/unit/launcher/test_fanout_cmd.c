@@ -38,6 +38,19 @@ static void test_commands(void)
                       "'--pid-file=/tmp/podrun-0123456789abcdef-'%n.pid --local-addr=%h "
                       "--node-name=%h '--no_local_rank' '--python=/usr/bin/python3' -- "
                       "'train.py' 'it'\\''s' '50%%'");
+    /* a relative script is the head's, under the directory every host cd's into */
+    const char *rel[][3] = {{"v.sh", "/w", ". '/w/v.sh' || exit 2; "},
+                            {"env/a b", "/w", ". '/w/env/a b' || exit 2; "},
+                            {"v.sh", "/", ". '/v.sh' || exit 2; "}};
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+        struct fanout_cmd_agent q = r;
+        char *c2 = NULL;
+        q.venv_script = rel[i][0];
+        q.cwd = rel[i][1];
+        CHECK_EQ_INT(fanout_cmd_start(&q, &c2), 0);
+        CHECK(!strncmp(c2, rel[i][2], strlen(rel[i][2])));
+        free(c2);
+    }
     CHECK_EQ_INT(fanout_cmd_stop(&r, &stop), 0);
     CHECK_EQ_STR(stop, "f='/tmp/podrun-0123456789abcdef-'%n.pid; if [ -f \"$f\" ]; then kill "
                        "-TERM \"$(cat \"$f\")\"; rm -f \"$f\"; fi 2>/dev/null; exit 0");

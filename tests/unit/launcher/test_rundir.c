@@ -103,6 +103,9 @@ static void test_log_dir_kept(void)
     config(&c, 4, argv);
     CHECK_EQ_INT(rundir_open(&d, &c), 0);
     CHECK(!d.own_base && d.keep);
+    CHECK(exists(dir));   /* made, and tried, before any attempt: the try leaves nothing */
+    CHECK(rmdir(dir) == 0);
+    CHECK_EQ_INT(rundir_open(&d, &c), 0);
     CHECK_EQ_INT(rundir_attempt(&d, "none", 0), 0);
     int fd;
     char p[PATH_MAX + 32];
@@ -111,6 +114,16 @@ static void test_log_dir_kept(void)
     close(fd);
     rundir_remove(&d, true);
     CHECK(exists(p));
+    cfg_free(&c);
+    /* a --log-dir nothing can be written in is an error of rundir_open, before any attempt */
+    char file[128], under[160];
+    snprintf(file, sizeof file, "%s/file", tmp);
+    close(open(file, O_WRONLY | O_CREAT, 0644));
+    snprintf(under, sizeof under, "%s/logs", file);
+    char *argv3[] = {"podrun", "--log-dir", under, "p", NULL};
+    config(&c, 4, argv3);
+    CHECK_EQ_INT(rundir_open(&d, &c), -ENOTDIR);
+    CHECK_EQ_STR(d.base, under);
     cfg_free(&c);
     /* a TMPDIR that cannot hold the base: the first writable fallback does, and why is kept
      * (a place where none can is tests/integration/test_rundir.py's) */

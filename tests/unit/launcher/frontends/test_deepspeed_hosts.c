@@ -38,7 +38,7 @@ static void test_world_info(void)
     CHECK_EQ_INT(deepspeed_hosts_world_decode(za, &r, err, sizeof err), 0);
     CHECK_EQ_STR(r.nodes[0].host, "z");
     resources_free(&r);
-    const char *bad[] = {"", "e", "eyJhIjogMX0", "eyJhIjogW119", "eyJhIjogWy0xXX0", "WzFd",
+    const char *bad[] = {NULL, "", "e", "eyJhIjogMX0", "eyJhIjogW119", "eyJhIjogWy0xXX0", "WzFd",
                          "eyJhIjogWzBdLCAiYSI6IFsxXX0"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK_EQ_INT(deepspeed_hosts_world_decode(bad[i], &r, err, sizeof err), -EINVAL);
@@ -55,6 +55,37 @@ static int add_kv(void *arg, const char *k, const char *v)
     struct kv *x = arg;
     snprintf(x->text + strlen(x->text), sizeof x->text - strlen(x->text), "[%s=%s]", k, v);
     return 0;
+}
+
+/* A host name the head puts in world_info is text every agent's JSON parser takes back: UTF-8
+ * up to U+10FFFF, without overlong forms or surrogates, else -EILSEQ before anything is sent. */
+static void test_world_host_names(void)
+{
+    const char *ok[] = {"worker-0", "h\xc3\xa9te", "\xe2\x82\xac", "\xf0\x9f\x9a\x80",
+                        "\xf4\x8f\xbf\xbf"};
+    const char *bad[] = {"\xf7\x95\x95\x95r", "\xed\xa0\x80", "\xe0\x80\x80", "\xc0\xaf",
+                         "\xf0\x80\x80\x80", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xc3"};
+    int a[] = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        const char *const *names = pass ? bad : ok;
+        size_t n = pass ? sizeof bad / sizeof *bad : sizeof ok / sizeof *ok;
+        for (size_t i = 0; i < n; i++) {
+            struct resources r = {0}, back = {0};
+            char *wi = NULL;
+            CHECK_EQ_INT(resources_add(&r, "t", names[i], 1, a, 1, err, sizeof err), 0);
+            int rc = deepspeed_hosts_world_encode(&r, &wi);
+            if (pass) {
+                CHECK_EQ_INT(rc, -EILSEQ);
+            } else {
+                CHECK_EQ_INT(rc, 0);
+                CHECK_EQ_INT(deepspeed_hosts_world_decode(wi, &back, err, sizeof err), 0);
+                CHECK_EQ_STR(back.nodes[0].host, names[i]);
+                resources_free(&back);
+            }
+            free(wi);
+            resources_free(&r);
+        }
+    }
 }
 
 static void test_env_file(void)
@@ -91,6 +122,7 @@ static void test_words(void)
 int main(void)
 {
     RUN(test_world_info);
+    RUN(test_world_host_names);
     RUN(test_env_file);
     RUN(test_words);
     return check_result();
