@@ -527,6 +527,13 @@ static int look_etcd(const struct opts *o, uv_loop_t *loop, etcd_client_t *ec,
     return s.phase == RDZV_JOB_OVER && strcmp(s.over, "finished") != 0 ? ST_ENDED : ST_OK;
 }
 
+/* --watch's pause between two looks. */
+static void pause_for(double seconds)
+{
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
 static int run_etcd(const struct opts *o, rdzv_status_node_t *nodes)
 {
     etcd_endpoint_t ep[ETCD_MAX_ENDPOINTS];
@@ -555,9 +562,7 @@ static int run_etcd(const struct opts *o, rdzv_status_node_t *nodes)
         }
         if (!o->watch || rc == ST_GONE)
             break;
-        struct timespec ts = {(time_t)o->watch,
-                              (long)((o->watch - (double)(time_t)o->watch) * 1e9)};
-        nanosleep(&ts, NULL);
+        pause_for(o->watch);
     }
     if (ec)
         etcd_client_close(ec);
@@ -593,9 +598,7 @@ static int run(const struct opts *o)
         }
         if (!o->watch || rc == ST_GONE)
             break;
-        struct timespec ts = {(time_t)o->watch,
-                              (long)((o->watch - (double)(time_t)o->watch) * 1e9)};
-        nanosleep(&ts, NULL);
+        pause_for(o->watch);
     }
 out:
     if (st)

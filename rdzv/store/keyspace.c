@@ -333,14 +333,24 @@ static int parse_ll(const char *s, size_t n, int64_t *out)
     return 0;
 }
 
+/* The entry of a counter key (ADD, BARRIER) and the number it holds: 0 when absent; -EINVAL
+ * when it holds something else. */
+static int counter_entry(keyspace_t *ks, const char *key, size_t klen, ks_entry_t **e,
+                         int64_t *cur)
+{
+    int r = get_entry(ks, key, klen, e);
+    *cur = 0;
+    if (r || !(*e)->present)
+        return r;
+    return parse_ll((*e)->val ? (*e)->val : "", (*e)->vlen, cur);
+}
+
 int keyspace_add(keyspace_t *ks, const char *key, size_t klen, int64_t delta, int64_t *out)
 {
     ks_entry_t *e;
-    int r = get_entry(ks, key, klen, &e);
+    int64_t cur;
+    int r = counter_entry(ks, key, klen, &e, &cur);
     if (r)
-        return r;
-    int64_t cur = 0;
-    if (e->present && (r = parse_ll(e->val ? e->val : "", e->vlen, &cur)) != 0)
         return r;
     if ((delta > 0 && cur > INT64_MAX - delta) || (delta < 0 && cur < INT64_MIN - delta)) {
         maybe_drop(ks, e);
@@ -362,11 +372,9 @@ int keyspace_barrier(keyspace_t *ks, ks_owner_t *owner, const char *key, size_t 
                      int64_t world, int64_t *count)
 {
     ks_entry_t *e;
-    int r = get_entry(ks, key, klen, &e);
+    int64_t cur;
+    int r = counter_entry(ks, key, klen, &e, &cur);
     if (r)
-        return r;
-    int64_t cur = 0;
-    if (e->present && (r = parse_ll(e->val ? e->val : "", e->vlen, &cur)) != 0)
         return r;
     if (cur == INT64_MAX)
         return -ERANGE;
