@@ -34,8 +34,9 @@ class Server:
                 return True
             except OSError:
                 return False
-        # a bound, not an expected time: torch's import alone takes seconds on a loaded machine
-        wait_for(listening, 60, f"the store to listen on 127.0.0.1:{ports}", every=0.02)
+        # a bound, not an expected time: torch 2.15's import alone can take a minute on a loaded
+        # 2-core machine
+        wait_for(listening, 180, f"the store to listen on 127.0.0.1:{ports}", every=0.02)
 
     def stop(self, sig=signal.SIGTERM, timeout=10):
         if self.proc.poll() is None:
