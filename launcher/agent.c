@@ -946,14 +946,15 @@ static int open_rundir(struct agent *a)
 {
     const struct cfg *c = a->cfg;
     int r = rundir_open(&a->dir, c);
+    char *why = a->end.start_why;
     if (r && c->log_dir)
-        logs_message(&a->logs, "cannot create the run directory under %s: %s; give --log-dir a "
-                     "writable directory", a->dir.base, podrun_strerror(r));
+        snprintf(why, sizeof a->end.start_why, "cannot create the run directory under %s: %s; "
+                 "give --log-dir a writable directory", a->dir.base, podrun_strerror(r));
     else if (r)
-        logs_message(&a->logs, "cannot create the run directory under %s (%s), nor under "
-                     "%s/dev/shm, /var/tmp or /run; set TMPDIR to a writable directory (in "
-                     "Kubernetes, mount an emptyDir there)", a->dir.base, podrun_strerror(r),
-                     strcmp(a->dir.base, "/tmp") ? "/tmp, " : "");
+        snprintf(why, sizeof a->end.start_why, "cannot create the run directory under %s (%s), "
+                 "nor under %s/dev/shm, /var/tmp or /run; set TMPDIR to a writable directory (in "
+                 "Kubernetes, mount an emptyDir there)", a->dir.base, podrun_strerror(r),
+                 strcmp(a->dir.base, "/tmp") ? "/tmp, " : "");
     else if (a->dir.fallback)
         logs_message(&a->logs, "cannot create the run directory under %s (%s); using %s instead "
                      "(set TMPDIR to a writable directory, e.g. an emptyDir, to choose)",
@@ -1078,7 +1079,13 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     if (r && a->state < AGENT_RUNNING) {
         if (!a->exit_code)
             a->exit_code = 1;
-        logs_message(&a->logs, "cannot start the job: %s", podrun_strerror(r));
+        /* one last line with the reason and its fix, the one a person and the termination
+         * log see */
+        char line[sizeof a->end.start_why + 64];
+        int n = snprintf(line, sizeof line, "podrun: cannot start the job: %s\n",
+                         a->end.start_why[0] ? a->end.start_why : podrun_strerror(r));
+        logs_message(&a->logs, "%.*s", n > 9 ? n - 9 : 0, line + 8);
+        write_termlog(a, line, n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
         agent_enter_exiting(a);
     }
     uv_run(a->loop, UV_RUN_DEFAULT);

@@ -164,6 +164,8 @@ struct agent_end {
     bool drained;                  /* podrun's own output is written */
     char stuck[512];               /* processes left behind after SIGKILL, for the termination
                                       log */
+    char start_why[PATH_MAX + 256]; /* why the job could not start, when a step said more
+                                      than an error's name: the last line and the termination log */
     uv_timer_t exit_timer;         /* the strays' grace, then every handle closes */
 };
 

@@ -1,5 +1,4 @@
 """The run directory where the root file system is read-only and /tmp cannot be written."""
-import re
 import subprocess
 
 import pytest
@@ -60,16 +59,16 @@ def test_unwritable_tmpdir_falls_back_too(podrun):
 def test_no_writable_place_names_the_fix(podrun):
     r = run_with_readonly(podrun, "true", dirs=("/tmp", "/dev/shm", "/var/tmp", "/run"))
     assert r.returncode == 1, r.stderr
-    line = ("podrun: cannot create the run directory under /tmp (Read-only file system), nor "
-            "under /dev/shm, /var/tmp or /run; set TMPDIR to a writable directory (in "
-            "Kubernetes, mount an emptyDir there)\n")
-    assert r.stderr.startswith(line), r.stderr
+    line = ("podrun: cannot start the job: cannot create the run directory under /tmp (Read-only "
+            "file system), nor under /dev/shm, /var/tmp or /run; set TMPDIR to a writable "
+            "directory (in Kubernetes, mount an emptyDir there)\n")
+    assert r.stderr == line, r.stderr   # one line, the last: the reason and the fix
 
 
 @pytest.mark.skipif(not can_unshare_mount(), reason="needs unshare --mount (root)")
 def test_log_dir_on_a_readonly_path_reports_no_pid_nor_exit_code(podrun, tmp_path):
-    """No worker can start: the report, the last line and the termination log agree that it
-    never ran (no pid, no exit code), and name the directory."""
+    """No worker can start, found before the first attempt: nothing claims a worker ran (no
+    pid, no exit code), and the last line and the termination log give the reason and the fix."""
     ro, term = tmp_path / "ro", tmp_path / "term"
     ro.mkdir()
     term.write_text("")
@@ -80,10 +79,10 @@ def test_log_dir_on_a_readonly_path_reports_no_pid_nor_exit_code(podrun, tmp_pat
                         "--termination-log", str(term), "true"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stderr
-    assert f"under {ro}/logs" in r.stderr, r.stderr
     text = r.stderr + term.read_text()
-    for bad in ("pid: 0", "pid 0", "exit code 0", "exitcode  : 0", "exitcode  : 1"):
+    for bad in ("pid", "exit code", "exitcode", "rank 0"):
         assert bad not in text, (bad, text)
-    assert re.findall(r"exitcode  : (.*)", r.stderr) == ["<N/A>"], r.stderr
-    assert "Root cause details on this node: rank 0 (local_rank: 0): could not start: " in \
-        r.stderr, r.stderr
+    why = (f"podrun: cannot start the job: cannot create the run directory under {ro}/logs: "
+           "Read-only file system; give --log-dir a writable directory")
+    assert r.stderr.rstrip("\n").split("\n")[-1] == why, r.stderr
+    assert term.read_text().strip() == why, term.read_text()
