@@ -129,7 +129,7 @@ PARTIAL = """
 import os, sys, time
 def wait(path):
     while not os.path.exists(path):
-        time.sleep(0.05)
+        time.sleep(0.05)   # the poll interval until the test opens the gate
 if os.environ["RANK"] == "0":
     os.write(1, b"x\\xc3")            # half of an e-acute, and then silence
     wait(os.environ["GATE2"])

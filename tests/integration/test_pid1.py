@@ -176,7 +176,7 @@ if pid == 0:
     os._exit(0)
 # exit only once the child is a zombie nobody reaped: podrun adopts it with this exit
 while open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
-    time.sleep(0.01)
+    time.sleep(0.01)   # the poll interval until the child is a zombie
 print("left a zombie", flush=True)
 """
 

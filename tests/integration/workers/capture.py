@@ -50,7 +50,7 @@ def wait_for(d, n):
     while time.monotonic() < end:
         if len([f for f in os.listdir(d) if f[0].isdigit()]) >= n:
             return
-        time.sleep(0.02)
+        time.sleep(0.02)   # the poll interval until n workers have written (60 s at most)
 
 
 if __name__ == "__main__":

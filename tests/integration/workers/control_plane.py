@@ -12,4 +12,4 @@ with worker_main():
           f"socket={os.environ.get('TORCH_WORKER_SERVER_SOCKET')}", flush=True)
     deadline = time.monotonic() + 120
     while not os.path.exists(os.environ["DONE_FILE"]) and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.05)   # the poll interval until the test writes DONE_FILE

@@ -37,11 +37,11 @@ if "usersite_marker" in sys.modules:
 
 
 def sleep_forever():
-    time.sleep(100000)
+    time.sleep(100000)   # the behaviour under test: a worker hung here
 
 
 def never_join():
-    time.sleep(100000)
+    time.sleep(100000)   # the behaviour under test: a rank that never joins
 
 
 def native_pause():
