@@ -35,7 +35,8 @@
  * The stages' glue is in files of their own (agent_int.h): the rendezvous (agent_rdzv.c), an
  * attempt's environment and workers (agent_spawn.c), the preflight check (agent_preflight.c),
  * --discovery k8s (agent_k8s.c), and health: the port, the checks, torch's timers, the GPUs'
- * memory (agent_health.c). Each hands its events to the transitions here. */
+ * memory (agent_health.c), the stacks before a kill (agent_stacks.c). Each hands its events to
+ * the transitions here; what the end says, the report and termination log, is agent_report.c. */
 #include "launcher/agent.h"
 
 #include <errno.h>
@@ -195,8 +196,8 @@ static void on_stopped(worker_group_t *g)
 
 /* What a failed worker left: its error file (read into *e; the result of
  * report_read_error_file) and the last lines of its stderr. */
-static int failure_inputs(struct agent *a, int lr, char *errfile, size_t len,
-                          struct report_error *e, const char **tail, size_t *tl)
+int agent_failure_inputs(struct agent *a, int lr, char *errfile, size_t len,
+                         struct report_error *e, const char **tail, size_t *tl)
 {
     agent_rank_path(a, lr, "error.json", errfile, len);
     *tl = 0;
@@ -212,7 +213,7 @@ static void failure_message(struct agent *a, int lr, char *out, size_t cap)
     struct report_error e;
     const char *tail;
     size_t tl;
-    int er = failure_inputs(a, lr, errfile, sizeof errfile, &e, &tail, &tl);
+    int er = agent_failure_inputs(a, lr, errfile, sizeof errfile, &e, &tail, &tl);
     report_failure_message(er ? NULL : &e, tail, tl, out, cap);
     if (!er)
         report_error_free(&e);
@@ -245,7 +246,7 @@ static double exit_epoch(const worker_t *w)
 }
 
 /* The record of a worker that failed on its own, once reaped (its exit status and time). */
-static void fill_alone(struct agent *a, const worker_t *w, rdzv_failure_t *f)
+void agent_fill_alone(struct agent *a, const worker_t *w, rdzv_failure_t *f)
 {
     char cause[512];
     struct report_failure rf = {.wstatus = w->wstatus, .exec_errno = w->exec_errno,
@@ -341,7 +342,7 @@ static void note_failed_alone(struct agent *a, worker_t *w)
     w->failed_alone = true;
     if (!told) {
         rdzv_failure_t f;
-        fill_alone(a, w, &f);
+        agent_fill_alone(a, w, &f);
         agent_send_failure(a, &f);
     }
 }
@@ -701,81 +702,6 @@ static void on_rdzv_closed(void *arg)
     logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
 }
 
-/* The termination log (Kubernetes' /dev/termination-log unless --termination-log names one):
- * `text`, with the note about lost console output last, cutting the text to make room. */
-static void write_termlog(struct agent *a, const char *text, size_t len)
-{
-    const char *path = a->cfg->termination_log;
-    /* the preflight check's table follows what happened, as far as room allows */
-    char *with = NULL;
-    if (a->pf.report && (with = malloc(REPORT_TERMLOG_MAX + 1))) {
-        int n = snprintf(with, REPORT_TERMLOG_MAX + 1, "%.*s%s", (int)len, text, a->pf.report);
-        len = n < 0 ? 0 : (size_t)n > REPORT_TERMLOG_MAX ? REPORT_TERMLOG_MAX : (size_t)n;
-        text = with;
-    }
-    /* lost console output is part of the story: the note goes last, the text yields room */
-    char note[2560], *both = NULL;
-    size_t nl = (size_t)snprintf(note, sizeof note, "%s%s", a->stacks.note, a->end.stuck);
-    nl = nl < sizeof note ? nl : sizeof note - 1;
-    nl += logs_dropped_note(&a->logs, note + nl, sizeof note - nl);
-    if (nl && (both = malloc(REPORT_TERMLOG_MAX + 1))) {
-        size_t keep = len + nl > REPORT_TERMLOG_MAX ? REPORT_TERMLOG_MAX - nl : len;
-        memcpy(both, text, keep);
-        memcpy(both + keep, note, nl);
-        text = both;
-        len = keep + nl;
-    }
-    int r = report_write_termlog(path ? path : "/dev/termination-log", path != NULL, text, len);
-    free(both);
-    free(with);
-    if (r && path)
-        logs_message(&a->logs, "cannot write the termination log %s: %s", path, podrun_strerror(r));
-}
-
-/* What the report's title names, as torchrun does: the script (or module) a Python worker
- * runs, not the interpreter; the program itself under --no-python. */
-static const char *report_title(struct agent *a)
-{
-    return a->cfg->program && a->cfg->program_argc > 0 ? a->cfg->program[0] : a->argv[0];
-}
-
-/* This node's own failed worker, as only this node knows it. */
-static void local_report(struct agent *a, bool details)
-{
-    worker_t *w = &a->wg.w[a->failed.lr];
-    char errfile[PATH_MAX + 32];
-    struct report_error e;
-    const char *tail;
-    size_t tl;
-    int er = failure_inputs(a, a->failed.lr, errfile, sizeof errfile, &e, &tail, &tl);
-    struct report_failure f = {
-        .rank = a->rdzv.rank_base + a->failed.lr, .local_rank = a->failed.lr, .pid = w->pid,
-        .wstatus = w->wstatus, .exec_errno = w->exec_errno, .time = w->exit_time,
-        .host = a->id.host, .program = a->argv[0], .title = report_title(a),
-        .error_file = errfile, .stderr_tail = tail,
-        .stderr_tail_len = tl, .never_ran = w->pid <= 0, .reason = a->failed.why,
-    };
-    if (f.never_ran)   /* the failure's time is now */
-        clock_gettime(CLOCK_REALTIME, &f.time);
-    if (er == -EINVAL || er == -EFBIG)
-        logs_message(&a->logs, "rank %d's error file %s is not torch's JSON; ignoring it",
-                     f.rank, errfile);
-    size_t cap = 16384;
-    char *buf = malloc(cap);
-    if (buf) {
-        size_t n = details ? report_details(&f, er ? NULL : &e, buf, cap)
-                           : report_format(&f, er ? NULL : &e, buf, cap);
-        logs_text(&a->logs, 2, "report", buf, n);
-        if (!a->failed.hang) {
-            n = report_short(&f, er ? NULL : &e, buf, REPORT_TERMLOG_MAX + 1);
-            write_termlog(a, buf, n);
-        }
-        free(buf);
-    }
-    if (!er)
-        report_error_free(&e);
-}
-
 /* The failure of the decision whose exit code is not to be retried, or NULL. */
 static const rdzv_failure_t *fatal_failure(const struct agent *a)
 {
@@ -804,66 +730,6 @@ static int decision_code(struct agent *a)
     return root->rank < 0 ? c->exit_code_peer_lost : c->exit_code_peer_failure;
 }
 
-/* The job's failure records and, after them, this node's workers that failed on their own
- * while the others were stopped and that the job's record lacks (their news came after its
- * decision): the report lists every one of them, as torchrun does. */
-static void add_failed_alone(struct agent *a)
-{
-    for (int i = 0; i < a->wg.n && a->job.dn < RDZV_MAX_FAILURES; i++) {
-        worker_t *w = &a->wg.w[i];
-        bool known = false;
-        if (!w->failed_alone || w->state != WORKER_EXITED)
-            continue;
-        for (int k = 0; k < a->job.dn && !known; k++)
-            known = a->job.dfail[k].node_rank == a->rdzv.group_rank &&
-                    a->job.dfail[k].rank == a->rdzv.rank_base + i;
-        if (!known)
-            fill_alone(a, w, &a->job.dfail[a->job.dn++]);
-    }
-}
-
-/* The job's failure report on stderr and in the termination log. The node whose worker is the
- * root cause also prints that worker's details (and its own short form goes to the log). */
-static void job_report(struct agent *a)
-{
-    add_failed_alone(a);
-    size_t cap = 16384;
-    char *buf = malloc(cap);
-    if (!buf)
-        return;
-    size_t n = report_job_format(a->job.dfail, a->job.dn, report_title(a), buf, cap);
-    logs_text(&a->logs, 2, "report", buf, n);
-    if (a->stacks.note[0])   /* where each rank was when the hang was found, and the file */
-        logs_text(&a->logs, 2, "report", a->stacks.note, strlen(a->stacks.note));
-    bool mine =
-        a->job.own == 0 && a->failed.lr >= 0 && a->job.dfail[0].rank >= 0 && !a->failed.hang;
-    if (mine) {
-        local_report(a, true);   /* details; the termination log gets the local short form */
-        free(buf);
-        return;
-    }
-    n = report_job_short(a->job.dfail, a->job.dn, buf, REPORT_TERMLOG_MAX + 1);
-    write_termlog(a, buf, n);
-    free(buf);
-}
-
-/* A failure not to retry: the termination log says so first, then the job's root cause. */
-static void fatal_termlog(struct agent *a, const rdzv_failure_t *f)
-{
-    char *buf = malloc(REPORT_TERMLOG_MAX + 1);
-    if (!buf)
-        return;
-    int n = snprintf(buf, REPORT_TERMLOG_MAX + 1, "podrun: not to be retried: rank %d on %s "
-                     "exited with code %d, one of --fatal-exit-codes; every node exits %d\n",
-                     f->rank, f->node_name, f->signo > 0 ? 128 + f->signo : f->exit_code,
-                     a->exit_code);
-    size_t len = n < 0 ? 0 : (size_t)n;
-    if (len < REPORT_TERMLOG_MAX)
-        len += report_job_short(a->job.dfail, a->job.dn, buf + len, REPORT_TERMLOG_MAX + 1 - len);
-    write_termlog(a, buf, len);
-    free(buf);
-}
-
 /* -> EXITING: the exit code and the one report for how the job ended (a signal, the job's
  * decision, a lost job, finished), the run directory removed, strays asked to go, the rendezvous
  * closed (the host keeps the store up for the others), and podrun's output drained. */
@@ -887,32 +753,32 @@ void agent_enter_exiting(struct agent *a)
     if (a->stop.signal) {
         int n = snprintf(msg, sizeof msg, "podrun: stopped by %s; exit code %d\n",
                          report_signame(a->stop.signal, sn, sizeof sn), a->exit_code);
-        write_termlog(a, msg, (size_t)n);
+        agent_report_termlog(a, msg, (size_t)n);
     } else if (a->stop.quit && a->health.bad) {
         int n = snprintf(msg, sizeof msg, "podrun: this node failed its health check and left "
                          "the job: %s; exit code %d\n", a->health.check.last_why, a->exit_code);
-        write_termlog(a, msg, (size_t)n);
+        agent_report_termlog(a, msg, (size_t)n);
     } else if (a->stop.quit) {
         int n = snprintf(msg, sizeof msg, "podrun: the preflight check stopped this node; exit "
                          "code %d\n", a->exit_code);
-        write_termlog(a, msg, (size_t)n);
+        agent_report_termlog(a, msg, (size_t)n);
     } else if (a->job.decided && a->job.action == RDZV_EXIT) {
         a->exit_code = decision_code(a);
-        job_report(a);
+        agent_report_job(a);
         const rdzv_failure_t *ff = fatal_failure(a);
         if (ff)
-            fatal_termlog(a, ff);
+            agent_report_fatal(a, ff);
         logs_message(&a->logs, "the job failed: %s%s; exit code %d", a->job.dreason,
                      ff ? " (an exit code in --fatal-exit-codes: not retried)" : "",
                      a->exit_code);
     } else if (a->job.lost) {
         /* the reason on the last line: it is the one a person and the termination log see */
         if (a->failed.lr >= 0)
-            local_report(a, false);
+            agent_report_local(a, false);
         else {
             int n = snprintf(msg, sizeof msg, "podrun: this node lost the job: %s; exit code "
                              "%d\n", a->stop.why, a->exit_code);
-            write_termlog(a, msg, n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+            agent_report_termlog(a, msg, n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
         }
         /* the same last line on stderr as every other ending */
         logs_message(&a->logs, "this node lost the job: %s; exit code %d", a->stop.why,
@@ -922,7 +788,7 @@ void agent_enter_exiting(struct agent *a)
         bool job = a->rdzv.group_world_size > 1;
         int n = snprintf(msg, sizeof msg, "podrun: all %d workers%s exited 0\n",
                          job ? a->rdzv.world_size : a->n, job ? " of the job" : "");
-        write_termlog(a, msg, (size_t)n);
+        agent_report_termlog(a, msg, (size_t)n);
     } else if (!a->exit_code) {
         a->exit_code = 1;
     }
@@ -1085,7 +951,7 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
         int n = snprintf(line, sizeof line, "podrun: cannot start the job: %s\n",
                          a->end.start_why[0] ? a->end.start_why : podrun_strerror(r));
         logs_message(&a->logs, "%.*s", n > 9 ? n - 9 : 0, line + 8);
-        write_termlog(a, line, n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        agent_report_termlog(a, line, n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
         agent_enter_exiting(a);
     }
     uv_run(a->loop, UV_RUN_DEFAULT);

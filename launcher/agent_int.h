@@ -230,6 +230,26 @@ void agent_enter_exiting(struct agent *a);
 void agent_rejoin(struct agent *a);
 /* Local rank lr's `file` in this attempt's run directory. */
 void agent_rank_path(struct agent *a, int lr, const char *file, char *out, size_t len);
+struct report_error;   /* launcher/report.h */
+/* What failed local rank lr left: its error file (read into *e, report_read_error_file's
+ * result) and the last lines of its stderr. */
+int agent_failure_inputs(struct agent *a, int lr, char *errfile, size_t len,
+                         struct report_error *e, const char **tail, size_t *tl);
+/* The record of a worker that failed on its own, once reaped. */
+void agent_fill_alone(struct agent *a, const worker_t *w, rdzv_failure_t *f);
+
+/* ---- agent_report.c: how the job ended, said ---- */
+
+/* The termination log: text, then the preflight table and the notes of lost output, stuck
+ * processes and stacks, cut to fit. */
+void agent_report_termlog(struct agent *a, const char *text, size_t len);
+/* This node's own failed worker: the report (details: as the job's root cause) on stderr;
+ * its short form to the termination log unless it hung. */
+void agent_report_local(struct agent *a, bool details);
+/* The job's failure report on stderr and in the termination log. */
+void agent_report_job(struct agent *a);
+/* A failure not to retry: the termination log says so first, then the job's root cause. */
+void agent_report_fatal(struct agent *a, const rdzv_failure_t *f);
 
 /* ---- agent_rdzv.c ---- */
 

@@ -1,0 +1,148 @@
+/* launcher/agent_report.c — what this node says about how the job ended: the failure report on
+ * stderr (the job's records, and the details of a failed worker of its own) and the termination
+ * log. agent.c decides when; this file says it. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "launcher/agent_int.h"
+#include "launcher/report.h"
+#include "rdzv/base/common.h"
+
+/* The termination log (Kubernetes' /dev/termination-log unless --termination-log names one):
+ * `text`, with the note about lost console output last, cutting the text to make room. */
+void agent_report_termlog(struct agent *a, const char *text, size_t len)
+{
+    const char *path = a->cfg->termination_log;
+    /* the preflight check's table follows what happened, as far as room allows */
+    char *with = NULL;
+    if (a->pf.report && (with = malloc(REPORT_TERMLOG_MAX + 1))) {
+        int n = snprintf(with, REPORT_TERMLOG_MAX + 1, "%.*s%s", (int)len, text, a->pf.report);
+        len = n < 0 ? 0 : (size_t)n > REPORT_TERMLOG_MAX ? REPORT_TERMLOG_MAX : (size_t)n;
+        text = with;
+    }
+    /* lost console output is part of the story: the note goes last, the text yields room */
+    char note[2560], *both = NULL;
+    size_t nl = (size_t)snprintf(note, sizeof note, "%s%s", a->stacks.note, a->end.stuck);
+    nl = nl < sizeof note ? nl : sizeof note - 1;
+    nl += logs_dropped_note(&a->logs, note + nl, sizeof note - nl);
+    if (nl && (both = malloc(REPORT_TERMLOG_MAX + 1))) {
+        size_t keep = len + nl > REPORT_TERMLOG_MAX ? REPORT_TERMLOG_MAX - nl : len;
+        memcpy(both, text, keep);
+        memcpy(both + keep, note, nl);
+        text = both;
+        len = keep + nl;
+    }
+    int r = report_write_termlog(path ? path : "/dev/termination-log", path != NULL, text, len);
+    free(both);
+    free(with);
+    if (r && path)
+        logs_message(&a->logs, "cannot write the termination log %s: %s", path, podrun_strerror(r));
+}
+
+/* What the report's title names, as torchrun does: the script (or module) a Python worker
+ * runs, not the interpreter; the program itself under --no-python. */
+static const char *report_title(struct agent *a)
+{
+    return a->cfg->program && a->cfg->program_argc > 0 ? a->cfg->program[0] : a->argv[0];
+}
+
+/* This node's own failed worker, as only this node knows it. */
+void agent_report_local(struct agent *a, bool details)
+{
+    worker_t *w = &a->wg.w[a->failed.lr];
+    char errfile[PATH_MAX + 32];
+    struct report_error e;
+    const char *tail;
+    size_t tl;
+    int er = agent_failure_inputs(a, a->failed.lr, errfile, sizeof errfile, &e, &tail, &tl);
+    struct report_failure f = {
+        .rank = a->rdzv.rank_base + a->failed.lr, .local_rank = a->failed.lr, .pid = w->pid,
+        .wstatus = w->wstatus, .exec_errno = w->exec_errno, .time = w->exit_time,
+        .host = a->id.host, .program = a->argv[0], .title = report_title(a),
+        .error_file = errfile, .stderr_tail = tail,
+        .stderr_tail_len = tl, .never_ran = w->pid <= 0, .reason = a->failed.why,
+    };
+    if (f.never_ran)   /* the failure's time is now */
+        clock_gettime(CLOCK_REALTIME, &f.time);
+    if (er == -EINVAL || er == -EFBIG)
+        logs_message(&a->logs, "rank %d's error file %s is not torch's JSON; ignoring it",
+                     f.rank, errfile);
+    size_t cap = 16384;
+    char *buf = malloc(cap);
+    if (buf) {
+        size_t n = details ? report_details(&f, er ? NULL : &e, buf, cap)
+                           : report_format(&f, er ? NULL : &e, buf, cap);
+        logs_text(&a->logs, 2, "report", buf, n);
+        if (!a->failed.hang) {
+            n = report_short(&f, er ? NULL : &e, buf, REPORT_TERMLOG_MAX + 1);
+            agent_report_termlog(a, buf, n);
+        }
+        free(buf);
+    }
+    if (!er)
+        report_error_free(&e);
+}
+
+/* The job's failure records and, after them, this node's workers that failed on their own
+ * while the others were stopped and that the job's record lacks (their news came after its
+ * decision): the report lists every one of them, as torchrun does. */
+static void add_failed_alone(struct agent *a)
+{
+    for (int i = 0; i < a->wg.n && a->job.dn < RDZV_MAX_FAILURES; i++) {
+        worker_t *w = &a->wg.w[i];
+        bool known = false;
+        if (!w->failed_alone || w->state != WORKER_EXITED)
+            continue;
+        for (int k = 0; k < a->job.dn && !known; k++)
+            known = a->job.dfail[k].node_rank == a->rdzv.group_rank &&
+                    a->job.dfail[k].rank == a->rdzv.rank_base + i;
+        if (!known)
+            agent_fill_alone(a, w, &a->job.dfail[a->job.dn++]);
+    }
+}
+
+/* The job's failure report on stderr and in the termination log. The node whose worker is the
+ * root cause also prints that worker's details (and its own short form goes to the log). */
+void agent_report_job(struct agent *a)
+{
+    add_failed_alone(a);
+    size_t cap = 16384;
+    char *buf = malloc(cap);
+    if (!buf)
+        return;
+    size_t n = report_job_format(a->job.dfail, a->job.dn, report_title(a), buf, cap);
+    logs_text(&a->logs, 2, "report", buf, n);
+    if (a->stacks.note[0])   /* where each rank was when the hang was found, and the file */
+        logs_text(&a->logs, 2, "report", a->stacks.note, strlen(a->stacks.note));
+    bool mine =
+        a->job.own == 0 && a->failed.lr >= 0 && a->job.dfail[0].rank >= 0 && !a->failed.hang;
+    if (mine) {
+        agent_report_local(a, true);   /* details; the termination log gets the local short form */
+        free(buf);
+        return;
+    }
+    n = report_job_short(a->job.dfail, a->job.dn, buf, REPORT_TERMLOG_MAX + 1);
+    agent_report_termlog(a, buf, n);
+    free(buf);
+}
+
+/* A failure not to retry: the termination log says so first, then the job's root cause. */
+void agent_report_fatal(struct agent *a, const rdzv_failure_t *f)
+{
+    char *buf = malloc(REPORT_TERMLOG_MAX + 1);
+    if (!buf)
+        return;
+    int n = snprintf(buf, REPORT_TERMLOG_MAX + 1, "podrun: not to be retried: rank %d on %s "
+                     "exited with code %d, one of --fatal-exit-codes; every node exits %d\n",
+                     f->rank, f->node_name, f->signo > 0 ? 128 + f->signo : f->exit_code,
+                     a->exit_code);
+    size_t len = n < 0 ? 0 : (size_t)n;
+    if (len < REPORT_TERMLOG_MAX)
+        len += report_job_short(a->job.dfail, a->job.dn, buf + len, REPORT_TERMLOG_MAX + 1 - len);
+    agent_report_termlog(a, buf, len);
+    free(buf);
+}
