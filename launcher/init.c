@@ -207,9 +207,7 @@ int init_signal_children(int sig, pid_t spare, pid_t *pids, int max)
     return n;
 }
 
-/* /proc/PID/stat's name and state: "name" is in parentheses and may hold any byte, so the
- * fields after it are found from its last ')'. 0, or -1 when the process is gone. */
-static int proc_stat(pid_t pid, char *name, size_t len, char *state, pid_t *pgrp)
+int init_proc_stat(pid_t pid, char *name, size_t len, char *state, pid_t *pgrp)
 {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -232,7 +230,7 @@ int init_proc_label(pid_t pid, char *buf, size_t len)
 {
     char name[64], state;
     pid_t pg;
-    if (proc_stat(pid, name, sizeof name, &state, &pg) < 0) {
+    if (init_proc_stat(pid, name, sizeof name, &state, &pg) < 0) {
         snprintf(buf, len, "%d", (int)pid);
         return -1;
     }
@@ -254,7 +252,7 @@ int init_group_members(pid_t pgid, char *buf, size_t len)
         char *end, name[64], state;
         long pid = strtol(e->d_name, &end, 10);
         pid_t pg;
-        if (*end || pid <= 0 || proc_stat((pid_t)pid, name, sizeof name, &state, &pg) < 0 ||
+        if (*end || pid <= 0 || init_proc_stat((pid_t)pid, name, sizeof name, &state, &pg) < 0 ||
             pg != pgid || state == 'Z')
             continue;
         n++;

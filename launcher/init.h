@@ -30,6 +30,10 @@ void init_reap(void);
  * re-parented to podrun as their subreaper. Returns how many were signalled; the first `max` of
  * their pids go to pids. */
 int init_signal_children(int sig, pid_t spare, pid_t *pids, int max);
+/* A process's name (cut to len), state letter and process group, from /proc/PID/stat; the name
+ * is in parentheses and may hold any byte, so the fields after it are found from its last ')'.
+ * 0, or -1 when the process is gone. */
+int init_proc_stat(pid_t pid, char *name, size_t len, char *state, pid_t *pgrp);
 /* "PID (name)" of a process, or "PID" when it is gone. 1 while it lives, 0 for a zombie, -1
  * when it is gone. */
 int init_proc_label(pid_t pid, char *buf, size_t len);

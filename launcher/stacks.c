@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "launcher/init.h"
+
 #define STACKS_POLL_MS 10
 #define STACKS_RAW_MAX (256 * 1024)   /* of one rank's dump, what the file keeps */
 
@@ -170,23 +172,15 @@ static int ask_all(struct stacks *s)
     for (struct dirent *e; d && (e = readdir(d));) {
         if (!isdigit((unsigned char)e->d_name[0]))
             continue;
-        pid_t pid = (pid_t)atoi(e->d_name);
-        char p[64], st[1024];
-        snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
-        if (read_small(p, st, sizeof st) < 0)
+        pid_t pid = (pid_t)atoi(e->d_name), pgrp;
+        char comm[64], state;
+        if (init_proc_stat(pid, comm, sizeof comm, &state, &pgrp) < 0)
             continue;
-        /* "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses */
-        char *open = strchr(st, '('), *close = strrchr(st, ')');
-        char state;
-        int ppid, pgrp;
-        if (!open || !close || sscanf(close + 1, " %c %d %d", &state, &ppid, &pgrp) != 3)
-            continue;
-        *close = 0;
         for (int i = 0; i < s->n; i++) {
             struct stacks_target *t = &s->t[i];
             if (t->pgid != pgrp)
                 continue;
-            note_native(t, pid, open + 1, state);
+            note_native(t, pid, comm, state);
             if (catches(pid, sig) && kill(pid, sig) == 0) {
                 t->asked++;
                 asked++;
