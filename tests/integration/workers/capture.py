@@ -29,12 +29,14 @@ def main():
     rec = {"env": dict(os.environ), "argv": sys.argv, "cmdline": cmdline, "cwd": os.getcwd(),
            "pid": os.getpid(), "pgid_is_pid": os.getpgid(0) == os.getpid(),
            "sid_is_pid": os.getsid(0) == os.getpid(), "executable": sys.executable}
+    # the lines first: a rank that waits for the others' records (LAUNCHER_DIFF_WAIT_FOR) and
+    # then fails must find their lines written too, or a fast stop cuts them from the logs
+    print(f"capture out rank {rank()}", flush=True)
+    print(f"capture err rank {rank()}", file=sys.stderr, flush=True)
     tmp = os.path.join(d, f".{os.getpid()}.json")
     with open(tmp, "w") as f:
         json.dump(rec, f)
     os.rename(tmp, os.path.join(d, f"{os.getpid()}.json"))
-    print(f"capture out rank {rank()}", flush=True)
-    print(f"capture err rank {rank()}", file=sys.stderr, flush=True)
     wait_for(d, int(os.environ.get("LAUNCHER_DIFF_WAIT_FOR", "0")))
     ranks = os.environ.get("LAUNCHER_DIFF_EXIT_RANKS")
     code = int(os.environ.get("LAUNCHER_DIFF_EXIT", "0"))
