@@ -35,7 +35,7 @@
  * The stages' glue is in files of their own (agent_int.h): the rendezvous (agent_rdzv.c), an
  * attempt's environment and workers (agent_spawn.c), the preflight check (agent_preflight.c),
  * --discovery k8s (agent_k8s.c), and health: the port, the checks, torch's timers, the GPUs'
- * memory (agent_health.c), the stacks before a kill (agent_stacks.c). Each hands its events to
+ * memory (agent_watch.c), the stacks before a kill (agent_stacks.c). Each hands its events to
  * the transitions here; what the end says, the report and termination log, is agent_report.c. */
 #include "launcher/agent.h"
 
@@ -51,10 +51,10 @@
 
 #include "launcher/config/values.h"
 #include "launcher/env/argv.h"
-#include "launcher/init.h"
+#include "launcher/workers/init.h"
 #include "launcher/agent_int.h"
 #include "rdzv/base/common.h"
-#include "launcher/report.h"
+#include "launcher/output/report.h"
 
 #define AGENT_FLUSH_MS 10000   /* bound on writing the last output to a stalled reader */
 #define AGENT_STRAY_MS 1000    /* grace for descendants that left their worker's group */
@@ -109,7 +109,7 @@ void agent_stop_job(struct agent *a, int sig, const char *why)
     if (a->state == AGENT_RUNNING)
         agent_set_state(a, AGENT_STOPPING);
     watchdog_disarm_all(&a->wd);
-    healthcheck_stop(&a->health.check);
+    devcheck_stop(&a->health.check);
     if (!a->workers_down)
         workers_stop_all(&a->wg, sig, a->cfg->term_timeout_ms);
 }
@@ -129,7 +129,7 @@ static void workers_gone(struct agent *a)
     if (a->workers_down)
         return;
     a->workers_down = true;
-    healthcheck_stop(&a->health.check);
+    devcheck_stop(&a->health.check);
     finish_streams(a);
     if (a->state == AGENT_RUNNING)
         agent_set_state(a, AGENT_STOPPING);
@@ -661,7 +661,7 @@ static void close_all(uv_timer_t *t)
     watchdog_close(&a->wd);
     timer_server_close(&a->ts);
     agent_stacks_close(a);
-    healthcheck_close(&a->health.check);
+    devcheck_close(&a->health.check);
     init_stop();
     uv_close((uv_handle_t *)&a->end.exit_timer, NULL);
     uv_close((uv_handle_t *)&a->stop.leave_timer, NULL);

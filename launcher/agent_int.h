@@ -7,7 +7,7 @@
  *   agent_spawn.c      an attempt: the environment derived once the master is known, the workers
  *   agent_preflight.c  the check between the rendezvous and the workers, and its verdict
  *   agent_k8s.c        --discovery k8s: the job's pods, then the rendezvous
- *   agent_health.c     the health port's snapshot, the checks while the workers run, torch's
+ *   agent_watch.c     the health port's snapshot, the checks while the workers run, torch's
  *                      file-based timers, the GPUs' memory before a restart
  * struct agent keeps the fields of one stage together in a struct of its own. */
 #ifndef PODRUN_LAUNCHER_AGENT_INT_H
@@ -22,17 +22,17 @@
 #include "launcher/devices/node.h"
 #include "launcher/discover/identity.h"
 #include "launcher/discover/k8s_discover.h"
-#include "launcher/guards.h"
+#include "launcher/config/guards.h"
 #include "launcher/health/health.h"
-#include "launcher/healthcheck.h"
+#include "launcher/watch/devcheck.h"
 #include "launcher/env/jobenv.h"
-#include "launcher/logs.h"
+#include "launcher/output/logs.h"
 #include "launcher/preflight/preflight.h"
-#include "launcher/rundir.h"
-#include "launcher/stacks.h"
-#include "launcher/timer_server.h"
-#include "launcher/watchdog.h"
-#include "launcher/workers.h"
+#include "launcher/workers/rundir.h"
+#include "launcher/workers/stacks.h"
+#include "launcher/watch/timer_server.h"
+#include "launcher/watch/watchdog.h"
+#include "launcher/workers/workers.h"
 #include "rdzv/rendezvous.h"
 
 enum agent_state { AGENT_INIT, AGENT_RENDEZVOUS, AGENT_STARTING, AGENT_RUNNING, AGENT_STOPPING,
@@ -134,7 +134,7 @@ struct agent_k8s {
 /* Health: the port that answers probes, and the checks while the workers run. */
 struct agent_health {
     struct health *port;           /* --health-port: /healthz and /metrics; NULL when not asked */
-    struct healthcheck check;      /* GPUs and links while workers run (--health-check-interval) */
+    struct devcheck check;      /* GPUs and links while workers run (--health-check-interval) */
     bool bad;                      /* this node failed a check in this attempt */
 };
 
@@ -201,9 +201,9 @@ struct agent {
     struct agent_spawn spawn;      /* the workers' environment (agent_spawn.c) */
     struct agent_pf pf;            /* --preflight (agent_preflight.c) */
     struct agent_filters filters;  /* --duplicate-std*-filters */
-    struct agent_reclaim reclaim;  /* the GPUs' memory before a restart (agent_health.c) */
+    struct agent_reclaim reclaim;  /* the GPUs' memory before a restart (agent_watch.c) */
     struct agent_k8s k8s;          /* --discovery k8s (agent_k8s.c) */
-    struct agent_health health;    /* --health-port and the checks (agent_health.c) */
+    struct agent_health health;    /* --health-port and the checks (agent_watch.c) */
     struct agent_stacks stacks;    /* stacks before a kill for a hang (agent_stacks.c) */
     struct agent_end end;          /* exiting */
 };
@@ -230,7 +230,7 @@ void agent_enter_exiting(struct agent *a);
 void agent_rejoin(struct agent *a);
 /* Local rank lr's `file` in this attempt's run directory. */
 void agent_rank_path(struct agent *a, int lr, const char *file, char *out, size_t len);
-struct report_error;   /* launcher/report.h */
+struct report_error;   /* launcher/output/report.h */
 /* What failed local rank lr left: its error file (read into *e, report_read_error_file's
  * result) and the last lines of its stderr. */
 int agent_failure_inputs(struct agent *a, int lr, char *errfile, size_t len,
@@ -279,7 +279,7 @@ void agent_preflight_act_first(struct agent *a);
 /* INIT -> (waiting for the pods) -> RENDEZVOUS. */
 int agent_k8s_start(struct agent *a);
 
-/* ---- agent_health.c ---- */
+/* ---- agent_watch.c ---- */
 
 /* The checks' callbacks, before the loop runs. */
 void agent_health_init(struct agent *a);

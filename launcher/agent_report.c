@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "launcher/agent_int.h"
-#include "launcher/report.h"
+#include "launcher/output/report.h"
 #include "rdzv/base/common.h"
 
 /* The termination log (Kubernetes' /dev/termination-log unless --termination-log names one):

@@ -10,7 +10,7 @@
 
 #include "launcher/agent_int.h"
 #include "launcher/env/environ.h"
-#include "launcher/report.h"
+#include "launcher/output/report.h"
 
 /* The attempt's raw files go (an unasked worker leaves an empty one); at the end, with `all`,
  * the sitecustomize too. The gathered stacks.txt stays, and so does the directory holding it. */

@@ -24,7 +24,7 @@
 
 #include "launcher/env/environ.h"
 #include "launcher/fanout_cmd.h"
-#include "launcher/workers.h"
+#include "launcher/workers/workers.h"
 #include "launcher/frontends/deepspeed_cli.h"
 #include "launcher/frontends/deepspeed_hosts.h"
 #include "launcher/operators/adapter.h"

@@ -293,7 +293,7 @@ typedef struct rdzv_agent rdzv_agent_t;
  * (retried until join_timeout), the node joins, and callbacks follow. Strings are copied. */
 int rdzv_agent_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_desc_t *self,
                      const rdzv_callbacks_t *cb, void *arg, rdzv_agent_t **out);
-/* This node's run-time health check (--health-check-interval, launcher/healthcheck.h) as
+/* This node's run-time health check (--health-check-interval, launcher/watch/devcheck.h) as
  * `podrun status` shows it per node. */
 enum rdzv_health_state {
     RDZV_HEALTH_NONE,     /* not reported (not started yet, or an agent that does not say) */

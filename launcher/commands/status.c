@@ -20,7 +20,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "launcher/jsonline.h"
+#include "launcher/output/jsonline.h"
 #include "podrun/store.h"
 #include "rdzv/store/auth.h"
 #include "rdzv/base/common.h"

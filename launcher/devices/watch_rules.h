@@ -1,4 +1,4 @@
-/* launcher/devices/watch_rules.h — what the checks during a run (healthcheck.h) judge by: which
+/* launcher/devices/watch_rules.h — what the checks during a run (devcheck.h) judge by: which
  * Xid errors mean a GPU cannot go on, what an InfiniBand port's state and an interface's
  * operstate say, and NCCL's syntax for naming HCAs and interfaces (NCCL_IB_HCA,
  * NCCL_SOCKET_IFNAME). Pure: no I/O. */

@@ -20,7 +20,7 @@
 #include "launcher/env/deepspeed.h"
 #include "launcher/env/environ.h"
 #include "launcher/env/paddle.h"
-#include "launcher/jsonline.h"
+#include "launcher/output/jsonline.h"
 #include "rdzv/base/common.h"
 
 #define MAX_PORTS 2049   /* servers + trainers + the master candidate */

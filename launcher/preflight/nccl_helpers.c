@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "rdzv/base/common.h"
-#include "launcher/workers.h"
+#include "launcher/workers/workers.h"
 
 #define PF_HELPER_LINE 1024
 #define PF_HELPER_GRACE_MS 10000   /* past their own deadline, helpers get SIGKILL */

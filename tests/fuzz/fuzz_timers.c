@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/timers.h"
+#include "launcher/watch/timers.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

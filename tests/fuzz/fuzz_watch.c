@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "launcher/health/request.h"
-#include "launcher/jsonline.h"
+#include "launcher/output/jsonline.h"
 #include "rdzv/status.h"
 
 static void request(const char *d, size_t n)

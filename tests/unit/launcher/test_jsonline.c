@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "tests/unit/check.h"
-#include "launcher/jsonline.h"
+#include "launcher/output/jsonline.h"
 
 /* Parses one line (without its newline) and returns the object, or NULL. */
 static json_t *parse_line(const struct jsonbuf *b)

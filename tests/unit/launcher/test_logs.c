@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "tests/unit/check.h"
-#include "launcher/logs.h"
+#include "launcher/output/logs.h"
 
 static void test_prefix(void)
 {

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "tests/unit/check.h"
-#include "launcher/report.h"
+#include "launcher/output/report.h"
 
 static const char *ERROR_JSON =
     "{\"message\": {\"message\": \"RuntimeError: boom\", \"extraInfo\": {\"py_callstack\": "

@@ -11,7 +11,7 @@
 #include "tests/unit/check.h"
 #include "launcher/config/config.h"
 #include "launcher/frontends/frontend.h"
-#include "launcher/rundir.h"
+#include "launcher/workers/rundir.h"
 
 static char tmp[] = "/tmp/podrun_rundir_test_XXXXXX";
 static char err[512];

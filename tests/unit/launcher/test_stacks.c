@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "tests/unit/check.h"
-#include "launcher/stacks.h"
+#include "launcher/workers/stacks.h"
 
 static char out[320];
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "tests/unit/check.h"
-#include "launcher/timers.h"
+#include "launcher/watch/timers.h"
 
 #define P(s, r) timers_parse(s, strlen(s), r, why, sizeof why)
 

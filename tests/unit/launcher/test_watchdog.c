@@ -10,7 +10,7 @@
 
 #include "tests/unit/check.h"
 #include "launcher/frontends/frontend.h"
-#include "launcher/watchdog.h"
+#include "launcher/watch/watchdog.h"
 
 static char tmp[] = "/tmp/podrun_watchdog_test_XXXXXX";
 static char err[512];

@@ -1,4 +1,4 @@
-/* launcher/watchdog.h — the hang watchdog (--hang-timeout): one timer per worker, armed at the
+/* launcher/watch/watchdog.h — the hang watchdog (--hang-timeout): one timer per worker, armed at the
  * worker's last sign of life plus the timeout. A sign of life is output on either stream or a
  * touch of its heartbeat file (PODRUN_HEARTBEAT_FILE). A worker held back by podrun's own stalled
  * output (a slow reader of podrun's stdout) is not hung: its timer just starts again. */
@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "launcher/logs.h"
-#include "launcher/rundir.h"
+#include "launcher/output/logs.h"
+#include "launcher/workers/rundir.h"
 
 struct watchdog {
     uv_timer_t *timers;                 /* one per worker; NULL: the watchdog is off */

@@ -1,4 +1,4 @@
-/* launcher/stacks.h — the stacks of a node's workers, gathered before podrun kills them for a
+/* launcher/workers/stacks.h — the stacks of a node's workers, gathered before podrun kills them for a
  * hang (doc/failures.md#stacks-before-the-kill).
  *
  * Python workers are armed through their environment: podrun puts a directory holding its own

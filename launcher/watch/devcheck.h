@@ -1,16 +1,16 @@
-/* launcher/healthcheck.h — `--health-check-interval`: the node's GPUs and NCCL's links checked
+/* launcher/watch/devcheck.h — `--health-check-interval`: the node's GPUs and NCCL's links checked
  * on the agent's loop while its workers run (devices/gpuwatch.h, devices/linkwatch.h).
  *
  * One uv_timer, no thread: each check is a few NVML calls per GPU (events taken without
  * waiting) and one small sysfs read per link, bounded by the counts of both. NVML is opened once
  * when the watch starts, not per check. The first bad finding is reported through `failed` and
- * the checks stop until healthcheck_start is called again (the next attempt).
+ * the checks stop until devcheck_start is called again (the next attempt).
  *
  * Each check and each start also tell the job (rdzv_agent_report_health) what `podrun status`
  * shows for this node: off, nothing to check, no check yet, ok, or the failure line, with the
  * time of the last check. The rendezvous sends only changes as records. */
-#ifndef PODRUN_LAUNCHER_HEALTHCHECK_H
-#define PODRUN_LAUNCHER_HEALTHCHECK_H
+#ifndef PODRUN_LAUNCHER_DEVCHECK_H
+#define PODRUN_LAUNCHER_DEVCHECK_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,7 +22,7 @@
 
 #define HEALTHCHECK_WHY 256
 
-struct healthcheck {
+struct devcheck {
     uv_timer_t timer;
     bool handle;                /* timer initialised (to be closed) */
     bool nvml_tried;            /* NVML is opened at the first start only */
@@ -42,16 +42,16 @@ struct healthcheck {
     void *arg;
 };
 
-/* Off until healthcheck_start; interval_ms 0 keeps it off for good. */
-void healthcheck_init(struct healthcheck *h, uv_loop_t *loop, uint64_t interval_ms);
+/* Off until devcheck_start; interval_ms 0 keeps it off for good. */
+void devcheck_init(struct devcheck *h, uv_loop_t *loop, uint64_t interval_ms);
 /* Starts checking for an attempt whose workers run (and says so, or that checking is off): the GPUs when `gpus` (NVML is opened the
  * first time; its absence is said once), the links when `links` (ib_hca, ib_off and ifnames as
  * linkwatch_open); neither: nothing is checked. The first check runs one interval from now. */
-void healthcheck_start(struct healthcheck *h, bool gpus, bool links, const char *ib_hca,
+void devcheck_start(struct devcheck *h, bool gpus, bool links, const char *ib_hca,
                        int ib_off, const char *ifnames);
 /* No checks until the next start. */
-void healthcheck_stop(struct healthcheck *h);
+void devcheck_stop(struct devcheck *h);
 /* Closes NVML and the timer. */
-void healthcheck_close(struct healthcheck *h);
+void devcheck_close(struct devcheck *h);
 
 #endif

@@ -1,5 +1,5 @@
-/* launcher/jsonline.c — JSON lines (jsonline.h). */
-#include "launcher/jsonline.h"
+/* launcher/output/jsonline.c — JSON lines (jsonline.h). */
+#include "launcher/output/jsonline.h"
 
 #include <stdio.h>
 #include <stdlib.h>

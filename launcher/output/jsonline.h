@@ -1,4 +1,4 @@
-/* launcher/jsonline.h — one JSON object per line, for podrun's own lines under --log-format json
+/* launcher/output/jsonline.h — one JSON object per line, for podrun's own lines under --log-format json
  * and `podrun status --json`. Pure code: no I/O.
  *
  * Strings are escaped as RFC 8259 asks (quote, backslash, control characters) and any byte that

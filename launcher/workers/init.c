@@ -1,10 +1,10 @@
-/* launcher/init.c — reaping and signals: what a container's PID 1 owes the processes below it.
+/* launcher/workers/init.c — reaping and signals: what a container's PID 1 owes the processes below it.
  *
  * Reaping. podrun reaps with waitpid(-1, WNOHANG) in a loop on every SIGCHLD, so re-parented
  * grandchildren are reaped as promptly as the workers themselves and no zombie is left. That
  * scheme steals the exit status of any child someone else is waiting for, and libuv's uv_spawn
  * is exactly such a someone: it reaps its children by pid from its own SIGCHLD watcher. So podrun
- * never uses uv_spawn; every child is started by launcher/workers.c, and each reaped pid is handed
+ * never uses uv_spawn; every child is started by launcher/workers/workers.c, and each reaped pid is handed
  * to the agent, which asks the worker group whether the pid is one of its workers. (A child
  * started any other way would have its status taken here; anything that needs a child must go
  * through workers.c.) When podrun is not PID 1 it makes itself a child subreaper
@@ -22,7 +22,7 @@
  * does not watch it, so it is neither acted on nor forwarded, and the workers start with it
  * ignored too, as they would under any launcher that execs them. SIGCHLD is the exception:
  * podrun cannot reap without it, and its workers get it at its default. */
-#include "launcher/init.h"
+#include "launcher/workers/init.h"
 
 #include <dirent.h>
 #include <errno.h>

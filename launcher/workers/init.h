@@ -1,4 +1,4 @@
-/* launcher/init.h — podrun's duties as PID 1 (or as a child subreaper when it is not PID 1). */
+/* launcher/workers/init.h — podrun's duties as PID 1 (or as a child subreaper when it is not PID 1). */
 #ifndef PODRUN_LAUNCHER_INIT_H
 #define PODRUN_LAUNCHER_INIT_H
 

@@ -1,5 +1,5 @@
-/* launcher/agent_health.c — the agent's health: what /healthz and /metrics say about it, the
- * checks of the GPUs and links while the workers run (healthcheck.c), torch's file-based timers
+/* launcher/agent_watch.c — the agent's health: what /healthz and /metrics say about it, the
+ * checks of the GPUs and links while the workers run (devcheck.c), torch's file-based timers
  * (timer_server.c), and the wait for the GPUs' memory before a restart. A bad check or an expired
  * timer is this node's failure, handed to the state machine (agent.c). */
 #include <errno.h>
@@ -11,7 +11,7 @@
 
 #include "launcher/agent_int.h"
 #include "launcher/devices/gpumem.h"
-#include "launcher/report.h"
+#include "launcher/output/report.h"
 #include "podrun/version.h"
 #include "rdzv/base/common.h"
 
@@ -117,7 +117,7 @@ int agent_health_start(struct agent *a)
     return 0;
 }
 
-/* ---------- the checks while the workers run (healthcheck.c) ---------- */
+/* ---------- the checks while the workers run (devcheck.c) ---------- */
 
 /* What the workers are told NAME is: their inherited environment, else what podrun derived. */
 static const char *worker_var(struct agent *a, const char *name)
@@ -139,7 +139,7 @@ void agent_health_watch(struct agent *a)
     if (!ifs && a->nd && a->nd->nic_known && a->nd->nic.ifname[0])
         ifs = a->nd->nic.ifname;   /* NCCL picks it on its own */
     bool gpus = a->nd && node_gpu_count(a->nd) > 0, links = a->nd && node_needs_master(a->nd);
-    healthcheck_start(&a->health.check, gpus, links, worker_var(a, "NCCL_IB_HCA"),
+    devcheck_start(&a->health.check, gpus, links, worker_var(a, "NCCL_IB_HCA"),
                       off && strcmp(off, "0") != 0, ifs);
 }
 
@@ -191,11 +191,11 @@ static void health_say(void *arg, const char *line)
 /* The checks report to the agent; they start with the workers (agent_health_watch). */
 void agent_health_init(struct agent *a)
 {
-    healthcheck_init(&a->health.check, a->loop, a->cfg->health_check_interval_ms);
+    devcheck_init(&a->health.check, a->loop, a->cfg->health_check_interval_ms);
     a->health.check.failed = health_failed;
     a->health.check.say = health_say;
     a->health.check.arg = a;
-    a->health.check.rz = &a->rdzv.rz; /* `podrun status` shows each check (healthcheck.h) */
+    a->health.check.rz = &a->rdzv.rz; /* `podrun status` shows each check (devcheck.h) */
 }
 
 /* ---------- torch's file-based timers (timer_server.c) ---------- */

@@ -1,4 +1,4 @@
-/* launcher/guards.h — the job store's guards from the config: the job's token (read from
+/* launcher/config/guards.h — the job store's guards from the config: the job's token (read from
  * --rdzv-token-file, or PODRUN_RDZV_TOKEN) and the --store-allow list (doc/store.md#security). */
 #ifndef PODRUN_LAUNCHER_GUARDS_H
 #define PODRUN_LAUNCHER_GUARDS_H

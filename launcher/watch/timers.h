@@ -1,4 +1,4 @@
-/* launcher/timers.h — torch's file-based timers (torch.distributed.elastic.timer), the pure
+/* launcher/watch/timers.h — torch's file-based timers (torch.distributed.elastic.timer), the pure
  * part: the request a worker writes into the agent's FIFO and the table of timers it keeps.
  *
  * A worker's FileTimerClient writes one JSON object per line, at most PIPE_BUF bytes so that the

@@ -1,4 +1,4 @@
-/* launcher/logs.c — line assembly per worker stream and non-blocking output queues.
+/* launcher/output/logs.c — line assembly per worker stream and non-blocking output queues.
  *
  * Each worker stream reads straight into its own line buffer (alloc_cb hands libuv the free
  * tail of it), so a complete line is appended to the output queue as prefix + bytes + "\n" in
@@ -11,7 +11,7 @@
  * end. Regular files and terminals are written directly: they do not stall the way a pipe with
  * a stopped reader does. When stdout and stderr are the same file they share one queue, so
  * lines stay whole there too. */
-#include "launcher/logs.h"
+#include "launcher/output/logs.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -24,7 +24,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "launcher/jsonline.h"
+#include "launcher/output/jsonline.h"
 #include "rdzv/base/common.h"
 
 static void sink_kick(struct log_sink *k);

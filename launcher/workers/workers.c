@@ -1,4 +1,4 @@
-/* launcher/workers.c — fork/exec of workers into their own sessions and stopping them as groups.
+/* launcher/workers/workers.c — fork/exec of workers into their own sessions and stopping them as groups.
  *
  * Why fork/exec and not uv_spawn: podrun reaps every child with waitpid(-1) (see init.c), which
  * would steal uv_spawn's children from libuv. Forking here also gives exact control of what the
@@ -13,7 +13,7 @@
  * and the final SIGKILL are, a stop's first signal reaches whom stop_to says (workers.h). Once the leader is
  * reaped the group may live on through its descendants; kill(-pgid, 0) tells whether anyone is
  * left, and that is checked again on every reap, so the stop sequence needs no polling. */
-#include "launcher/workers.h"
+#include "launcher/workers/workers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "launcher/devices/cpu.h"
-#include "launcher/init.h"
+#include "launcher/workers/init.h"
 
 int workers_exit_code(int ws)
 {

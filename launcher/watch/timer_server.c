@@ -1,5 +1,5 @@
-/* launcher/timer_server.c — torch's file-based timer watchdog on the loop (timer_server.h). */
-#include "launcher/timer_server.h"
+/* launcher/watch/timer_server.c — torch's file-based timer watchdog on the loop (timer_server.h). */
+#include "launcher/watch/timer_server.h"
 
 #include <errno.h>
 #include <fcntl.h>

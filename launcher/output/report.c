@@ -1,11 +1,11 @@
-/* launcher/report.c — turning the first worker failure into words an operator can act on.
+/* launcher/output/report.c — turning the first worker failure into words an operator can act on.
  *
  * The block follows torchrun's ChildFailedError layout (reference: torch.md §2.7) so people and
  * log scrapers that know it find the same fields; podrun adds the cause in words and the last
  * lines of the worker's stderr, which is where the reason is when the worker wrote no error
  * file. The termination-log form puts the identity and the cause first, because Kubernetes
  * keeps only the first 4096 bytes. */
-#include "launcher/report.h"
+#include "launcher/output/report.h"
 
 #include <errno.h>
 #include <fcntl.h>

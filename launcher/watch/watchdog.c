@@ -1,5 +1,5 @@
-/* launcher/watchdog.c — the hang watchdog (see watchdog.h). */
-#include "launcher/watchdog.h"
+/* launcher/watch/watchdog.c — the hang watchdog (see watchdog.h). */
+#include "launcher/watch/watchdog.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* launcher/rundir.h — the run directory: where each worker's error file, heartbeat file and log
+/* launcher/workers/rundir.h — the run directory: where each worker's error file, heartbeat file and log
  * files live, BASE/<run id>/attempt_<n>/<local rank>/, as torchrun lays them out.
  *
  * BASE is --log-dir, which is kept; else a private directory made under tmpdir, removed at the

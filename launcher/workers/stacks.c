@@ -1,5 +1,5 @@
-/* launcher/stacks.c — the stacks of hung workers before the kill (stacks.h). */
-#include "launcher/stacks.h"
+/* launcher/workers/stacks.c — the stacks of hung workers before the kill (stacks.h). */
+#include "launcher/workers/stacks.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "launcher/init.h"
+#include "launcher/workers/init.h"
 
 #define STACKS_POLL_MS 10
 #define STACKS_RAW_MAX (256 * 1024)   /* of one rank's dump, what the file keeps */

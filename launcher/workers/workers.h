@@ -1,4 +1,4 @@
-/* launcher/workers.h — a group of worker processes, each the leader of its own session and
+/* launcher/workers/workers.h — a group of worker processes, each the leader of its own session and
  * process group, started with clone/exec (vfork-style, as posix_spawn) and stopped as groups on
  * the libuv loop.
  *

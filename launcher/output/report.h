@@ -1,4 +1,4 @@
-/* launcher/report.h — the failure report: torchrun's block on stderr, a short form for
+/* launcher/output/report.h — the failure report: torchrun's block on stderr, a short form for
  * Kubernetes' termination log (at most REPORT_TERMLOG_MAX bytes). Formatting is pure; reading
  * the worker's error file and writing the termination log are the only I/O. */
 #ifndef PODRUN_LAUNCHER_REPORT_H

@@ -1,5 +1,5 @@
-/* launcher/healthcheck.c — the GPU and link checks on the agent's loop (healthcheck.h). */
-#include "launcher/healthcheck.h"
+/* launcher/watch/devcheck.c — the GPU and link checks on the agent's loop (devcheck.h). */
+#include "launcher/watch/devcheck.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 
 #include "rdzv/base/common.h"
 
-void healthcheck_init(struct healthcheck *h, uv_loop_t *loop, uint64_t interval_ms)
+void devcheck_init(struct devcheck *h, uv_loop_t *loop, uint64_t interval_ms)
 {
     memset(h, 0, sizeof *h);
     h->interval_ms = interval_ms;
@@ -21,7 +21,7 @@ void healthcheck_init(struct healthcheck *h, uv_loop_t *loop, uint64_t interval_
 
 /* What `podrun status` is to show for this node now, to the job (the rendezvous keeps it to
  * the changes). Never fails the caller: a record that cannot go now goes with the next. */
-static void publish(const struct healthcheck *h)
+static void publish(const struct devcheck *h)
 {
     if (!h->rz || !*h->rz)
         return;
@@ -38,7 +38,7 @@ static void publish(const struct healthcheck *h)
 
 static void on_check(uv_timer_t *t)
 {
-    struct healthcheck *h = t->data;
+    struct devcheck *h = t->data;
     char why[HEALTHCHECK_WHY], note[HEALTHCHECK_WHY];
     int bad = gpuwatch_check(&h->gpus, why, sizeof why, note, sizeof note);
     if (note[0])
@@ -59,7 +59,7 @@ static void on_check(uv_timer_t *t)
     h->failed(h->arg, why);
 }
 
-static void open_nvml(struct healthcheck *h)
+static void open_nvml(struct devcheck *h)
 {
     char err[512], line[600];
     h->nvml_tried = true;
@@ -74,7 +74,7 @@ static void open_nvml(struct healthcheck *h)
     }   /* -ENOENT: no NVML, a node without NVIDIA GPUs: nothing to say */
 }
 
-void healthcheck_start(struct healthcheck *h, bool gpus, bool links, const char *ib_hca,
+void devcheck_start(struct devcheck *h, bool gpus, bool links, const char *ib_hca,
                        int ib_off, const char *ifnames)
 {
     h->watching = h->interval_ms && (gpus || links);
@@ -90,15 +90,15 @@ void healthcheck_start(struct healthcheck *h, bool gpus, bool links, const char 
     publish(h);
 }
 
-void healthcheck_stop(struct healthcheck *h)
+void devcheck_stop(struct devcheck *h)
 {
     if (h->handle)
         uv_timer_stop(&h->timer);
 }
 
-void healthcheck_close(struct healthcheck *h)
+void devcheck_close(struct devcheck *h)
 {
-    healthcheck_stop(h);
+    devcheck_stop(h);
     gpuwatch_close(&h->gpus);
     if (h->handle)
         uv_close((uv_handle_t *)&h->timer, NULL);

@@ -1,4 +1,4 @@
-/* launcher/logs.h — worker output through pipes on the loop, out line by line with a prefix.
+/* launcher/output/logs.h — worker output through pipes on the loop, out line by line with a prefix.
  *
  * Guarantees: every byte a worker writes before its pipe is drained comes out; a line on the
  * console is one worker's bytes only, prefixed; a line longer than LOG_LINE_MAX is split into

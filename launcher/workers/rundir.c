@@ -1,5 +1,5 @@
-/* launcher/rundir.c — the run directory (see rundir.h). */
-#include "launcher/rundir.h"
+/* launcher/workers/rundir.c — the run directory (see rundir.h). */
+#include "launcher/workers/rundir.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
-/* launcher/timers.c — torch's file-based timer requests and the table of timers (timers.h). */
-#include "launcher/timers.h"
+/* launcher/watch/timers.c — torch's file-based timer requests and the table of timers (timers.h). */
+#include "launcher/watch/timers.h"
 
 #include <errno.h>
 #include <jansson.h>

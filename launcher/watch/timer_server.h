@@ -1,4 +1,4 @@
-/* launcher/timer_server.h — torch's file-based timer watchdog on the agent's loop: what
+/* launcher/watch/timer_server.h — torch's file-based timer watchdog on the agent's loop: what
  * torchrun's LocalElasticAgent runs as FileTimerServer when TORCHELASTIC_ENABLE_FILE_TIMER=1.
  *
  * The agent makes a FIFO (its path goes to every worker as TORCHELASTIC_TIMER_FILE) and reads
@@ -15,7 +15,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "launcher/timers.h"
+#include "launcher/watch/timers.h"
 
 struct timer_server {
     int fd;                          /* the FIFO, -1 when off */

@@ -1,5 +1,5 @@
-/* launcher/guards.c — the job store's guards from the config (see guards.h). */
-#include "launcher/guards.h"
+/* launcher/config/guards.c — the job store's guards from the config (see guards.h). */
+#include "launcher/config/guards.h"
 
 #include <errno.h>
 #include <fcntl.h>
