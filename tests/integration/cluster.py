@@ -219,8 +219,10 @@ def parse_kv(line):
 
 
 def leftovers(marker):
-    """The processes whose command line contains `marker` (orphans and zombies included)."""
-    out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
+    """The processes whose command line contains `marker` (orphans and zombies included), each
+    with its parent and process group, so that a leftover says who should have stopped it."""
+    out = subprocess.run(["ps", "-eo", "pid,ppid,pgid,stat,args"], capture_output=True,
+                         text=True).stdout
     return [l for l in out.splitlines() if marker in l and "ps -eo" not in l]
 
 
