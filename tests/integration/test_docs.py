@@ -78,3 +78,100 @@ def test_file_map_names_every_source_file_and_only_those():
     assert not gone, "\n".join(gone)
     outside = [f for f in folders if not f.split("/")[0] in MAP_ROOTS]
     assert not outside, f"the file map covers {MAP_ROOTS} only: {outside}"
+
+
+# ---- the copies of doc/ facts in --help and the man page --------------------------------------
+
+def podrun_help(*sub):
+    r = subprocess.run([PODRUN, *sub, "--help"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def help_defaults():
+    """{'--flag': default or None} from `podrun --help`'s option lines, the default in [...]."""
+    out = {}
+    for m in re.finditer(r"^  (?:-\w, |    )(--[a-z][a-z0-9-]*)(?: \S+)? +(.*)$", podrun_help(),
+                         re.M):
+        d = re.search(r" \[([^\]]*)\]$", m.group(2))
+        out[m.group(1)] = d.group(1) if d else None
+    assert "--nnodes" in out and "--exit-code-hang" in out, out
+    return out
+
+
+def man_text(s):
+    """Roff source as the reader sees it: fonts dropped, escapes undone."""
+    s = re.sub(r"\\f[BIRP]", "", s)
+    return s.replace("\\-", "-").replace("\\(em", "—").replace("\\&", "")
+
+
+def man_section(name):
+    src = (DOC / "podrun.1").read_text()
+    return src.split(f"\n.SH {name}\n", 1)[1].split("\n.SH ", 1)[0]
+
+
+def table_rows(body, header):
+    """The rows of the markdown table whose header row starts with `header`, as lists of cells."""
+    lines = body.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith(header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = re.split(r"(?<!\\)\|", line.strip()[1:-1])
+        rows.append([c.strip() for c in cells])
+    return rows
+
+
+def words(text):
+    return " ".join(text.replace("`", "").split())
+
+
+def exit_codes_doc():
+    """[(codes, flag, words)] in the order of doc/failures.md's exit-status table: codes are the
+    whole numbers the row gives (none for 'that worker's code'), flag its --exit-code-* or None,
+    words the flag and the situation as --help and podrun(1) must say them."""
+    body = section((DOC / "failures.md").read_text(), "### Exit status")
+    out = []
+    for situation, code, flag in table_rows(body, "| situation | podrun exits | flag |"):
+        flag = flag.replace("`", "") or None
+        out.append((tuple(int(c) for c in re.findall(r"`(\d+)`", code)), flag,
+                    words((f"{flag}: " if flag else "") + situation)))
+    return out
+
+
+def exit_code_entry(tag, text):
+    flag = re.match(r"(--exit-code-[a-z-]+):", text)
+    return (tuple(int(c) for c in re.findall(r"\b(\d+)\b", tag)),
+            flag.group(1) if flag else None, words(text))
+
+
+def differences(copy, doc):
+    return "\n".join(f"  {c}\n  {d} (doc)" for c, d in zip(copy, doc) if c != d) or \
+        f"  {len(copy)} entries, the table has {len(doc)}"
+
+
+def test_exit_codes_in_help_and_man_page_equal_the_table():
+    """--help and podrun(1) give the exit codes of doc/failures.md#exit-status, row for row, in
+    the table's words and with its flags, and every flag's default is the code the table gives."""
+    doc = exit_codes_doc()
+    assert len(doc) >= 10 and ((175,), "--exit-code-preflight") in [d[:2] for d in doc], doc
+
+    text = podrun_help().split("\nexit status", 1)[1]
+    in_help = [exit_code_entry(m.group(1), m.group(2) + " " + (m.group(3) or ""))
+               for m in re.finditer(r"^  (\S+(?:, \d+)?) {2,}(\S.*)\n((?: {12}\S.*\n)*)", text,
+                                    re.M)]
+    assert in_help == doc, "podrun --help's exit status (launcher/config/config.c, cfg_usage) " \
+        "differs from doc/failures.md's table:\n" + differences(in_help, doc)
+
+    entries = re.findall(r"^\.TP\n(.*)\n(.*)$", man_section("EXIT STATUS"), re.M)
+    in_man = [exit_code_entry(man_text(tag), man_text(t).rstrip(".")) for tag, t in entries]
+    assert in_man == doc, "doc/podrun.1's EXIT STATUS differs from doc/failures.md's table:\n" + \
+        differences(in_man, doc)
+
+    defaults = help_defaults()
+    flags = {f for f in defaults if f.startswith("--exit-code-")}
+    assert flags == {f for _, f, _ in doc if f}, (flags, doc)
+    for codes, flag, _ in doc:
+        if flag:
+            assert defaults[flag] == str(codes[0]), (flag, defaults[flag], codes)
