@@ -175,3 +175,53 @@ def test_exit_codes_in_help_and_man_page_equal_the_table():
     for codes, flag, _ in doc:
         if flag:
             assert defaults[flag] == str(codes[0]), (flag, defaults[flag], codes)
+
+
+# ---- the README's figures, and the links between the pages ------------------------------------
+
+def numbers(text):
+    """The figures in text as written ('0.850', '16,000', '111'), not the digits of names (p99)."""
+    return set(re.findall(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?![\w])", text))
+
+
+def test_readme_figures_are_on_the_performance_page():
+    """Every figure of the README's Performance section is on doc/performance.md, spelled the same,
+    where its date, conditions and command are."""
+    readme = section((ROOT / "README.md").read_text(), "## Performance")
+    page = numbers((DOC / "performance.md").read_text())
+    assert {"111", "0.850", "53.8"} <= numbers(readme), readme
+    missing = sorted(numbers(readme) - page)
+    assert not missing, f"the README's Performance section gives {missing}, which " \
+        "doc/performance.md does not: measure it there (date, conditions, command), or drop it"
+
+
+def anchors(path):
+    """The anchors GitHub makes for a markdown file's headings."""
+    out, seen = set(), {}
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.M | re.S)
+    for h in re.findall(r"^#{1,6} (.+)$", text, re.M):
+        a = re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+        n = seen.get(a, 0)
+        seen[a] = n + 1
+        out.add(a if n == 0 else f"{a}-{n}")
+    return out
+
+
+def test_links_between_the_pages_resolve():
+    """A fact stands in one place and the others link to it: every relative link of the README and
+    doc/*.md names a file that exists and, after '#', a heading that file has."""
+    bad = []
+    for page in [ROOT / "README.md", *sorted(DOC.glob("*.md"))]:
+        text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.M | re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (page.parent / file).resolve() if file else page
+            name = os.path.relpath(page, ROOT)
+            if not dest.exists():
+                bad.append(f"{name}: ({target}): no file {file}")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+                bad.append(f"{name}: ({target}): {os.path.relpath(dest, ROOT)} has no heading "
+                           f"with the anchor #{anchor}")
+    assert not bad, "\n".join(bad)
