@@ -331,7 +331,7 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "the same for stderr, into filtered_stderr.log", NULL},
     [CFG_LOGS_SPECS] = {"logs-specs", 0, CFG_T_CHOICE, OFF(logs_specs), 0, 0, logs_specs,
         "default", "NAME", NULL, 0,
-        "torchrun's log layout: only 'default' (a python entry point; see README)",
+        "torchrun's log layout: only 'default' (any other is a python entry point)",
         "podrun writes torchrun's default log layout and loads no python entry point; "
         "give --logs-specs default or leave it out"},
     [CFG_EVENT_LOG_HANDLER] = {"event-log-handler", 0, CFG_T_STR, OFF(event_log_handler), 0, 0,

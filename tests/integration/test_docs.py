@@ -93,8 +93,8 @@ def help_defaults():
     out = {}
     for m in re.finditer(r"^  (?:-\w, |    )(--[a-z][a-z0-9-]*)(?: \S+)? +(.*)$", podrun_help(),
                          re.M):
-        d = re.search(r" \[([^\]]*)\]$", m.group(2))
-        out[m.group(1)] = d.group(1) if d else None
+        text, bracket, d = m.group(2).rpartition(" [")   # the default may hold [ ]: [[rank N]:]
+        out[m.group(1)] = d[:-1] if bracket and d.endswith("]") else None
     assert "--nnodes" in out and "--exit-code-hang" in out, out
     return out
 
@@ -175,6 +175,129 @@ def test_exit_codes_in_help_and_man_page_equal_the_table():
     for codes, flag, _ in doc:
         if flag:
             assert defaults[flag] == str(codes[0]), (flag, defaults[flag], codes)
+
+
+def help_store_defaults():
+    """{'--flag': default or None} from `podrun store --help`: '(default X)' or '(default: X; ...)'."""
+    out = {}
+    text = podrun_help("store")
+    for m in re.finditer(r"^  (--[a-z][a-z0-9-]*) \S+ +(.*(?:\n {20,}.*)*)", text, re.M):
+        d = re.search(r"\(default:? ([^;)]+)", m.group(2))
+        out[m.group(1)] = d.group(1).strip() if d else None
+    assert "--max-key-len" in out, text
+    return out
+
+
+def man_options():
+    """{'--flag': default or None} from podrun(1)'s OPTIONS entries: 'Default: X.'"""
+    out = {}
+    for entry in re.split(r"\n\.TP\n", man_section("OPTIONS"))[1:]:
+        tag, _, body = entry.split("\n.SS", 1)[0].partition("\n")
+        name = re.search(r"(--[a-z][a-z0-9-]*)", man_text(tag)).group(1)
+        d = re.search(r"Default: (.+?)(?:[.,;]\s|\.?$)", " ".join(man_text(body).split()))
+        out[name] = d.group(1) if d else None
+    return out
+
+
+def test_man_page_defaults_equal_help():
+    """podrun(1) gives each option the default --help gives it (settings.c), and none where
+    --help has none."""
+    man, helps = man_options(), help_defaults()
+    bad = [f"{o}: podrun(1) says {man[o]!r}, --help {helps.get(o)!r}"
+           for o in sorted(man) if o in helps and man[o] != helps[o]]
+    assert not bad, "\n".join(bad)
+
+
+def split_cell(cell):
+    """A table cell's comma-separated items, not splitting inside (), [] or ``."""
+    items, depth, tick, cur = [], 0, False, ""
+    for ch in cell:
+        if ch == "`":
+            tick = not tick
+        elif not tick and ch in "([":
+            depth += 1
+        elif not tick and ch in ")]":
+            depth -= 1
+        if ch == "," and not depth and not tick:
+            items.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return items + [cur.strip()] if cur.strip() else items
+
+
+def option_tables():
+    """(page, line, [flags], [default items]) for every row of a doc/*.md table with a 'default'
+    column whose first cell names options."""
+    for page in sorted(DOC.glob("*.md")):
+        lines = page.read_text().splitlines()
+        for i, line in enumerate(lines[:-1]):
+            head = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not line.startswith("|") or "default" not in head or \
+                    not lines[i + 1].startswith("|---"):
+                continue
+            col = head.index("default")
+            for j in range(i + 2, len(lines)):
+                if not lines[j].startswith("|"):
+                    break
+                cells = [c.strip() for c in re.split(r"(?<!\\)\|", lines[j].strip()[1:-1])]
+                flags = re.findall(r"`(--[a-z][a-z0-9-]*)(?![a-z0-9*-])", cells[0])
+                if flags:
+                    yield page.name, j + 1, flags, split_cell(cells[col])
+
+
+def test_option_defaults_on_the_pages_equal_help():
+    """Each option's default stands in one table of doc/, equal to what --help says (podrun store's
+    options: `podrun store --help`)."""
+    job, store = help_defaults(), help_store_defaults()
+    seen, bad = {}, []
+    for page, line, flags, items in option_tables():
+        helps = store if page == "store.md" else job
+        for flag, item in zip(flags, items) if len(items) == len(flags) else \
+                zip(flags, items[:1] if len(flags) == 1 else []):
+            m = re.match(r"^`([^`]*)`(?:$|;)", item)
+            if not m:
+                continue   # words, not a value: "off", "the host name", "`X` if writable"
+            where = f"doc/{page}:{line}"
+            if flag in seen:
+                bad.append(f"{where}: {flag}'s default is also at {seen[flag]}: keep one")
+            seen[flag] = where
+            if flag not in helps:
+                bad.append(f"{where}: {flag} is not an option of podrun"
+                           f"{' store' if page == 'store.md' else ''}")
+            elif m.group(1) != helps[flag]:
+                bad.append(f"{where}: {flag} defaults to {m.group(1)!r} here, to {helps[flag]!r} "
+                           "in --help")
+    assert {"--nproc-per-node", "--preflight-timeout", "--max-key-len"} <= set(seen), seen
+    assert not bad, "\n".join(bad)
+
+
+def test_usage_names_every_option():
+    """doc/usage.md's table is the index of options: every option of --help is in it, by name or
+    as `--prefix-*`."""
+    body = section((DOC / "usage.md").read_text(), "## Usage")
+    rows = "\n".join(l for l in body.splitlines() if l.startswith("| `"))
+    named = set(re.findall(r"`(--[a-z][a-z0-9-]*[a-z0-9])(?![a-z0-9*-])", rows))
+    prefixes = re.findall(r"`(--[a-z][a-z0-9-]*-)\*`", rows)
+    missing = sorted(o for o in help_defaults() if o not in named and
+                     not any(o.startswith(p) for p in prefixes))
+    assert not missing, f"doc/usage.md's option table lacks {missing}"
+
+
+def precedence(text):
+    """The order of the sources in 'default < scheduler (...) < PET_* < PODRUN_* < flags'."""
+    m = re.search(r"default <.*?<\s*(?:flags|command line)", " ".join(text.split()))
+    assert m, text[:200]
+    chain = re.sub(r"\([^)]*\)|`", "", m.group(0))
+    return [w.strip().replace("command line", "flags") for w in chain.split("<")]
+
+
+def test_precedence_copies_equal_the_discovery_page():
+    """The order of the sources is stated in doc/discovery.md; --help and podrun(1) repeat it."""
+    doc = precedence(section((DOC / "discovery.md").read_text(), "## Discovery"))
+    assert doc == ["default", "scheduler", "PET_*", "PODRUN_*", "flags"], doc
+    assert precedence(podrun_help()) == doc
+    assert precedence(man_text(man_section("DISCOVERY"))) == doc
 
 
 # ---- the README's figures, and the links between the pages ------------------------------------
