@@ -413,7 +413,7 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         NULL, CFG_F_ACTION, "print every resolved value and where it came from, then exit",
         NULL},
     [CFG_HELP] = {"help", 'h', CFG_T_BOOL, OFF(help), 0, 0, NULL, "0", NULL, NULL,
-        CFG_F_NO_ENV | CFG_F_ACTION, "this help", NULL},
+        CFG_F_NO_ENV | CFG_F_ACTION, "print this help", NULL},
     [CFG_VERSION] = {"version", 0, CFG_T_BOOL, OFF(version), 0, 0, NULL, "0", NULL, NULL,
         CFG_F_NO_ENV | CFG_F_ACTION, "print the version", NULL},
 };

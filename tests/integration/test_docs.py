@@ -208,6 +208,29 @@ def test_man_page_defaults_equal_help():
     assert not bad, "\n".join(bad)
 
 
+def help_texts():
+    """{'--flag': its --help text without the [default]}."""
+    out = {}
+    for m in re.finditer(r"^  (?:-\w, |    )(--[a-z][a-z0-9-]*)(?: \S+)? +(.*)$", podrun_help(),
+                         re.M):
+        text, bracket, d = m.group(2).rpartition(" [")
+        out[m.group(1)] = text if bracket and d.endswith("]") else m.group(2)
+    return out
+
+
+def test_man_page_options_begin_with_help_text():
+    """Each option of podrun(1) starts with the words --help gives it (settings.c), then may say
+    more: the two never tell a reader different things."""
+    helps, bad = help_texts(), []
+    for entry in re.split(r"\n\.TP\n", man_section("OPTIONS"))[1:]:
+        tag, _, body = entry.split("\n.SS", 1)[0].partition("\n")
+        name = re.search(r"(--[a-z][a-z0-9-]*)", man_text(tag)).group(1)
+        body, want = " ".join(man_text(body).split()), " ".join(helps.get(name, "").split())
+        if not body.lower().startswith(want.lower()):
+            bad.append(f"{name}:\n  podrun(1): {body[:len(want) + 20]}\n  --help:    {want}")
+    assert not bad, "podrun(1)'s options do not begin with --help's words:\n" + "\n".join(bad)
+
+
 def split_cell(cell):
     """A table cell's comma-separated items, not splitting inside (), [] or ``."""
     items, depth, tick, cur = [], 0, False, ""
