@@ -323,6 +323,25 @@ def test_precedence_copies_equal_the_discovery_page():
     assert precedence(man_text(man_section("DISCOVERY"))) == doc
 
 
+def schedulers(text):
+    """The scheduler names of 'from PyTorchJob, ..., JobSet/Indexed Job, ... or SLURM variables'."""
+    m = re.search(r"from (PyTorchJob.*?) variables", " ".join(text.split()))
+    assert m, text[:300]
+    return {n.strip() for n in re.split(r",|/| or ", m.group(1)) if n.strip()}
+
+
+def test_scheduler_lists_equal_the_detection_table():
+    """The schedulers --discovery auto detects are the rows of doc/discovery.md's detection
+    table; --help and podrun(1) name the same ones."""
+    body = section((DOC / "discovery.md").read_text(), "## Discovery")
+    doc = set()
+    for _, source, _ in table_rows(body, "| # | source | detected by |"):
+        doc |= {re.sub(r" v\d+$", "", n.strip()) for n in source.split(",")}
+    assert {"Volcano", "SLURM", "Indexed Job"} <= doc, doc
+    assert schedulers(podrun_help()) == doc
+    assert schedulers(man_text(man_section("DISCOVERY"))) == doc
+
+
 # ---- the README's figures, and the links between the pages ------------------------------------
 
 def numbers(text):
