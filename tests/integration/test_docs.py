@@ -342,6 +342,20 @@ def test_scheduler_lists_equal_the_detection_table():
     assert schedulers(man_text(man_section("DISCOVERY"))) == doc
 
 
+def test_rdzv_conf_defaults_equal_print_config():
+    """The --rdzv-conf keys' defaults stand in doc/usage.md; each is what --print-config shows."""
+    body = " ".join(section((DOC / "usage.md").read_text(), "## Usage").split())
+    para = body[body.index("`--rdzv-conf` keys:"):]
+    doc = dict(re.findall(r"`([a-z_]+)` \((\d+(?:\.\d+)?)(?: s)?[;,)]", para))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PODRUN_", "PET_"))}
+    out = subprocess.run([PODRUN, "--print-config", "true"], capture_output=True, text=True,
+                         env=env, timeout=30).stdout
+    shown = {k: re.sub(r"s$", "", v) for k, v in re.findall(r"^rdzv-conf (\S+) +(\S+)", out, re.M)}
+    assert {"join_timeout", "read_timeout", "keep_alive_max_attempt"} <= set(doc), para[:400]
+    bad = {k: (v, shown.get(k)) for k, v in doc.items() if shown.get(k) != v}
+    assert not bad, f"doc/usage.md's --rdzv-conf defaults differ from --print-config: {bad}"
+
+
 # ---- the README's figures, and the links between the pages ------------------------------------
 
 def numbers(text):
