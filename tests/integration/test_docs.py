@@ -356,6 +356,14 @@ def test_rdzv_conf_defaults_equal_print_config():
     assert not bad, f"doc/usage.md's --rdzv-conf defaults differ from --print-config: {bad}"
 
 
+def test_status_exit_codes_in_man_page_equal_its_help():
+    """podrun(1) gives `podrun status`'s exit codes in the words of `podrun status --help`."""
+    text = podrun_help("status")
+    want = words(text[text.index("exit status:") + len("exit status:"):])
+    man = words(man_text(man_section("COMMANDS")))
+    assert "Exit status: " + want in man, f"podrun(1), podrun status: want 'Exit status: {want}'"
+
+
 # ---- the README's figures, and the links between the pages ------------------------------------
 
 def numbers(text):
