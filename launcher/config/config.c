@@ -660,13 +660,30 @@ void cfg_usage(FILE *f)
             fprintf(f, " [%s]", o->def);
         fprintf(f, "\n");
     }
-    fprintf(f, "\nexit status: 0 when every worker of the job succeeded; on the node whose worker\n"
-               "failed first, that worker's code (128+N for a death by signal N; 127 program not\n"
-               "found; 126 not executable) once restarts are used up; 128+N when podrun itself\n"
-               "was stopped by signal N; 2 for a usage error; 1 when podrun could not start the\n"
-               "job (the store port taken, a spawn failure, a node rejected or too late); on\n"
-               "every other node the --exit-code-* value for the reason it was stopped (170 peer\n"
-               "failure, 171 peer lost, 172 store lost, 173 rendezvous timeout, 174 hang); 175\n"
-               "when the preflight check stopped the job or excluded this node; 93 on every node\n"
-               "when a worker exited with a --fatal-exit-codes code (no restart is used).\n");
+    /* One entry per row of doc/failures.md's exit-status table, in its order and in its words;
+     * tests/integration/test_docs.py keeps the two equal. */
+    fprintf(f, "\nexit status (doc/failures.md, Exit status; CODE: that worker's code, 128+N when\n"
+               "it died of signal N):\n"
+"  0         every worker of the job exited 0\n"
+               "  CODE      this node's worker failed first, and restarts are used up\n"
+               "  127, 126  PROGRAM not found, not executable (the job stops at once, no\n"
+               "            restart)\n"
+               "  143, 130  podrun got SIGTERM, SIGINT\n"
+               "  2         a usage error, or this node's --rdzv-id is not the run of the job\n"
+               "            store it reached\n"
+               "  1         podrun could not start the job\n"
+               "  170       --exit-code-peer-failure: a worker on another node failed\n"
+               "  171       --exit-code-peer-lost: another agent was lost (killed), left\n"
+               "            (SIGTERM) or went silent, or its pod went away (--discovery k8s)\n"
+               "  172       --exit-code-store-lost: this node lost the job store's host\n"
+               "            (connection or heartbeats); with etcd: etcd did not answer for\n"
+               "            read_timeout, or this node's lease expired\n"
+               "  173       --exit-code-rdzv-timeout: the rendezvous did not complete within\n"
+               "            join_timeout\n"
+               "  174       --exit-code-hang: this node's worker hung (--hang-timeout) or its\n"
+               "            torch timer expired, and restarts are used up\n"
+               "  175       --exit-code-preflight: the preflight check stopped the job or\n"
+               "            excluded this node, or this node failed its health check\n"
+               "  93        --exit-code-fatal: a worker anywhere exited with a code\n"
+               "            in --fatal-exit-codes (every node, no restart)\n");
 }

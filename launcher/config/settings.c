@@ -331,7 +331,7 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "the same for stderr, into filtered_stderr.log", NULL},
     [CFG_LOGS_SPECS] = {"logs-specs", 0, CFG_T_CHOICE, OFF(logs_specs), 0, 0, logs_specs,
         "default", "NAME", NULL, 0,
-        "torchrun's log layout: only 'default' (a python entry point; see README)",
+        "torchrun's log layout: only 'default' (any other is a python entry point)",
         "podrun writes torchrun's default log layout and loads no python entry point; "
         "give --logs-specs default or leave it out"},
     [CFG_EVENT_LOG_HANDLER] = {"event-log-handler", 0, CFG_T_STR, OFF(event_log_handler), 0, 0,
@@ -413,7 +413,7 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         NULL, CFG_F_ACTION, "print every resolved value and where it came from, then exit",
         NULL},
     [CFG_HELP] = {"help", 'h', CFG_T_BOOL, OFF(help), 0, 0, NULL, "0", NULL, NULL,
-        CFG_F_NO_ENV | CFG_F_ACTION, "this help", NULL},
+        CFG_F_NO_ENV | CFG_F_ACTION, "print this help", NULL},
     [CFG_VERSION] = {"version", 0, CFG_T_BOOL, OFF(version), 0, 0, NULL, "0", NULL, NULL,
         CFG_F_NO_ENV | CFG_F_ACTION, "print the version", NULL},
 };

@@ -210,24 +210,6 @@ def test_readme_links_every_page():
     assert not missing, f"README.md links no page named {missing}"
 
 
-
-def exit_code_table(path):
-    """The rows of the first table whose header is '| situation | podrun exits | flag |'."""
-    lines = path.read_text().splitlines()
-    start = lines.index("| situation | podrun exits | flag |")
-    rows = []
-    for line in lines[start:]:
-        if not line.startswith("|"):
-            break
-        rows.append(line)
-    return rows
-
-
-def test_readme_exit_codes_are_the_failures_page_table():
-    # operators match the README's table; doc/failures.md#exit-status holds it with the story
-    assert exit_code_table(ROOT / "README.md") == exit_code_table(ROOT / "doc" / "failures.md")
-
-
 # ---- rdzv/'s layers ---------------------------------------------------------------------------
 # base/ knows no job; store/ (the job store, libpodrun) and etcd/ (the etcd client) stand on base/
 # alone. The rendezvous (rdzv/*.h at the top level) and the launcher sit above them: a file under
