@@ -35,6 +35,7 @@ struct trainjob {
     bool poster;                /* node rank 0 of the latest round: this agent reports */
     bool dirty;                 /* v changed since the last report went out */
     bool in_flight;
+    http_request_t *req;        /* ... that one */
     uint64_t next_ms;           /* loop time before which no report starts (but the last) */
     struct trainjob_progress sent_progress;   /* what the last report said of it */
     bool said;                  /* a failed report was said: no more lines */
@@ -151,6 +152,7 @@ static void on_done(http_request_t *r, const struct http_result *res, void *arg)
     (void)r;
     struct trainjob *t = arg;
     t->in_flight = false;
+    t->req = NULL;
     const char *hint = hint_for(res);
     char what[800];
     if (res->status) {
@@ -207,7 +209,7 @@ static void send_now(struct trainjob *t)
             .connect_timeout_ms = TRAINJOB_CONNECT_MS, .timeout_ms = TRAINJOB_REQUEST_MS,
             .max_body = TRAINJOB_ANSWER_MAX, .on_done = on_done, .arg = t,
         };
-        r = http_request_start(t->http, &o, NULL);
+        r = http_request_start(t->http, &o, &t->req);
         if (r)
             snprintf(what, sizeof what, "cannot send the report: %s%s", podrun_strerror(r),
                      r == -EINVAL ? " (a line break in the token, or a bad URL)" : "");
@@ -315,6 +317,11 @@ int trainjob_end(struct trainjob *t, const char *state, int exit_code, void (*se
     t->final = true;
     t->sent = NULL;   /* a report that cannot even start calls nothing: 0 says so */
     uv_timer_stop(&t->tick);
+    if (t->in_flight) {   /* the end says all an older report would: it goes now, in its place */
+        http_request_cancel(t->req);
+        t->req = NULL;
+        t->in_flight = false;
+    }
     kick(t);
     if (!t->in_flight)
         return 0;

@@ -55,7 +55,8 @@ void trainjob_failure(struct trainjob *t, const rdzv_failure_t *root);
 /* The job restarts in place; restarts used so far, this one included. */
 void trainjob_restart(struct trainjob *t, int restarts);
 /* The job ended for this node (state: succeeded, failed, stopped, lost, left). The last report goes
- * at once; sent(arg) runs once it is answered or its bound passed. Returns 1 when sent will
+ * at once, in place of one in flight; sent(arg) runs once it is answered or its bound
+ * (TRAINJOB_REQUEST_MS) passed. Returns 1 when sent will
  * run, 0 when there is nothing to wait for (then it never runs). */
 int trainjob_end(struct trainjob *t, const char *state, int exit_code, void (*sent)(void *),
                  void *arg);

@@ -25,7 +25,14 @@ drop it silently), so a misspelt name fails a test instead of vanishing.
 The real server verifies the token's signature, expiry and audience against the cluster's OIDC
 issuer; here the accepted tokens are `tokens` (set them to rotate). Every request is kept in
 `requests` as {"path", "auth", "code", "body"}; `status` is the TrainJob's trainerStatus as the
-last accepted report left it (server-side apply by one field manager: each report replaces it)."""
+last accepted report left it (server-side apply by one field manager: each report replaces it).
+
+Run as a program (for the C tests), it serves until killed:
+  trainer_api.py --dir D --log FILE [--delay S]
+prints "PORT <n>" once ready (the CA is D/pki/ca.crt, the accepted token "token-1"), appends one
+JSON line per request to FILE once answered — {"code", "auth", "body", "concurrent": requests being
+handled at once, this one included} — and with --delay answers each report S seconds late."""
+import argparse
 import datetime
 import json
 import os
@@ -33,6 +40,7 @@ import re
 import ssl
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -125,8 +133,32 @@ class _Handler(BaseHTTPRequestHandler):
     def record(self, code, body):
         fake = self.server.fake
         with fake.lock:
-            fake.requests.append({"path": self.path, "auth": self.headers.get("Authorization"),
-                                  "code": code, "body": body})
+            r = {"path": self.path, "auth": self.headers.get("Authorization"), "code": code,
+                 "body": body, "concurrent": fake.active}
+            fake.requests.append(r)
+            if fake.log:
+                with open(fake.log, "a") as f:
+                    f.write(json.dumps(r) + "\n")
+
+    def handle_one_request(self):
+        """Counts the requests being handled at once: from the first byte of one (an idle
+        kept-alive connection is none) to its answer."""
+        fake = self.server.fake
+        try:
+            arrived = self.rfile.peek(1)
+        except OSError:
+            arrived = b""
+        if not arrived:
+            return super().handle_one_request()
+        with fake.lock:
+            fake.active += 1
+        try:
+            if fake.delay:
+                time.sleep(fake.delay)   # the slow server under test
+            super().handle_one_request()
+        finally:
+            with fake.lock:
+                fake.active -= 1
 
     def do_POST(self):
         fake = self.server.fake
@@ -169,6 +201,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
+    def handle_error(self, request, client_address):
+        pass   # a client that gave up on a slow answer: what the tests make happen
+
     def get_request(self):
         sock, addr = super().get_request()
         return self.ssl_ctx.wrap_socket(sock, server_side=True), addr
@@ -185,6 +220,7 @@ class FakeTrainer:
         self.answer_code = 0          # non-zero: every valid report is answered with it
         self.requests, self.invalid = [], []
         self.status = None
+        self.log, self.delay, self.active = None, 0.0, 0
         self.lock = threading.Lock()
         self.server = None
 
@@ -218,3 +254,16 @@ class FakeTrainer:
 def metrics(body):
     """A report's metrics as {name: value}."""
     return {m["name"]: m["value"] for m in body["trainerStatus"].get("metrics", [])}
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--delay", type=float, default=0.0)
+    a = ap.parse_args()
+    fake = FakeTrainer(a.dir)
+    fake.log, fake.delay = a.log, a.delay
+    fake.start()
+    print(f"PORT {fake.port}", flush=True)
+    threading.Event().wait()
