@@ -5,6 +5,7 @@ UpdateTrainJobStatusRequest bodies the fake server (tests/fakes/trainer_api.py) 
 Trainer's Go types, over TLS checked against the given CA, with the token file read again as it
 rotates. A server that cannot be reached or refuses is one line in the log, and the job goes on."""
 import os
+import signal
 import pathlib
 import sys
 
@@ -171,3 +172,17 @@ def test_no_report_without_the_trainer_or_when_off(podrun, fake, tmp_path):
     r = run(podrun, "--nproc-per-node", "2", "--max-restarts", "1", *PY, w, str(go), env=env)
     assert r.returncode == 0, r.stderr
     assert fake.requests == [] and status_lines(r.stderr) == []
+
+
+def test_a_stop_by_signal_is_the_last_report(podrun, fake, tmp_path):
+    """The pod is deleted: podrun's SIGTERM stops the workers, and the TrainJob says the job was
+    stopped, with podrun's exit code, before the agent exits."""
+    a = Agent(["--nproc-per-node", "2", *PY, script(tmp_path), str(tmp_path / "go")],
+              env=trainer_env(fake, tmp_path))
+    with killed_on_failure([a]):
+        wait_for(lambda: fake.accepted(), 30, "the first report")
+        a.signal(signal.SIGTERM)
+        assert a.wait(60) == 143, a.err
+    last = metrics(fake.accepted()[-1])
+    assert (last["podrun_state"], last["podrun_exit_code"]) == ("stopped", "143"), last
+    assert status_lines(a.err) == [], a.err
