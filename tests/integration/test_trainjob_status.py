@@ -111,7 +111,8 @@ def test_reports_round_failure_restart_and_end(podrun, fake, tmp_path):
 
 
 def test_only_node_rank_0_reports(podrun, fake, tmp_path, port):
-    worker = script(tmp_path, "import time\ntime.sleep(0.3)   # the job runs a moment\n")
+    worker = script(tmp_path, "import time\n"
+                    "time.sleep(0.3)   # the work: what is under test is around it\n")
     agents = []
     with killed_on_failure(agents):
         for rank, token in ((1, "token-b"), (0, "token-a")):
