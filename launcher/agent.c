@@ -512,6 +512,7 @@ static void restart(struct agent *a)
     else
         logs_message(&a->logs, "restarting the job in place (the nodes changed; no restart "
                      "used): %s", a->job.dreason);
+    trainjob_restart(a->trainjob, a->job.restarts_used);
     agent_stacks_end(a, false);
     rundir_remove(&a->dir, false);
     timer_server_clear(&a->ts);
@@ -653,6 +654,8 @@ static void close_all(uv_timer_t *t)
     say_strays_left(a);
     health_close(a->health.port);
     a->health.port = NULL;
+    trainjob_close(a->trainjob);
+    a->trainjob = NULL;
     logs_close(&a->logs);
     /* whatever of the strays is still there after its grace */
     init_signal_children(SIGKILL, a->wg.guard_pid, NULL, 0);
@@ -672,7 +675,7 @@ static void close_all(uv_timer_t *t)
  * (AGENT_STRAY_MS) before close_all. */
 static void maybe_done(struct agent *a)
 {
-    if (a->end.drained && !a->rdzv.rz && a->state != AGENT_DONE) {
+    if (a->end.drained && !a->rdzv.rz && !a->end.trainjob_pending && a->state != AGENT_DONE) {
         agent_set_state(a, AGENT_DONE);
         uv_timer_start(&a->end.exit_timer, close_all,
                        a->end.strays || a->end.strays_untracked ? AGENT_STRAY_MS : 0, 0);
@@ -700,6 +703,28 @@ static void on_rdzv_closed(void *arg)
     /* the host's last lines (who it waited for) may have come after the first drain */
     a->end.drained = false;
     logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
+}
+
+/* The TrainJob's last report is answered (or its bound passed): what it said goes out, then the
+ * end goes on (maybe_done). */
+static void on_trainjob_sent(void *arg)
+{
+    struct agent *a = arg;
+    a->end.trainjob_pending = false;
+    a->end.drained = false;
+    logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
+}
+
+/* How the job ended for this node, in the TrainJob's words (output/trainjob_payload.h). */
+static const char *trainjob_outcome(const struct agent *a)
+{
+    if (a->stop.signal)
+        return "stopped";
+    if (a->stop.quit)
+        return "left";
+    if (a->job.lost)
+        return "lost";
+    return a->job.finished && !a->exit_code ? "succeeded" : "failed";
 }
 
 /* The failure of the decision whose exit code is not to be retried, or NULL. */
@@ -801,7 +826,10 @@ void agent_enter_exiting(struct agent *a)
     int n = init_signal_children(SIGTERM, a->wg.guard_pid, a->end.stray, AGENT_STRAYS_MAX);
     a->end.strays = n < AGENT_STRAYS_MAX ? n : AGENT_STRAYS_MAX;
     a->end.strays_untracked = n > AGENT_STRAYS_MAX;
-    /* done once the output is drained and the rendezvous closed (on_rdzv_closed drains again) */
+    a->end.trainjob_pending = trainjob_end(a->trainjob, trainjob_outcome(a), a->exit_code,
+                                           on_trainjob_sent, a) == 1;
+    /* done once the output is drained, the rendezvous closed (on_rdzv_closed drains again) and
+     * the TrainJob's last report answered */
     if (a->rdzv.rz)
         rdzv_agent_close(a->rdzv.rz, on_rdzv_closed, a);
     logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
@@ -826,6 +854,12 @@ static int open_rundir(struct agent *a)
                      "(set TMPDIR to a writable directory, e.g. an emptyDir, to choose)",
                      a->dir.tried, podrun_strerror(a->dir.tried_err), a->dir.base);
     return r;
+}
+
+static void trainjob_say(void *arg, const char *line)
+{
+    struct agent *a = arg;
+    logs_message(&a->logs, "%s", line);
 }
 
 /* PID 1's duties (signals, reaping, subreaper), the run directory, the worker group and its
@@ -860,6 +894,13 @@ static int start(struct agent *a)
         return r;
     if (c->health_port >= 0 && (r = agent_health_start(a)))
         return r;
+    struct trainjob_params tp = {
+        .url = c->trainjob_url, .ca_file = c->trainjob_ca, .token_file = c->trainjob_token,
+        .interval_ms = c->trainjob_interval_ms, .max_restarts = c->max_restarts,
+        .progress = NULL, /* the trainer's progress, where it reports one */
+        .say = trainjob_say, .arg = a,
+    };
+    trainjob_start(a->loop, &tp, &a->trainjob);
     a->wd.streams = a->streams;
     a->wd.dir = &a->dir;
     a->wd.watching = hang_watching;

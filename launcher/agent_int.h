@@ -27,6 +27,7 @@
 #include "launcher/watch/devcheck.h"
 #include "launcher/env/jobenv.h"
 #include "launcher/output/logs.h"
+#include "launcher/output/trainjob.h"
 #include "launcher/preflight/preflight.h"
 #include "launcher/workers/rundir.h"
 #include "launcher/workers/stacks.h"
@@ -167,6 +168,7 @@ struct agent_end {
     char start_why[PATH_MAX + 256]; /* why the job could not start, when a step said more
                                       than an error's name: the last line and the termination log */
     uv_timer_t exit_timer;         /* the strays' grace, then every handle closes */
+    bool trainjob_pending;         /* the TrainJob's last report is not answered yet */
 };
 
 struct agent {
@@ -205,6 +207,7 @@ struct agent {
     struct agent_k8s k8s;          /* --discovery k8s (agent_k8s.c) */
     struct agent_health health;    /* --health-port and the checks (agent_watch.c) */
     struct agent_stacks stacks;    /* stacks before a kill for a hang (agent_stacks.c) */
+    struct trainjob *trainjob;     /* reports to Kubeflow Trainer (output/trainjob.h); NULL: none */
     struct agent_end end;          /* exiting */
 };
 

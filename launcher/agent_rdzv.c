@@ -37,6 +37,8 @@ static void on_assigned(void *arg, const rdzv_assignment_t *as)
                      as->rank_base + a->n - 1, as->world_size, as->restart_count);
     a->rdzv.round = as->round;
     health_rdzv_assigned(a->health.port);
+    trainjob_round(a->trainjob, as->round, as->node_rank, as->nnodes, as->world_size,
+                   as->restart_count);
     agent_set_state(a, AGENT_STARTING);
     if (a->spawn.env_ready)
         agent_preflight_begin(a);
@@ -69,6 +71,8 @@ static void on_rdzv_stopped(void *arg, const rdzv_decision_t *d)
         return;
     copy_decision(a, d);
     health_job_stopped(a->health.port, d, podrun_time_epoch());
+    if (d->n > 0)
+        trainjob_failure(a->trainjob, &d->failures[0]);
     char why[RDZV_REASON_MAX + 32];
     snprintf(why, sizeof why, "the job stopped: %s", d->reason);
     if (a->state == AGENT_RUNNING)

@@ -171,6 +171,10 @@ enum cfg_id {
     CFG_DEBUG,
     CFG_HEALTH_PORT,
     CFG_LOG_FORMAT,
+    CFG_TRAINJOB_URL,
+    CFG_TRAINJOB_CA,
+    CFG_TRAINJOB_TOKEN,
+    CFG_TRAINJOB_INTERVAL,
     CFG_EXIT_CODE_PEER_FAILURE,
     CFG_EXIT_CODE_PEER_LOST,
     CFG_EXIT_CODE_STORE_LOST,
@@ -374,6 +378,11 @@ struct cfg {
     bool debug;                     /* state changes and every rendezvous line in the log */
     int health_port;                /* /healthz and /metrics: -1 off, 0 a free port */
     enum cfg_log_format log_format;
+    /* Kubeflow Trainer's status server (KUBEFLOW_TRAINER_SERVER_*; output/trainjob.h) */
+    char *trainjob_url;             /* NULL: not under a Trainer that takes reports */
+    char *trainjob_ca;              /* the CA file of its certificate */
+    char *trainjob_token;           /* the projected token's file */
+    uint64_t trainjob_interval_ms;  /* the least time between two reports; 0: none sent */
     /* exit codes for the ways a node can be stopped by something other than its own worker's
      * exit status (doc/failures.md#exit-status) */
     int exit_code_peer_failure;     /* a worker on another node failed */

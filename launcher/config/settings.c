@@ -238,6 +238,21 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "human", "human|json", NULL, 0,
         "podrun's own lines (not the workers'): for people, or one JSON object per line",
         "use 'human' or 'json'"},
+    [CFG_TRAINJOB_URL] = {"trainjob-server-url", 0, CFG_T_OPTSTR, OFF(trainjob_url), 0, 0, NULL,
+        NULL, "URL", "KUBEFLOW_TRAINER_SERVER_URL", CFG_F_NO_FLAG,
+        "Kubeflow Trainer's status server (set by its controller): node rank 0 reports the job's "
+        "state there, into the TrainJob's status.trainerStatus", NULL},
+    [CFG_TRAINJOB_CA] = {"trainjob-server-ca-cert", 0, CFG_T_OPTSTR, OFF(trainjob_ca), 0, 0,
+        NULL, NULL, "FILE", "KUBEFLOW_TRAINER_SERVER_CA_CERT", CFG_F_NO_FLAG,
+        "the CA that signs the status server's certificate (read at every report)", NULL},
+    [CFG_TRAINJOB_TOKEN] = {"trainjob-server-token", 0, CFG_T_OPTSTR, OFF(trainjob_token), 0, 0,
+        NULL, NULL, "FILE", "KUBEFLOW_TRAINER_SERVER_TOKEN", CFG_F_NO_FLAG,
+        "the projected token the status server checks (read at every report: it rotates)", NULL},
+    [CFG_TRAINJOB_INTERVAL] = {"trainjob-status-interval", 0, CFG_T_DUR,
+        OFF(trainjob_interval_ms), 0, 0, NULL, "5", "SECONDS", NULL, 0,
+        "under Kubeflow Trainer (KUBEFLOW_TRAINER_SERVER_URL), report the job's state to its "
+        "TrainJob at most this often, and the trainer's progress this often while it changes "
+        "(0: do not report, e.g. when the trainer reports itself)", NULL},
     [CFG_EXIT_CODE_PEER_FAILURE] = {"exit-code-peer-failure", 0, CFG_T_INT,
         OFF(exit_code_peer_failure), 1, 255, NULL, "170", "CODE", NULL, 0,
         "exit code when a worker on another node failed", NULL},

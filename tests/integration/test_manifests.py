@@ -165,6 +165,18 @@ def trainjob_of(runtime):
     return tj
 
 
+def trainer_status_env(ns, name):
+    """What Kubeflow Trainer's trainjobstatus plugin gives the trainer container (its
+    EnforcePodSpec: the webhook service, the status server's default port 10443, the
+    projected volume's two files)."""
+    d = "/var/run/secrets/kubeflow/trainer"
+    return {"KUBEFLOW_TRAINER_SERVER_URL":
+            f"https://kubeflow-trainer-controller-manager.kubeflow-system.svc:10443/apis/"
+            f"trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs/{name}/status",
+            "KUBEFLOW_TRAINER_SERVER_CA_CERT": f"{d}/ca.crt",
+            "KUBEFLOW_TRAINER_SERVER_TOKEN": f"{d}/token"}
+
+
 def operator_env(doc):
     """What the operator itself puts into the container's env (reference/k8s.md 1.2, 2;
     resilience.md 4.1, 4.3), for the first pod of the job."""
@@ -184,9 +196,12 @@ def operator_env(doc):
     if doc["kind"] == "ClusterTrainingRuntime":
         tj = trainjob_of(doc)
         t, name = tj["spec"]["trainer"], tj["metadata"]["name"]
+        # and, with the TrainJobStatus feature gate, the trainjobstatus plugin's status server
+        ns = tj["metadata"].get("namespace", "default")
         return {"PET_NNODES": str(t["numNodes"]), "PET_NPROC_PER_NODE": str(t["numProcPerNode"]),
                 "PET_NODE_RANK": "0", "PET_MASTER_ADDR": f"{name}-node-0-0.{name}",
-                "PET_MASTER_PORT": "29500", "JOB_COMPLETION_INDEX": "0"}
+                "PET_MASTER_PORT": "29500", "JOB_COMPLETION_INDEX": "0",
+                **trainer_status_env(ns, name)}
     if doc["kind"] == "LeaderWorkerSet":
         name = doc["metadata"]["name"]
         return {"LWS_LEADER_ADDRESS": f"{name}-0.{name}.default",
@@ -579,7 +594,7 @@ def test_trainjob_runtime_runs_podrun():
     c = podrun_container(tmpl)
     assert c["name"] == "node"
     reserved = {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR",
-                "PET_MASTER_PORT"}
+                "PET_MASTER_PORT", *trainer_status_env("", "")}
     assert not reserved & {e["name"] for e in c.get("env", [])}
     cfg, _ = resolved(rt, tmpl)
     check_pod_failure_policy(job_spec, tmpl, cfg)
@@ -588,6 +603,14 @@ def test_trainjob_runtime_runs_podrun():
     assert cfg["master-addr"][0] == f"{tj['metadata']['name']}-node-0-0.{tj['metadata']['name']}"
     assert cfg["master-port"] == ("29500", "env PET_MASTER_PORT")
     assert dshm(tmpl, c)
+    # the TrainJob's status: podrun takes the status server the controller names, and reports
+    for k, v in trainer_status_env(tj["metadata"].get("namespace", "default"),
+                                   tj["metadata"]["name"]).items():
+        setting = {"KUBEFLOW_TRAINER_SERVER_URL": "trainjob-server-url",
+                   "KUBEFLOW_TRAINER_SERVER_CA_CERT": "trainjob-server-ca-cert",
+                   "KUBEFLOW_TRAINER_SERVER_TOKEN": "trainjob-server-token"}[k]
+        assert cfg[setting] == (v, f"env {k}"), (setting, cfg.get(setting))
+    assert cfg["trainjob-status-interval"][0] not in ("0", "0s"), cfg["trainjob-status-interval"]
 
 
 def test_leaderworkerset_group_is_one_job():
