@@ -30,7 +30,7 @@ static struct agent_facts plain(enum agent_state s)
 /* Under plain facts: which states take which event, and where it leads ('.' refused, '=' same
  * state, else the first letter of the next state). */
 static const char *const expect[NE] = {
-    /*                     I R S U P X D   (INIT RENDEZVOUS STARTING RUNNING STOPPING EXITING DONE) */
+    /* the columns: INIT RENDEZVOUS STARTING RUNNING STOPPING EXITING DONE */
     [AGENT_EV_DISCOVERED] = "R......",
     [AGENT_EV_CANNOT_START] = "XX.....",
     [AGENT_EV_ASSIGNED] = ".S.....",
