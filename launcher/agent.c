@@ -1,42 +1,13 @@
-/* launcher/agent.c — the state machine (see agent.h), on one libuv loop.
+/* launcher/agent.c — the hub of the agent (see agent.h), on one libuv loop.
  *
  * Every run, one node or many, goes through the rendezvous (rdzv/rendezvous.h): this agent
  * joins, the coordinator in the agent that hosts the job store assigns ranks, and every
- * decision about the job — stop, restart, exit, finished — is pushed to every agent. The events
- * and what they do:
- *   assigned (RENDEZVOUS)                  → STARTING: the first time, the master's address is
- *                                            resolved (on the loop) and the environment derived
- *                                            from the node; with --preflight the nodes are
- *                                            checked; then the workers of this attempt start
- *                                            (RUNNING), or, on the check's verdict, the node
- *                                            leaves the job (fail, exclude)
- *   a worker exits non-zero while RUNNING  → report it to the job (the first one only) and stop
- *                                            the others at once (STOPPING)
- *   the hang watchdog fires                → the same, with "hang" as the reason
- *   a worker's torch timer expired         → that worker gets the signal the timer asked for,
- *                                            then the same, with the timer as the reason
- *   every worker exited 0                  → report done; wait for the job to finish
- *   ending (the round's end is known)      → stop the workers at once (STOPPING); its record,
- *                                            stopped or finished, follows a round trip later
- *   stopped(decision)                      → stop the workers; once they are gone: restart →
- *                                            rejoin (RENDEZVOUS, next attempt); exit → EXITING
- *                                            with the code the decision gives this node
- *   finished                               → EXITING, exit 0
- *   lost (store host gone, join timeout)   → stop the workers, EXITING with the lost code
- *   SIGTERM / SIGINT                       → tell the job this node leaves, stop the workers,
- *                                            exit 128+signal; a second one sends SIGKILL at once
- *   SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2      → forwarded to every worker process group, unless
- *                                            --signals-to-handle names it: then as SIGTERM
- *   an orphan is reaped                    → nothing else to do (init.c reaped it)
- *   EXITING                                → drain the pipes, print the report, write the
- *                                            termination log, close the rendezvous (the host
- *                                            keeps the store up until the others are gone),
- *                                            flush, close, return.
- * The stages' glue is in files of their own (agent_int.h): the rendezvous (agent_rdzv.c), an
- * attempt's environment and workers (agent_spawn.c), the preflight check (agent_preflight.c),
- * --discovery k8s (agent_k8s.c), and health: the port, the checks, torch's timers, the GPUs'
- * memory (agent_watch.c), the stacks before a kill (agent_stacks.c). Each hands its events to
- * the transitions here; what the end says, the report and termination log, is agent_report.c. */
+ * decision about the job — stop, restart, exit, finished — is pushed to every agent. The stages
+ * (agent_int.h) and this file's own callbacks (the workers, init.c's children and signals, the
+ * watchdog) report what happened as events (agent_post); the hub alone moves the state: it
+ * gathers the facts, steps the table of agent_fsm.c, and executes the actions the table names by
+ * calling the stages. doc/design.md#the-agents-states-and-events describes the states and events;
+ * what the end says, the report and termination log, is agent_report.c. */
 #include "launcher/agent.h"
 
 #include <errno.h>
@@ -59,20 +30,15 @@
 #define AGENT_FLUSH_MS 10000   /* bound on writing the last output to a stalled reader */
 #define AGENT_STRAY_MS 1000    /* grace for descendants that left their worker's group */
 #define AGENT_LEAVE_MS 2000    /* bound on telling the job this node leaves */
-#define AGENT_EXEC_WAIT_MS 1000  /* bound on learning whether siblings of a worker that could
-                                   not start could not either */
 
-static const char *state_name(enum agent_state s)
+/* The one place the state changes (agent_post, for the table). */
+static void set_state(struct agent *a, enum agent_state s)
 {
-    static const char *names[] = {"INIT",     "RENDEZVOUS", "STARTING", "RUNNING",
-                                  "STOPPING", "EXITING",    "DONE"};
-    return names[s];
-}
-
-void agent_set_state(struct agent *a, enum agent_state s)
-{
+    if (a->state == s)
+        return;
     if (a->cfg->debug)
-        logs_message(&a->logs, "state %s -> %s", state_name(a->state), state_name(s));
+        logs_message(&a->logs, "state %s -> %s", agent_fsm_state_name(a->state),
+                     agent_fsm_state_name(s));
     a->state = s;
 }
 
@@ -97,17 +63,15 @@ void agent_say_stopping(struct agent *a, const char *why, int alive, int sig)
         logs_message(&a->logs, "%s", why);
 }
 
-/* Stops this attempt's workers (sig, then SIGKILL after --term-timeout), saying why once; a
- * RUNNING agent is STOPPING from here, and the watchdog has nothing left to watch. Safe to call
- * when the workers are already down: then only the line is said. */
-void agent_stop_job(struct agent *a, int sig, const char *why)
+/* Stops this attempt's workers (sig, then SIGKILL after --term-timeout), saying why once; the
+ * watchdog has nothing left to watch. Safe to call when the workers are already down: then only
+ * the line is said. */
+static void stop_job(struct agent *a, int sig, const char *why)
 {
     if (why) {
         agent_say_stopping(a, why, workers_alive(&a->wg), sig);
-        snprintf(a->stop.why, sizeof a->stop.why, "%s", why);
+        snprintf(a->stop.why, sizeof a->stop.why, "%.*s", (int)sizeof a->stop.why - 1, why);
     }
-    if (a->state == AGENT_RUNNING)
-        agent_set_state(a, AGENT_STOPPING);
     watchdog_disarm_all(&a->wd);
     devcheck_stop(&a->health.check);
     if (!a->workers_down)
@@ -121,19 +85,14 @@ static void finish_streams(struct agent *a)
         logs_stream_finish(&a->streams[i]);
 }
 
-/* Every worker of this attempt is gone: read the rest of their output, then see what next.
- * Gone on their own (every one exited 0 while other nodes run on), they leave the checks
- * nothing to watch: those stop as at a stop (agent_stop_job). */
+/* Every worker of this attempt is gone (GONE): read the rest of their output. Gone on their own
+ * (every one exited 0 while other nodes run on), they leave the checks nothing to watch: those
+ * stop as at a stop (stop_job). */
 static void workers_gone(struct agent *a)
 {
-    if (a->workers_down)
-        return;
     a->workers_down = true;
     devcheck_stop(&a->health.check);
     finish_streams(a);
-    if (a->state == AGENT_RUNNING)
-        agent_set_state(a, AGENT_STOPPING);
-    agent_advance(a);
 }
 
 /* The stop's grace passed with processes left: one line says whom the SIGKILL hits, so a log
@@ -189,162 +148,7 @@ static void on_stopped(worker_group_t *g)
                       "SIGKILL; leaving them behind", a->rdzv.rank_base + i, (int)w->pid,
                       g->kill_wait_ms / 1000.0);
     }
-    workers_gone(a);
-}
-
-/* ---------- this node's failure → the job ---------- */
-
-/* What a failed worker left: its error file (read into *e; the result of
- * report_read_error_file) and the last lines of its stderr. */
-int agent_failure_inputs(struct agent *a, int lr, char *errfile, size_t len,
-                         struct report_error *e, const char **tail, size_t *tl)
-{
-    agent_rank_path(a, lr, "error.json", errfile, len);
-    *tl = 0;
-    *tail = logs_stream_tail(&a->streams[2 * lr + 1], tl);
-    return report_read_error_file(errfile, e);
-}
-
-/* The worker's own words for the record: its error file's message, else its last stderr lines. */
-static void failure_message(struct agent *a, int lr, char *out, size_t cap)
-{
-    char errfile[PATH_MAX + 32];
-    out[0] = 0;
-    struct report_error e;
-    const char *tail;
-    size_t tl;
-    int er = agent_failure_inputs(a, lr, errfile, sizeof errfile, &e, &tail, &tl);
-    report_failure_message(er ? NULL : &e, tail, tl, out, cap);
-    if (!er)
-        report_error_free(&e);
-}
-
-/* The record of local rank lr's failure: its exit status ws (-1: none, a hang), at time t. */
-static void fill_failure(struct agent *a, int lr, int ws, double t, const char *reason,
-                         rdzv_failure_t *f)
-{
-    rdzv_failure_init(f);
-    snprintf(f->host, sizeof f->host, "%s", a->id.host);
-    snprintf(f->node_name, sizeof f->node_name, "%s", a->id.name);
-    f->node_rank = a->rdzv.group_rank;
-    f->rank = a->rdzv.rank_base + lr;
-    f->local_rank = lr;
-    if (ws != -1 && WIFSIGNALED(ws))
-        f->signo = WTERMSIG(ws);
-    else if (ws != -1)
-        f->exit_code = workers_exit_code(ws);
-    f->time = t;
-    f->permanent = ws != -1 && a->wg.w[lr].exec_errno != 0;
-    f->fatal = ws != -1 && cfg_codes_has(a->failed.fatal_codes, workers_exit_code(ws));
-    snprintf(f->reason, sizeof f->reason, "%s", reason);
-    failure_message(a, lr, f->message, sizeof f->message);
-}
-
-static double exit_epoch(const worker_t *w)
-{
-    return (double)w->exit_time.tv_sec + w->exit_time.tv_nsec / 1e9;
-}
-
-/* The record of a worker that failed on its own, once reaped (its exit status and time). */
-void agent_fill_alone(struct agent *a, const worker_t *w, rdzv_failure_t *f)
-{
-    char cause[512];
-    struct report_failure rf = {.wstatus = w->wstatus, .exec_errno = w->exec_errno,
-                                .program = a->argv[0]};
-    report_cause(&rf, cause, sizeof cause);
-    fill_failure(a, w->index, w->wstatus, exit_epoch(w), cause, f);
-}
-
-void agent_send_failure(struct agent *a, const rdzv_failure_t *f)
-{
-    int r = a->rdzv.rz ? rdzv_agent_report_failure(a->rdzv.rz, f) : 0;
-    if (r)
-        logs_message(&a->logs, "cannot report the failure to the job store: %s",
-                     podrun_strerror(r));
-}
-
-/* Workers other than lr that have already exited non-zero but are not reaped yet failed on their
- * own at the same time as lr, before any stop reached them (a signal that hit every group, two
- * programs that cannot start): they are marked, told to the job with lr's failure, and not
- * counted among the workers to stop. Returns how many exited (zero or not). */
-static int failed_with(struct agent *a, int lr)
-{
-    int exited = 0;
-    if (a->wg.w[lr].exec_errno)
-        workers_await_exec(&a->wg, AGENT_EXEC_WAIT_MS);
-    for (int i = 0; i < a->wg.n; i++) {
-        worker_t *w = &a->wg.w[i];
-        int ws;
-        if (i == lr || w->state != WORKER_RUNNING)
-            continue;
-        if (w->exec_errno)   /* it is exiting 127/126, if not yet gone */
-            ws = (w->exec_errno == ENOENT || w->exec_errno == ENOTDIR ? 127 : 126) << 8;
-        else if (!workers_exited_unreaped(w, &ws))
-            continue;
-        exited++;
-        if (ws == 0)
-            continue;
-        w->failed_alone = true;
-        char cause[512];
-        struct report_failure rf = {.wstatus = ws, .exec_errno = w->exec_errno,
-                                    .program = a->argv[0]};
-        report_cause(&rf, cause, sizeof cause);
-        rdzv_failure_t f;
-        fill_failure(a, i, ws, podrun_time_epoch(), cause, &f);
-        agent_send_failure(a, &f);
-    }
-    return exited;
-}
-
-/* The first failure of a local worker in this attempt: tell the job, stop the others now. A
- * program that cannot be started fails the same way in every restart: its record says so, and
- * the job exits instead of restarting. */
-void agent_local_failure(struct agent *a, int lr, int code, bool hang, const char *reason)
-{
-    worker_t *w = &a->wg.w[lr];
-    a->failed.lr = lr;
-    a->failed.code = code;
-    a->failed.hang = hang;
-    snprintf(a->failed.why, sizeof a->failed.why, "%s", reason);
-    logs_stream_pull(&a->streams[2 * lr + 1]);   /* its last words, if still in the pipe */
-    bool exited = !hang && w->state == WORKER_EXITED;
-    rdzv_failure_t f;
-    /* a hang, and a worker that never ran, have no exit status */
-    fill_failure(a, lr, hang || w->pid <= 0 ? -1 : exited ? w->wstatus : code << 8,
-                 exited ? exit_epoch(w) : podrun_time_epoch(), reason, &f);
-    agent_send_failure(a, &f);
-    int gone = failed_with(a, lr);
-    char why[RDZV_REASON_MAX + 160];
-    int n = w->pid > 0 ? snprintf(why, sizeof why, "rank %d (pid %d) failed: %s", f.rank,
-                                  (int)w->pid, reason)
-                       : snprintf(why, sizeof why, "rank %d failed: %s", f.rank, reason);
-    if (f.permanent && n > 0 && (size_t)n < sizeof why)
-        snprintf(why + n, sizeof why - (size_t)n, "; a program that cannot start is not "
-                 "restarted");
-    snprintf(a->stop.why, sizeof a->stop.why, "%.*s", (int)sizeof a->stop.why - 1, why);
-    agent_say_stopping(a, why, workers_alive(&a->wg) - gone, SIGTERM);
-    agent_stop_job(a, SIGTERM, NULL);
-}
-
-/* A worker that exited while its siblings were being stopped failed on its own when podrun's
- * stop is not what ended it: it could not be started, or a signal podrun forwarded (SIGHUP to
- * every group) killed it, or it had already exited when the stop began (failed_with). */
-static void note_failed_alone(struct agent *a, worker_t *w)
-{
-    int ws = w->wstatus;
-    bool forwarded =
-        WIFSIGNALED(ws) && WTERMSIG(ws) < 64 && (a->stop.forwarded >> WTERMSIG(ws) & 1);
-    if (ws == 0 || w->index == a->failed.lr || a->stop.signal)
-        return;
-    if (!w->failed_alone && !w->exec_errno && !forwarded)
-        return;
-    bool told = w->failed_alone;
-    w->failed_alone = true;
-    if (!told) {
-        rdzv_failure_t f;
-        agent_fill_alone(a, w, &f);
-        agent_send_failure(a, &f);
-    }
+    agent_post(a, AGENT_EV_WORKERS_GONE, NULL);
 }
 
 /* Workers of this attempt still running that the job waits for: all but services (parameter
@@ -357,25 +161,24 @@ static int awaited_running(struct agent *a)
     return n;
 }
 
-/* Every worker exited 0, and some left processes in their groups: the job stops them, and the
- * line names them by rank. */
-static void stop_leftovers(struct agent *a)
+/* Every worker exited 0, and some left processes in their groups (LEFTOVERS): the job stops
+ * them, and the line names them by rank. */
+static void leftovers_why(struct agent *a, char *why, size_t cap)
 {
-    char why[768], procs[256];
+    char procs[256];
     int named = 0;
-    size_t used = (size_t)snprintf(why, sizeof why, "every worker exited 0 but left processes "
+    size_t used = (size_t)snprintf(why, cap, "every worker exited 0 but left processes "
                                    "in its group:");
-    for (int i = 0; i < a->wg.n && used < sizeof why; i++) {
+    for (int i = 0; i < a->wg.n && used < cap; i++) {
         worker_t *w = &a->wg.w[i];
         if (w->group_gone || w->pid <= 0 || !init_group_members(w->pid, procs, sizeof procs))
             continue;
-        int k = snprintf(why + used, sizeof why - used, "%s rank %d (local_rank %d): %s",
+        int k = snprintf(why + used, cap - used, "%s rank %d (local_rank %d): %s",
                          named++ ? ";" : "", a->rdzv.rank_base + i, i, procs);
         used = k > 0 ? used + (size_t)k : used;
     }
     if (!named)
         why[used - 1] = '\0';   /* only zombies were left, gone by now: no ':' to nothing */
-    agent_stop_job(a, SIGTERM, why);
 }
 
 /* A worker exited while the attempt runs: the first non-zero exit is this node's failure; when
@@ -396,7 +199,7 @@ static void on_worker_exit(worker_group_t *g, worker_t *w)
                                        : WIFSIGNALED(w->wstatus) ? HEALTH_EXIT_SIGNAL
                                                                  : HEALTH_EXIT_CODE);
     if (a->state != AGENT_RUNNING) {
-        note_failed_alone(a, w);
+        agent_failure_note_alone(a, w);
         return;   /* stopping: else these exits are our own signals at work */
     }
     watchdog_disarm(&a->wd, w->index);
@@ -405,7 +208,8 @@ static void on_worker_exit(worker_group_t *g, worker_t *w)
         struct report_failure f = {.wstatus = w->wstatus, .exec_errno = w->exec_errno,
                                    .program = a->argv[0]};
         report_cause(&f, cause, sizeof cause);
-        agent_local_failure(a, w->index, code, false, cause);
+        agent_post(a, AGENT_EV_LOCAL_FAILURE,
+                   &(struct agent_evd){.lr = w->index, .code = code, .why = cause});
         return;
     }
     if (!a->done_reported && awaited_running(a) == 0) {
@@ -417,10 +221,7 @@ static void on_worker_exit(worker_group_t *g, worker_t *w)
         /* a child the worker never reaped came to podrun with the worker's exit, a zombie still
          * in the worker's group: reaped first, it is no leftover */
         init_reap();
-        if (workers_alive(g) > 0)
-            stop_leftovers(a);
-        else
-            workers_gone(a);
+        agent_post(a, workers_alive(g) > 0 ? AGENT_EV_LEFTOVERS : AGENT_EV_WORKERS_GONE, NULL);
     }
 }
 
@@ -430,30 +231,21 @@ static void on_worker_exit(worker_group_t *g, worker_t *w)
 static bool hang_watching(void *arg, int lr)
 {
     struct agent *a = arg;
-    return a->state == AGENT_RUNNING && a->wg.w[lr].state == WORKER_RUNNING;
+    return agent_wants(a, AGENT_EV_HANG) && a->wg.w[lr].state == WORKER_RUNNING;
 }
 
 /* A hung worker is this node's failure like any other, reported as a hang. */
 static void hang_fired(void *arg, int lr, const char *reason)
 {
-    agent_stacks_then_kill(arg, lr, reason, 0, 0);
+    agent_post(arg, AGENT_EV_HANG, &(struct agent_evd){.lr = lr, .why = reason});
 }
 
 /* ---------- leaving the job ---------- */
 
 /* The leave record is out (or its time is up): whatever waited for it may go on. */
-static void leave_done(struct agent *a)
-{
-    if (!a->stop.leave_pending)
-        return;
-    a->stop.leave_pending = false;
-    uv_timer_stop(&a->stop.leave_timer);
-    agent_advance(a);
-}
-
 static void on_left(void *arg)
 {
-    leave_done(arg);
+    agent_post(arg, AGENT_EV_LEFT, NULL);
 }
 
 static void on_leave_timeout(uv_timer_t *t)
@@ -462,50 +254,30 @@ static void on_leave_timeout(uv_timer_t *t)
     if (a->stop.leave_pending)
         logs_message(&a->logs, "could not tell the job store that this node leaves within %.1fs",
                      AGENT_LEAVE_MS / 1000.0);
-    leave_done(a);
+    agent_post(a, AGENT_EV_LEFT, NULL);
 }
 
-/* Leaves the job on the check's verdict: the job is told (bounded by AGENT_LEAVE_MS, as for
- * SIGTERM), then the agent exits with --exit-code-preflight. */
-void agent_quit(struct agent *a, const char *reason)
+/* The job is told this node leaves (a signal, a check's verdict), bounded by AGENT_LEAVE_MS;
+ * LEFT follows. */
+static void tell_leave(struct agent *a, const char *reason)
 {
-    a->stop.quit = true;
-    a->exit_code = a->cfg->exit_code_preflight;
-    if (a->rdzv.rz) {
-        a->stop.leave_pending = true;
-        uv_timer_start(&a->stop.leave_timer, on_leave_timeout, AGENT_LEAVE_MS, 0);
-        if (rdzv_agent_leave(a->rdzv.rz, reason, on_left, a))
-            leave_done(a);
-    }
-    agent_advance(a);
+    if (!a->rdzv.rz)
+        return;
+    a->stop.leave_pending = true;
+    uv_timer_start(&a->stop.leave_timer, on_leave_timeout, AGENT_LEAVE_MS, 0);
+    if (rdzv_agent_leave(a->rdzv.rz, reason, on_left, a))
+        agent_post(a, AGENT_EV_LEFT, NULL);
 }
 
-/* ---------- what comes next ---------- */
+/* ---------- a restart ---------- */
 
-/* -> RENDEZVOUS: the next join. A rejoin that cannot be sent is a lost store. */
-void agent_rejoin(struct agent *a)
-{
-    agent_set_state(a, AGENT_RENDEZVOUS);
-    health_rdzv_joining(a->health.port);
-    int r = rdzv_agent_rejoin(a->rdzv.rz);
-    if (r) {
-        logs_message(&a->logs, "cannot rejoin the job: %s", podrun_strerror(r));
-        a->job.lost = true;
-        a->exit_code = a->cfg->exit_code_store_lost;
-        agent_advance(a);
-    }
-}
-
-/* STOPPING -> RENDEZVOUS for the next attempt, once every worker is gone: a fresh attempt
- * directory, a reset worker group, the GPUs' memory freed (agent_health_reclaim), the next join.
- * A restart decided before any worker ran (STARTING: the good nodes under --preflight-policy
- * exclude, a decision during the master's lookup or the front-end's agreement) stops an attempt
- * that has nothing to stop: it too waits in STOPPING, the state the GPUs' wait and the STARTING
- * steps' callbacks read as "this attempt is over". */
+/* The attempt is over (RESTART, in STOPPING): a fresh attempt directory, a reset worker group,
+ * then the GPUs' memory freed (agent_health_reclaim) before RECLAIMED makes the next join. A
+ * restart decided before any worker ran (STARTING: the good nodes under --preflight-policy
+ * exclude, a decision during the master's lookup or the front-end's agreement) waits in STOPPING
+ * too, the state that takes RECLAIMED. */
 static void restart(struct agent *a)
 {
-    if (a->state == AGENT_STARTING)
-        agent_set_state(a, AGENT_STOPPING);
     if (a->job.restart_counted)
         logs_message(&a->logs, "restarting the job in place (restart %d of %d): %s",
                      a->job.restarts_used, a->cfg->max_restarts, a->job.dreason);
@@ -524,32 +296,19 @@ static void restart(struct agent *a)
     a->health.bad = false;
     a->done_reported = false;   /* the ended attempt's: this node is not done with the next */
     a->stop.why[0] = '\0';   /* the ended attempt's reason: /healthz must not give it again */
-    agent_health_reclaim(a);   /* then agent_rejoin */
+    if (!agent_health_reclaim(a))
+        agent_post(a, AGENT_EV_RECLAIMED, NULL);
 }
 
-/* The one place that decides what comes next once something happened. */
-void agent_advance(struct agent *a)
+/* The next join (REJOIN, now RENDEZVOUS). A rejoin that cannot be sent is a lost store. */
+static void rejoin(struct agent *a)
 {
-    if (a->state >= AGENT_EXITING || !a->workers_down)
-        return;
-    if (a->pf.check &&
-        (a->stop.signal || a->stop.quit || a->job.lost || a->job.finished || a->job.decided)) {
-        pf_cancel(a->pf.check);   /* the job moved on without the check */
-        a->pf.check = NULL;
-    }
-    if (a->state == AGENT_STARTING &&
-        (a->stop.signal || a->stop.quit || a->job.lost || a->job.finished || a->job.decided))
-        jobenv_cancel(&a->spawn.je);   /* nor the front-end's agreement */
-    if (a->stop.signal || a->stop.quit) {
-        if (!a->stop.leave_pending)
-            agent_enter_exiting(a);
-    } else if (a->job.lost || a->job.finished) {
-        agent_enter_exiting(a);
-    } else if (a->job.decided) {
-        if (a->job.action == RDZV_RESTART)
-            restart(a);
-        else
-            agent_enter_exiting(a);
+    health_rdzv_joining(a->health.port);
+    int r = rdzv_agent_rejoin(a->rdzv.rz);
+    if (r) {
+        char why[RDZV_REASON_MAX + 64];
+        snprintf(why, sizeof why, "cannot rejoin the job: %s", podrun_strerror(r));
+        agent_post(a, AGENT_EV_LOST, &(struct agent_evd){.err = PODRUN_ESTORELOST, .why = why});
     }
 }
 
@@ -587,40 +346,7 @@ static void on_child(void *arg, pid_t pid, int wstatus)
  * forwarded signal goes to every worker's process group. */
 static void on_signal(void *arg, int sig)
 {
-    struct agent *a = arg;
-    char sn[32], why[96];
-    bool stops = sig == SIGTERM || sig == SIGINT || (a->stop.signals >> sig & 1);
-    if (a->state >= AGENT_EXITING)
-        return;   /* after the stop there is nobody to tell */
-    if (!stops) {
-        if (a->state == AGENT_RUNNING || a->state == AGENT_STOPPING) {
-            a->stop.forwarded |= 1ULL << sig;
-            workers_signal(&a->wg, sig);
-        }
-        return;
-    }
-    if (a->stop.signal) {
-        logs_message(&a->logs, "got %s again; sending SIGKILL now",
-                     report_signame(sig, sn, sizeof sn));
-        if (!a->workers_down)
-            workers_stop_all(&a->wg, SIGKILL, 0);
-        return;
-    }
-    a->stop.signal = sig;
-    a->exit_code = 128 + sig;
-    report_signame(sig, sn, sizeof sn);
-    if (a->rdzv.rz) {
-        a->stop.leave_pending = true;
-        uv_timer_start(&a->stop.leave_timer, on_leave_timeout, AGENT_LEAVE_MS, 0);
-        if (rdzv_agent_leave(a->rdzv.rz, sn, on_left, a))
-            leave_done(a);
-    }
-    snprintf(why, sizeof why, "got %s", sn);
-    if (a->state == AGENT_RUNNING)
-        agent_stop_job(a, sig, why);
-    else if (a->state == AGENT_STOPPING && !a->workers_down)
-        workers_stop_all(&a->wg, sig, a->cfg->term_timeout_ms);
-    agent_advance(a);
+    agent_post(arg, AGENT_EV_SIGNAL, &(struct agent_evd){.sig = sig});
 }
 
 /* ---------- the end ---------- */
@@ -671,15 +397,12 @@ static void close_all(uv_timer_t *t)
     uv_close((uv_handle_t *)&a->reclaim.timer, NULL);
 }
 
-/* EXITING -> DONE once the output is drained and the rendezvous closed; strays get their grace
- * (AGENT_STRAY_MS) before close_all. */
-static void maybe_done(struct agent *a)
+/* EXITING -> DONE once the output is drained and the rendezvous closed (CLOSE): strays get
+ * their grace (AGENT_STRAY_MS) before close_all. */
+static void close_soon(struct agent *a)
 {
-    if (a->end.drained && !a->rdzv.rz && !a->end.trainjob_pending && a->state != AGENT_DONE) {
-        agent_set_state(a, AGENT_DONE);
-        uv_timer_start(&a->end.exit_timer, close_all,
-                       a->end.strays || a->end.strays_untracked ? AGENT_STRAY_MS : 0, 0);
-    }
+    uv_timer_start(&a->end.exit_timer, close_all,
+                   a->end.strays || a->end.strays_untracked ? AGENT_STRAY_MS : 0, 0);
 }
 
 /* podrun's own output is written (or AGENT_FLUSH_MS passed): a line about output lost on one
@@ -692,7 +415,7 @@ static void on_drained(struct logs *L, bool complete)
         return;
     }
     a->end.drained = true;
-    maybe_done(a);
+    agent_post(a, AGENT_EV_OUTPUT_DONE, NULL);
 }
 
 /* The rendezvous is closed (the host: every other agent is gone): drain once more and finish. */
@@ -706,7 +429,7 @@ static void on_rdzv_closed(void *arg)
 }
 
 /* The TrainJob's last report is answered (or its bound passed): what it said goes out, then the
- * end goes on (maybe_done). */
+ * end goes on (OUTPUT_DONE). */
 static void on_trainjob_sent(void *arg)
 {
     struct agent *a = arg;
@@ -736,31 +459,36 @@ static const rdzv_failure_t *fatal_failure(const struct agent *a)
     return NULL;
 }
 
-/* The exit code a stop decision gives this node (doc/failures.md#exit-status). */
-static int decision_code(struct agent *a)
+/* podrun's exit status, from how the job ended for this node (agent_fsm_exit_status decides). */
+static int exit_status(const struct agent *a)
 {
-    struct cfg *c = a->cfg;
+    const struct cfg *c = a->cfg;
     const rdzv_failure_t *root = &a->job.dfail[0];
-    if (fatal_failure(a))
-        return c->exit_code_fatal;   /* every node the same: the job is not to be retried */
-    if (a->job.dn == 0)
-        return c->exit_code_peer_lost;
-    if (a->job.own == 0 && root->rank < 0 && a->health.bad)
-        return c->exit_code_preflight;   /* this node's own health check: the node is bad */
-    if (a->job.own == 0 && root->rank >= 0) {
-        if (a->failed.lr < 0)   /* a record of ours we no longer know: trust it */
-            return root->signo > 0 ? 128 + root->signo : root->exit_code > 0 ? root->exit_code : 1;
-        return a->failed.hang ? c->exit_code_hang : a->failed.code;
-    }
-    return root->rank < 0 ? c->exit_code_peer_lost : c->exit_code_peer_failure;
+    struct agent_outcome o = {
+        .signal = a->stop.signal, .quit = a->stop.quit,
+        .decided_exit = a->job.decided && a->job.action == RDZV_EXIT,
+        .fatal = fatal_failure(a) != NULL, .dn = a->job.dn, .own = a->job.own,
+        .root_rank = root->rank, .root_signo = root->signo, .root_exit_code = root->exit_code,
+        .failed_lr = a->failed.lr, .failed_hang = a->failed.hang, .failed_code = a->failed.code,
+        .health_bad = a->health.bad, .lost = a->job.lost, .lost_err = a->job.lost_err,
+        .finished = a->job.finished, .start_err = a->end.start_err,
+        .start_usage = a->end.start_usage, .start_timeout = a->end.start_timeout,
+    };
+    struct agent_codes codes = {
+        .preflight = c->exit_code_preflight, .fatal = c->exit_code_fatal,
+        .hang = c->exit_code_hang, .peer_lost = c->exit_code_peer_lost,
+        .peer_failure = c->exit_code_peer_failure, .store_lost = c->exit_code_store_lost,
+        .rdzv_timeout = c->exit_code_rdzv_timeout,
+    };
+    return agent_fsm_exit_status(&o, &codes);
 }
 
-/* -> EXITING: the exit code and the one report for how the job ended (a signal, the job's
+/* EXITING (EXIT): the exit status and the one report for how the job ended (a signal, the job's
  * decision, a lost job, finished), the run directory removed, strays asked to go, the rendezvous
  * closed (the host keeps the store up for the others), and podrun's output drained. */
-void agent_enter_exiting(struct agent *a)
+static void enter_exiting(struct agent *a)
 {
-    agent_set_state(a, AGENT_EXITING);
+    a->exit_code = exit_status(a);
     k8s_discover_close(a->k8s.watch);   /* nothing to watch for any more */
     a->k8s.watch = NULL;
     if (a->spawn.gai_pending)
@@ -788,7 +516,6 @@ void agent_enter_exiting(struct agent *a)
                          "code %d\n", a->exit_code);
         agent_report_termlog(a, msg, (size_t)n);
     } else if (a->job.decided && a->job.action == RDZV_EXIT) {
-        a->exit_code = decision_code(a);
         agent_report_job(a);
         const rdzv_failure_t *ff = fatal_failure(a);
         if (ff)
@@ -809,13 +536,10 @@ void agent_enter_exiting(struct agent *a)
         logs_message(&a->logs, "this node lost the job: %s; exit code %d", a->stop.why,
                      a->exit_code);
     } else if (a->job.finished) {
-        a->exit_code = 0;
         bool job = a->rdzv.group_world_size > 1;
         int n = snprintf(msg, sizeof msg, "podrun: all %d workers%s exited 0\n",
                          job ? a->rdzv.world_size : a->n, job ? " of the job" : "");
         agent_report_termlog(a, msg, (size_t)n);
-    } else if (!a->exit_code) {
-        a->exit_code = 1;
     }
     logs_say_dropped(&a->logs);
     timer_server_stop(&a->ts);   /* before the run directory that may hold the FIFO goes */
@@ -833,6 +557,347 @@ void agent_enter_exiting(struct agent *a)
     if (a->rdzv.rz)
         rdzv_agent_close(a->rdzv.rz, on_rdzv_closed, a);
     logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
+}
+
+/* ---------- the hub: events in, the table's actions out ---------- */
+
+/* What one event brings while its actions run. Kept on the stack of its agent_post: an action
+ * may post another event (a leave that cannot be sent is LEFT at once), which has its own. */
+struct agent_ctx {
+    enum agent_ev ev;
+    const struct agent_evd *d;
+    int step;                       /* STEP: the step to run */
+    int sig;                        /* STOP, RESTOP: the signal */
+    char why[RDZV_LINE_MAX + 64];   /* STOP: the reason said; "": none. FAIL, SAY: the reason */
+    char leave[RDZV_REASON_MAX];    /* TELL_LEAVE, LEAVE: the reason the job is told */
+    int lr, code;                   /* FAIL: the local rank, its code, */
+    bool hang;                      /*   a hang */
+    bool out;                       /* HEALTH_FAILED: the node leaves the job */
+};
+
+static void post(struct agent *a, enum agent_ev ev, const struct agent_evd *d, bool again);
+
+static void gather_facts(struct agent *a, enum agent_ev ev, const struct agent_evd *d,
+                         bool again, struct agent_facts *f)
+{
+    memset(f, 0, sizeof *f);
+    f->workers_down = a->workers_down;
+    f->leaving = a->stop.leave_pending;
+    f->signal = a->stop.signal != 0;
+    f->quit = a->stop.quit;
+    f->lost = a->job.lost;
+    f->finished = a->job.finished;
+    f->decided = a->job.decided;
+    f->restart = a->job.action == RDZV_RESTART;
+    f->failed = a->failed.lr >= 0;
+    f->health_bad = a->health.bad;
+    f->check_running = a->pf.check != NULL;
+    f->verdict_first = a->cfg->preflight_policy != CFG_POLICY_WARN;
+    f->reclaiming = uv_is_active((const uv_handle_t *)&a->reclaim.timer);
+    f->drained = a->end.drained && !a->end.trainjob_pending;   /* the TrainJob's last report too */
+    f->closed = !a->rdzv.rz;
+    f->again = again;
+    f->step = d->step;
+    if (ev == AGENT_EV_SIGNAL)
+        f->stops = d->sig == SIGTERM || d->sig == SIGINT || (a->stop.signals >> d->sig & 1);
+    if (ev == AGENT_EV_HEALTH_FAILED && !f->failed && !f->health_bad)
+        f->out = agent_health_can_leave(a);
+}
+
+/* ASSIGNED: this node's ranks for the round, a fresh attempt's bookkeeping. */
+static void take_assigned(struct agent *a, const rdzv_assignment_t *as)
+{
+    a->rdzv.group_rank = as->node_rank;
+    a->rdzv.group_world_size = as->nnodes;
+    if (as->nnodes > 1)   /* a node count that discovery learned after the plan */
+        a->nd->several_nodes = true;
+    a->rdzv.rank_base = as->rank_base;
+    a->rdzv.world_size = as->world_size;
+    a->rdzv.restart_count = as->restart_count;
+    snprintf(a->rdzv.master_addr, sizeof a->rdzv.master_addr, "%s", as->store_host);
+    a->rdzv.master_port = as->store_port;
+    a->failed.lr = -1;
+    a->failed.hang = false;
+    a->job.decided = false;
+    a->ended_alive = 0;
+    a->done_reported = false;
+    if (a->cfg->debug)
+        logs_message(&a->logs, "round %d: node rank %d of %d, ranks %d-%d of %d, restart %d",
+                     as->round, as->node_rank, as->nnodes, as->rank_base,
+                     as->rank_base + a->n - 1, as->world_size, as->restart_count);
+    a->rdzv.round = as->round;
+    health_rdzv_assigned(a->health.port);
+    trainjob_round(a->trainjob, as->round, as->node_rank, as->nnodes, as->world_size,
+                   as->restart_count);
+}
+
+/* STOPPED: the job's decision, kept (its records are valid only during the callback). */
+static void take_decision(struct agent *a, const rdzv_decision_t *d, struct agent_ctx *x)
+{
+    a->job.decided = true;
+    a->job.action = d->action;
+    a->job.dn = d->n < RDZV_MAX_FAILURES ? d->n : RDZV_MAX_FAILURES;
+    a->job.own = d->own;
+    a->job.restart_counted = d->restart_counted;
+    a->job.restarts_used = d->restart_count;
+    if (a->job.dn > 0)
+        memcpy(a->job.dfail, d->failures, (size_t)a->job.dn * sizeof *a->job.dfail);
+    snprintf(a->job.dreason, sizeof a->job.dreason, "%s", d->reason);
+    health_job_stopped(a->health.port, d, podrun_time_epoch());
+    if (d->n > 0)
+        trainjob_failure(a->trainjob, &d->failures[0]);
+    snprintf(x->why, sizeof x->why, "the job stopped: %s", d->reason);
+    if (!a->stop.why[0])   /* stopped by the round's end, or while STARTING: the job's reason */
+        snprintf(a->stop.why, sizeof a->stop.why, "%.*s", (int)sizeof a->stop.why - 1, x->why);
+}
+
+/* HEALTH_FAILED: the node is bad for this attempt; the stop is said, and where the job goes on
+ * without the node (LEAVE follows) so is that. */
+static void take_health(struct agent *a, struct agent_ctx *x)
+{
+    const char *why = x->d->why;
+    a->health.bad = true;
+    snprintf(x->leave, sizeof x->leave, "health check: %s", why);
+    snprintf(a->stop.why, sizeof a->stop.why, "this node failed its health check: %s", why);
+    agent_say_stopping(a, a->stop.why, workers_alive(&a->wg), SIGTERM);
+    if (x->out)
+        logs_message(&a->logs, "health check: this node takes itself out of the job; the job "
+                     "goes on with the other %d; exit code %d", a->rdzv.group_world_size - 1,
+                     a->cfg->exit_code_preflight);
+}
+
+/* CANNOT_START: why, for the exit status; unless the stage said it, one last line with the
+ * reason and its fix, the one a person and the termination log see. */
+static void take_cannot_start(struct agent *a, const struct agent_evd *d)
+{
+    a->end.start_err = d->err;
+    a->end.start_usage = d->usage;
+    a->end.start_timeout = d->timeout;
+    if (d->said)
+        return;
+    char line[sizeof a->end.start_why + 64];
+    int n = snprintf(line, sizeof line, "podrun: cannot start the job: %s\n",
+                     a->end.start_why[0] ? a->end.start_why : podrun_strerror(d->err));
+    logs_message(&a->logs, "%.*s", n > 9 ? n - 9 : 0, line + 8);
+    agent_report_termlog(a, line,
+                         n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+/* TAKE: what the event says, recorded where the hub and the stages read it. */
+static void take(struct agent *a, struct agent_ctx *x)
+{
+    const struct agent_evd *d = x->d;
+    char sn[32];
+    switch (x->ev) {
+    case AGENT_EV_CANNOT_START: take_cannot_start(a, d); break;
+    case AGENT_EV_ASSIGNED: take_assigned(a, d->as); break;
+    case AGENT_EV_STEP_FAILED: {
+        /* the workers that did start are stopped; the job hears of it as this node failing */
+        a->workers_down = false;
+        x->lr = 0;
+        while (x->lr < a->n && a->wg.w[x->lr].state == WORKER_RUNNING)
+            x->lr++;
+        if (x->lr >= a->n)
+            x->lr = 0;
+        x->code = 1;
+        if (d->why)
+            snprintf(x->why, sizeof x->why, "%s", d->why);
+        else
+            snprintf(x->why, sizeof x->why, "could not start: %s", podrun_strerror(d->err));
+        health_worker_exit(a->health.port, HEALTH_EXIT_SPAWN);
+        break;
+    }
+    case AGENT_EV_LOCAL_FAILURE:
+        x->lr = d->lr;
+        x->code = d->code;
+        x->hang = d->hang;
+        snprintf(x->why, sizeof x->why, "%s", d->why);
+        break;
+    case AGENT_EV_HEALTH_FAILED: take_health(a, x); break;
+    case AGENT_EV_LEFTOVERS: leftovers_why(a, x->why, 768); break;   /* one line for a few ranks */
+    case AGENT_EV_ENDING:
+        a->ended_alive = workers_alive(&a->wg);
+        a->services_alive = 0;
+        for (int i = 0; i < a->wg.n; i++)
+            a->services_alive +=
+                jobenv_is_service(&a->spawn.je, i) && a->wg.w[i].state == WORKER_RUNNING;
+        break;
+    case AGENT_EV_STOPPED: take_decision(a, d->dec, x); break;
+    case AGENT_EV_FINISHED: a->job.finished = true; break;
+    case AGENT_EV_LOST:
+        a->job.lost = true;
+        a->job.lost_err = d->err;
+        snprintf(a->stop.why, sizeof a->stop.why, "%s", d->why);
+        snprintf(x->why, sizeof x->why, "%s", d->why);
+        break;
+    case AGENT_EV_POD_LOST:
+        logs_message(&a->logs, "kubernetes: pod %s (%s) of the job: %s", d->name, d->ip, d->why);
+        break;
+    case AGENT_EV_SIGNAL:
+        a->stop.signal = d->sig;
+        x->sig = d->sig;
+        report_signame(d->sig, sn, sizeof sn);
+        snprintf(x->leave, sizeof x->leave, "%s", sn);
+        snprintf(x->why, sizeof x->why, "got %s", sn);
+        break;
+    case AGENT_EV_LEFT:
+        a->stop.leave_pending = false;
+        uv_timer_stop(&a->stop.leave_timer);
+        break;
+    default: break;
+    }
+}
+
+/* SAY: the event's reason, with no worker of this node to stop. */
+static void say(struct agent *a, struct agent_ctx *x)
+{
+    if (x->ev == AGENT_EV_STOPPED && a->ended_alive > 0)   /* stopped at the round's end */
+        agent_say_stopping(a, x->why, a->ended_alive, SIGTERM);
+    else if (x->ev == AGENT_EV_LOST && strcmp(x->why, a->rdzv.last_progress) != 0)
+        logs_message(&a->logs, "%s", x->why);   /* unless the rendezvous already said it */
+    a->ended_alive = 0;
+}
+
+/* RDZV_START: the join (-> RENDEZVOUS). One that cannot start ends the job before it ran. */
+static void rdzv_start(struct agent *a)
+{
+    health_rdzv_joining(a->health.port);
+    int r = agent_rdzv_start(a);
+    if (r)   /* the stage said why; --discovery k8s says no more */
+        agent_post(a, AGENT_EV_CANNOT_START,
+                   &(struct agent_evd){.err = r, .said = a->cfg->discovery == CFG_DISCOVERY_K8S});
+}
+
+/* STARTING's steps, in their order (agent_fsm.h); each reports STEP_DONE or STEP_FAILED. */
+static void (*const starting[AGENT_NSTEPS])(struct agent *a) = {
+    [AGENT_STEP_ENV] = agent_spawn_derive_env,
+    [AGENT_STEP_PREFLIGHT] = agent_preflight_run,
+    [AGENT_STEP_FRONTEND] = agent_spawn_prepare,
+    [AGENT_STEP_SPAWN] = agent_spawn_workers,
+};
+
+static void run_actions(struct agent *a, struct agent_ctx *x, unsigned acts);
+
+/* One action of the table, done. */
+static void act(struct agent *a, struct agent_ctx *x, unsigned bit)
+{
+    char sn[32];
+    switch (bit) {
+    case AGENT_ACT_TAKE: take(a, x); break;
+    case AGENT_ACT_VERDICT_NOW: pf_verdict_now(a->pf.check); break;
+    case AGENT_ACT_FORWARD:
+        a->stop.forwarded |= 1ULL << x->d->sig;
+        workers_signal(&a->wg, x->d->sig);
+        break;
+    case AGENT_ACT_GATHER:
+        agent_stacks_then_kill(a, x->d->lr, x->d->why, x->d->pid, x->d->signo);
+        break;
+    case AGENT_ACT_KILL:
+        logs_message(&a->logs, "got %s again; sending SIGKILL now",
+                     report_signame(x->d->sig, sn, sizeof sn));
+        if (!a->workers_down)
+            workers_stop_all(&a->wg, SIGKILL, 0);
+        break;
+    case AGENT_ACT_TELL_FAILURE: agent_failure_node(a, x->leave); break;
+    case AGENT_ACT_FAIL: agent_failure_local(a, x->lr, x->code, x->hang, x->why); break;
+    case AGENT_ACT_TELL_LEAVE: tell_leave(a, x->leave); break;
+    case AGENT_ACT_STOP:
+        stop_job(a, x->sig, x->ev == AGENT_EV_STOPPED || x->ev == AGENT_EV_LOST ||
+                                    x->ev == AGENT_EV_SIGNAL || x->ev == AGENT_EV_LEFTOVERS
+                                ? x->why
+                                : NULL);
+        break;
+    case AGENT_ACT_RESTOP:
+        if (!a->workers_down)
+            workers_stop_all(&a->wg, x->sig, a->cfg->term_timeout_ms);
+        break;
+    case AGENT_ACT_SAY: say(a, x); break;
+    case AGENT_ACT_LEAVE:
+        a->stop.quit = true;
+        tell_leave(a, x->leave);
+        break;
+    case AGENT_ACT_GONE: workers_gone(a); break;
+    case AGENT_ACT_TELL_PEER_LOST:
+        if (a->rdzv.rz) {
+            int r = rdzv_agent_report_peer_lost(a->rdzv.rz, x->d->name, x->d->ip, x->d->why);
+            if (r)
+                logs_message(&a->logs, "cannot report the lost pod to the job store: %s",
+                             podrun_strerror(r));
+        }
+        break;
+    case AGENT_ACT_RDZV_START: rdzv_start(a); break;
+    case AGENT_ACT_STEP:
+        if (x->step == AGENT_STEP_SPAWN)
+            a->workers_down = false;
+        starting[x->step](a);
+        break;
+    case AGENT_ACT_WATCH: agent_health_watch(a); break;
+    case AGENT_ACT_CANCEL_CHECK:
+        pf_cancel(a->pf.check);   /* the job moved on without the check */
+        a->pf.check = NULL;
+        break;
+    case AGENT_ACT_CANCEL_FRONTEND: jobenv_cancel(&a->spawn.je); break;
+    case AGENT_ACT_CANCEL_RECLAIM: uv_timer_stop(&a->reclaim.timer); break;
+    case AGENT_ACT_RESTART: restart(a); break;
+    case AGENT_ACT_REJOIN: rejoin(a); break;
+    case AGENT_ACT_EXIT: enter_exiting(a); break;
+    case AGENT_ACT_CLOSE: close_soon(a); break;
+    case AGENT_ACT_SETTLE: {
+        struct agent_facts f;
+        gather_facts(a, x->ev, x->d, true, &f);
+        struct agent_next n = agent_fsm_settle(a->state, &f);
+        set_state(a, n.next);
+        run_actions(a, x, n.actions);
+        break;
+    }
+    case AGENT_ACT_AGAIN: post(a, x->ev, x->d, true); break;
+    default: break;
+    }
+}
+
+/* The actions in their order; the state is set once what the event says is taken. */
+static void run_actions(struct agent *a, struct agent_ctx *x, unsigned acts)
+{
+    for (unsigned b = 0; b < AGENT_NACTIONS; b++)
+        if (acts >> b & 1)
+            act(a, x, 1u << b);
+}
+
+static void post(struct agent *a, enum agent_ev ev, const struct agent_evd *d, bool again)
+{
+    static const struct agent_evd none;
+    if (!d)
+        d = &none;
+    struct agent_facts f;
+    gather_facts(a, ev, d, again, &f);
+    struct agent_next n = agent_fsm_step(a->state, ev, &f);
+    if (!n.accepted)
+        return;   /* late: the state moved on, the event means nothing now */
+    struct agent_ctx x = {.ev = ev, .d = d, .step = n.step, .sig = SIGTERM, .out = f.out};
+    if (d->why)
+        snprintf(x.leave, sizeof x.leave, "%s", d->why);
+    if (n.actions & AGENT_ACT_TAKE)
+        take(a, &x);
+    set_state(a, n.next);
+    run_actions(a, &x, n.actions & ~(unsigned)AGENT_ACT_TAKE);
+}
+
+void agent_post(struct agent *a, enum agent_ev ev, const struct agent_evd *d)
+{
+    post(a, ev, d, false);
+}
+
+void agent_post_step(struct agent *a, enum agent_step s)
+{
+    agent_post(a, AGENT_EV_STEP_DONE, &(struct agent_evd){.step = (int)s});
+}
+
+bool agent_wants(struct agent *a, enum agent_ev ev)
+{
+    static const struct agent_evd none;
+    struct agent_facts f;
+    gather_facts(a, ev, &none, false, &f);
+    return agent_fsm_step(a->state, ev, &f).accepted;
 }
 
 /* The run directory; a fallback from an unwritable TMPDIR is said once, with how to choose. */
@@ -863,8 +928,9 @@ static void trainjob_say(void *arg, const char *line)
 }
 
 /* PID 1's duties (signals, reaping, subreaper), the run directory, the worker group and its
- * guard, the watchdog; then the rendezvous. An error leaves the agent to exit. */
-static int start(struct agent *a)
+ * guard, the watchdog; then discovery or the rendezvous. An error (*usage: a usage error) leaves
+ * the agent to exit. */
+static int start(struct agent *a, bool *usage)
 {
     struct cfg *c = a->cfg;
     int r = init_start(a->loop, on_child, on_signal, a);
@@ -914,13 +980,16 @@ static int start(struct agent *a)
     r = guards_load(c, &a->guards, gerr, sizeof gerr);
     if (r) {
         logs_message(&a->logs, "%s", gerr);
-        if (r == -EINVAL)
-            a->exit_code = 2;
+        *usage = r == -EINVAL;
         return r;
     }
-    if (c->discovery == CFG_DISCOVERY_K8S)
-        return agent_k8s_start(a);
-    return agent_rdzv_start(a);
+    if (c->discovery == CFG_DISCOVERY_K8S) {
+        r = agent_k8s_start(a);
+        *usage = r == -EINVAL;
+        return r;
+    }
+    agent_post(a, AGENT_EV_DISCOVERED, NULL);
+    return 0;
 }
 
 int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
@@ -982,19 +1051,10 @@ int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)
     uv_timer_init(a->loop, &a->reclaim.timer);
     a->reclaim.timer.data = a;
 
-    r = start(a);
-    if (r && a->state < AGENT_RUNNING) {
-        if (!a->exit_code)
-            a->exit_code = 1;
-        /* one last line with the reason and its fix, the one a person and the termination
-         * log see */
-        char line[sizeof a->end.start_why + 64];
-        int n = snprintf(line, sizeof line, "podrun: cannot start the job: %s\n",
-                         a->end.start_why[0] ? a->end.start_why : podrun_strerror(r));
-        logs_message(&a->logs, "%.*s", n > 9 ? n - 9 : 0, line + 8);
-        agent_report_termlog(a, line, n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-        agent_enter_exiting(a);
-    }
+    bool usage = false;
+    r = start(a, &usage);
+    if (r)
+        agent_post(a, AGENT_EV_CANNOT_START, &(struct agent_evd){.err = r, .usage = usage});
     uv_run(a->loop, UV_RUN_DEFAULT);
     int code = a->exit_code;
     uv_loop_close(a->loop);

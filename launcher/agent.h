@@ -10,7 +10,8 @@
  * workers get from the node (once) and checks the nodes (--preflight) before any worker starts;
  * a restart goes from STOPPING back to RENDEZVOUS with the next attempt number, and one decided
  * while STARTING (no worker ran: the check excluded other nodes, a node was lost) goes through
- * STOPPING too. */
+ * STOPPING too. The states, the events and the table that moves between them are in
+ * agent_fsm.h; doc/design.md#the-agents-states-and-events describes them. */
 #ifndef PODRUN_LAUNCHER_AGENT_H
 #define PODRUN_LAUNCHER_AGENT_H
 

@@ -1,14 +1,19 @@
 /* launcher/agent_int.h — the agent's own state, shared by its files and by nothing else.
  *
- * agent.c is the state machine: the events of the workers, the watchdog, init (signals, reaped
- * children) and the end, and every transition. Each stage's glue is a file of its own, named
- * after the stage, whose exported functions carry the file's prefix:
+ * agent.c is the hub: it alone moves the state, by the table of agent_fsm.c, and executes what
+ * the table says by calling the stages. Each stage's glue is a file of its own, named after the
+ * stage, whose exported functions carry the file's prefix; a stage reports what happened with
+ * agent_post and returns, and never calls another stage:
  *   agent_rdzv.c       the config as rendezvous parameters, the join, the rendezvous' events
- *   agent_spawn.c      an attempt: the environment derived once the master is known, the workers
- *   agent_preflight.c  the check between the rendezvous and the workers, and its verdict
- *   agent_k8s.c        --discovery k8s: the job's pods, then the rendezvous
- *   agent_watch.c     the health port's snapshot, the checks while the workers run, torch's
+ *   agent_spawn.c      STARTING's steps ENV, FRONTEND and SPAWN: the environment derived once
+ *                      the master is known, the front-end's agreement, the workers
+ *   agent_preflight.c  STARTING's step PREFLIGHT: the check and its verdict
+ *   agent_k8s.c        --discovery k8s: the job's pods, until they are ready
+ *   agent_watch.c      the health port's snapshot, the checks while the workers run, torch's
  *                      file-based timers, the GPUs' memory before a restart
+ *   agent_stacks.c     the workers' stacks before a kill for a hang
+ *   agent_failure.c    this node's failures as the job hears of them: the records
+ *   agent_report.c     what the end says: the failure report, the termination log
  * struct agent keeps the fields of one stage together in a struct of its own. */
 #ifndef PODRUN_LAUNCHER_AGENT_INT_H
 #define PODRUN_LAUNCHER_AGENT_INT_H
@@ -18,6 +23,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "launcher/agent_fsm.h"
 #include "launcher/config/config.h"
 #include "launcher/devices/node.h"
 #include "launcher/discover/identity.h"
@@ -35,9 +41,6 @@
 #include "launcher/watch/watchdog.h"
 #include "launcher/workers/workers.h"
 #include "rdzv/rendezvous.h"
-
-enum agent_state { AGENT_INIT, AGENT_RENDEZVOUS, AGENT_STARTING, AGENT_RUNNING, AGENT_STOPPING,
-                   AGENT_EXITING, AGENT_DONE };
 
 /* The rendezvous and what it assigned this node. */
 struct agent_rdzv {
@@ -78,6 +81,7 @@ struct agent_decision {
     char dreason[RDZV_REASON_MAX];
     bool finished;                 /* the job finished */
     bool lost;                     /* this node lost the job (store gone, join timeout) */
+    int lost_err;                  /* ... why (PODRUN_E*) */
 };
 
 /* Stopping and leaving: a signal, the check's verdict, the reason said. */
@@ -85,7 +89,7 @@ struct agent_stop {
     int signal;                    /* the signal that stopped podrun, 0 if none */
     uint64_t signals;              /* 1 << signo of --signals-to-handle: they stop the job */
     uint64_t forwarded;            /* 1 << signo of the signals forwarded to the workers */
-    bool quit;                     /* leaving the job on a check's verdict (exit_code is set) */
+    bool quit;                     /* leaving the job on a check's verdict */
     bool leave_pending;            /* the leave record is on its way to the job */
     uv_timer_t leave_timer;        /* bound on that (AGENT_LEAVE_MS) */
     char why[RDZV_REASON_MAX + 96];   /* why the workers are being stopped, for /healthz */
@@ -169,6 +173,9 @@ struct agent_end {
                                       than an error's name: the last line and the termination log */
     uv_timer_t exit_timer;         /* the strays' grace, then every handle closes */
     bool trainjob_pending;         /* the TrainJob's last report is not answered yet */
+    int start_err;                 /* the job could not start (CANNOT_START): why, */
+    bool start_usage;              /*   a usage error */
+    bool start_timeout;            /*   the wait for the job's pods timed out */
 };
 
 struct agent {
@@ -177,8 +184,8 @@ struct agent {
     char **envp;                   /* podrun's environment, which the workers inherit */
     char **argv;                   /* every worker's command line (env_argv_build) */
     int n;                         /* workers on this node (--nproc-per-node) */
-    enum agent_state state;        /* where the state machine is (agent.h) */
-    int exit_code;                 /* podrun's exit status, once known */
+    enum agent_state state;        /* where the state machine is (agent_fsm.h); agent.c sets it */
+    int exit_code;                 /* podrun's exit status, from EXITING on (exit_status) */
     struct identity id;            /* this node's name and the address peers know it by */
     struct node_devices *nd;       /* the node's devices, probed once at start */
     struct guards guards;          /* the job store's token and allow-list */
@@ -211,35 +218,57 @@ struct agent {
     struct agent_end end;          /* exiting */
 };
 
-/* ---- agent.c: the state machine ---- */
+/* ---- agent.c: the hub ---- */
 
-void agent_set_state(struct agent *a, enum agent_state s);
-/* The one place that decides what comes next once something happened. */
-void agent_advance(struct agent *a);
-/* Stops this attempt's workers (sig, SIGKILL after --term-timeout), saying why when why is
- * given; RUNNING becomes STOPPING. */
-void agent_stop_job(struct agent *a, int sig, const char *why);
+/* What an event brings (agent_fsm.h names which event uses which field). Pointers need to hold
+ * only during agent_post. */
+struct agent_evd {
+    int err;                       /* CANNOT_START, STEP_FAILED, LOST: the error */
+    bool usage;                    /* CANNOT_START: a usage error (exit 2) */
+    bool timeout;                  /* CANNOT_START: the wait for the job's pods timed out */
+    bool said;                     /* CANNOT_START: the stage said why already */
+    int step;                      /* STEP_DONE, STEP_FAILED: enum agent_step */
+    int lr, code;                  /* LOCAL_FAILURE, HANG: the local rank, its exit code */
+    bool hang;                     /* LOCAL_FAILURE: a hang, not an exit */
+    pid_t pid;                     /* HANG: a torch timer's process and signal, or 0 */
+    int signo;
+    int sig;                       /* SIGNAL */
+    const char *why;               /* the reason */
+    const char *name, *ip;         /* POD_LOST: the pod */
+    const rdzv_assignment_t *as;   /* ASSIGNED */
+    const rdzv_decision_t *dec;    /* STOPPED */
+};
+
+/* A stage reports what happened; the hub moves the state and acts (d may be NULL). */
+void agent_post(struct agent *a, enum agent_ev ev, const struct agent_evd *d);
+/* STARTING's step s is done. */
+void agent_post_step(struct agent *a, enum agent_step s);
+/* Whether the hub would take ev now: a stage asks before work that only such an event needs. */
+bool agent_wants(struct agent *a, enum agent_ev ev);
 /* "<why>; stopping N workers (SIGTERM, SIGKILL after Ts)", or just why with none alive. */
 void agent_say_stopping(struct agent *a, const char *why, int alive, int sig);
-/* The first failure of local rank lr in this attempt: told to the job, the others stopped. */
-void agent_local_failure(struct agent *a, int lr, int code, bool hang, const char *reason);
-/* A failure record to the job (said when it cannot be sent). */
-void agent_send_failure(struct agent *a, const rdzv_failure_t *f);
-/* Leaves the job on a check's verdict, exiting with --exit-code-preflight. */
-void agent_quit(struct agent *a, const char *reason);
-/* -> EXITING: the exit code, the report, the rendezvous closed, the output drained. */
-void agent_enter_exiting(struct agent *a);
-/* The next join (-> RENDEZVOUS) after a restart's wait. */
-void agent_rejoin(struct agent *a);
 /* Local rank lr's `file` in this attempt's run directory. */
 void agent_rank_path(struct agent *a, int lr, const char *file, char *out, size_t len);
+
+/* ---- agent_failure.c: this node's failures, as the job hears of them ---- */
+
 struct report_error;   /* launcher/output/report.h */
 /* What failed local rank lr left: its error file (read into *e, report_read_error_file's
  * result) and the last lines of its stderr. */
 int agent_failure_inputs(struct agent *a, int lr, char *errfile, size_t len,
                          struct report_error *e, const char **tail, size_t *tl);
 /* The record of a worker that failed on its own, once reaped. */
-void agent_fill_alone(struct agent *a, const worker_t *w, rdzv_failure_t *f);
+void agent_failure_alone(struct agent *a, const worker_t *w, rdzv_failure_t *f);
+/* A failure record to the job (said when it cannot be sent). */
+void agent_failure_send(struct agent *a, const rdzv_failure_t *f);
+/* The first failure of local rank lr in this attempt (FAIL): its record and those of the
+ * siblings that failed with it to the job, and the stop said. */
+void agent_failure_local(struct agent *a, int lr, int code, bool hang, const char *reason);
+/* A worker that exited while its siblings were being stopped: told to the job when it failed on
+ * its own. */
+void agent_failure_note_alone(struct agent *a, worker_t *w);
+/* A failure record of the node itself (reason) to the job. */
+void agent_failure_node(struct agent *a, const char *reason);
 
 /* ---- agent_report.c: how the job ended, said ---- */
 
@@ -256,30 +285,29 @@ void agent_report_fatal(struct agent *a, const rdzv_failure_t *f);
 
 /* ---- agent_rdzv.c ---- */
 
-/* INIT -> RENDEZVOUS: the parameters from the config, the join. */
+/* The parameters from the config, the join (0, or the error, said). */
 int agent_rdzv_start(struct agent *a);
 
 /* ---- agent_spawn.c ---- */
 
-/* The interface towards the master and every derived variable, once; then the attempt goes on
- * (agent_preflight_begin). */
+/* Step ENV: the interface towards the master and every derived variable, once. */
 void agent_spawn_derive_env(struct agent *a);
-/* STARTING -> RUNNING: this attempt's directories and workers. */
-void agent_spawn_attempt(struct agent *a);
+/* Step FRONTEND: this attempt's directories and the front-end's agreement (jobenv.h). */
+void agent_spawn_prepare(struct agent *a);
+/* Step SPAWN: this attempt's workers. */
+void agent_spawn_workers(struct agent *a);
 /* Local rank i's environment (and argv, unless argv is NULL). free(*env) frees it. */
 int agent_spawn_worker_env(struct agent *a, int i, char ***env, char ***argv, char *buf,
                            size_t cap, unsigned *replaced);
 
 /* ---- agent_preflight.c ---- */
 
-/* STARTING: the check when it is asked for, else the workers (agent_spawn_attempt). */
-void agent_preflight_begin(struct agent *a);
-/* A peer acted on the check's verdict first: act on it now. */
-void agent_preflight_act_first(struct agent *a);
+/* Step PREFLIGHT: the check when it is asked for, and its verdict. */
+void agent_preflight_run(struct agent *a);
 
 /* ---- agent_k8s.c ---- */
 
-/* INIT -> (waiting for the pods) -> RENDEZVOUS. */
+/* The watch of the job's pods (DISCOVERED once they are ready). */
 int agent_k8s_start(struct agent *a);
 
 /* ---- agent_watch.c ---- */
@@ -292,8 +320,11 @@ int agent_health_start(struct agent *a);
 void agent_health_watch(struct agent *a);
 /* torch's file-based timers: the FIFO. */
 int agent_health_timers(struct agent *a);
-/* Before a restart: wait for the GPUs' memory when the node has GPUs (else rejoin at once). */
-void agent_health_reclaim(struct agent *a);
+/* Before a restart: the wait for the GPUs' memory when the node has GPUs (true: RECLAIMED
+ * follows), else false. */
+bool agent_health_reclaim(struct agent *a);
+/* Whether the job goes on without this node when it fails a health check (it leaves). */
+bool agent_health_can_leave(struct agent *a);
 
 /* ---- agent_stacks.c ---- */
 

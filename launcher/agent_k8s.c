@@ -1,6 +1,7 @@
 /* launcher/agent_k8s.c — --discovery k8s in the agent (agent.c): the watch of the job's pods
- * (discover/k8s_discover.h) until they are ready, then the rendezvous with the rank-0 pod as the
- * job store's host; pods lost while the job runs, and the allow-list of --store-allow job. */
+ * (discover/k8s_discover.h) until they are ready (DISCOVERED: the rendezvous starts with the
+ * rank-0 pod as the job store's host); pods lost while the job runs, and the allow-list of
+ * --store-allow job. */
 #include <errno.h>
 #include <stdio.h>
 
@@ -16,7 +17,7 @@ static void on_k8s_ready(void *arg, const struct k8s_found *f)
 {
     struct agent *a = arg;
     struct cfg *c = a->cfg;
-    if (a->state >= AGENT_EXITING || a->stop.signal)
+    if (!agent_wants(a, AGENT_EV_DISCOVERED))
         return;
     a->k8s.found = true;
     a->k8s.rank = f->node_rank;
@@ -37,10 +38,7 @@ static void on_k8s_ready(void *arg, const struct k8s_found *f)
         logs_message(&a->logs, "kubernetes: %d of the job's pods are ready; %s (%s) joins, the "
                      "job store is on %s (%s)", f->nnodes, f->pod_name, f->pod_ip, f->host_name,
                      f->host_ip);
-    if (agent_rdzv_start(a)) {
-        a->exit_code = 1;
-        agent_enter_exiting(a);
-    }
+    agent_post(a, AGENT_EV_DISCOVERED, NULL);
 }
 
 /* A pod of the job went away: that node is lost for the whole job now, not after the
@@ -48,16 +46,7 @@ static void on_k8s_ready(void *arg, const struct k8s_found *f)
  * at other times the node's own agent leaving, or its silence, says it. */
 static void on_k8s_lost(void *arg, const char *name, const char *ip, const char *why)
 {
-    struct agent *a = arg;
-    if (a->state >= AGENT_EXITING)
-        return;
-    logs_message(&a->logs, "kubernetes: pod %s (%s) of the job: %s", name, ip, why);
-    if (a->rdzv.rz && a->state == AGENT_RUNNING) {
-        int r = rdzv_agent_report_peer_lost(a->rdzv.rz, name, ip, why);
-        if (r)
-            logs_message(&a->logs, "cannot report the lost pod to the job store: %s",
-                         podrun_strerror(r));
-    }
+    agent_post(arg, AGENT_EV_POD_LOST, &(struct agent_evd){.name = name, .ip = ip, .why = why});
 }
 
 /* Discovery gave up. Before the job started nothing can go on: usage errors (a selector or pod
@@ -67,17 +56,16 @@ static void on_k8s_lost(void *arg, const char *name, const char *ip, const char 
 static void on_k8s_fatal(void *arg, int err, const char *line, int ready)
 {
     struct agent *a = arg;
-    if (a->state >= AGENT_EXITING)
-        return;
     if (ready) {
         logs_message(&a->logs, "%s; the job goes on without watching its pods", line);
         return;
     }
+    if (!agent_wants(a, AGENT_EV_CANNOT_START))
+        return;
     logs_message(&a->logs, "%s", line);
-    a->exit_code = err == -EINVAL      ? 2
-                   : err == -ETIMEDOUT ? a->cfg->exit_code_rdzv_timeout
-                                       : 1;
-    agent_enter_exiting(a);
+    agent_post(a, AGENT_EV_CANNOT_START, &(struct agent_evd){.err = err, .usage = err == -EINVAL,
+                                                             .timeout = err == -ETIMEDOUT,
+                                                             .said = true});
 }
 
 static void on_k8s_progress(void *arg, const char *line)
@@ -95,8 +83,8 @@ static void on_k8s_addrs(void *arg, const char *const *ips, size_t n)
                                "pods it had");
 }
 
-/* INIT -> (waiting for the pods) -> RENDEZVOUS: this pod is the one the downward API names
- * (identity_pod_name). */
+/* The watch of the job's pods: this pod is the one the downward API names (identity_pod_name).
+ * An error is said; -EINVAL is a usage error. */
 int agent_k8s_start(struct agent *a)
 {
     struct cfg *c = a->cfg;
@@ -117,8 +105,6 @@ int agent_k8s_start(struct agent *a)
     if (r) {
         a->k8s.watch = NULL;
         logs_message(&a->logs, "%s", err);
-        if (r == -EINVAL)
-            a->exit_code = 2;
     }
     return r;
 }

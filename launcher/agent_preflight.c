@@ -1,6 +1,7 @@
-/* launcher/agent_preflight.c — the preflight check (preflight/) in the agent (agent.c): handed
- * what the nodes are after the rendezvous, then its verdict, the same in every agent, acted on by
- * --preflight-policy: the workers start, or the node leaves the job. */
+/* launcher/agent_preflight.c — the preflight check (preflight/) in the agent (agent.c),
+ * STARTING's step PREFLIGHT: handed what the nodes are after the rendezvous, then its verdict,
+ * the same in every agent, read by --preflight-policy: the step is done (the workers start), the
+ * node leaves the job (LEAVE), or it waits for the job to restart without the bad nodes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,12 @@ static void pf_keep_report(struct agent *a, const struct pf_outcome *o)
     a->pf.report[used] = '\0';
 }
 
+/* This node leaves the job on the check's verdict. */
+static void pf_leave(struct agent *a, const char *why)
+{
+    agent_post(a, AGENT_EV_LEAVE, &(struct agent_evd){.why = why});
+}
+
 /* The verdict, the same in every agent: print the table, then act by --preflight-policy. warn
  * starts the workers; fail makes every agent leave with --exit-code-preflight; exclude makes the
  * bad agents leave, and the others wait for the job to restart without them, when --nnodes
@@ -54,20 +61,18 @@ static void on_preflight_done(void *arg, const struct pf_outcome *o)
     struct agent *a = arg;
     struct cfg *c = a->cfg;
     a->pf.check = NULL;
-    if (a->state != AGENT_STARTING || a->stop.signal) {
-        agent_advance(a);
-        return;
-    }
+    if (!agent_wants(a, AGENT_EV_STEP_DONE))
+        return;   /* the job moved on without the check: its verdict is news to nobody */
     static const char *const policies[] = {"warn", "fail", "exclude"};
     const char *policy = policies[c->preflight_policy];
     if (o->err) {
         logs_message(&a->logs, "preflight: the check did not finish: %s", o->why);
         if (c->preflight_policy == CFG_POLICY_WARN) {
             logs_message(&a->logs, "preflight: --preflight-policy warn: starting anyway");
-            agent_spawn_attempt(a);
+            agent_post_step(a, AGENT_STEP_PREFLIGHT);
         } else {
             logs_message(&a->logs, "preflight: --preflight-policy %s: leaving the job", policy);
-            agent_quit(a, "the preflight check did not finish");
+            pf_leave(a, "the preflight check did not finish");
         }
         return;
     }
@@ -75,14 +80,14 @@ static void on_preflight_done(void *arg, const struct pf_outcome *o)
         if (c->debug)
             logs_message(&a->logs, "preflight: every node passed a check of this run; skipped");
         a->pf.passed = true;
-        agent_spawn_attempt(a);
+        agent_post_step(a, AGENT_STEP_PREFLIGHT);
         return;
     }
     for (int i = 0; i < o->nlines; i++)
         logs_message(&a->logs, "%s", o->lines[i]);
     if (o->nbad == 0) {
         a->pf.passed = true;
-        agent_spawn_attempt(a);
+        agent_post_step(a, AGENT_STEP_PREFLIGHT);
         return;
     }
     pf_keep_report(a, o);
@@ -91,13 +96,13 @@ static void on_preflight_done(void *arg, const struct pf_outcome *o)
     if (c->preflight_policy == CFG_POLICY_WARN) {
         logs_message(&a->logs, "preflight: %d bad node%s: %s; --preflight-policy warn: starting "
                      "anyway", o->nbad, o->nbad == 1 ? "" : "s", o->bad_summary);
-        agent_spawn_attempt(a);
+        agent_post_step(a, AGENT_STEP_PREFLIGHT);
     } else if (c->preflight_policy == CFG_POLICY_EXCLUDE && left >= c->nnodes_min && left > 0 &&
                !o->host_bad) {
         if (o->self_bad) {
             logs_message(&a->logs, "preflight: this node is excluded from the job: %s; exit "
                          "code %d", o->self_reason, c->exit_code_preflight);
-            agent_quit(a, "excluded by the preflight check");
+            pf_leave(a, "excluded by the preflight check");
         } else {
             logs_message(&a->logs, "preflight: excluding %d bad node%s (%s); the job restarts "
                          "with the other %d", o->nbad, o->nbad == 1 ? "" : "s", o->bad_summary,
@@ -113,7 +118,7 @@ static void on_preflight_done(void *arg, const struct pf_outcome *o)
         logs_message(&a->logs, "preflight: %d bad node%s: %s; --preflight-policy %s%s: the job "
                      "stops; exit code %d", o->nbad, o->nbad == 1 ? "" : "s", o->bad_summary,
                      policy, why, c->exit_code_preflight);
-        agent_quit(a, "the preflight check failed");
+        pf_leave(a, "the preflight check failed");
     }
 }
 
@@ -128,13 +133,13 @@ static const char *pf_address(struct agent *a)
     return a->id.host;
 }
 
-/* STARTING: the check when it is asked for and there is something to check, else the workers. */
-void agent_preflight_begin(struct agent *a)
+/* Step PREFLIGHT: the check when it is asked for and there is something to check. */
+void agent_preflight_run(struct agent *a)
 {
     struct cfg *c = a->cfg;
     bool tcp = c->preflight == CFG_PREFLIGHT_TCP;
     if (c->preflight == CFG_PREFLIGHT_OFF || (tcp && a->rdzv.group_world_size < 2)) {
-        agent_spawn_attempt(a);
+        agent_post_step(a, AGENT_STEP_PREFLIGHT);
         return;
     }
     struct pf_params p = {
@@ -162,16 +167,4 @@ void agent_preflight_begin(struct agent *a)
         snprintf(o.why, sizeof o.why, "cannot start it: %s", podrun_strerror(r));
         on_preflight_done(a, &o);
     }
-}
-
-/* A stop or a lost store while this agent holds the check's verdict but waits for the others to
- * read it: a peer acted on the verdict first (it left the job, or shut the store it hosts). This
- * agent then acts on the same verdict now, so under --preflight-policy fail it exits with
- * --exit-code-preflight as every other agent does, not with the peer-lost code. Under warn no
- * agent leaves on the verdict, so the stop is news of its own. */
-void agent_preflight_act_first(struct agent *a)
-{
-    if (a->pf.check && a->state == AGENT_STARTING && !a->stop.signal && !a->stop.quit &&
-        a->cfg->preflight_policy != CFG_POLICY_WARN)
-        pf_verdict_now(a->pf.check);
 }

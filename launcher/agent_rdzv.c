@@ -1,8 +1,7 @@
 /* launcher/agent_rdzv.c — the rendezvous (rdzv/rendezvous.h) in the agent (agent.c): the config
  * as rendezvous parameters, the join, and the rendezvous' events (assigned, ending, stopped,
- * finished, lost, its lines), each turned into the state machine's transitions. */
+ * finished, lost), each posted to the hub, and its lines. */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,96 +11,31 @@
 
 /* ---------- the rendezvous' events ---------- */
 
-/* RENDEZVOUS -> STARTING: the job gave this node its ranks. An agent told to stop meanwhile (a
- * signal) starts nothing. */
+/* The job gave this node its ranks for a round. */
 static void on_assigned(void *arg, const rdzv_assignment_t *as)
 {
-    struct agent *a = arg;
-    if (a->state != AGENT_RENDEZVOUS || a->stop.signal || a->stop.quit)
-        return;
-    a->rdzv.group_rank = as->node_rank;
-    a->rdzv.group_world_size = as->nnodes;
-    if (as->nnodes > 1)   /* a node count that discovery learned after the plan */
-        a->nd->several_nodes = true;
-    a->rdzv.rank_base = as->rank_base;
-    a->rdzv.world_size = as->world_size;
-    a->rdzv.restart_count = as->restart_count;
-    snprintf(a->rdzv.master_addr, sizeof a->rdzv.master_addr, "%s", as->store_host);
-    a->rdzv.master_port = as->store_port;
-    a->failed.lr = -1;
-    a->failed.hang = false;
-    a->job.decided = false;
-    if (a->cfg->debug)
-        logs_message(&a->logs, "round %d: node rank %d of %d, ranks %d-%d of %d, restart %d",
-                     as->round, as->node_rank, as->nnodes, as->rank_base,
-                     as->rank_base + a->n - 1, as->world_size, as->restart_count);
-    a->rdzv.round = as->round;
-    health_rdzv_assigned(a->health.port);
-    trainjob_round(a->trainjob, as->round, as->node_rank, as->nnodes, as->world_size,
-                   as->restart_count);
-    agent_set_state(a, AGENT_STARTING);
-    if (a->spawn.env_ready)
-        agent_preflight_begin(a);
-    else
-        agent_spawn_derive_env(a);
+    agent_post(arg, AGENT_EV_ASSIGNED, &(struct agent_evd){.as = as});
 }
 
-/* Keeps the job's decision: its records are valid only during the callback. */
-static void copy_decision(struct agent *a, const rdzv_decision_t *d)
-{
-    a->job.decided = true;
-    a->job.action = d->action;
-    a->job.dn = d->n < RDZV_MAX_FAILURES ? d->n : RDZV_MAX_FAILURES;
-    a->job.own = d->own;
-    a->job.restart_counted = d->restart_counted;
-    a->job.restarts_used = d->restart_count;
-    if (a->job.dn > 0)
-        memcpy(a->job.dfail, d->failures, (size_t)a->job.dn * sizeof *a->job.dfail);
-    snprintf(a->job.dreason, sizeof a->job.dreason, "%s", d->reason);
-}
-
-/* The job decided to stop the round (restart or exit): the workers stop (or were already
- * stopped by on_rdzv_ending, which is said now with the reason), then agent_advance() acts on
- * it. */
+/* The job decided to stop the round: restart or exit. */
 static void on_rdzv_stopped(void *arg, const rdzv_decision_t *d)
 {
-    struct agent *a = arg;
-    agent_preflight_act_first(a);
-    if (a->state >= AGENT_EXITING || a->stop.signal || a->stop.quit)
-        return;
-    copy_decision(a, d);
-    health_job_stopped(a->health.port, d, podrun_time_epoch());
-    if (d->n > 0)
-        trainjob_failure(a->trainjob, &d->failures[0]);
-    char why[RDZV_REASON_MAX + 32];
-    snprintf(why, sizeof why, "the job stopped: %s", d->reason);
-    if (a->state == AGENT_RUNNING)
-        agent_stop_job(a, SIGTERM, why);
-    else if (a->ended_alive > 0)
-        agent_say_stopping(a, why, a->ended_alive, SIGTERM);
-    if (!a->stop.why[0])   /* stopped by the round's end, or while STARTING: the job's reason */
-        snprintf(a->stop.why, sizeof a->stop.why, "%s", why);
-    a->ended_alive = 0;
-    agent_advance(a);
+    agent_post(arg, AGENT_EV_STOPPED, &(struct agent_evd){.dec = d});
 }
 
 /* The round ended (the decision follows a round trip later): restart and exit both stop the
  * workers, and a finished round has none running, so they are stopped now. */
 static void on_rdzv_ending(void *arg, int round)
 {
-    struct agent *a = arg;
     (void)round;
-    if (a->state != AGENT_RUNNING || a->stop.signal)
-        return;
-    a->ended_alive = workers_alive(&a->wg);
-    a->services_alive = 0;
-    for (int i = 0; i < a->wg.n; i++)
-        a->services_alive +=
-            jobenv_is_service(&a->spawn.je, i) && a->wg.w[i].state == WORKER_RUNNING;
-    agent_stop_job(a, SIGTERM, NULL);
+    agent_post(arg, AGENT_EV_ENDING, NULL);
 }
 
-static void on_rdzv_lost(void *arg, int err, const char *why);
+/* This node is out of the job (store lost or silent, join timeout, rejected). */
+static void on_rdzv_lost(void *arg, int err, const char *why)
+{
+    agent_post(arg, AGENT_EV_LOST, &(struct agent_evd){.err = err, .why = why});
+}
 
 static void on_rdzv_finished(void *arg)
 {
@@ -114,8 +48,7 @@ static void on_rdzv_finished(void *arg)
         logs_message(&a->logs, "rendezvous '%s': the job finished without needing this node "
                      "(a spare of a %d:%d-node job); nothing ran here", a->rdzv.run_id,
                      a->cfg->nnodes_min, a->cfg->nnodes_max);
-        a->job.finished = true;
-        agent_advance(a);
+        agent_post(a, AGENT_EV_FINISHED, NULL);
         return;
     }
     if (a->rdzv.round < 0) {
@@ -130,44 +63,13 @@ static void on_rdzv_finished(void *arg)
         return;
     }
     /* a backend that tells the end without an 'ending' first (etcd): the parameter servers still
-     * run and are stopped now */
-    on_rdzv_ending(a, -1);
+     * run and are stopped now (with a round's 'ending' first, they were counted then) */
+    agent_post(a, AGENT_EV_ENDING, NULL);
     if (a->services_alive > 0)
         logs_message(&a->logs, "every trainer of the job is done; stopping this node's %d "
                      "parameter server%s", a->services_alive, a->services_alive == 1 ? "" : "s");
     a->services_alive = 0;
-    a->job.finished = true;
-    agent_advance(a);
-}
-
-/* The exit code for losing the job this way (doc/failures.md#exit-status). */
-static int lost_code(struct agent *a, int err)
-{
-    switch (err) {
-    case PODRUN_ESTORELOST:
-    case PODRUN_ESTORESILENT: return a->cfg->exit_code_store_lost;
-    case PODRUN_EJOINTIMEOUT: return a->cfg->exit_code_rdzv_timeout;
-    case PODRUN_ERUNID: return 2; /* the flags disagree: a usage error, no retry mends it */
-    default: return 1;
-    }
-}
-
-/* This node is out of the job (store lost or silent, join timeout, rejected): stop the workers
- * and exit with the code for that reason. */
-static void on_rdzv_lost(void *arg, int err, const char *why)
-{
-    struct agent *a = arg;
-    agent_preflight_act_first(a);
-    if (a->state >= AGENT_EXITING || a->stop.signal || a->stop.quit)
-        return;
-    a->job.lost = true;
-    a->exit_code = lost_code(a, err);
-    snprintf(a->stop.why, sizeof a->stop.why, "%s", why);
-    if (a->state == AGENT_RUNNING)
-        agent_stop_job(a, SIGTERM, why);
-    else if (strcmp(why, a->rdzv.last_progress) != 0)
-        logs_message(&a->logs, "%s", why);   /* unless the rendezvous already said it */
-    agent_advance(a);
+    agent_post(a, AGENT_EV_FINISHED, NULL);
 }
 
 static void on_rdzv_progress(void *arg, const char *line)
@@ -209,7 +111,7 @@ static const char *port_input(const struct cfg *c)
     return buf;
 }
 
-/* INIT -> RENDEZVOUS: the rendezvous parameters from the config (--standalone: a random id and a
+/* The rendezvous parameters from the config (--standalone: a random id and a
  * free loopback port; who hosts: static node rank 0, c10d the endpoint's own node unless is_host
  * says), and the join. A store that cannot be hosted is said with the flag that picks its port. */
 int agent_rdzv_start(struct agent *a)
@@ -298,8 +200,6 @@ int agent_rdzv_start(struct agent *a)
                              a->nd ? a->nd->gpus.fabric : NULL};
     rdzv_callbacks_t cb = {on_assigned,      on_rdzv_stopped, on_rdzv_finished, on_rdzv_lost,
                            on_rdzv_progress, on_rdzv_ending,  on_store_log};
-    agent_set_state(a, AGENT_RENDEZVOUS);
-    health_rdzv_joining(a->health.port);
     int r = rdzv_agent_start(a->loop, &p, &self, &cb, a, &a->rdzv.rz);
     if (!r && p.is_host == RDZV_HOST_INFERRED) {
         rdzv_stats_t st;

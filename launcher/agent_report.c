@@ -101,7 +101,7 @@ static void add_failed_alone(struct agent *a)
             known = a->job.dfail[k].node_rank == a->rdzv.group_rank &&
                     a->job.dfail[k].rank == a->rdzv.rank_base + i;
         if (!known)
-            agent_fill_alone(a, w, &a->job.dfail[a->job.dn++]);
+            agent_failure_alone(a, w, &a->job.dfail[a->job.dn++]);
     }
 }
 

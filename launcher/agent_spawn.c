@@ -1,7 +1,7 @@
 /* launcher/agent_spawn.c — an attempt of the agent (agent.c): the environment derived from the
  * node once the master is known (the interface towards it, resolved on the loop), each worker's
- * environment and argv, the front-end's agreement on the job (jobenv.h), and the workers. A
- * worker that cannot start is this node's failure, handed to the state machine. */
+ * environment and argv, the front-end's agreement on the job (jobenv.h), and the workers:
+ * STARTING's steps ENV, FRONTEND and SPAWN, each reporting STEP_DONE or STEP_FAILED. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -126,8 +126,7 @@ int agent_spawn_worker_env(struct agent *a, int i, char ***env, char ***argv, ch
  * environment (worker_env) with what podrun derived from the node (its own GPU under per-rank
  * visibility, LOCAL_RANK=0 under --virtual-local-rank), its CPUs (--numa-binding) and its
  * watchdog timer.
- * What was replaced in the inherited environment is said once, on the first attempt. A worker
- * that cannot be started is this node's failure (on_assigned). */
+ * What was replaced in the inherited environment is said once, on the first attempt. */
 static int spawn_all(struct agent *a)
 {
     struct cfg *c = a->cfg;
@@ -195,55 +194,42 @@ static int spawn_all(struct agent *a)
     return 0;
 }
 
-/* -> RUNNING: this attempt's workers start (err: they cannot, for that reason, which is this
- * node's failure like a worker's). */
-static void start_workers(struct agent *a, int err, const char *why)
+/* Step SPAWN: this attempt's workers; one that cannot be started is this node's failure. */
+void agent_spawn_workers(struct agent *a)
 {
-    a->workers_down = false;
-    agent_set_state(a, AGENT_RUNNING);
-    int r = err ? err : spawn_all(a);
-    if (r) {
-        /* the workers that did start are stopped; the job hears of it as this node failing */
-        int lr = 0;
-        while (lr < a->n && a->wg.w[lr].state == WORKER_RUNNING)
-            lr++;
-        if (lr >= a->n)
-            lr = 0;
-        char reason[RDZV_REASON_MAX];
-        if (why)
-            snprintf(reason, sizeof reason, "%s", why);
-        else
-            snprintf(reason, sizeof reason, "could not start: %s", podrun_strerror(r));
-        health_worker_exit(a->health.port, HEALTH_EXIT_SPAWN);
-        agent_local_failure(a, lr, 1, false, reason);
-    } else {
-        agent_health_watch(a);
-    }
+    int r = spawn_all(a);
+    if (r)
+        agent_post(a, AGENT_EV_STEP_FAILED,
+                   &(struct agent_evd){.step = AGENT_STEP_SPAWN, .err = r});
+    else
+        agent_post_step(a, AGENT_STEP_SPAWN);
 }
 
-/* The front-end's agreement on the job (paddle's endpoints) is done: start, unless the round
- * ended or podrun was told to stop meanwhile. */
+/* The front-end's agreement on the job (paddle's endpoints) is done. */
+static void frontend_done(struct agent *a, int status, const char *why)
+{
+    if (status)
+        agent_post(a, AGENT_EV_STEP_FAILED,
+                   &(struct agent_evd){.step = AGENT_STEP_FRONTEND, .err = status, .why = why});
+    else
+        agent_post_step(a, AGENT_STEP_FRONTEND);
+}
+
 static void on_jobenv_ready(struct jobenv *je, int status, const char *why)
 {
-    struct agent *a = je->data;
-    if (a->state != AGENT_STARTING || a->stop.signal || a->stop.quit || a->job.decided ||
-        a->job.lost || a->job.finished)
-        return;
-    start_workers(a, status, why);
+    frontend_done(je->data, status, why);
 }
 
-/* STARTING -> RUNNING: this attempt's directories and workers, once the front-end agreed on what
- * it needs (jobenv.h). A worker that cannot be started is this node's failure, reported to the
- * job like any other. */
-void agent_spawn_attempt(struct agent *a)
+/* Step FRONTEND: this attempt's directories, then the front-end's agreement on what it needs
+ * (jobenv.h). */
+void agent_spawn_prepare(struct agent *a)
 {
-    a->ended_alive = 0;
-    a->done_reported = false;
     int r = prepare_attempt_dir(a);
     if (r) {
         logs_message(&a->logs, "cannot create the run directory under %s: %s", a->dir.base,
                      podrun_strerror(r));
-        start_workers(a, r, NULL);
+        agent_post(a, AGENT_EV_STEP_FAILED,
+                   &(struct agent_evd){.step = AGENT_STEP_FRONTEND, .err = r});
         return;
     }
     rdzv_assignment_t as = {
@@ -254,9 +240,8 @@ void agent_spawn_attempt(struct agent *a)
     };
     r = jobenv_prepare(&a->spawn.je, &as, a->n, a->dir.attempt, on_jobenv_ready, a);
     if (r == 1)
-        return;   /* on_jobenv_ready starts them */
-    start_workers(a, r < 0 ? r : 0,
-                        r < 0 ? "could not agree on the workers' endpoints" : NULL);
+        return;   /* on_jobenv_ready reports */
+    frontend_done(a, r < 0 ? r : 0, r < 0 ? "could not agree on the workers' endpoints" : NULL);
 }
 
 /* ---------- what every worker gets from the node ---------- */
@@ -308,19 +293,20 @@ static void master_known(struct agent *a, const char *host, const char *why)
         logs_message(&a->logs, "out of memory: the workers get no variable derived from the node");
     a->spawn.env_ready = true;
     node_summary(a->nd, say_line, a);
-    if (a->state == AGENT_STARTING && !a->stop.signal)
-        agent_preflight_begin(a);
-    else
-        agent_advance(a);
+    agent_post_step(a, AGENT_STEP_ENV);
 }
 
-/* The interface towards the master is derived the first time the master is known, which for a
- * multi-node job is the first assignment. The name is resolved on the loop: a slow DNS must not
- * stall the job store this agent may host. */
+/* Step ENV: the interface towards the master is derived the first time the master is known,
+ * which for a multi-node job is the first assignment. The name is resolved on the loop: a slow
+ * DNS must not stall the job store this agent may host. */
 void agent_spawn_derive_env(struct agent *a)
 {
+    if (a->spawn.env_ready) {
+        agent_post_step(a, AGENT_STEP_ENV);
+        return;
+    }
     if (a->spawn.gai_pending)
-        return;   /* its callback goes on with the attempt */
+        return;   /* its callback reports */
     unsigned char bin[sizeof(struct in6_addr)];
     if (!node_needs_master(a->nd) || uv_inet_pton(AF_INET, a->rdzv.master_addr, bin) == 0 ||
         uv_inet_pton(AF_INET6, a->rdzv.master_addr, bin) == 0) {

@@ -89,9 +89,9 @@ static void kill_now(struct agent *a)
     if (k->pid > 0 && k->signo > 0 && kill(k->pid, k->signo) < 0 && errno != ESRCH)
         logs_message(&a->logs, "cannot send %s to pid %d: %s",
                      report_signame(k->signo, sn, sizeof sn), (int)k->pid, strerror(errno));
-    if (a->state == AGENT_RUNNING && a->failed.lr < 0 &&
-        a->wg.w[k->lr].state == WORKER_RUNNING)
-        agent_local_failure(a, k->lr, 0, true, k->reason);
+    if (a->wg.w[k->lr].state == WORKER_RUNNING)
+        agent_post(a, AGENT_EV_LOCAL_FAILURE,
+                   &(struct agent_evd){.lr = k->lr, .hang = true, .why = k->reason});
 }
 
 static void on_gathered(void *arg, const char *note, const char *text, size_t len,

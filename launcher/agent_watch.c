@@ -1,7 +1,8 @@
 /* launcher/agent_watch.c — the agent's health: what /healthz and /metrics say about it, the
  * checks of the GPUs and links while the workers run (devcheck.c), torch's file-based timers
- * (timer_server.c), and the wait for the GPUs' memory before a restart. A bad check or an expired
- * timer is this node's failure, handed to the state machine (agent.c). */
+ * (timer_server.c), and the wait for the GPUs' memory before a restart. A bad check
+ * (HEALTH_FAILED), an expired timer (HANG) and the GPUs' memory freed (RECLAIMED) are posted to
+ * the hub (agent.c). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,9 +27,7 @@
 static void health_snapshot(void *arg, struct health_snapshot *s)
 {
     struct agent *a = arg;
-    static const char *const names[] = {"init",     "rendezvous", "starting", "running",
-                                        "stopping", "exiting",    "done"};
-    s->state = names[a->state];
+    s->state = agent_fsm_state_word(a->state);
     s->workers = a->n;
     s->workers_running = a->wg_ready ? a->wg.running : 0;
     s->restarts_used = a->job.restarts_used;
@@ -143,43 +142,24 @@ void agent_health_watch(struct agent *a)
                       off && strcmp(off, "0") != 0, ifs);
 }
 
-/* A bad GPU or link is this node's failure, pushed to the job at once and the workers stopped.
- * Where the job can go on without the node (--nnodes MIN:MAX still holds and it does not host
- * the job store) the push is the node leaving, as under --preflight-policy exclude: the job
- * restarts without it and uses no restart; else it is a failure record of the node. */
-static void health_failed(void *arg, const char *why)
+/* Where the job can go on without this node (--nnodes MIN:MAX still holds and it does not host
+ * the job store), a node that fails its health check leaves it, as under --preflight-policy
+ * exclude: the job restarts without it and uses no restart; else it is a failure record of the
+ * node. */
+bool agent_health_can_leave(struct agent *a)
 {
-    struct agent *a = arg;
-    if (a->state != AGENT_RUNNING || a->failed.lr >= 0 || a->health.bad)
-        return;
-    a->health.bad = true;
-    char reason[RDZV_REASON_MAX];
-    snprintf(reason, sizeof reason, "health check: %s", why);
     rdzv_stats_t st = {0};
     if (a->rdzv.rz)
         rdzv_agent_stats(a->rdzv.rz, &st);
     int left = a->rdzv.group_world_size - 1;
-    bool out = a->cfg->nnodes_min < a->cfg->nnodes_max && left >= a->cfg->nnodes_min &&
-               left > 0 && !st.hosting;
-    if (!out) {
-        rdzv_failure_t f;
-        rdzv_failure_init(&f);
-        snprintf(f.host, sizeof f.host, "%s", a->id.host);
-        snprintf(f.node_name, sizeof f.node_name, "%s", a->id.name);
-        f.node_rank = a->rdzv.group_rank;
-        f.time = podrun_time_epoch();
-        snprintf(f.reason, sizeof f.reason, "%s", reason);
-        agent_send_failure(a, &f);
-    }
-    snprintf(a->stop.why, sizeof a->stop.why, "this node failed its health check: %s", why);
-    agent_say_stopping(a, a->stop.why, workers_alive(&a->wg), SIGTERM);
-    agent_stop_job(a, SIGTERM, NULL);
-    if (out) {
-        logs_message(&a->logs, "health check: this node takes itself out of the job; the job "
-                     "goes on with the other %d; exit code %d", left,
-                     a->cfg->exit_code_preflight);
-        agent_quit(a, reason);
-    }
+    return a->cfg->nnodes_min < a->cfg->nnodes_max && left >= a->cfg->nnodes_min && left > 0 &&
+           !st.hosting;
+}
+
+/* A bad GPU or link is this node's failure, pushed to the job at once and the workers stopped. */
+static void health_failed(void *arg, const char *why)
+{
+    agent_post(arg, AGENT_EV_HEALTH_FAILED, &(struct agent_evd){.why = why});
 }
 
 static void health_say(void *arg, const char *line)
@@ -205,7 +185,7 @@ void agent_health_init(struct agent *a)
 static int timer_rank_of(void *arg, pid_t pid)
 {
     struct agent *a = arg;
-    if (a->state != AGENT_RUNNING)
+    if (!agent_wants(a, AGENT_EV_HANG))
         return -1;
     pid_t pg = getpgid(pid);
     for (int i = 0; i < a->wg.n; i++) {
@@ -221,7 +201,7 @@ static int timer_rank_of(void *arg, pid_t pid)
 static void timer_expired(void *arg, const struct timer_entry *e, double late)
 {
     struct agent *a = arg;
-    if (a->state != AGENT_RUNNING || a->failed.lr >= 0 || timer_rank_of(a, e->pid) != e->lr)
+    if (timer_rank_of(a, e->pid) != e->lr)
         return;   /* stopping already, or the process is gone (its timers went with it) */
     char reason[RDZV_REASON_MAX], sn[32];
     if (e->signo <= 0) {
@@ -236,7 +216,8 @@ static void timer_expired(void *arg, const struct timer_entry *e, double late)
         logs_message(&a->logs, "rank %d: timer '%s' expired %.3fs ago; %s goes to pid %d",
                      a->rdzv.rank_base + e->lr, e->scope, late,
                      report_signame(e->signo, sn, sizeof sn), (int)e->pid);
-    agent_stacks_then_kill(a, e->lr, reason, e->pid, e->signo);
+    agent_post(a, AGENT_EV_HANG, &(struct agent_evd){.lr = e->lr, .why = reason, .pid = e->pid,
+                                                     .signo = e->signo});
 }
 
 static void timer_say(void *arg, const char *line)
@@ -281,8 +262,6 @@ static void on_reclaim_tick(uv_timer_t *t)
 {
     struct agent *a = t->data;
     const struct cfg *c = a->cfg;
-    if (a->state != AGENT_STOPPING || a->stop.signal || a->job.lost || a->stop.quit)
-        return;   /* the job moved on meanwhile */
     uint64_t used = 0, waited = uv_now(a->loop) - a->reclaim.start;
     char holders[1024], err[256];
     double gib = 0;
@@ -310,19 +289,19 @@ static void on_reclaim_tick(uv_timer_t *t)
         uv_timer_start(t, on_reclaim_tick, left < AGENT_RECLAIM_MS ? left : AGENT_RECLAIM_MS, 0);
         return;
     }
-    agent_rejoin(a);
+    agent_post(a, AGENT_EV_RECLAIMED, NULL);
 }
 
-/* Waits for the GPUs' memory when the node has GPUs NVML reads and a wait is asked for, then
- * rejoins; else rejoins at once. */
-void agent_health_reclaim(struct agent *a)
+/* Waits for the GPUs' memory when the node has GPUs NVML reads and a wait is asked for (true:
+ * RECLAIMED follows); else false, nothing to wait for. The hub stops the timer when the job
+ * moves on meanwhile. */
+bool agent_health_reclaim(struct agent *a)
 {
-    if (a->nd && a->nd->gpus.source == GPU_SOURCE_NVML && a->nd->gpus.n > 0 &&
-        a->cfg->gpu_reclaim_timeout_ms) {
-        a->reclaim.start = uv_now(a->loop);
-        a->reclaim.said = false;
-        uv_timer_start(&a->reclaim.timer, on_reclaim_tick, 0, 0);
-    } else {
-        agent_rejoin(a);
-    }
+    if (!(a->nd && a->nd->gpus.source == GPU_SOURCE_NVML && a->nd->gpus.n > 0 &&
+          a->cfg->gpu_reclaim_timeout_ms))
+        return false;
+    a->reclaim.start = uv_now(a->loop);
+    a->reclaim.said = false;
+    uv_timer_start(&a->reclaim.timer, on_reclaim_tick, 0, 0);
+    return true;
 }
