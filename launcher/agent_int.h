@@ -28,6 +28,7 @@
 #include "launcher/env/jobenv.h"
 #include "launcher/output/logs.h"
 #include "launcher/preflight/preflight.h"
+#include "launcher/workers/control.h"
 #include "launcher/workers/rundir.h"
 #include "launcher/workers/stacks.h"
 #include "launcher/watch/timer_server.h"
@@ -75,6 +76,8 @@ struct agent_decision {
     int restarts_used;             /* restarts of the job so far */
     rdzv_failure_t dfail[RDZV_MAX_FAILURES];   /* the root cause first */
     char dreason[RDZV_REASON_MAX];
+    int n_bad;                     /* the nodes the job remembers (rdzv/badnodes.h) */
+    rdzv_badnode_t bad[RDZV_MAX_BAD_NODES];
     bool finished;                 /* the job finished */
     bool lost;                     /* this node lost the job (store gone, join timeout) */
 };

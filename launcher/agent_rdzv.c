@@ -56,6 +56,8 @@ static void copy_decision(struct agent *a, const rdzv_decision_t *d)
     if (a->job.dn > 0)
         memcpy(a->job.dfail, d->failures, (size_t)a->job.dn * sizeof *a->job.dfail);
     snprintf(a->job.dreason, sizeof a->job.dreason, "%s", d->reason);
+    a->job.n_bad = d->n_bad;
+    memcpy(a->job.bad, d->bad, (size_t)d->n_bad * sizeof *d->bad);
 }
 
 /* The job decided to stop the round (restart or exit): the workers stop (or were already
@@ -143,6 +145,7 @@ static int lost_code(struct agent *a, int err)
     case PODRUN_ESTORELOST:
     case PODRUN_ESTORESILENT: return a->cfg->exit_code_store_lost;
     case PODRUN_EJOINTIMEOUT: return a->cfg->exit_code_rdzv_timeout;
+    case PODRUN_EEXCLUDED: return a->cfg->exit_code_preflight; /* a bad node, left out */
     case PODRUN_ERUNID: return 2; /* the flags disagree: a usage error, no retry mends it */
     default: return 1;
     }
@@ -265,6 +268,7 @@ int agent_rdzv_start(struct agent *a)
                       : -1;
     p.segment_size = c->segment_size;
     p.max_restarts = c->max_restarts;
+    p.max_node_failures = c->max_node_failures;
     p.join_timeout = (double)c->join_timeout_ms / 1000.0;
     p.last_call_timeout = (double)c->last_call_timeout_ms / 1000.0;
     p.close_timeout = (double)c->close_timeout_ms / 1000.0;
