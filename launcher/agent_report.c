@@ -106,10 +106,12 @@ static void add_failed_alone(struct agent *a)
     }
 }
 
-/* The nodes the job remembers for their failures, after its report: one line each. */
+/* The job's bad nodes (rdzv/badnodes.h) after its report: one line each. */
 static void report_bad_nodes(struct agent *a)
 {
     for (int i = 0; i < a->job.n_bad; i++) {
+        if (!badnodes_is_bad(&a->job.bad[i], a->cfg->max_node_failures))
+            continue;
         char line[RDZV_NAME_MAX + 200], d[RDZV_NAME_MAX + 160];
         badnodes_describe(&a->job.bad[i], d, sizeof d);
         int n = snprintf(line, sizeof line, "podrun: bad node: %s\n", d);

@@ -44,6 +44,7 @@ static int header_encode(const rdzv_status_t *s, char *buf, size_t cap)
         kv_add_int(&b, "failure_action", s->failure_action);
         rdzv_failure_put(&b, "f.", &s->failure);
     }
+    kv_add_int(&b, "max_node_failures", s->max_node_failures);
     if (s->n_bad > 0)
         badnodes_put(&b, "bad", s->bad, s->n_bad);
     kv_add_int(&b, "n_total", s->n_total);
@@ -243,6 +244,7 @@ int rdzv_status_decode(const char *text, size_t len, rdzv_status_t *s, rdzv_stat
         s->failure_action = clamp(kv_get_int(text, len, "failure_action", 0), 0, 2, 0);
         rdzv_failure_take(text, len, "f.", &s->failure);
     }
+    s->max_node_failures = clamp(kv_get_int(text, len, "max_node_failures", 0), 0, 1 << 30, 0);
     s->n_bad = badnodes_take(text, len, "bad", s->bad, RDZV_MAX_BAD_NODES);
     s->n_total = clamp(kv_get_int(text, len, "n_total", 0), 0, 1 << 24, 0);
     /* the nodes, in one pass over the lines */

@@ -183,13 +183,18 @@ static void print_failure(const rdzv_status_t *s, double now)
     }
 }
 
-/* The nodes the job remembers for their failures (rdzv/badnodes.h), worst first. */
+/* The nodes the job remembers for their failures (rdzv/badnodes.h), worst first; the bad ones
+ * (--max-node-failures reached, or asked) say so. */
 static void print_bad(const rdzv_status_t *s)
 {
     for (int i = 0; i < s->n_bad; i++) {
         char line[RDZV_NAME_MAX + 160];
-        badnodes_describe(&s->bad[i], line, sizeof line);
-        printf("%s%s\n", i ? "           " : "bad nodes: ", line);
+        const rdzv_badnode_t *b = &s->bad[i];
+        badnodes_describe(b, line, sizeof line);
+        printf("%s%s%s\n", i ? "                  " : "failures by node: ", line,
+               !badnodes_is_bad(b, s->max_node_failures) ? ""
+               : b->out                                  ? ": a bad node"
+                                                         : ": a bad node the job cannot do without");
     }
 }
 
@@ -318,6 +323,7 @@ static void print_json(const struct opts *o, const rdzv_status_t *s)
         jsonline_field_num(&b, 0, "failed_checks", x->checks);
         jsonline_field_num(&b, 0, "asked", x->asked);
         jsonline_field_num(&b, 0, "left_out", x->out);
+        jsonline_field_num(&b, 0, "bad", badnodes_is_bad(x, s->max_node_failures));
         jsonline_raw(&b, "}");
     }
     jsonline_raw(&b, "]}\n");

@@ -66,12 +66,13 @@ def test_a_node_that_keeps_failing_is_left_out_and_named(tmp_path, port, backend
             assert ("this node is left out of the job as a bad node: n2 (2 failures; left out); "
                     "the job goes on with the other 2 nodes; exit code 175") in agents[2].err
             assert agents[2].out_now().count("up node=n2") == 2
-            text = wait_for(lambda: (t := status(rdzv, port, backend)) and "bad nodes:" in t and t,
+            text = wait_for(lambda: (t := status(rdzv, port, backend)) and "by node:" in t and t,
                             30, "the bad node in podrun status")
-            assert re.search(r"^bad nodes: n2 \(2 failures; left out\)$", text, re.M), text
+            assert re.search(r"^failures by node: n2 \(2 failures; left out\): a bad node$", text,
+                             re.M), text
             js = status(rdzv, port, backend, "--json")
             assert ('"bad_nodes":[{"name":"n2","caused":2,"failed_checks":0,"asked":0,'
-                    '"left_out":1}]') in js, js
+                    '"left_out":1,"bad":1}]') in js, js
             for hp in hports[:2]:
                 m = urllib.request.urlopen(f"http://127.0.0.1:{hp}/metrics", timeout=10).read()
                 m = m.decode()
