@@ -265,8 +265,8 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "every node without a restart, each exiting --exit-code-fatal", NULL},
     [CFG_EXIT_CODE_FATAL] = {"exit-code-fatal", 0, CFG_T_INT, OFF(exit_code_fatal), 1, 255, NULL,
         "93", "CODE", NULL, 0,
-        "every node's exit code when a worker exited with a --fatal-exit-codes code (do not "
-        "retry)", NULL},
+        "every node's exit code when a worker exited with a --fatal-exit-codes code or asked "
+        "not to be retried (PODRUN_CONTROL_FILE): do not retry", NULL},
     [CFG_EXIT_CODE_PREFLIGHT] = {"exit-code-preflight", 0, CFG_T_INT, OFF(exit_code_preflight),
         1, 255, NULL, "175", "CODE", NULL, 0,
         "exit code when the preflight check stops the job or excludes this node, this node "
