@@ -9,7 +9,7 @@
 
 /* A job of min..max nodes a, b, c (conn 1..3) where a node with k failures is bad; `host`: the
  * node whose agent hosts the store (-1: none). All three joined, round 0 running. */
-static coord_t *job(int min, int max, int k, int host)
+static coord_t *job_of(int min, int max, int k, int host)
 {
     w_reset();
     memset(hb_on, 0, sizeof hb_on);
@@ -25,6 +25,12 @@ static coord_t *job(int min, int max, int k, int host)
     };
     coord_t *c = coord_new(&p, now);
     drain(c);
+    return c;
+}
+
+static coord_t *job(int min, int max, int k, int host)
+{
+    coord_t *c = job_of(min, max, k, host);
     join(c, 0, "a", 1, -1, 0);
     join(c, 1, "b", 1, -1, 0);
     join(c, 2, "c", 1, -1, 0);
@@ -130,6 +136,39 @@ static void test_asked(void)
     coord_free(c);
 }
 
+/* A job of a fixed size with a spare: the spare takes the bad node's place. */
+static void test_spare_takes_its_place(void)
+{
+    coord_t *c = job_of(2, 2, 1, 0);
+    join(c, 0, "a", 1, -1, 0);
+    join(c, 1, "b", 1, -1, 0);
+    join(c, 2, "s", 1, -1, 0);   /* the job is full: a spare */
+    CHECK_EQ_INT(node_rank_of(1, 0), 1);
+    CHECK_EQ_INT(node_rank_of(2, 0), -1);
+    rdzv_failure_t f, got[RDZV_MAX_FAILURES];
+    char val[2048];
+    rdzv_failure_init(&f);
+    f.rank = 1;
+    f.time = now;
+    snprintf(f.reason, sizeof f.reason, "exit code 1");
+    CHECK(rdzv_failure_encode(&f, val, sizeof val) > 0);
+    wr(c, 1, "fail", 0, val);
+    run_timers(c);
+    rdzv_decision_t d;
+    CHECK_EQ_INT(end_of(0, &d, got), 0);
+    CHECK_EQ_STR(d.bad[0].name, "b");
+    CHECK_EQ_INT(d.bad[0].out, 1);
+    join(c, 0, "a", 1, -1, 1);
+    join(c, 1, "b", 1, -1, 1);
+    char err[32];
+    rdzv_assignment_t a;
+    CHECK_EQ_INT(assigned(1, 1, &a, err, sizeof err, NULL, 0), -1);
+    CHECK_EQ_STR(err, "excluded");
+    CHECK_EQ_INT(assigned(2, 0, &a, NULL, 0, NULL, 0), 1);   /* the spare's join is answered */
+    CHECK_EQ_INT(a.nnodes, 2);
+    coord_free(c);
+}
+
 /* What counts: a failed health check counts as a check; 0 (off) leaves nobody out unless asked. */
 static void test_what_counts(void)
 {
@@ -151,6 +190,7 @@ int main(void)
     test_left_out_after_k();
     test_kept_where_the_job_needs_it();
     test_asked();
+    test_spare_takes_its_place();
     test_what_counts();
     return check_result();
 }
