@@ -55,8 +55,9 @@ static cnode_t *by_name(const coord_t *c, const char *name)
 }
 
 /* The stop decision d is made: its failures are counted, and a node that has just become bad
- * is left out of the rounds to come when the job can do without it, which is said once. d
- * carries the list, so that every agent can show it. */
+ * is left out of the rounds to come when the job can do without it, which is said once (where
+ * it cannot, its rejoin says why it stays). d carries the list, so that every agent can show
+ * it. */
 void coord_badnodes_decided(coord_t *c, rdzv_decision_t *d)
 {
     badnodes_note(&c->bad, c->failures, c->n_failures);
@@ -68,15 +69,13 @@ void coord_badnodes_decided(coord_t *c, rdzv_decision_t *d)
         char why[160] = "", line[RDZV_NAME_MAX + 160];
         if (n)
             cannot(c, n, why, sizeof why);
-        b->out = !why[0];
-        badnodes_describe(b, line, sizeof line);
         if (why[0])
-            coord_act_log(c, "rendezvous '%s': %s is a bad node, but the job cannot do without it "
-                          "(%s): it stays", c->run_id, line, why);
-        else
-            coord_act_log(c, "rendezvous '%s': %s is a bad node (%s): it is left out of the rounds "
-                          "to come", c->run_id, line,
-                          b->asked ? "a worker asked" : "--max-node-failures reached");
+            continue;   /* its rejoin says why it stays */
+        b->out = 1;
+        badnodes_describe(b, line, sizeof line);
+        coord_act_log(c, "rendezvous '%s': %s is a bad node (%s): it is left out of the rounds to "
+                      "come", c->run_id, line,
+                      b->asked ? "a worker asked" : "--max-node-failures reached");
     }
     d->n_bad = c->bad.n;
     memcpy(d->bad, c->bad.v, (size_t)c->bad.n * sizeof *d->bad);
