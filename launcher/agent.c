@@ -521,7 +521,9 @@ static void enter_exiting(struct agent *a)
         if (ff)
             agent_report_fatal(a, ff);
         logs_message(&a->logs, "the job failed: %s%s; exit code %d", a->job.dreason,
-                     ff ? " (an exit code in --fatal-exit-codes: not retried)" : "",
+                     !ff                              ? ""
+                     : ff->fatal == RDZV_FATAL_ASKED ? " (a worker asked: not retried)"
+                                                     : " (an exit code in --fatal-exit-codes: not retried)",
                      a->exit_code);
     } else if (a->job.lost) {
         /* the reason on the last line: it is the one a person and the termination log see */
@@ -643,6 +645,8 @@ static void take_decision(struct agent *a, const rdzv_decision_t *d, struct agen
     if (a->job.dn > 0)
         memcpy(a->job.dfail, d->failures, (size_t)a->job.dn * sizeof *a->job.dfail);
     snprintf(a->job.dreason, sizeof a->job.dreason, "%s", d->reason);
+    a->job.n_bad = d->n_bad;
+    memcpy(a->job.bad, d->bad, (size_t)d->n_bad * sizeof *d->bad);
     health_job_stopped(a->health.port, d, podrun_time_epoch());
     if (d->n > 0)
         trainjob_failure(a->trainjob, &d->failures[0]);

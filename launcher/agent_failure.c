@@ -62,6 +62,12 @@ static void fill_failure(struct agent *a, int lr, int ws, double t, const char *
     f->fatal = ws != -1 && cfg_codes_has(a->failed.fatal_codes, workers_exit_code(ws));
     snprintf(f->reason, sizeof f->reason, "%s", reason);
     failure_message(a, lr, f->message, sizeof f->message);
+    /* what the worker asked of the job, carried by its record (workers/control.h) */
+    char ctl[PATH_MAX + 32], bad[64];
+    agent_rank_path(a, lr, CONTROL_FILE, ctl, sizeof ctl);
+    if (control_apply(ctl, f, bad, sizeof bad) >= 0 && bad[0])
+        logs_message(&a->logs, "rank %d asked '%s' in %s: not 'stop' or 'exclude'; ignored",
+                     f->rank, bad, ctl);
 }
 
 static double exit_epoch(const worker_t *w)

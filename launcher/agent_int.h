@@ -35,6 +35,7 @@
 #include "launcher/output/logs.h"
 #include "launcher/output/trainjob.h"
 #include "launcher/preflight/preflight.h"
+#include "launcher/workers/control.h"
 #include "launcher/workers/rundir.h"
 #include "launcher/workers/stacks.h"
 #include "launcher/watch/timer_server.h"
@@ -79,6 +80,8 @@ struct agent_decision {
     int restarts_used;             /* restarts of the job so far */
     rdzv_failure_t dfail[RDZV_MAX_FAILURES];   /* the root cause first */
     char dreason[RDZV_REASON_MAX];
+    int n_bad;                     /* the nodes the job remembers (rdzv/badnodes.h) */
+    rdzv_badnode_t bad[RDZV_MAX_BAD_NODES];
     bool finished;                 /* the job finished */
     bool lost;                     /* this node lost the job (store gone, join timeout) */
     int lost_err;                  /* ... why (PODRUN_E*) */

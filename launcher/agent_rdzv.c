@@ -171,6 +171,7 @@ int agent_rdzv_start(struct agent *a)
                       : -1;
     p.segment_size = c->segment_size;
     p.max_restarts = c->max_restarts;
+    p.max_node_failures = c->max_node_failures;
     p.join_timeout = (double)c->join_timeout_ms / 1000.0;
     p.last_call_timeout = (double)c->last_call_timeout_ms / 1000.0;
     p.close_timeout = (double)c->close_timeout_ms / 1000.0;

@@ -10,6 +10,7 @@
 
 #include "launcher/agent_int.h"
 #include "launcher/output/report.h"
+#include "rdzv/badnodes.h"
 #include "rdzv/base/common.h"
 
 /* The termination log (Kubernetes' /dev/termination-log unless --termination-log names one):
@@ -105,6 +106,19 @@ static void add_failed_alone(struct agent *a)
     }
 }
 
+/* The job's bad nodes (rdzv/badnodes.h) after its report: one line each. */
+static void report_bad_nodes(struct agent *a)
+{
+    for (int i = 0; i < a->job.n_bad; i++) {
+        if (!badnodes_is_bad(&a->job.bad[i], a->cfg->max_node_failures))
+            continue;
+        char line[RDZV_NAME_MAX + 200], d[RDZV_NAME_MAX + 160];
+        badnodes_describe(&a->job.bad[i], d, sizeof d);
+        int n = snprintf(line, sizeof line, "podrun: bad node: %s\n", d);
+        logs_text(&a->logs, 2, "report", line, n < (int)sizeof line ? (size_t)n : sizeof line - 1);
+    }
+}
+
 /* The job's failure report on stderr and in the termination log. The node whose worker is the
  * root cause also prints that worker's details (and its own short form goes to the log). */
 void agent_report_job(struct agent *a)
@@ -118,6 +132,7 @@ void agent_report_job(struct agent *a)
     logs_text(&a->logs, 2, "report", buf, n);
     if (a->stacks.note[0])   /* where each rank was when the hang was found, and the file */
         logs_text(&a->logs, 2, "report", a->stacks.note, strlen(a->stacks.note));
+    report_bad_nodes(a);
     bool mine =
         a->job.own == 0 && a->failed.lr >= 0 && a->job.dfail[0].rank >= 0 && !a->failed.hang;
     if (mine) {
@@ -136,10 +151,14 @@ void agent_report_fatal(struct agent *a, const rdzv_failure_t *f)
     char *buf = malloc(REPORT_TERMLOG_MAX + 1);
     if (!buf)
         return;
-    int n = snprintf(buf, REPORT_TERMLOG_MAX + 1, "podrun: not to be retried: rank %d on %s "
-                     "exited with code %d, one of --fatal-exit-codes; every node exits %d\n",
-                     f->rank, f->node_name, f->signo > 0 ? 128 + f->signo : f->exit_code,
-                     a->exit_code);
+    int n = f->fatal == RDZV_FATAL_ASKED
+                ? snprintf(buf, REPORT_TERMLOG_MAX + 1, "podrun: not to be retried: rank %d on "
+                           "%s asked so (%s); every node exits %d\n", f->rank, f->node_name,
+                           f->reason, a->exit_code)
+                : snprintf(buf, REPORT_TERMLOG_MAX + 1, "podrun: not to be retried: rank %d on "
+                           "%s exited with code %d, one of --fatal-exit-codes; every node exits "
+                           "%d\n", f->rank, f->node_name,
+                           f->signo > 0 ? 128 + f->signo : f->exit_code, a->exit_code);
     size_t len = n < 0 ? 0 : (size_t)n;
     if (len < REPORT_TERMLOG_MAX)
         len += report_job_short(a->job.dfail, a->job.dn, buf + len, REPORT_TERMLOG_MAX + 1 - len);

@@ -79,12 +79,16 @@ int agent_spawn_worker_env(struct agent *a, int i, char ***env, char ***argv, ch
      * does not name it already, which then names this very FIFO) */
     char timer_var[PATH_MAX + 32], *derived[128];
     size_t nd = 0;
-    for (char **d = a->spawn.derived; d && *d && nd < 126; d++)
+    for (char **d = a->spawn.derived; d && *d && nd < 125; d++)
         derived[nd++] = *d;
     if (a->ts.fd >= 0) {
         snprintf(timer_var, sizeof timer_var, "TORCHELASTIC_TIMER_FILE=%s", a->ts.path);
         derived[nd++] = timer_var;
     }
+    char control_var[PATH_MAX + 32];   /* where the worker may ask (workers/control.h) */
+    int cl = snprintf(control_var, sizeof control_var, "%s=", CONTROL_ENV);
+    agent_rank_path(a, i, CONTROL_FILE, control_var + cl, sizeof control_var - (size_t)cl);
+    derived[nd++] = control_var;
     derived[nd] = NULL;
     agent_rank_path(a, i, "error.json", errfile, sizeof errfile);
     agent_rank_path(a, i, "heartbeat", hbfile, sizeof hbfile);

@@ -292,6 +292,7 @@ static int host_start(store_agent_t *a)
     coord_params_t cp = host_coord_params(&a->m.p);
     cp.store_host = a->endpoint_host;
     cp.store_port = a->m.port;
+    cp.host_id = a->m.id;   /* this agent's exit ends the store: it is never left out */
     a->host.coord = coord_new(&cp, podrun_time_epoch());
     if (!a->host.coord) {
         store_server_close(a->m.server, NULL, NULL);

@@ -385,6 +385,8 @@ void coord_on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, size
     }
     if (n->state == NS_GONE || n->state == NS_MEMBER)
         n->state = NS_NEW;
+    if (coord_badnodes_refuse(c, n, idx, now))
+        return;
     if (c->phase == COORD_OPEN) {
         if (coord_round_admit(c, n, idx, now) == 0)
             coord_round_check_close(c, now);
@@ -816,6 +818,8 @@ void coord_info(const coord_t *c, coord_info_t *info)
     info->finished = c->finished;
     info->over_kind = c->over_kind;
     info->over_text = c->over_text;
+    info->bad = c->bad.v;
+    info->n_bad = c->bad.n;
 }
 
 /* `expected`: comma-separated names, blanks trimmed, duplicates dropped. */
@@ -882,6 +886,8 @@ coord_t *coord_new(const coord_params_t *p, double now)
     c->p.run_id = c->run_id;
     c->p.store_host = c->store_host;
     c->p.expected = NULL;
+    sfmt(c->host_id, sizeof c->host_id, "%s", p->host_id ? p->host_id : "");
+    c->p.host_id = c->host_id;
     c->elastic = p->min_nodes < p->max_nodes;
     c->last_sweep = c->started = now;
     c->last_fail_round = -1;

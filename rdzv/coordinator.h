@@ -25,6 +25,10 @@
 typedef struct coord_params {
     const char *run_id;
     int min_nodes, max_nodes, max_restarts;
+    int max_node_failures;  /* a node with this many failures is left out where the job can do
+                               without it (rdzv/badnodes.h); 0: only one that asked */
+    const char *host_id;    /* the agent whose exit ends the job store (its 16 hex digits):
+                               never left out; NULL: none (etcd) */
     int segment_size;       /* > 1: a round takes, per NVLink domain, a multiple of this many
                                nodes; the rest wait as spares (divides min and max nodes) */
     double join_timeout, last_call_timeout, close_timeout;
@@ -101,6 +105,8 @@ typedef struct coord_info {
     int finished;        /* 1 when the job finished */
     const char *over_kind, *over_text; /* COORD_OVER: what later joiners are told ("" before) */
     int nodes;           /* nodes the coordinator keeps (it forgets those gone and closed) */
+    const rdzv_badnode_t *bad; /* the nodes it remembers for their failures (badnodes.h) */
+    int n_bad;
 } coord_info_t;
 enum { COORD_OPEN = 1, COORD_RUNNING, COORD_OVER };
 void coord_info(const coord_t *c, coord_info_t *info);
@@ -124,6 +130,8 @@ typedef struct coord_resume {
                                       expected back as after a restart decision */
     int n_members;
     const char *over_kind, *over_text; /* OVER: what every later joiner is told */
+    const rdzv_badnode_t *bad;         /* the nodes remembered for their failures */
+    int n_bad;
 } coord_resume_t;
 
 /* Puts a coordinator fresh from coord_new (before any other input) into round r->round in

@@ -6,6 +6,7 @@
 
 #include "rdzv/coordinator.h"
 
+#include "rdzv/badnodes.h"
 #include "rdzv/ranks.h"
 #include "rdzv/status.h"
 #include "rdzv/base/u64map.h"
@@ -94,6 +95,8 @@ struct coord {
     int last_fail_round, last_fail_action; /* the last stop that had a failure; round -1: none */
     rdzv_failure_t last_fail;
     unsigned long silent_nodes;
+    badnodes_t bad;   /* the nodes the job remembers for their failures */
+    char host_id[17]; /* coord_params.host_id, "" none */
 };
 
 /* coordinator.c: the action queue, helpers and inputs */
@@ -130,6 +133,10 @@ void coord_round_fail_summary(const rdzv_failure_t *f, char *out, size_t cap);
 void coord_round_stop(coord_t *c, int kind, const rdzv_failure_t *f, const char *why,
                 double now);
 void coord_round_decide(coord_t *c, double now);
+/* coordinator_badnodes.c */
+void coord_badnodes_decided(coord_t *c, rdzv_decision_t *d);
+int coord_badnodes_refuse(coord_t *c, cnode_t *n, int idx, double now);
+
 void coord_round_node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char *reason, double now);
 
 #endif

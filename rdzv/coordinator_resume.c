@@ -27,6 +27,9 @@ int coord_resume(coord_t *c, const coord_resume_t *r, double now)
         n->node_rank = m->node_rank;
     }
     c->restarts_used = r->restarts_used;
+    c->bad.n = r->n_bad < 0 ? 0 : r->n_bad < RDZV_MAX_BAD_NODES ? r->n_bad : RDZV_MAX_BAD_NODES;
+    if (c->bad.n)
+        memcpy(c->bad.v, r->bad, (size_t)c->bad.n * sizeof *c->bad.v);
     c->last_sweep = now;
     coord_act_timer(c, COORD_T_SWEEP, now + c->p.keep_alive_interval);
     if (r->phase == COORD_OPEN) {

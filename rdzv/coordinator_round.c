@@ -429,6 +429,7 @@ void coord_round_decide(coord_t *c, double now)
             c->restarts_used++;
     }
     d.restart_count = c->restarts_used;
+    coord_badnodes_decided(c, &d);
     if (d.n > 0) {
         c->last_fail = c->failures[0];
         c->last_fail_round = c->round;
@@ -463,7 +464,8 @@ void coord_round_decide(coord_t *c, double now)
         char text[RDZV_LINE_MAX];
         sfmt(text, sizeof text, "job '%s' stopped in round %d: %s%s", c->run_id, c->round,
              d.reason,
-             fatal && !c->closing         ? " (an exit code not to retry)"
+             (fatal & RDZV_FATAL_CODE) && !c->closing ? " (an exit code not to retry)"
+             : fatal && !c->closing       ? " (a worker asked not to retry)"
              : permanent && !c->closing   ? " (the program cannot start, so no restart is tried)"
              : !c->closing                ? " (no restarts left)"
              : strstr(d.reason, HOST_CLOSING) ? ""

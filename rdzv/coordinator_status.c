@@ -40,6 +40,9 @@ int coord_state(const coord_t *c, double now, rdzv_status_t *st, rdzv_status_nod
     st->failure_round = c->last_fail_round;
     st->failure_action = c->last_fail_action;
     st->failure = c->last_fail;
+    st->max_node_failures = c->p.max_node_failures;
+    st->n_bad = c->bad.n;
+    memcpy(st->bad, c->bad.v, (size_t)c->bad.n * sizeof *st->bad);
     st->nodes = nodes;
     size_t k = 0;
     for (size_t i = 0; i < c->n_nodes; i++) {

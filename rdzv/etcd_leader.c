@@ -357,7 +357,9 @@ static void state_update(etcd_agent_t *a, wbatch_t *b, etcd_state_t *ns)
     coord_info(a->host.coord, &info);
     int new_members = ns->n_members > 0;
     if (a->st_valid && !new_members && a->st.round == info.round && a->st.phase == info.phase &&
-        a->st.restarts == info.restarts_used && (info.phase != COORD_OVER ||
+        a->st.restarts == info.restarts_used && a->st.n_bad == info.n_bad &&
+        memcmp(a->st.bad, info.bad, (size_t)info.n_bad * sizeof *info.bad) == 0 &&
+        (info.phase != COORD_OVER ||
         strcmp(a->st.over_kind, info.over_kind) == 0)) {
         etcd_state_free(ns);
         return;
@@ -373,6 +375,8 @@ static void state_update(etcd_agent_t *a, wbatch_t *b, etcd_state_t *ns)
     a->st.round = info.round;
     a->st.phase = info.phase;
     a->st.restarts = info.restarts_used;
+    a->st.n_bad = info.n_bad;
+    memcpy(a->st.bad, info.bad, (size_t)info.n_bad * sizeof *info.bad);
     sfmt(a->st.over_kind, sizeof a->st.over_kind, "%s", info.over_kind);
     sfmt(a->st.over_text, sizeof a->st.over_text, "%s", info.over_text);
     a->st_valid = 1;
@@ -660,7 +664,7 @@ static void lead_resume(etcd_agent_t *a)
     if (have) {
         coord_member_t *cm = resume_members(&st);
         coord_resume_t rs = {st.round, st.phase, st.restarts, cm, st.n_members,
-                             st.over_kind, st.over_text};
+                             st.over_kind, st.over_text, st.bad, st.n_bad};
         int r = cm ? coord_resume(a->host.coord, &rs, now) : -ENOMEM;
         free(cm);
         if (r < 0) {

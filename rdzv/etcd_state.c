@@ -1,5 +1,6 @@
 /* rdzv/etcd_state.c — the etcd backend's record of the job's state (see etcd_state.h). */
 #include "rdzv/etcd_state.h"
+#include "rdzv/badnodes.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -87,6 +88,7 @@ int etcd_state_encode(const etcd_state_t *s, char **out, size_t *len)
         s->n_members > ETCD_STATE_MAX_MEMBERS)
         return -EINVAL;
     size_t cap = 1024 + 3 * RDZV_LINE_MAX + 2 * RDZV_NAME_MAX +
+                 2 * RDZV_MAX_BAD_NODES * (RDZV_NAME_MAX + 48) +
                  (size_t)s->n_members * (MEMBER_LINE_MAX + 4);
     char *buf = malloc(cap);
     if (!buf)
@@ -106,6 +108,8 @@ int etcd_state_encode(const etcd_state_t *s, char **out, size_t *len)
         kv_add(&b, "over_kind", s->over_kind, sizeof s->over_kind - 1);
         kv_add(&b, "over_text", s->over_text, RDZV_LINE_MAX - 1);
     }
+    if (s->n_bad > 0)
+        badnodes_put(&b, "bad", s->bad, s->n_bad);
     for (int i = 0; i < s->n_members && !b.overflow; i++) {
         const etcd_member_t *m = &s->members[i];
         char *p = b.buf + b.len;
@@ -218,6 +222,7 @@ int etcd_state_decode(const char *text, size_t len, etcd_state_t *s)
     kv_get(text, len, "store_host", s->store_host, sizeof s->store_host);
     kv_get(text, len, "over_kind", s->over_kind, sizeof s->over_kind);
     kv_get(text, len, "over_text", s->over_text, sizeof s->over_text);
+    s->n_bad = badnodes_take(text, len, "bad", s->bad, RDZV_MAX_BAD_NODES);
 
     int cap = 0;
     for (size_t pos = 0; pos < len;) {

@@ -6,6 +6,7 @@
  *   round=R  phase=open|running|over  restarts=K
  *   nnodes=N  world=W  store_host=H  store_port=P     running: what every assignment shares
  *   over_kind=finished|ended|timeout  over_text=...   over: what later joiners are told
+ *   bad=...                                            the nodes remembered for their failures
  *   m=<id> <node_rank> <rank_base> <join_k> <nproc> <want_rank> <pid> <name> <addr> <host>
  * In an "m" line the strings are percent-encoded (every byte outside printable ASCII, and ' ',
  * '%', '\\'), so a member is one line of blank-separated fields whatever its name holds.
@@ -37,6 +38,8 @@ typedef struct etcd_state {
     int store_port;
     char over_kind[16];
     char over_text[RDZV_LINE_MAX];
+    int n_bad;               /* the nodes remembered for their failures (rdzv/badnodes.h) */
+    rdzv_badnode_t bad[RDZV_MAX_BAD_NODES];
     etcd_member_t *members;  /* decode: malloc'd (etcd_state_free) */
     int n_members;
 } etcd_state_t;

@@ -291,6 +291,7 @@ void member_on_assign(rdzv_member_t *m, const char *val, size_t len)
             member_fail(m,
                         strcmp(err, "timeout") == 0    ? PODRUN_EJOINTIMEOUT
                         : strcmp(err, "rejected") == 0 ? PODRUN_EREJECTED
+                        : strcmp(err, "excluded") == 0 ? PODRUN_EEXCLUDED
                                                        : PODRUN_EENDED,
                         text);
         }

@@ -1,5 +1,6 @@
 /* rdzv/records.c — the rendezvous records' text form (see records.h). Pure: no I/O. */
 #include "rdzv/records.h"
+#include "rdzv/badnodes.h"
 
 #include <errno.h>
 #include <math.h> /* isfinite only: no libm */
@@ -301,7 +302,9 @@ void rdzv_failure_put(kvbuf_t *b, const char *pfx, const rdzv_failure_t *f)
     if (f->permanent)   /* only when set: records without it read as they always did */
         pkey(k, sizeof k, pfx, "permanent"), kv_add_int(b, k, 1);
     if (f->fatal)   /* only when set: a record without it reads as it always did */
-        pkey(k, sizeof k, pfx, "fatal"), kv_add_int(b, k, 1);
+        pkey(k, sizeof k, pfx, "fatal"), kv_add_int(b, k, f->fatal);
+    if (f->exclude)
+        pkey(k, sizeof k, pfx, "exclude"), kv_add_int(b, k, 1);
 }
 
 void rdzv_failure_take(const char *text, size_t len, const char *pfx, rdzv_failure_t *f)
@@ -324,7 +327,9 @@ void rdzv_failure_take(const char *text, size_t len, const char *pfx, rdzv_failu
     pkey(k, sizeof k, pfx, "reason"), kv_get(text, len, k, f->reason, sizeof f->reason);
     pkey(k, sizeof k, pfx, "message"), kv_get(text, len, k, f->message, sizeof f->message);
     pkey(k, sizeof k, pfx, "permanent"), f->permanent = kv_get_int(text, len, k, 0) == 1;
-    pkey(k, sizeof k, pfx, "fatal"), f->fatal = kv_get_int(text, len, k, 0) == 1;
+    pkey(k, sizeof k, pfx, "fatal");
+    f->fatal = clamp_int(kv_get_int(text, len, k, 0), 0, RDZV_FATAL_ASKED, 0);
+    pkey(k, sizeof k, pfx, "exclude"), f->exclude = kv_get_int(text, len, k, 0) == 1;
     clean_text(f->host, 0), clean_text(f->node_name, 0), clean_text(f->reason, 0);
     clean_text(f->message, 1);
 }
@@ -474,6 +479,8 @@ int rdzv_end_encode(const rdzv_decision_t *d, char *buf, size_t cap)
         sfmt(pfx, sizeof pfx, "f%d.", i);
         rdzv_failure_put(&b, pfx, &d->failures[i]);
     }
+    if (d->n_bad > 0)   /* only when there are: an end record without it reads as before */
+        badnodes_put(&b, "bad", d->bad, d->n_bad);
     return kv_result(&b);
 }
 
@@ -507,5 +514,6 @@ int rdzv_end_decode(const char *text, size_t len, rdzv_decision_t *d, rdzv_failu
         sfmt(pfx, sizeof pfx, "f%d.", i);
         rdzv_failure_take(text, len, pfx, &failures[i]);
     }
+    d->n_bad = badnodes_take(text, len, "bad", d->bad, RDZV_MAX_BAD_NODES);
     return d->round < 0 ? -EINVAL : 0;
 }

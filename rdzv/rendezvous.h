@@ -183,6 +183,9 @@ typedef struct rdzv_params {
     int segment_size;          /* --segment-size: rounds take whole segments of this many nodes
                                   of one NVLink domain (0, 1: off); divides min and max nodes */
     int max_restarts;
+    int max_node_failures;     /* --max-node-failures: a node that caused this many failures is
+                                  left out of later rounds where the job can do without it
+                                  (rdzv/badnodes.h); 0: never */
     double join_timeout;       /* seconds; defaults (when <= 0): 600 */
     double last_call_timeout;  /* 30 */
     double close_timeout;      /* 30 */
@@ -248,9 +251,23 @@ typedef struct rdzv_failure {
     char message[RDZV_MESSAGE_MAX]; /* root-cause text from the worker's error file, cut */
     int permanent;                  /* 1: no restart can help (the program cannot be started):
                                        the job exits whatever restarts are left */
-    int fatal;                      /* 1: the exit code is one not to retry (--fatal-exit-codes):
-                                       the job exits without a restart */
+    int fatal;                      /* not to retry, the job exits without a restart:
+                                       RDZV_FATAL_CODE (an exit code in --fatal-exit-codes) or
+                                       RDZV_FATAL_ASKED (the worker asked, launcher/control.h) */
+    int exclude;                    /* 1: the worker asked to leave its node out of later rounds
+                                       (launcher/control.h) */
 } rdzv_failure_t;
+enum { RDZV_FATAL_CODE = 1, RDZV_FATAL_ASKED = 2 };
+
+/* A node the job remembers for its failures (rdzv/badnodes.h), by name. */
+#define RDZV_MAX_BAD_NODES 16 /* carried by one decision or status record */
+typedef struct rdzv_badnode {
+    char name[RDZV_NAME_MAX];
+    int caused;   /* stops of the job whose root cause it was (a worker of it, or it was lost) */
+    int checks;   /* health or preflight checks it failed */
+    int asked;    /* 1: a worker of it asked to leave it out */
+    int out;      /* 1: left out of later rounds */
+} rdzv_badnode_t;
 
 /* Fills a failure with "unknown" values: ranks -1, exit_code -1, signo 0, empty strings. */
 void rdzv_failure_init(rdzv_failure_t *f);
@@ -267,6 +284,8 @@ typedef struct rdzv_decision {
     int restart_counted;       /* 1 if this stop used up one of max_restarts */
     int restart_count;         /* restarts used so far, this one included */
     char reason[RDZV_REASON_MAX]; /* one line: why the job stopped */
+    int n_bad;                 /* the nodes the job remembers for their failures, worst first */
+    rdzv_badnode_t bad[RDZV_MAX_BAD_NODES];
 } rdzv_decision_t;
 
 typedef struct rdzv_callbacks {

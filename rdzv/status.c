@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rdzv/records.h"
+#include "rdzv/badnodes.h"
 
 const char *const rdzv_node_phase_names[RDZV_NODE__COUNT] = {
     [RDZV_NODE_JOINED] = "joined", [RDZV_NODE_WAITING] = "waiting",
@@ -43,6 +44,9 @@ static int header_encode(const rdzv_status_t *s, char *buf, size_t cap)
         kv_add_int(&b, "failure_action", s->failure_action);
         rdzv_failure_put(&b, "f.", &s->failure);
     }
+    kv_add_int(&b, "max_node_failures", s->max_node_failures);
+    if (s->n_bad > 0)
+        badnodes_put(&b, "bad", s->bad, s->n_bad);
     kv_add_int(&b, "n_total", s->n_total);
     return b.overflow ? -ENOSPC : (int)b.len;
 }
@@ -240,6 +244,8 @@ int rdzv_status_decode(const char *text, size_t len, rdzv_status_t *s, rdzv_stat
         s->failure_action = clamp(kv_get_int(text, len, "failure_action", 0), 0, 2, 0);
         rdzv_failure_take(text, len, "f.", &s->failure);
     }
+    s->max_node_failures = clamp(kv_get_int(text, len, "max_node_failures", 0), 0, 1 << 30, 0);
+    s->n_bad = badnodes_take(text, len, "bad", s->bad, RDZV_MAX_BAD_NODES);
     s->n_total = clamp(kv_get_int(text, len, "n_total", 0), 0, 1 << 24, 0);
     /* the nodes, in one pass over the lines */
     size_t pos = 0;

@@ -60,6 +60,9 @@ typedef struct rdzv_status {
     int failure_round;          /* round of the last stop that had a failure; -1: none */
     int failure_action;         /* RDZV_RESTART | RDZV_EXIT */
     rdzv_failure_t failure;     /* its root cause */
+    int max_node_failures;      /* failures that make a node bad (badnodes.h) */
+    int n_bad;                  /* the nodes the job remembers for their failures (badnodes.h) */
+    rdzv_badnode_t bad[RDZV_MAX_BAD_NODES];
     int n_nodes;                /* nodes of the job in `nodes` */
     int n_total;                /* nodes the job has (more than n_nodes when cut) */
     rdzv_status_node_t *nodes;

@@ -25,6 +25,7 @@
 #include "rdzv/store/auth.h"
 #include "rdzv/base/common.h"
 #include "rdzv/records.h"
+#include "rdzv/badnodes.h"
 #include "rdzv/etcd/client.h"
 #include "rdzv/status.h"
 
@@ -182,6 +183,21 @@ static void print_failure(const rdzv_status_t *s, double now)
     }
 }
 
+/* The nodes the job remembers for their failures (rdzv/badnodes.h), worst first; the bad ones
+ * (--max-node-failures reached, or asked) say so. */
+static void print_bad(const rdzv_status_t *s)
+{
+    for (int i = 0; i < s->n_bad; i++) {
+        char line[RDZV_NAME_MAX + 160];
+        const rdzv_badnode_t *b = &s->bad[i];
+        badnodes_describe(b, line, sizeof line);
+        printf("%s%s%s\n", i ? "                  " : "failures by node: ", line,
+               !badnodes_is_bad(b, s->max_node_failures) ? ""
+               : b->out                                  ? ": a bad node"
+                                                         : ": a bad node the job cannot do without");
+    }
+}
+
 static void print_text(const struct opts *o, const rdzv_status_t *s, double now)
 {
     char since[32], rec[32];
@@ -218,6 +234,7 @@ static void print_text(const struct opts *o, const rdzv_status_t *s, double now)
             printf("  ... and %d more nodes\n", s->n_total - s->n_nodes);
     }
     print_failure(s, now);
+    print_bad(s);
 }
 
 /* ---- the same as JSON ------------------------------------------------------------------- */
@@ -296,7 +313,20 @@ static void print_json(const struct opts *o, const rdzv_status_t *s)
         jsonline_field(&b, 0, "message", f->message);
         jsonline_raw(&b, "}");
     }
-    jsonline_raw(&b, "}\n");
+    jsonline_raw(&b, ",\"bad_nodes\":[");
+    for (int i = 0; i < s->n_bad; i++) {
+        const rdzv_badnode_t *x = &s->bad[i];
+        if (i)
+            jsonline_raw(&b, ",");
+        jsonline_field(&b, 1, "name", x->name);
+        jsonline_field_num(&b, 0, "caused", x->caused);
+        jsonline_field_num(&b, 0, "failed_checks", x->checks);
+        jsonline_field_num(&b, 0, "asked", x->asked);
+        jsonline_field_num(&b, 0, "left_out", x->out);
+        jsonline_field_num(&b, 0, "bad", badnodes_is_bad(x, s->max_node_failures));
+        jsonline_raw(&b, "}");
+    }
+    jsonline_raw(&b, "]}\n");
     if (!b.oom)
         fputs(b.buf, stdout);
     jsonline_free(&b);

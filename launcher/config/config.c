@@ -683,7 +683,9 @@ void cfg_usage(FILE *f)
                "  174       --exit-code-hang: this node's worker hung (--hang-timeout) or its\n"
                "            torch timer expired, and restarts are used up\n"
                "  175       --exit-code-preflight: the preflight check stopped the job or\n"
-               "            excluded this node, or this node failed its health check\n"
+               "            excluded this node, this node failed its health check, or the\n"
+               "            job left this node out as a bad node\n"
                "  93        --exit-code-fatal: a worker anywhere exited with a code\n"
-               "            in --fatal-exit-codes (every node, no restart)\n");
+               "            in --fatal-exit-codes or asked not to be retried (every node,\n"
+               "            no restart)\n");
 }

@@ -146,6 +146,7 @@ enum cfg_id {
     CFG_DS_DEVICES,
     CFG_DS_PID_FILE,
     CFG_MAX_RESTARTS,
+    CFG_MAX_NODE_FAILURES,
     CFG_MONITOR_INTERVAL,
     CFG_START_METHOD,
     CFG_ROLE,
@@ -356,6 +357,7 @@ struct cfg {
     char *ds_devices;               /* this node's slot ids, "0,1": CUDA_VISIBLE_DEVICES */
     char *ds_pid_file;              /* where this agent writes its pid (the head's stop) */
     int max_restarts;
+    int max_node_failures;          /* a node with this many failures is left out (0: never) */
     uint64_t monitor_interval_ms;
     enum cfg_start_method start_method;
     char *role;

@@ -164,6 +164,12 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
 #undef DS
     [CFG_MAX_RESTARTS] = {"max-restarts", 0, CFG_T_INT, OFF(max_restarts), 0, 1000000, NULL, "0",
         "N", NULL, 0, "in-place restarts of the job before it fails", NULL},
+    [CFG_MAX_NODE_FAILURES] = {"max-node-failures", 0, CFG_T_INT, OFF(max_node_failures), 0,
+        1000000, NULL, "3", "K", NULL, 0,
+        "a node that caused K of the job's failures (or failed K checks) is left out of later "
+        "rounds where the job can do without it; it exits --exit-code-preflight (0: only a node "
+        "whose worker asked)",
+        NULL},
     [CFG_MONITOR_INTERVAL] = {"monitor-interval", 0, CFG_T_DUR, OFF(monitor_interval_ms), 0, 0,
         NULL, "0.1", "SECONDS", NULL, 0,
         "accepted for torchrun compatibility (podrun is event driven)", NULL},
@@ -274,12 +280,13 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "every node without a restart, each exiting --exit-code-fatal", NULL},
     [CFG_EXIT_CODE_FATAL] = {"exit-code-fatal", 0, CFG_T_INT, OFF(exit_code_fatal), 1, 255, NULL,
         "93", "CODE", NULL, 0,
-        "every node's exit code when a worker exited with a --fatal-exit-codes code (do not "
-        "retry)", NULL},
+        "every node's exit code when a worker exited with a --fatal-exit-codes code or asked "
+        "not to be retried (PODRUN_CONTROL_FILE): do not retry", NULL},
     [CFG_EXIT_CODE_PREFLIGHT] = {"exit-code-preflight", 0, CFG_T_INT, OFF(exit_code_preflight),
         1, 255, NULL, "175", "CODE", NULL, 0,
-        "exit code when the preflight check stops the job or excludes this node, or this node "
-        "fails its --health-check-interval check", NULL},
+        "exit code when the preflight check stops the job or excludes this node, this node "
+        "fails its --health-check-interval check, or the job leaves it out as a bad node "
+        "(--max-node-failures)", NULL},
     [CFG_SYSROOT] = {"sysroot", 0, CFG_T_OPTSTR, OFF(sysroot), 0, 0, NULL, NULL, "DIR", NULL, 0,
         "read /proc, /sys and /dev under DIR (a copy of another machine's tree, or a test's)",
         NULL},

@@ -93,6 +93,26 @@ static void render_events(const struct health_counters *c, struct prom *p)
                             "to stop for it", &c->push_seconds);
 }
 
+/* The nodes the job remembers for their failures (rdzv/badnodes.h): none, no family. */
+static void render_bad(const struct health_counters *c, struct prom *p)
+{
+    if (c->n_bad <= 0)
+        return;
+    metrics_family(p, "podrun_bad_node_failures", "gauge",
+                   "failures of a node the job remembers: stops it caused and checks it failed");
+    for (int i = 0; i < c->n_bad; i++) {
+        const char *lab[] = {"node", c->bad[i].name, NULL};
+        metrics_sample(p, "podrun_bad_node_failures", lab,
+                       c->bad[i].caused + c->bad[i].checks);
+    }
+    metrics_family(p, "podrun_bad_node_left_out", "gauge",
+                   "1 when the job left that node out of its later rounds");
+    for (int i = 0; i < c->n_bad; i++) {
+        const char *lab[] = {"node", c->bad[i].name, NULL};
+        metrics_sample(p, "podrun_bad_node_left_out", lab, c->bad[i].out);
+    }
+}
+
 static void render_rdzv(const struct health_snapshot *s, struct prom *p)
 {
     const rdzv_stats_t *r = &s->rdzv;
@@ -160,6 +180,7 @@ void health_counters_render(const struct health_counters *c, const struct health
 {
     render_agent(s, l, out);
     render_events(c, out);
+    render_bad(c, out);
     render_rdzv(s, out);
     render_checks(s, out);
     render_port(h, out);

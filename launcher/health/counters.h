@@ -17,7 +17,9 @@
  *   rendezvous_silent_nodes_total                                     the host's, 0 elsewhere
  *   health_requests_total{code}, health_refused_total{reason}         the health port's own
  *   health_check_last_time_seconds, health_check_ok, health_checks_total,
- *   health_check_failures_total           --health-check-interval's GPU and link checks */
+ *   health_check_failures_total           --health-check-interval's GPU and link checks
+ *   bad_node_failures{node}, bad_node_left_out{node}   the nodes the job remembers for their
+ *                                         failures (rdzv/badnodes.h), from its last decision */
 #ifndef PODRUN_LAUNCHER_HEALTH_COUNTERS_H
 #define PODRUN_LAUNCHER_HEALTH_COUNTERS_H
 
@@ -44,6 +46,8 @@ struct health_counters {
     uint64_t restarts_counted, restarts_uncounted;
     uint64_t exits[HEALTH_EXIT__COUNT];
     struct prom_histogram push_seconds;
+    int n_bad;                  /* the nodes the job remembers, as of its last stop decision */
+    rdzv_badnode_t bad[RDZV_MAX_BAD_NODES];
 };
 
 void health_counters_init(struct health_counters *c);

@@ -156,4 +156,6 @@ void health_job_stopped(struct health *h, const rdzv_decision_t *d, double now)
         double dt = now - d->failures[0].time;
         metrics_histogram_observe(&h->c.push_seconds, dt > 0 ? dt : 0);
     }
+    h->c.n_bad = d->n_bad;
+    memcpy(h->c.bad, d->bad, (size_t)d->n_bad * sizeof *d->bad);
 }

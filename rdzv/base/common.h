@@ -34,6 +34,7 @@
     X(PODRUN_ESTORESILENT, "the job store host stopped answering heartbeats")                    \
     X(PODRUN_EREJECTED, "the rendezvous refused this node")                                      \
     X(PODRUN_EENDED, "the job had already ended when this node joined")                          \
+    X(PODRUN_EEXCLUDED, "the job left this node out as a bad node")                              \
     X(PODRUN_EAUTH, "the job store holds another rendezvous token than this node")              \
     X(PODRUN_EAUTHOPEN, "the job store asks for no rendezvous token, but this node has one")      \
     X(PODRUN_EAUTHNEEDED, "the job store asks for a rendezvous token, and this node has none")   \
@@ -50,6 +51,7 @@ enum podrun_error {
     PODRUN_ESTORESILENT,    /* rendezvous: the store host stopped answering heartbeats */
     PODRUN_EREJECTED,       /* rendezvous: the coordinator refused this node */
     PODRUN_EENDED,          /* rendezvous: the job had already ended when this node joined */
+    PODRUN_EEXCLUDED,       /* rendezvous: the job left this node out (rdzv/badnodes.h) */
     PODRUN_EAUTH,           /* store handshake: the store and this node hold different tokens */
     PODRUN_EAUTHOPEN,       /* store handshake: this node has a token, the store asks for none */
     PODRUN_EAUTHNEEDED,     /* store handshake: the store asks for a token this node lacks */

@@ -40,8 +40,12 @@ TIME = "/usr/bin/time"
 
 
 def read_ns(path):
-    with open(path) as f:
-        return int(f.read())
+    """The stamp in path; 0 while its writer has not finished writing it."""
+    try:
+        with open(path) as f:
+            return int(f.read())
+    except ValueError:
+        return 0
 
 
 def free_port(host):

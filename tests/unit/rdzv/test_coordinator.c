@@ -466,7 +466,7 @@ static void test_resume(void)
     }
     /* running round 4, 1 of 2 restarts used; worker-0 (the old coordinator) is gone */
     coord_t *c = mk(3, 3, 2, NULL);
-    coord_resume_t rs = {4, COORD_RUNNING, 1, m, 3, NULL, NULL};
+    coord_resume_t rs = {4, COORD_RUNNING, 1, m, 3, NULL, NULL, NULL, 0};
     CHECK_EQ_INT(coord_resume(c, &rs, now), 0);
     drain(c);
     CHECK(W.timer[COORD_T_JOIN] < 0);
@@ -500,7 +500,7 @@ static void test_resume(void)
     /* resumed open (round 2 after a decision): the last round's members are expected back,
      * and a member that is gone is expected no longer */
     c = mk(2, 3, 1, NULL);
-    coord_resume_t ro = {2, COORD_OPEN, 1, m, 3, NULL, NULL};
+    coord_resume_t ro = {2, COORD_OPEN, 1, m, 3, NULL, NULL, NULL, 0};
     CHECK_EQ_INT(coord_resume(c, &ro, now), 0);
     drain(c);
     CHECK(W.timer[COORD_T_JOIN] > now);
@@ -517,7 +517,7 @@ static void test_resume(void)
 
     /* resumed over: a late joiner is told what the job's end was */
     c = mk(1, 3, 0, NULL);
-    coord_resume_t ov = {3, COORD_OVER, 0, NULL, 0, "finished", "job 'job1' finished"};
+    coord_resume_t ov = {3, COORD_OVER, 0, NULL, 0, "finished", "job 'job1' finished", NULL, 0};
     CHECK_EQ_INT(coord_resume(c, &ov, now), 0);
     drain(c);
     join(c, 7, "late", 1, -1, 0);
@@ -534,7 +534,7 @@ static void test_resume(void)
     char bad[] = "xyz";
     coord_member_t mb = m[0];
     mb.id = bad;
-    coord_resume_t rb = {1, COORD_RUNNING, 0, &mb, 1, NULL, NULL};
+    coord_resume_t rb = {1, COORD_RUNNING, 0, &mb, 1, NULL, NULL, NULL, 0};
     CHECK_EQ_INT(coord_resume(c, &rb, now), -EINVAL);
     coord_free(c);
 }

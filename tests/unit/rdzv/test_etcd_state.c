@@ -28,6 +28,8 @@ static void test_round_trip(void)
     etcd_state_t s = {.round = 3, .phase = ETCD_PHASE_RUNNING, .restarts = 2, .nnodes = 3,
                       .world_size = 6, .store_port = 4321, .members = m, .n_members = 3};
     snprintf(s.store_host, sizeof s.store_host, "10.0.0.3");
+    s.n_bad = 1;   /* the nodes remembered for their failures go to the next coordinator */
+    s.bad[0] = (rdzv_badnode_t){"worker-2", 3, 1, 0, 1};
     char *text;
     size_t len;
     CHECK_EQ_INT(etcd_state_encode(&s, &text, &len), 0);
@@ -39,6 +41,11 @@ static void test_round_trip(void)
     CHECK_EQ_INT(d.world_size, 6);
     CHECK_EQ_STR(d.store_host, "10.0.0.3");
     CHECK_EQ_INT(d.store_port, 4321);
+    CHECK_EQ_INT(d.n_bad, 1);
+    CHECK_EQ_STR(d.bad[0].name, "worker-2");
+    CHECK_EQ_INT(d.bad[0].caused, 3);
+    CHECK_EQ_INT(d.bad[0].checks, 1);
+    CHECK_EQ_INT(d.bad[0].out, 1);
     CHECK_EQ_INT(d.n_members, 3);
     for (int i = 0; i < 3 && d.n_members == 3; i++) {
         CHECK_EQ_STR(d.members[i].id, m[i].id);

@@ -59,6 +59,8 @@ static void test_round_trip(void)
     /* separators in a node's strings travel escaped */
     snprintf(nodes[2].name, sizeof nodes[2].name, "we\tird\nname\\");
     nodes[1].phase = RDZV_NODE_DONE;
+    s.n_bad = 1;
+    s.bad[0] = (rdzv_badnode_t){"pod-1", 2, 0, 1, 1};
     char *text = NULL;
     long len = rdzv_status_encode(&s, 1 << 20, &text);
     CHECK(len > 0);
@@ -82,6 +84,9 @@ static void test_round_trip(void)
     CHECK(d.failure.time == s.failure.time);
     CHECK_EQ_INT(d.n_nodes, 3);
     CHECK_EQ_INT(d.n_total, 3);
+    CHECK_EQ_INT(d.n_bad, 1);
+    CHECK_EQ_STR(d.bad[0].name, "pod-1");
+    CHECK_EQ_INT(d.bad[0].asked, 1);
     CHECK(d.nodes == out);
     for (int i = 0; i < 3; i++) {
         CHECK_EQ_STR(out[i].name, nodes[i].name);
