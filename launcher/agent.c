@@ -108,6 +108,7 @@ void agent_stop_job(struct agent *a, int sig, const char *why)
     }
     if (a->state == AGENT_RUNNING)
         agent_set_state(a, AGENT_STOPPING);
+    restarts_stopping(&a->restarts);
     watchdog_disarm_all(&a->wd);
     devcheck_stop(&a->health.check);
     if (!a->workers_down)
@@ -487,6 +488,8 @@ void agent_rejoin(struct agent *a)
 {
     agent_set_state(a, AGENT_RENDEZVOUS);
     health_rdzv_joining(a->health.port);
+    restarts_rejoining(&a->restarts);
+    agent_rdzv_progress(a);
     int r = rdzv_agent_rejoin(a->rdzv.rz);
     if (r) {
         logs_message(&a->logs, "cannot rejoin the job: %s", podrun_strerror(r));
@@ -512,6 +515,7 @@ static void restart(struct agent *a)
     else
         logs_message(&a->logs, "restarting the job in place (the nodes changed; no restart "
                      "used): %s", a->job.dreason);
+    restarts_gone(&a->restarts);
     agent_stacks_end(a, false);
     rundir_remove(&a->dir, false);
     timer_server_clear(&a->ts);
@@ -771,6 +775,14 @@ void agent_enter_exiting(struct agent *a)
         logs_message(&a->logs, "the job failed: %s%s; exit code %d", a->job.dreason,
                      ff ? " (an exit code in --fatal-exit-codes: not retried)" : "",
                      a->exit_code);
+    } else if (a->job.lost && a->job.no_retry) {
+        /* restarts without progress (doc/failures.md#restarts-that-make-no-progress) */
+        int n = snprintf(msg, sizeof msg, "podrun: not to be retried: %s; exit code %d\n"
+                         "podrun: the last attempt stopped for: %s\n", a->stop.why,
+                         a->exit_code, a->job.dreason);
+        agent_report_termlog(a, msg, n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+        logs_message(&a->logs, "the job failed, not to be retried: %s; exit code %d", a->stop.why,
+                     a->exit_code);
     } else if (a->job.lost) {
         /* the reason on the last line: it is the one a person and the termination log see */
         if (a->failed.lr >= 0)
@@ -795,6 +807,7 @@ void agent_enter_exiting(struct agent *a)
     logs_say_dropped(&a->logs);
     timer_server_stop(&a->ts);   /* before the run directory that may hold the FIFO goes */
     agent_stacks_end(a, true);
+    restarts_end(&a->restarts, a->dir.keep);
     rundir_remove(&a->dir, true);
     /* The workers' groups are gone; what is left among podrun's children left its group
      * (setsid, a daemon) and was adopted by podrun as subreaper: it goes with the job. */
@@ -841,6 +854,12 @@ static int start(struct agent *a)
                      "of the workers will be reaped by the system's init", podrun_strerror(r));
     if ((r = open_rundir(a)))
         return r;
+    if ((r = progress_init(&a->progress, c->progress_file))) {
+        snprintf(a->end.start_why, sizeof a->end.start_why, "--progress-file %s: %s; give a "
+                 "shorter path", c->progress_file, podrun_strerror(r));
+        a->exit_code = 2;
+        return r;
+    }
     if ((r = workers_init(&a->wg, a->loop, a->n)))
         return r;
     a->wg_ready = true;

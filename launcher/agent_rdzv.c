@@ -26,6 +26,7 @@ static void on_assigned(void *arg, const rdzv_assignment_t *as)
     a->rdzv.rank_base = as->rank_base;
     a->rdzv.world_size = as->world_size;
     a->rdzv.restart_count = as->restart_count;
+    restarts_assigned(&a->restarts);
     snprintf(a->rdzv.master_addr, sizeof a->rdzv.master_addr, "%s", as->store_host);
     a->rdzv.master_port = as->store_port;
     a->failed.lr = -1;
@@ -68,6 +69,7 @@ static void on_rdzv_stopped(void *arg, const rdzv_decision_t *d)
     if (a->state >= AGENT_EXITING || a->stop.signal || a->stop.quit)
         return;
     copy_decision(a, d);
+    restarts_decided(&a->restarts, d);
     health_job_stopped(a->health.port, d, podrun_time_epoch());
     char why[RDZV_REASON_MAX + 32];
     snprintf(why, sizeof why, "the job stopped: %s", d->reason);
@@ -144,6 +146,7 @@ static int lost_code(struct agent *a, int err)
     case PODRUN_ESTORESILENT: return a->cfg->exit_code_store_lost;
     case PODRUN_EJOINTIMEOUT: return a->cfg->exit_code_rdzv_timeout;
     case PODRUN_ERUNID: return 2; /* the flags disagree: a usage error, no retry mends it */
+    case PODRUN_ENOPROGRESS: return a->cfg->exit_code_fatal;   /* do not retry, every node */
     default: return 1;
     }
 }
@@ -157,6 +160,7 @@ static void on_rdzv_lost(void *arg, int err, const char *why)
     if (a->state >= AGENT_EXITING || a->stop.signal || a->stop.quit)
         return;
     a->job.lost = true;
+    a->job.no_retry = err == PODRUN_ENOPROGRESS;
     a->exit_code = lost_code(a, err);
     snprintf(a->stop.why, sizeof a->stop.why, "%s", why);
     if (a->state == AGENT_RUNNING)
@@ -187,6 +191,16 @@ static void on_store_log(void *arg, const char *line)
     char buf[RDZV_LINE_MAX + 32];
     int n = snprintf(buf, sizeof buf, "podrun store: %s\n", line);
     logs_write(&a->logs, 2, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* The progress file as it is now, for the next join; what is wrong with it is said once. */
+void agent_rdzv_progress(struct agent *a)
+{
+    char err[PATH_MAX + 192];
+    long long v = progress_read(&a->progress, err, sizeof err);
+    if (err[0])
+        logs_message(&a->logs, "%s", err);
+    rdzv_agent_set_progress(a->rdzv.rz, v);
 }
 
 /* ---------- start ---------- */
@@ -265,6 +279,7 @@ int agent_rdzv_start(struct agent *a)
                       : -1;
     p.segment_size = c->segment_size;
     p.max_restarts = c->max_restarts;
+    p.max_no_progress = c->max_no_progress;
     p.join_timeout = (double)c->join_timeout_ms / 1000.0;
     p.last_call_timeout = (double)c->last_call_timeout_ms / 1000.0;
     p.close_timeout = (double)c->close_timeout_ms / 1000.0;
@@ -297,6 +312,8 @@ int agent_rdzv_start(struct agent *a)
     agent_set_state(a, AGENT_RENDEZVOUS);
     health_rdzv_joining(a->health.port);
     int r = rdzv_agent_start(a->loop, &p, &self, &cb, a, &a->rdzv.rz);
+    if (!r)
+        agent_rdzv_progress(a);   /* before the connection is up: the first join carries it */
     if (!r && p.is_host == RDZV_HOST_INFERRED) {
         rdzv_stats_t st;
         rdzv_agent_stats(a->rdzv.rz, &st);

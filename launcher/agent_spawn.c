@@ -78,12 +78,19 @@ int agent_spawn_worker_env(struct agent *a, int i, char ***env, char ***argv, ch
     /* what podrun derived, and the timers' FIFO (added only where the inherited environment
      * does not name it already, which then names this very FIFO) */
     char timer_var[PATH_MAX + 32], *derived[128];
+    char progress_var[PATH_MAX + 32], attempt_var[PATH_MAX + 32], record_var[PATH_MAX + 32];
     size_t nd = 0;
-    for (char **d = a->spawn.derived; d && *d && nd < 126; d++)
+    for (char **d = a->spawn.derived; d && *d && nd < 123; d++)
         derived[nd++] = *d;
     if (a->ts.fd >= 0) {
         snprintf(timer_var, sizeof timer_var, "TORCHELASTIC_TIMER_FILE=%s", a->ts.path);
         derived[nd++] = timer_var;
+    }
+    if (progress_env(&a->progress, progress_var, sizeof progress_var))
+        derived[nd++] = progress_var;
+    if (restarts_env(&a->restarts, a->rdzv.attempt, attempt_var, record_var, sizeof record_var)) {
+        derived[nd++] = attempt_var;
+        derived[nd++] = record_var;
     }
     derived[nd] = NULL;
     agent_rank_path(a, i, "error.json", errfile, sizeof errfile);
@@ -195,12 +202,27 @@ static int spawn_all(struct agent *a)
     return 0;
 }
 
+/* The record of the restart that brings this attempt, before its workers start (they may read
+ * it); a file that cannot be written is said, the counters move all the same. */
+static void record_restart(struct agent *a)
+{
+    int r = restarts_spawning(&a->restarts, a->dir.attempt, a->rdzv.attempt, a->rdzv.round,
+                              a->id.name);
+    if (r)
+        health_restart_recorded(a->health.port, a->restarts.last);
+    if (r < 0)
+        logs_message(&a->logs, "cannot write the restart's record to %s: %s", a->restarts.path,
+                     podrun_strerror(r));
+}
+
 /* -> RUNNING: this attempt's workers start (err: they cannot, for that reason, which is this
  * node's failure like a worker's). */
 static void start_workers(struct agent *a, int err, const char *why)
 {
     a->workers_down = false;
     agent_set_state(a, AGENT_RUNNING);
+    if (!err)
+        record_restart(a);
     int r = err ? err : spawn_all(a);
     if (r) {
         /* the workers that did start are stopped; the job hears of it as this node failing */

@@ -25,6 +25,8 @@
 typedef struct coord_params {
     const char *run_id;
     int min_nodes, max_nodes, max_restarts;
+    int max_no_progress;    /* attempts in a row ending in a restart without progress that end
+                               the job at the next close (rendezvous.h; 0: off) */
     int segment_size;       /* > 1: a round takes, per NVLink domain, a multiple of this many
                                nodes; the rest wait as spares (divides min and max nodes) */
     double join_timeout, last_call_timeout, close_timeout;

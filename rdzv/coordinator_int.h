@@ -30,6 +30,7 @@ typedef struct cdesc {
     const char *name, *addr, *host, *domain; /* domain: NVLink domain, "" none */
     int nproc, want_rank, pid;
     int service;   /* a node of services (parameter servers): its "done" is not waited for */
+    long long progress; /* the trainer's progress it joined with, -1 none */
 } cdesc_t;
 
 typedef struct cnode {
@@ -94,6 +95,11 @@ struct coord {
     int last_fail_round, last_fail_action; /* the last stop that had a failure; round -1: none */
     rdzv_failure_t last_fail;
     unsigned long silent_nodes;
+
+    /* the trainer's progress across restarts (coordinator_progress.c) */
+    long long prog_base;  /* the largest progress the last round's nodes joined with, -1 none */
+    int prog_judge;       /* the last round ended in a counted restart: the next close judges */
+    int prog_stalled;     /* attempts in a row that ended so without progress */
 };
 
 /* coordinator.c: the action queue, helpers and inputs */
@@ -130,6 +136,9 @@ void coord_round_fail_summary(const rdzv_failure_t *f, char *out, size_t cap);
 void coord_round_stop(coord_t *c, int kind, const rdzv_failure_t *f, const char *why,
                 double now);
 void coord_round_decide(coord_t *c, double now);
+/* coordinator_progress.c */
+int coord_progress_judge(coord_t *c, char *text, size_t cap);
+void coord_progress_decided(coord_t *c, int counted_restart);
 void coord_round_node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char *reason, double now);
 
 #endif
