@@ -259,8 +259,8 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
         "every node without a restart, each exiting --exit-code-fatal", NULL},
     [CFG_EXIT_CODE_FATAL] = {"exit-code-fatal", 0, CFG_T_INT, OFF(exit_code_fatal), 1, 255, NULL,
         "93", "CODE", NULL, 0,
-        "every node's exit code when a worker exited with a --fatal-exit-codes code (do not "
-        "retry)", NULL},
+        "every node's exit code when a worker exited with a --fatal-exit-codes code, or restarts "
+        "made no progress (--max-no-progress-restarts): do not retry", NULL},
     [CFG_PROGRESS_FILE] = {"progress-file", 0, CFG_T_OPTSTR, OFF(progress_file), 0, 0, NULL,
         NULL, "PATH", NULL, 0,
         "a file whose content is the trainer's step or checkpoint iteration (a number), given "
