@@ -76,6 +76,7 @@ static void stop_job(struct agent *a, int sig, const char *why)
     devcheck_stop(&a->health.check);
     if (!a->workers_down)
         workers_stop_all(&a->wg, sig, a->cfg->term_timeout_ms);
+    restarts_stopping(&a->restarts);   /* a restart's record: the stop's phase begins */
 }
 
 /* Reads what the workers' pipes still hold and closes them: no output is lost at a stop. */
@@ -285,6 +286,7 @@ static void restart(struct agent *a)
         logs_message(&a->logs, "restarting the job in place (the nodes changed; no restart "
                      "used): %s", a->job.dreason);
     trainjob_restart(a->trainjob, a->job.restarts_used);
+    restarts_gone(&a->restarts);
     agent_stacks_end(a, false);
     rundir_remove(&a->dir, false);
     timer_server_clear(&a->ts);
@@ -304,6 +306,8 @@ static void restart(struct agent *a)
 static void rejoin(struct agent *a)
 {
     health_rdzv_joining(a->health.port);
+    restarts_rejoining(&a->restarts);
+    agent_rdzv_progress(a);   /* the trainer's progress rides in the join */
     int r = rdzv_agent_rejoin(a->rdzv.rz);
     if (r) {
         char why[RDZV_REASON_MAX + 64];
@@ -525,6 +529,14 @@ static void enter_exiting(struct agent *a)
                      : ff->fatal == RDZV_FATAL_ASKED ? " (a worker asked: not retried)"
                                                      : " (an exit code in --fatal-exit-codes: not retried)",
                      a->exit_code);
+    } else if (a->job.lost && a->job.no_retry) {
+        /* restarts without progress (doc/failures.md#restarts-that-make-no-progress) */
+        int n = snprintf(msg, sizeof msg, "podrun: not to be retried: %s; exit code %d\n"
+                         "podrun: the last attempt stopped for: %s\n", a->stop.why,
+                         a->exit_code, a->job.dreason);
+        agent_report_termlog(a, msg, n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+        logs_message(&a->logs, "the job failed, not to be retried: %s; exit code %d", a->stop.why,
+                     a->exit_code);
     } else if (a->job.lost) {
         /* the reason on the last line: it is the one a person and the termination log see */
         if (a->failed.lr >= 0)
@@ -546,6 +558,7 @@ static void enter_exiting(struct agent *a)
     logs_say_dropped(&a->logs);
     timer_server_stop(&a->ts);   /* before the run directory that may hold the FIFO goes */
     agent_stacks_end(a, true);
+    restarts_end(&a->restarts, a->dir.keep);
     rundir_remove(&a->dir, true);
     /* The workers' groups are gone; what is left among podrun's children left its group
      * (setsid, a daemon) and was adopted by podrun as subreaper: it goes with the job. */
@@ -628,6 +641,7 @@ static void take_assigned(struct agent *a, const rdzv_assignment_t *as)
                      as->round, as->node_rank, as->nnodes, as->rank_base,
                      as->rank_base + a->n - 1, as->world_size, as->restart_count);
     a->rdzv.round = as->round;
+    restarts_assigned(&a->restarts);
     health_rdzv_assigned(a->health.port);
     trainjob_round(a->trainjob, as->round, as->node_rank, as->nnodes, as->world_size,
                    as->restart_count);
@@ -645,6 +659,7 @@ static void take_decision(struct agent *a, const rdzv_decision_t *d, struct agen
     if (a->job.dn > 0)
         memcpy(a->job.dfail, d->failures, (size_t)a->job.dn * sizeof *a->job.dfail);
     snprintf(a->job.dreason, sizeof a->job.dreason, "%s", d->reason);
+    restarts_decided(&a->restarts, d);
     a->job.n_bad = d->n_bad;
     memcpy(a->job.bad, d->bad, (size_t)d->n_bad * sizeof *d->bad);
     health_job_stopped(a->health.port, d, podrun_time_epoch());
@@ -731,6 +746,7 @@ static void take(struct agent *a, struct agent_ctx *x)
     case AGENT_EV_LOST:
         a->job.lost = true;
         a->job.lost_err = d->err;
+        a->job.no_retry = d->err == PODRUN_ENOPROGRESS;
         snprintf(a->stop.why, sizeof a->stop.why, "%s", d->why);
         snprintf(x->why, sizeof x->why, "%s", d->why);
         break;
@@ -945,6 +961,12 @@ static int start(struct agent *a, bool *usage)
                      "of the workers will be reaped by the system's init", podrun_strerror(r));
     if ((r = open_rundir(a)))
         return r;
+    if ((r = progress_init(&a->progress, c->progress_file))) {
+        snprintf(a->end.start_why, sizeof a->end.start_why, "--progress-file %s: %s; give a "
+                 "shorter path", c->progress_file, podrun_strerror(r));
+        a->exit_code = 2;
+        return r;
+    }
     if ((r = workers_init(&a->wg, a->loop, a->n)))
         return r;
     a->wg_ready = true;

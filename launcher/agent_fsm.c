@@ -282,6 +282,7 @@ static int lost_status(int err, const struct agent_codes *c)
     case PODRUN_ESTORESILENT: return c->store_lost;
     case PODRUN_EJOINTIMEOUT: return c->rdzv_timeout;
     case PODRUN_EEXCLUDED: return c->preflight;   /* a bad node, left out */
+    case PODRUN_ENOPROGRESS: return c->fatal;      /* restarts made no progress: do not retry */
     case PODRUN_ERUNID: return 2;   /* the flags disagree: a usage error, no retry mends it */
     default: return 1;
     }

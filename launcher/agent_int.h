@@ -34,10 +34,12 @@
 #include "launcher/env/jobenv.h"
 #include "launcher/output/logs.h"
 #include "launcher/output/trainjob.h"
+#include "launcher/output/restarts.h"
 #include "launcher/preflight/preflight.h"
 #include "launcher/workers/control.h"
 #include "launcher/workers/rundir.h"
 #include "launcher/workers/stacks.h"
+#include "launcher/watch/progress.h"
 #include "launcher/watch/timer_server.h"
 #include "launcher/watch/watchdog.h"
 #include "launcher/workers/workers.h"
@@ -85,6 +87,7 @@ struct agent_decision {
     bool finished;                 /* the job finished */
     bool lost;                     /* this node lost the job (store gone, join timeout) */
     int lost_err;                  /* ... why (PODRUN_E*) */
+    bool no_retry;                 /* ... because its restarts made no progress (ENOPROGRESS) */
 };
 
 /* Stopping and leaving: a signal, the check's verdict, the reason said. */
@@ -218,6 +221,8 @@ struct agent {
     struct agent_health health;    /* --health-port and the checks (agent_watch.c) */
     struct agent_stacks stacks;    /* stacks before a kill for a hang (agent_stacks.c) */
     struct trainjob *trainjob;     /* reports to Kubeflow Trainer (output/trainjob.h); NULL: none */
+    struct progress progress;      /* --progress-file (watch/progress.h) */
+    struct restarts restarts;      /* one record per restart (output/restarts.h) */
     struct agent_end end;          /* exiting */
 };
 
@@ -290,6 +295,8 @@ void agent_report_fatal(struct agent *a, const rdzv_failure_t *f);
 
 /* The parameters from the config, the join (0, or the error, said). */
 int agent_rdzv_start(struct agent *a);
+/* The trainer's progress file, read now, for the next join (--max-no-progress-restarts). */
+void agent_rdzv_progress(struct agent *a);
 
 /* ---- agent_spawn.c ---- */
 

@@ -95,6 +95,16 @@ static void on_store_log(void *arg, const char *line)
     logs_write(&a->logs, 2, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
+/* The progress file as it is now, for the next join; what is wrong with it is said once. */
+void agent_rdzv_progress(struct agent *a)
+{
+    char err[PATH_MAX + 192];
+    long long v = progress_read(&a->progress, err, sizeof err);
+    if (err[0])
+        logs_message(&a->logs, "%s", err);
+    rdzv_agent_set_progress(a->rdzv.rz, v);
+}
+
 /* ---------- start ---------- */
 
 /* Where the job store's port was given, as the user wrote it: "flag --main_process_port",
@@ -172,6 +182,7 @@ int agent_rdzv_start(struct agent *a)
     p.segment_size = c->segment_size;
     p.max_restarts = c->max_restarts;
     p.max_node_failures = c->max_node_failures;
+    p.max_no_progress = c->max_no_progress;
     p.join_timeout = (double)c->join_timeout_ms / 1000.0;
     p.last_call_timeout = (double)c->last_call_timeout_ms / 1000.0;
     p.close_timeout = (double)c->close_timeout_ms / 1000.0;
@@ -202,6 +213,8 @@ int agent_rdzv_start(struct agent *a)
     rdzv_callbacks_t cb = {on_assigned,      on_rdzv_stopped, on_rdzv_finished, on_rdzv_lost,
                            on_rdzv_progress, on_rdzv_ending,  on_store_log};
     int r = rdzv_agent_start(a->loop, &p, &self, &cb, a, &a->rdzv.rz);
+    if (!r)
+        agent_rdzv_progress(a);   /* before the connection is up: the first join carries it */
     if (!r && p.is_host == RDZV_HOST_INFERRED) {
         rdzv_stats_t st;
         rdzv_agent_stats(a->rdzv.rz, &st);

@@ -78,8 +78,9 @@ int agent_spawn_worker_env(struct agent *a, int i, char ***env, char ***argv, ch
     /* what podrun derived, and the timers' FIFO (added only where the inherited environment
      * does not name it already, which then names this very FIFO) */
     char timer_var[PATH_MAX + 32], *derived[128];
+    char progress_var[PATH_MAX + 32], attempt_var[PATH_MAX + 32], record_var[PATH_MAX + 32];
     size_t nd = 0;
-    for (char **d = a->spawn.derived; d && *d && nd < 125; d++)
+    for (char **d = a->spawn.derived; d && *d && nd < 122; d++)
         derived[nd++] = *d;
     if (a->ts.fd >= 0) {
         snprintf(timer_var, sizeof timer_var, "TORCHELASTIC_TIMER_FILE=%s", a->ts.path);
@@ -89,6 +90,12 @@ int agent_spawn_worker_env(struct agent *a, int i, char ***env, char ***argv, ch
     int cl = snprintf(control_var, sizeof control_var, "%s=", CONTROL_ENV);
     agent_rank_path(a, i, CONTROL_FILE, control_var + cl, sizeof control_var - (size_t)cl);
     derived[nd++] = control_var;
+    if (progress_env(&a->progress, progress_var, sizeof progress_var))
+        derived[nd++] = progress_var;
+    if (restarts_env(&a->restarts, a->rdzv.attempt, attempt_var, record_var, sizeof record_var)) {
+        derived[nd++] = attempt_var;
+        derived[nd++] = record_var;
+    }
     derived[nd] = NULL;
     agent_rank_path(a, i, "error.json", errfile, sizeof errfile);
     agent_rank_path(a, i, "heartbeat", hbfile, sizeof hbfile);
@@ -198,9 +205,23 @@ static int spawn_all(struct agent *a)
     return 0;
 }
 
+/* The record of the restart that brings this attempt, before its workers start (they may read
+ * it); a file that cannot be written is said, the counters move all the same. */
+static void record_restart(struct agent *a)
+{
+    int r = restarts_spawning(&a->restarts, a->dir.attempt, a->rdzv.attempt, a->rdzv.round,
+                              a->id.name);
+    if (r)
+        health_restart_recorded(a->health.port, a->restarts.last);
+    if (r < 0)
+        logs_message(&a->logs, "cannot write the restart's record to %s: %s", a->restarts.path,
+                     podrun_strerror(r));
+}
+
 /* Step SPAWN: this attempt's workers; one that cannot be started is this node's failure. */
 void agent_spawn_workers(struct agent *a)
 {
+    record_restart(a);
     int r = spawn_all(a);
     if (r)
         agent_post(a, AGENT_EV_STEP_FAILED,

@@ -343,6 +343,7 @@ int coord_node_set_desc(cnode_t *n, const rdzv_desc_rec_t *d)
     n->d.want_rank = d->want_rank;
     n->d.pid = d->pid;
     n->d.service = d->service;
+    n->d.progress = d->has_progress ? d->progress : -1;
     return 0;
 }
 
@@ -862,13 +863,14 @@ static int parse_expected(coord_t *c, const char *list)
 coord_t *coord_new(const coord_params_t *p, double now)
 {
     if (!p || !p->run_id || p->min_nodes < 1 || p->max_nodes < p->min_nodes ||
-        p->segment_size < 0 || p->max_nodes > (1 << 20) || p->max_restarts < 0 || p->keep_alive_interval <= 0 ||
+        p->segment_size < 0 || p->max_nodes > (1 << 20) || p->max_restarts < 0 || p->max_no_progress < 0 || p->keep_alive_interval <= 0 ||
         p->keep_alive_max_attempt < 1 || p->progress_interval <= 0)
         return NULL;
     coord_t *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
     c->p = *p;
+    c->prog_base = -1;
     c->run_id = strdup(p->run_id);
     c->store_host = strdup(p->store_host ? p->store_host : "");
     c->rank_owner = malloc((size_t)p->max_nodes * sizeof *c->rank_owner);

@@ -29,6 +29,8 @@ typedef struct coord_params {
                                without it (rdzv/badnodes.h); 0: only one that asked */
     const char *host_id;    /* the agent whose exit ends the job store (its 16 hex digits):
                                never left out; NULL: none (etcd) */
+    int max_no_progress;    /* attempts in a row ending in a restart without progress that end
+                               the job at the next close (rendezvous.h; 0: off) */
     int segment_size;       /* > 1: a round takes, per NVLink domain, a multiple of this many
                                nodes; the rest wait as spares (divides min and max nodes) */
     double join_timeout, last_call_timeout, close_timeout;

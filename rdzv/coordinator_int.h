@@ -31,6 +31,7 @@ typedef struct cdesc {
     const char *name, *addr, *host, *domain; /* domain: NVLink domain, "" none */
     int nproc, want_rank, pid;
     int service;   /* a node of services (parameter servers): its "done" is not waited for */
+    long long progress; /* the trainer's progress it joined with, -1 none */
 } cdesc_t;
 
 typedef struct cnode {
@@ -97,6 +98,11 @@ struct coord {
     unsigned long silent_nodes;
     badnodes_t bad;   /* the nodes the job remembers for their failures */
     char host_id[17]; /* coord_params.host_id, "" none */
+
+    /* the trainer's progress across restarts (coordinator_progress.c) */
+    long long prog_base;  /* the largest progress the last round's nodes joined with, -1 none */
+    int prog_judge;       /* the last round ended in a counted restart: the next close judges */
+    int prog_stalled;     /* attempts in a row that ended so without progress */
 };
 
 /* coordinator.c: the action queue, helpers and inputs */
@@ -137,6 +143,9 @@ void coord_round_decide(coord_t *c, double now);
 void coord_badnodes_decided(coord_t *c, rdzv_decision_t *d);
 int coord_badnodes_refuse(coord_t *c, cnode_t *n, int idx, double now);
 
+/* coordinator_progress.c */
+int coord_progress_judge(coord_t *c, char *text, size_t cap);
+void coord_progress_decided(coord_t *c, int counted_restart);
 void coord_round_node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char *reason, double now);
 
 #endif

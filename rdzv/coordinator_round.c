@@ -235,6 +235,14 @@ void coord_round_close(coord_t *c, double now)
 {
     if (c->p.segment_size > 1 && coord_round_seg_pick(c, NS_JOINED, NS_JOINED, 1) < 0)
         return; /* the join timer retries */
+    char stalled[RDZV_LINE_MAX];
+    if (coord_progress_judge(c, stalled, sizeof stalled)) {
+        /* attempts in a row without progress: no round starts, every node is told why */
+        coord_act_log(c, "job '%s' stopped before round %d: %s; not restarted", c->run_id,
+                      c->round, stalled);
+        coord_round_go_over(c, "noprogress", stalled);
+        return;
+    }
     int n = c->joined, services = 0;
     cnode_t **v = malloc((size_t)n * sizeof *v);
     rdzv_rank_node_t *rn = malloc((size_t)n * sizeof *rn);
@@ -430,6 +438,7 @@ void coord_round_decide(coord_t *c, double now)
     }
     d.restart_count = c->restarts_used;
     coord_badnodes_decided(c, &d);
+    coord_progress_decided(c, d.action == RDZV_RESTART && counted);
     if (d.n > 0) {
         c->last_fail = c->failures[0];
         c->last_fail_round = c->round;

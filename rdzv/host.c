@@ -34,6 +34,7 @@ coord_params_t host_coord_params(const rdzv_params_t *p)
         .segment_size = p->segment_size,
         .max_restarts = p->max_restarts,
         .max_node_failures = p->max_node_failures,
+        .max_no_progress = p->max_no_progress,
         .join_timeout = p->join_timeout,
         .last_call_timeout = p->last_call_timeout,
         .close_timeout = p->close_timeout,

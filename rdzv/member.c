@@ -33,6 +33,7 @@ int member_init(rdzv_member_t *m, const rdzv_backend_t *backend, const rdzv_tran
     m->arg = arg;
     m->nproc = self->nproc;
     m->service = self->service;
+    m->progress = -1;
     sfmt(m->domain, sizeof m->domain, "%s", self->domain ? self->domain : "");
     m->state = MS_STARTING;
     m->node_rank = -1;
@@ -192,6 +193,11 @@ static void finish(rdzv_member_t *m)
         m->cb.finished(m->arg);
 }
 
+void member_set_progress(rdzv_member_t *m, long long progress)
+{
+    m->progress = progress < 0 ? -1 : progress;
+}
+
 int member_join(rdzv_member_t *m)
 {
     rdzv_desc_rec_t d;
@@ -205,6 +211,8 @@ int member_join(rdzv_member_t *m)
     sfmt(d.domain, sizeof d.domain, "%s", m->domain);
     d.want_rank = m->p.want_rank;
     d.pid = (int)getpid();
+    d.has_progress = m->progress >= 0 && m->progress <= RDZV_PROGRESS_MAX;
+    d.progress = d.has_progress ? m->progress : 0;
     int len = rdzv_desc_encode(&d, val, sizeof val);
     if (len >= 0 && m->t->join_extra) {
         kvbuf_t b = {val, sizeof val, (size_t)len, 0};
@@ -289,10 +297,11 @@ void member_on_assign(rdzv_member_t *m, const char *val, size_t len)
             finish(m);
         } else {
             member_fail(m,
-                        strcmp(err, "timeout") == 0    ? PODRUN_EJOINTIMEOUT
-                        : strcmp(err, "rejected") == 0 ? PODRUN_EREJECTED
-                        : strcmp(err, "excluded") == 0 ? PODRUN_EEXCLUDED
-                                                       : PODRUN_EENDED,
+                        strcmp(err, "timeout") == 0      ? PODRUN_EJOINTIMEOUT
+                        : strcmp(err, "rejected") == 0   ? PODRUN_EREJECTED
+                        : strcmp(err, "excluded") == 0   ? PODRUN_EEXCLUDED
+                        : strcmp(err, "noprogress") == 0 ? PODRUN_ENOPROGRESS
+                                                         : PODRUN_EENDED,
                         text);
         }
         return;

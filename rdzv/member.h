@@ -74,6 +74,7 @@ struct rdzv_member {
     char name[RDZV_NAME_MAX], addr[RDZV_NAME_MAX], hostname[RDZV_NAME_MAX];
     char domain[RDZV_NAME_MAX]; /* NVLink domain, "" none */
     int nproc, service;         /* service: a node of parameter servers (rendezvous.h) */
+    long long progress;         /* what the next join says of the trainer's progress; -1 none */
     char id[17];                /* this agent's random id: its records' keys */
     char prefix[256];           /* "podrun/<run_id>/" */
     size_t plen;
@@ -138,6 +139,8 @@ void member_fail(rdzv_member_t *m, int err, const char *why);
 /* Whether this node is on its way out anyway (closing, leaving, finished, told to exit): a lost
  * connection then costs it nothing. */
 int member_done_anyway(const rdzv_member_t *m);
+/* What the next join says of the trainer's progress (rdzv_agent_set_progress). */
+void member_set_progress(rdzv_member_t *m, long long progress);
 /* Sends join m->join_k: the record (descriptor + join_extra) through the transport; JOINING.
  * 0, or a negative code (nothing sent). */
 int member_join(rdzv_member_t *m);

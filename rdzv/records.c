@@ -252,6 +252,8 @@ int rdzv_desc_encode(const rdzv_desc_rec_t *d, char *buf, size_t cap)
         kv_add_int(&b, "service", 1);
     if (d->domain[0])
         kv_add(&b, "domain", d->domain, RDZV_NAME_MAX - 1);
+    if (d->has_progress)
+        kv_add_int(&b, "progress", d->progress);
     return kv_result(&b);
 }
 
@@ -269,6 +271,10 @@ int rdzv_desc_decode(const char *text, size_t len, rdzv_desc_rec_t *d)
     d->want_rank = clamp_int(kv_get_int(text, len, "want_rank", -1), -1, 1 << 24, -2);
     d->pid = clamp_int(kv_get_int(text, len, "pid", 0), 0, 1 << 30, 0);
     d->service = kv_get_int(text, len, "service", 0) == 1;
+    d->progress = kv_get_int(text, len, "progress", -1);
+    d->has_progress = d->progress >= 0 && d->progress <= RDZV_PROGRESS_MAX;
+    if (!d->has_progress)
+        d->progress = 0;
     if (d->nproc < 0 || d->want_rank < -1)
         return -EINVAL;
     return 0;

@@ -71,7 +71,11 @@ typedef struct rdzv_desc_rec {
     int service;   /* its workers are services the job does not wait for; "service=1" */
     char domain[RDZV_NAME_MAX]; /* its NVLink domain ("<cluster uuid>/<clique>"), "" none: sent
                                    only when set, so a record without it reads as before */
+    int has_progress;           /* the trainer's progress as the node read it before joining */
+    long long progress;         /* (--progress-file), 0..2^62: sent only when it has one */
 } rdzv_desc_rec_t;
+
+#define RDZV_PROGRESS_MAX (1LL << 62) /* a progress value above it reads as none */
 
 /* Each encoder returns the length written (< cap) or -ENOSPC. */
 int rdzv_desc_encode(const rdzv_desc_rec_t *d, char *buf, size_t cap);

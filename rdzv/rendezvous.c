@@ -10,6 +10,7 @@
 #include "rdzv/store/acl.h"
 #include "rdzv/store/aclient.h"
 #include "rdzv/backend.h"
+#include "rdzv/member.h"
 #include "rdzv/records.h"
 
 static const rdzv_backend_t *const backends[] = {&rdzv_backend_store, &rdzv_backend_etcd};
@@ -121,6 +122,12 @@ int rdzv_agent_report_health(rdzv_agent_t *a, const rdzv_health_t *h)
 int rdzv_agent_leave(rdzv_agent_t *a, const char *reason, void (*sent)(void *), void *arg)
 {
     return a->backend->leave(a, reason, sent, arg);
+}
+
+void rdzv_agent_set_progress(rdzv_agent_t *a, long long progress)
+{
+    if (a)   /* every backend's agent begins with its member (backend.h) */
+        member_set_progress((rdzv_member_t *)a, progress);
 }
 
 int rdzv_agent_rejoin(rdzv_agent_t *a)

@@ -186,6 +186,11 @@ typedef struct rdzv_params {
     int max_node_failures;     /* --max-node-failures: a node that caused this many failures is
                                   left out of later rounds where the job can do without it
                                   (rdzv/badnodes.h); 0: never */
+    int max_no_progress;       /* the host's coordinator ends the job, instead of starting a
+                                  round, once this many attempts in a row ended in a restart
+                                  without the job's progress (the largest a node joined with,
+                                  rdzv_agent_set_progress) advancing: every waiting agent gets
+                                  lost() with PODRUN_ENOPROGRESS. 0: off */
     double join_timeout;       /* seconds; defaults (when <= 0): 600 */
     double last_call_timeout;  /* 30 */
     double close_timeout;      /* 30 */
@@ -354,6 +359,10 @@ int rdzv_agent_report_health(rdzv_agent_t *a, const rdzv_health_t *h);
 /* Tells the job this node is going away; `sent` runs once the message is on the wire (or at once
  * from the loop if there is no connection to send it on). */
 int rdzv_agent_leave(rdzv_agent_t *a, const char *reason, void (*sent)(void *), void *arg);
+/* The trainer's progress (a step or checkpoint iteration, >= 0; < 0: none known) that this
+ * node's next join carries, for max_no_progress. Call it before rdzv_agent_rejoin; the first
+ * join carries what was set before the connection was up. */
+void rdzv_agent_set_progress(rdzv_agent_t *a, long long progress);
 /* After stopped() with RDZV_RESTART, once the local workers are gone: join the next round. */
 int rdzv_agent_rejoin(rdzv_agent_t *a);
 /* Closes the agent. The host first waits (at most close_timeout) until every other agent has

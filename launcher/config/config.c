@@ -578,6 +578,10 @@ int cfg_finalize(struct cfg *c, int ncpus, int ngpus, char *err, size_t errlen)
     if ((r = resolve_endpoint(c, err, errlen)) || (r = expand_streams(c, err, errlen)) ||
         (r = check_security(c, err, errlen)) || (r = resolve_devices(c, ngpus, err, errlen)))
         return r;
+    if (c->max_no_progress > 0 && !c->progress_file)
+        return fail(err, errlen, "%s needs --progress-file PATH (PODRUN_PROGRESS_FILE): the file "
+                    "the trainer writes its step or checkpoint iteration to",
+                    c->src[CFG_MAX_NO_PROGRESS].name);
     if (!c->program && !c->print_config)
         return fail(err, errlen, "no program to run; usage: podrun [options] [--] PROGRAM "
                     "[ARGS...] (see podrun --help)");
@@ -686,6 +690,7 @@ void cfg_usage(FILE *f)
                "            excluded this node, this node failed its health check, or the\n"
                "            job left this node out as a bad node\n"
                "  93        --exit-code-fatal: a worker anywhere exited with a code\n"
-               "            in --fatal-exit-codes or asked not to be retried (every node,\n"
-               "            no restart)\n");
+               "            in --fatal-exit-codes or asked not to be retried, or\n"
+               "            --max-no-progress-restarts attempts in a row ended without\n"
+               "            progress (every node, no restart)\n");
 }

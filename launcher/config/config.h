@@ -183,6 +183,8 @@ enum cfg_id {
     CFG_EXIT_CODE_HANG,
     CFG_FATAL_EXIT_CODES,
     CFG_EXIT_CODE_FATAL,
+    CFG_PROGRESS_FILE,
+    CFG_MAX_NO_PROGRESS,
     /* the node's devices, the CPU binding of workers and the preflight check (launcher/devices,
      * launcher/preflight) */
     CFG_EXIT_CODE_PREFLIGHT,
@@ -394,6 +396,9 @@ struct cfg {
     int exit_code_hang;             /* this node's worker hung (--hang-timeout) */
     char *fatal_exit_codes;         /* a worker exiting with one: no restart (NULL: none) */
     int exit_code_fatal;            /* every node's code when that happened */
+    char *progress_file;            /* the trainer's step or checkpoint iteration; NULL: none */
+    int max_no_progress;            /* attempts in a row without progress that end the job
+                                       (--max-no-progress-restarts; 0: off) */
     /* devices, binding, preflight */
     int exit_code_preflight;        /* the preflight check failed (policy fail or exclude) */
     char *sysroot;                  /* root of /proc, /sys, /dev for device discovery; NULL: / */

@@ -281,7 +281,16 @@ const struct cfg_setting cfg_settings[CFG__COUNT] = {
     [CFG_EXIT_CODE_FATAL] = {"exit-code-fatal", 0, CFG_T_INT, OFF(exit_code_fatal), 1, 255, NULL,
         "93", "CODE", NULL, 0,
         "every node's exit code when a worker exited with a --fatal-exit-codes code or asked "
-        "not to be retried (PODRUN_CONTROL_FILE): do not retry", NULL},
+        "not to be retried (PODRUN_CONTROL_FILE), or restarts made no progress "
+        "(--max-no-progress-restarts): do not retry", NULL},
+    [CFG_PROGRESS_FILE] = {"progress-file", 0, CFG_T_OPTSTR, OFF(progress_file), 0, 0, NULL,
+        NULL, "PATH", NULL, 0,
+        "a file whose content is the trainer's step or checkpoint iteration (a number), given "
+        "to workers as PODRUN_PROGRESS_FILE; read before each join", NULL},
+    [CFG_MAX_NO_PROGRESS] = {"max-no-progress-restarts", 0, CFG_T_INT, OFF(max_no_progress), 0,
+        1 << 20, NULL, "0", "K", NULL, 0,
+        "once K attempts in a row ended in a restart without the --progress-file value rising, "
+        "every node stops without a restart and exits --exit-code-fatal (0: off)", NULL},
     [CFG_EXIT_CODE_PREFLIGHT] = {"exit-code-preflight", 0, CFG_T_INT, OFF(exit_code_preflight),
         1, 255, NULL, "175", "CODE", NULL, 0,
         "exit code when the preflight check stops the job or excludes this node, this node "

@@ -74,6 +74,7 @@ static void render_agent(const struct health_snapshot *s, const struct health_la
 
 static void render_events(const struct health_counters *c, struct prom *p)
 {
+    static const char *const phase_names[RESTARTS__PHASES] = RESTARTS_PHASE_NAMES;
     counter(p, "podrun_rendezvous_rounds_total", "rounds this node was assigned in",
             (double)c->rounds);
     metrics_histogram_write(p, "podrun_rendezvous_duration_seconds",
@@ -91,6 +92,20 @@ static void render_events(const struct health_counters *c, struct prom *p)
     metrics_histogram_write(p, "podrun_failure_push_seconds",
                             "from a failure (the failing node's clock) to this agent being told "
                             "to stop for it", &c->push_seconds);
+    counter(p, "podrun_restart_records_total", "restarts this node recorded in restarts.jsonl",
+            (double)c->restart_records);
+    metrics_family(p, "podrun_restart_phase_seconds_total", "counter",
+                   "seconds the phases of this node's restarts took, all restarts together");
+    for (int i = 0; i < RESTARTS__PHASES; i++) {
+        const char *lab[] = {"phase", phase_names[i], NULL};
+        metrics_sample(p, "podrun_restart_phase_seconds_total", lab, c->restart_phase_sum[i]);
+    }
+    metrics_family(p, "podrun_restart_last_phase_seconds", "gauge",
+                   "seconds each phase of this node's last restart took");
+    for (int i = 0; i < RESTARTS__PHASES; i++) {
+        const char *lab[] = {"phase", phase_names[i], NULL};
+        metrics_sample(p, "podrun_restart_last_phase_seconds", lab, c->restart_phase_last[i]);
+    }
 }
 
 /* The nodes the job remembers for their failures (rdzv/badnodes.h): none, no family. */

@@ -11,6 +11,9 @@
  *                                                                     signal, hang, spawn, stopped
  *   failure_push_seconds (histogram)      from a failure (the failing node's clock) to this agent
  *                                         being told to stop for it
+ *   restart_records_total, restart_phase_seconds_total{phase},
+ *   restart_last_phase_seconds{phase}     this node's restarts and how long each phase took
+ *                                         (detect, stop, gpu_wait, rendezvous, spawn)
  *   heartbeats_total, heartbeat_misses_total                          this agent's, to the store
  *   store_hosted, store_connections, store_connections_total,
  *   store_requests_total{op}, store_keys, store_bytes,
@@ -27,6 +30,7 @@
 
 #include "launcher/health/port.h"
 #include "launcher/health/metrics.h"
+#include "launcher/output/restarts.h"
 #include "rdzv/rendezvous.h"
 
 enum health_exit {
@@ -48,6 +52,9 @@ struct health_counters {
     struct prom_histogram push_seconds;
     int n_bad;                  /* the nodes the job remembers, as of its last stop decision */
     rdzv_badnode_t bad[RDZV_MAX_BAD_NODES];
+    uint64_t restart_records;                     /* restarts recorded (restarts.h) */
+    double restart_phase_sum[RESTARTS__PHASES];   /* seconds of each phase, all of them */
+    double restart_phase_last[RESTARTS__PHASES];  /* ... of the last one */
 };
 
 void health_counters_init(struct health_counters *c);

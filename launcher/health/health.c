@@ -142,6 +142,17 @@ void health_worker_exit(struct health *h, enum health_exit cause)
         h->c.exits[cause]++;
 }
 
+void health_restart_recorded(struct health *h, const double *phases)
+{
+    if (!h)
+        return;
+    h->c.restart_records++;
+    for (int p = 0; p < RESTARTS__PHASES; p++) {
+        h->c.restart_phase_sum[p] += phases[p];
+        h->c.restart_phase_last[p] = phases[p];
+    }
+}
+
 void health_job_stopped(struct health *h, const rdzv_decision_t *d, double now)
 {
     if (!h)

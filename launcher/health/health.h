@@ -41,5 +41,7 @@ void health_worker_exit(struct health *h, enum health_exit cause);
 /* The job was stopped for a restart or for good: d's root cause (if any) timed at its record's
  * time against now (epoch s). */
 void health_job_stopped(struct health *h, const rdzv_decision_t *d, double now);
+/* A restart's record (launcher/output/restarts.h): the seconds of each of its phases. */
+void health_restart_recorded(struct health *h, const double *phases);
 
 #endif

@@ -40,7 +40,8 @@
     X(PODRUN_EAUTHNEEDED, "the job store asks for a rendezvous token, and this node has none")   \
     X(PODRUN_ERUNID, "the job store belongs to another run than this node's --rdzv-id")    \
     X(PODRUN_EREFUSED, "the job store refused this node's address: it is not in the store's "    \
-                       "allow-list (--store-allow)")
+                       "allow-list (--store-allow)")                                             \
+    X(PODRUN_ENOPROGRESS, "the job made no progress in its last attempts and is not restarted")
 
 enum podrun_error {
     PODRUN_EBADOP = -5001,  /* wire: an opcode the connection's dialect does not have */
@@ -57,6 +58,7 @@ enum podrun_error {
     PODRUN_EAUTHNEEDED,     /* store handshake: the store asks for a token this node lacks */
     PODRUN_ERUNID,          /* rendezvous: the store serves another run id than this node's */
     PODRUN_EREFUSED,        /* store accept: the source address is outside the allow-list */
+    PODRUN_ENOPROGRESS,     /* rendezvous: attempts in a row without progress (no restart) */
 };
 
 /* The words for any code a podrun function returned: podrun's own from the table, an errno's

@@ -245,6 +245,28 @@ def test_restarts_exhausted(backend):
             reason="exit code 3", msg="\n  message   : rank 1 failing on purpose"), a.err
 
 
+def test_restarts_without_progress(backend, tmp_path):
+    """--max-no-progress-restarts 2 and a progress file that never moves: attempts 0 and 1 run,
+    then the coordinator starts no round, and every node exits 93 with the same reason, restarts
+    left or not (doc/failures.md#restarts-that-make-no-progress)."""
+    it = tmp_path / "iteration"
+    it.write_text("1000\n")
+    job = Job(backend, 3, extra=["--max-restarts", "5", "--progress-file", str(it),
+                                 "--max-no-progress-restarts", "2"],
+              env={"FAIL_RANK": "1", "FAIL_UNTIL": "9", "FAIL_EXIT": "3",
+                   "FAIL_AFTER_ALL": "1"})   # every node says "start" before rank 1 fails
+    for i in range(3):
+        job.start(i)
+    agents = job.all()
+    codes = job.finish(timeout=60)
+    assert codes == [93, 93, 93], errs(agents)
+    for a in agents:
+        assert starts(a) == [("3", "0"), ("3", "1")], a.out
+        assert ("the job failed, not to be retried: 2 attempts in a row ended without progress "
+                "(the progress stayed at 1000; --max-no-progress-restarts 2); exit code 93"
+                in a.err), a.err
+
+
 def test_leave_shrinks_an_elastic_job(backend, tmp_path):
     """--nnodes 2:3 running as three: node2 gets SIGTERM and leaves (exit 143); the two left go on
     as a job of two — a membership change, no restart used — and finish with 0."""

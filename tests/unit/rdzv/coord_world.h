@@ -156,6 +156,8 @@ static inline void advance(coord_t *c, double dt)
     }
 }
 
+static int world_max_no_progress; /* max_no_progress of the next coordinator made (0: off) */
+
 /* A coordinator of a job of min..max nodes, with NVLink segments of `segment` nodes (0: none). */
 static inline coord_t *mk_segments(int segment, int min, int max, int restarts,
                                    const char *expected)
@@ -169,6 +171,7 @@ static inline coord_t *mk_segments(int segment, int min, int max, int restarts,
         .max_nodes = max,
         .segment_size = segment,
         .max_restarts = restarts,
+        .max_no_progress = world_max_no_progress,
         .join_timeout = 600,
         .last_call_timeout = 30,
         .close_timeout = 30,
@@ -207,6 +210,7 @@ static inline void wr(coord_t *c, int i, const char *what, int num, const char *
 }
 
 static const char *join_domain; /* the NVLink domain of the next join, NULL none */
+static long long join_progress = -1; /* the trainer's progress the next join says, -1 none */
 
 static inline void join(coord_t *c, int i, const char *name, int nproc, int want, int k)
 {
@@ -220,6 +224,8 @@ static inline void join(coord_t *c, int i, const char *name, int nproc, int want
     d.nproc = nproc;
     d.want_rank = want;
     d.pid = 100 + i;
+    d.has_progress = join_progress >= 0;
+    d.progress = d.has_progress ? join_progress : 0;
     CHECK(rdzv_desc_encode(&d, val, sizeof val) > 0);
     wr(c, i, "join", k, val);
     if (i < 64)

@@ -308,7 +308,7 @@ static void test_assignment_errors(void)
         const char *err;
         int code;
     } cases[] = {{"timeout", PODRUN_EJOINTIMEOUT}, {"rejected", PODRUN_EREJECTED},
-                 {"ended", PODRUN_EENDED}};
+                 {"ended", PODRUN_EENDED}, {"noprogress", PODRUN_ENOPROGRESS}};
     char buf[512];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         fake_t *f = start();

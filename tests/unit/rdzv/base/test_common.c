@@ -116,7 +116,7 @@ static void test_error_table(void)
     static const int own[] = {PODRUN_ETIMEDOUT, PODRUN_ECONNRESET, PODRUN_EPROTO, PODRUN_EBADOP,
                               PODRUN_ETOOBIG, PODRUN_EMAGIC, PODRUN_EJOINTIMEOUT,
                               PODRUN_ESTORELOST, PODRUN_ESTORESILENT, PODRUN_EREJECTED,
-                              PODRUN_EENDED};
+                              PODRUN_EENDED, PODRUN_ENOPROGRESS};
     for (size_t i = 0; i < sizeof own / sizeof *own; i++) {
         CHECK(podrun_err_name(own[i]) != NULL);
         CHECK(strncmp(podrun_err_name(own[i]), "PODRUN_E", 8) == 0);
