@@ -941,6 +941,22 @@ static int open_rundir(struct agent *a)
     return r;
 }
 
+/* The trainer's step for the TrainJob's report: the progress file read now; no total is known,
+ * so no percentage. */
+static int trainjob_progress(void *arg, struct trainjob_progress *out)
+{
+    struct agent *a = arg;
+    char err[256];
+    long long v = progress_read(&a->progress, err, sizeof err);
+    if (err[0])
+        logs_message(&a->logs, "%s", err);   /* once: the reader says a bad file once */
+    if (v < 0)
+        return -1;
+    out->step = v;
+    out->percent = -1;
+    return 0;
+}
+
 static void trainjob_say(void *arg, const char *line)
 {
     struct agent *a = arg;
@@ -989,7 +1005,7 @@ static int start(struct agent *a, bool *usage)
     struct trainjob_params tp = {
         .url = c->trainjob_url, .ca_file = c->trainjob_ca, .token_file = c->trainjob_token,
         .interval_ms = c->trainjob_interval_ms, .max_restarts = c->max_restarts,
-        .progress = NULL, /* the trainer's progress, where it reports one */
+        .progress = trainjob_progress,   /* the trainer's progress, where --progress-file has it */
         .say = trainjob_say, .arg = a,
     };
     trainjob_start(a->loop, &tp, &a->trainjob);

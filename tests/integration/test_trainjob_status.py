@@ -187,3 +187,29 @@ def test_a_stop_by_signal_is_the_last_report(podrun, fake, tmp_path):
     last = metrics(fake.accepted()[-1])
     assert (last["podrun_state"], last["podrun_exit_code"]) == ("stopped", "143"), last
     assert status_lines(a.err) == [], a.err
+
+
+PROGRESS = """
+import os, sys, time
+with open(os.environ["PODRUN_PROGRESS_FILE"] + ".tmp", "w") as f:
+    f.write("1200\\n")
+os.rename(os.environ["PODRUN_PROGRESS_FILE"] + ".tmp", os.environ["PODRUN_PROGRESS_FILE"])
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)   # the poll interval: the test creates the file once it saw the step
+"""
+
+
+def test_the_trainers_progress_file_is_the_reported_step(podrun, fake, tmp_path):
+    """The step the trainer writes to --progress-file is the report's podrun_step while the
+    workers run; with no total known, no percentage is sent."""
+    env = trainer_env(fake, tmp_path)
+    a = Agent(["--progress-file", str(tmp_path / "step"), *PY, script(tmp_path, PROGRESS),
+               str(tmp_path / "go")], env=env)
+    with killed_on_failure([a]):
+        body = wait_for(lambda: [b for b in fake.accepted()
+                                 if metrics(b).get("podrun_step") == "1200"], 30,
+                        "a report with the trainer's step")[0]
+        (tmp_path / "go").write_text("")
+        assert a.wait(60) == 0, a.err
+    assert "progressPercentage" not in body["trainerStatus"], body
+    assert fake.invalid == []
