@@ -523,7 +523,7 @@ static void restart(struct agent *a)
     a->health.bad = false;
     a->done_reported = false;   /* the ended attempt's: this node is not done with the next */
     a->stop.why[0] = '\0';   /* the ended attempt's reason: /healthz must not give it again */
-    agent_health_reclaim(a);   /* then agent_rejoin */
+    agent_cluster_rejoin(a);   /* then agent_health_reclaim, then agent_rejoin */
 }
 
 /* The one place that decides what comes next once something happened. */
@@ -662,6 +662,7 @@ static void close_all(uv_timer_t *t)
     timer_server_close(&a->ts);
     agent_stacks_close(a);
     devcheck_close(&a->health.check);
+    agent_cluster_close(a);
     init_stop();
     uv_close((uv_handle_t *)&a->end.exit_timer, NULL);
     uv_close((uv_handle_t *)&a->stop.leave_timer, NULL);
@@ -670,9 +671,9 @@ static void close_all(uv_timer_t *t)
 
 /* EXITING -> DONE once the output is drained and the rendezvous closed; strays get their grace
  * (AGENT_STRAY_MS) before close_all. */
-static void maybe_done(struct agent *a)
+void agent_maybe_done(struct agent *a)
 {
-    if (a->end.drained && !a->rdzv.rz && a->state != AGENT_DONE) {
+    if (a->end.drained && !a->rdzv.rz && !agent_cluster_busy(a) && a->state != AGENT_DONE) {
         agent_set_state(a, AGENT_DONE);
         uv_timer_start(&a->end.exit_timer, close_all,
                        a->end.strays || a->end.strays_untracked ? AGENT_STRAY_MS : 0, 0);
@@ -689,7 +690,7 @@ static void on_drained(struct logs *L, bool complete)
         return;
     }
     a->end.drained = true;
-    maybe_done(a);
+    agent_maybe_done(a);
 }
 
 /* The rendezvous is closed (the host: every other agent is gone): drain once more and finish. */
@@ -801,6 +802,7 @@ void agent_enter_exiting(struct agent *a)
     int n = init_signal_children(SIGTERM, a->wg.guard_pid, a->end.stray, AGENT_STRAYS_MAX);
     a->end.strays = n < AGENT_STRAYS_MAX ? n : AGENT_STRAYS_MAX;
     a->end.strays_untracked = n > AGENT_STRAYS_MAX;
+    agent_cluster_end(a);
     /* done once the output is drained and the rendezvous closed (on_rdzv_closed drains again) */
     if (a->rdzv.rz)
         rdzv_agent_close(a->rdzv.rz, on_rdzv_closed, a);
@@ -826,6 +828,14 @@ static int open_rundir(struct agent *a)
                      "(set TMPDIR to a writable directory, e.g. an emptyDir, to choose)",
                      a->dir.tried, podrun_strerror(a->dir.tried_err), a->dir.base);
     return r;
+}
+
+/* The first join: through the job's pods (--discovery k8s), else the rendezvous at once. */
+static int join(struct agent *a)
+{
+    if (a->cfg->discovery == CFG_DISCOVERY_K8S)
+        return agent_k8s_start(a);
+    return agent_rdzv_start(a);
 }
 
 /* PID 1's duties (signals, reaping, subreaper), the run directory, the worker group and its
@@ -877,9 +887,7 @@ static int start(struct agent *a)
             a->exit_code = 2;
         return r;
     }
-    if (c->discovery == CFG_DISCOVERY_K8S)
-        return agent_k8s_start(a);
-    return agent_rdzv_start(a);
+    return agent_cluster_start(a, join);
 }
 
 int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)

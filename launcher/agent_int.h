@@ -9,6 +9,7 @@
  *   agent_k8s.c        --discovery k8s: the job's pods, then the rendezvous
  *   agent_watch.c     the health port's snapshot, the checks while the workers run, torch's
  *                      file-based timers, the GPUs' memory before a restart
+ *   agent_cluster.c    what the cluster sees: Events on this pod, JobSet's in-place restart
  * struct agent keeps the fields of one stage together in a struct of its own. */
 #ifndef PODRUN_LAUNCHER_AGENT_INT_H
 #define PODRUN_LAUNCHER_AGENT_INT_H
@@ -206,6 +207,8 @@ struct agent {
     struct agent_health health;    /* --health-port and the checks (agent_watch.c) */
     struct agent_stacks stacks;    /* stacks before a kill for a hang (agent_stacks.c) */
     struct agent_end end;          /* exiting */
+    struct agent_cluster *cluster; /* Events and JobSet's in-place restart (agent_cluster.c);
+                                      NULL when the API is not at hand */
 };
 
 /* ---- agent.c: the state machine ---- */
@@ -237,6 +240,26 @@ int agent_failure_inputs(struct agent *a, int lr, char *errfile, size_t len,
                          struct report_error *e, const char **tail, size_t *tl);
 /* The record of a worker that failed on its own, once reaped. */
 void agent_fill_alone(struct agent *a, const worker_t *w, rdzv_failure_t *f);
+
+/* EXITING -> DONE once nothing holds the end any more (the output, the rendezvous, the last
+ * Event). */
+void agent_maybe_done(struct agent *a);
+
+/* ---- agent_cluster.c: what the cluster sees (Events, JobSet's in-place restart) ---- */
+
+/* The start: go(a) now, or once JobSet's barrier is down (then an error of go exits). */
+int agent_cluster_start(struct agent *a, int (*go)(struct agent *a));
+/* The round complete: its event. */
+void agent_cluster_round(struct agent *a);
+/* The job's decision is known (a->job): the failure's event, and for a restart its event and
+ * this pod's next JobSet attempt. */
+void agent_cluster_decided(struct agent *a);
+/* A restart's workers are gone: rejoin (agent_health_reclaim) once JobSet's barrier is down. */
+void agent_cluster_rejoin(struct agent *a);
+/* The end (a->exit_code known): the last event, flushed within a bound (agent_cluster_busy). */
+void agent_cluster_end(struct agent *a);
+bool agent_cluster_busy(const struct agent *a);
+void agent_cluster_close(struct agent *a);
 
 /* ---- agent_report.c: how the job ended, said ---- */
 

@@ -37,6 +37,7 @@ static void on_assigned(void *arg, const rdzv_assignment_t *as)
                      as->rank_base + a->n - 1, as->world_size, as->restart_count);
     a->rdzv.round = as->round;
     health_rdzv_assigned(a->health.port);
+    agent_cluster_round(a);
     agent_set_state(a, AGENT_STARTING);
     if (a->spawn.env_ready)
         agent_preflight_begin(a);
@@ -68,6 +69,7 @@ static void on_rdzv_stopped(void *arg, const rdzv_decision_t *d)
     if (a->state >= AGENT_EXITING || a->stop.signal || a->stop.quit)
         return;
     copy_decision(a, d);
+    agent_cluster_decided(a);
     health_job_stopped(a->health.port, d, podrun_time_epoch());
     char why[RDZV_REASON_MAX + 32];
     snprintf(why, sizeof why, "the job stopped: %s", d->reason);

@@ -1,0 +1,182 @@
+"""JobSet's in-place restart (restartStrategy: InPlaceRestart) with podrun as the container's
+command: two agents on 127.0.0.2-3 in the pods of JobSet 'js' find each other through the test
+API server (tests/fakes/k8s_api.py), which also plays JobSet's controller for in-place restart
+(tests/fakes/k8s_objects.py). Each pod writes its attempt in its annotation, waits at the barrier
+until every pod has it, and a failure restarts the job in place: both pods move to attempt 1
+together, nothing exits, and the JobSet's status follows."""
+import os
+import pathlib
+import sys
+
+import pytest
+
+from cluster import Agent, wait_for
+from conftest import TORCH_PY
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fakes"))
+import k8s_api  # noqa: E402
+import k8s_objects  # noqa: E402
+
+KEY = k8s_objects.ATTEMPT_KEY
+
+# rank 1 fails in the first attempt (restart count 0), then every rank succeeds
+FAIL_ONCE = """
+import os, sys
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.tensor([1.0])
+dist.all_reduce(t)
+restart = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+print("rank=%s restart=%d world=%d" % (os.environ["RANK"], restart, int(t.item())), flush=True)
+if os.environ["RANK"] == "1" and restart < int(os.environ["FAILS"]):
+    sys.exit(3)
+"""
+
+
+def js_pod(i, **kw):
+    d = {"name": f"js-workers-0-{i}", "phase": "Running", "ip": f"127.0.0.{2 + i}",
+         "labels": {"jobset.sigs.k8s.io/jobset-name": "js",
+                    "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+                    "jobset.sigs.k8s.io/job-index": "0",
+                    "batch.kubernetes.io/job-completion-index": str(i)},
+         "annotations": {"jobset.sigs.k8s.io/jobset-name": "js"}}
+    d.update(kw)
+    return d
+
+
+@pytest.fixture
+def api(tmp_path):
+    a = k8s_api.FakeAPI(tmp_path / "api", bookmark_interval=0.5).start()
+    yield a
+    a.stop()
+
+
+def agent(i, kc, script, extra=(), env=None):
+    e = {"KUBECONFIG": str(kc), "POD_NAME": f"js-workers-0-{i}", "JOBSET_NAME": "js",
+         "FAILS": "1"}
+    e.update(env or {})
+    return Agent(["--discovery", "k8s", "--nnodes", "2", "--nproc-per-node", "1",
+                  "--rdzv-id", "js", "--python", TORCH_PY, "--max-restarts", "3",
+                  "--term-timeout", "5", *extra, script], env=e, name=f"js-{i}")
+
+
+def attempts(api):
+    return [api.pods[("default", f"js-workers-0-{i}")]["metadata"].get("annotations", {})
+            .get(KEY) for i in range(2)]
+
+
+def start(api, tmp_path, fails=1, extra=(), strategy="InPlaceRestart", max_restarts=3):
+    kc = api.kubeconfig(tmp_path / "kc")
+    worker = tmp_path / "w.py"
+    worker.write_text(FAIL_ONCE)
+    objs = k8s_objects.objects(api)
+    objs.put_jobset("js", replicas=1, parallelism=2, strategy=strategy,
+                    max_restarts=max_restarts)
+    for i in range(2):
+        api.put_pod(js_pod(i))
+    return objs, [agent(i, kc, str(worker), extra, {"FAILS": str(fails)}) for i in range(2)]
+
+
+def test_failure_restarts_in_place_behind_the_barrier(api, tmp_path):
+    objs, agents = start(api, tmp_path)
+    try:
+        # the controller is held back: each pod wrote attempt 0 and waits at the barrier,
+        # before any rendezvous
+        objs.set_controller(False)
+        for a in agents:
+            a.wait_err("this pod is at in-place restart attempt 0; waiting", 60)
+        assert attempts(api) == ["0", "0"]
+        assert not any("is node rank" in a.err_now() for a in agents)
+        objs.set_controller(True)
+        codes = [a.wait(120) for a in agents]
+    finally:
+        for a in agents:
+            a.kill()
+    errs = [a.err for a in agents]
+    assert codes == [0, 0], errs
+    # one restart, in place: both pods moved to attempt 1 together and never exited
+    assert attempts(api) == ["1", "1"], errs
+    st = objs.jobset("js")["status"]
+    assert st["currentInPlaceRestartAttempt"] == 1 and st["previousInPlaceRestartAttempt"] == 0
+    for a in agents:
+        assert "every pod is at in-place restart attempt 0; the barrier is down" in a.err
+        assert "every pod is at in-place restart attempt 1; the barrier is down" in a.err
+        assert "restarting the job in place (restart 1 of 3)" in a.err
+    out = "".join(a.out for a in agents)
+    assert out.count("restart=1 world=2") == 2, out
+    # podrun wrote its annotation with a merge patch on its own pod, nothing else
+    patches = [r for r in api.request_log() if r["method"] == "PATCH"]
+    assert {r["path"] for r in patches} == {f"/api/v1/namespaces/default/pods/js-workers-0-{i}"
+                                            for i in range(2)}
+    assert all(r["content_type"] == "application/merge-patch+json" for r in patches)
+
+
+def test_restarts_past_the_jobsets_max_fail_the_jobset(api, tmp_path):
+    """A worker that always fails: podrun's own --max-restarts ends it; the attempts moved on
+    with every restart, and a JobSet whose maxRestarts is lower is failed by its controller."""
+    objs, agents = start(api, tmp_path, fails=99, extra=["--max-restarts", "2"], max_restarts=1)
+    try:
+        codes = [a.wait(180) for a in agents]
+    finally:
+        for a in agents:
+            a.kill()
+    errs = [a.err for a in agents]
+    assert codes == [170, 3], errs
+    assert attempts(api) == ["2", "2"], errs
+    st = objs.jobset("js")["status"]
+    assert st["terminalState"] == "Failed", st
+    assert st["conditions"][0]["reason"] == "ReachedMaxRestarts"
+    for a in agents:
+        assert "restarting the job in place (restart 2 of 2)" in a.err
+
+
+def test_a_jobset_without_in_place_restart_starts_at_once(api, tmp_path):
+    objs, agents = start(api, tmp_path, fails=0, strategy="Recreate")
+    try:
+        codes = [a.wait(120) for a in agents]
+    finally:
+        for a in agents:
+            a.kill()
+    assert codes == [0, 0], [a.err for a in agents]
+    assert attempts(api) == [None, None]
+    for a in agents:
+        assert "its restartStrategy is not InPlaceRestart" in a.err
+    assert not [r for r in api.request_log() if r["method"] == "PATCH"]
+
+
+def test_a_pod_left_behind_restarts_the_job(api, tmp_path):
+    """Another pod of the JobSet moved on (it was recreated, or JobSet's own agent restarted
+    it): the JobSet's previous attempt passes this pod's, and podrun restarts the job in place
+    through its own failure push, both pods moving on together."""
+    hold = tmp_path / "hold.py"
+    hold.write_text("import os, time, torch.distributed as dist\n"
+                    "dist.init_process_group('gloo')\n"
+                    "print('up', os.environ['TORCHELASTIC_RESTART_COUNT'], flush=True)\n"
+                    "if os.environ['TORCHELASTIC_RESTART_COUNT'] == '0':\n"
+                    "    time.sleep(120)  # held until the restart under test stops it\n")
+    kc = api.kubeconfig(tmp_path / "kc")
+    objs = k8s_objects.objects(api)
+    objs.put_jobset("js", replicas=1, parallelism=2)
+    for i in range(2):
+        api.put_pod(js_pod(i))
+    agents = [agent(i, kc, str(hold)) for i in range(2)]
+    try:
+        wait_for(lambda: sum("up 0" in a.out_now() for a in agents) == 2, 90,
+                 lambda: [a.err_now() for a in agents])
+        with api.lock:   # what another pod's agent does: move its attempt on
+            pod = api.pods[("default", "js-workers-0-1")]
+            old = dict(pod["metadata"]["annotations"])
+            pod["metadata"]["annotations"][KEY] = "1"
+            api.rv += 1
+            api._emit("MODIFIED", pod, {"metadata": {"annotations": old}})
+            objs.reconcile_in_place()
+        codes = [a.wait(120) for a in agents]
+    finally:
+        for a in agents:
+            a.kill()
+    errs = [a.err for a in agents]
+    assert codes == [0, 0], errs
+    assert "the JobSet restarts its pods in place (this pod's attempt 0 is at or below the " \
+           "previous attempt 0)" in errs[0]
+    assert attempts(api) == ["1", "1"], errs
+    assert os.linesep.join(a.out for a in agents).count("up 1") == 2
