@@ -636,7 +636,8 @@ class _Handler(BaseHTTPRequestHandler):
                                             "clientCIDR": "0.0.0.0/0",
                                             "serverAddress": f"127.0.0.1:{self.api.port}"}]})
         if u.path == "/apis":
-            return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
+            return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1",
+                                        "groups": [k8s_objects.JOBSET_API_GROUP]})
         if u.path == "/api/v1":
             return self.send_json(200, self.resource_list())
         if k8s_objects.handle_get(self, u.path, q, user):
@@ -699,6 +700,7 @@ class _Handler(BaseHTTPRequestHandler):
             dict(res("pods", "Pod", True, POD_VERBS, ["po"], "pod"), categories=["all"]),
             res("pods/log", "Pod", True, ["get"]),
             res("pods/status", "Pod", True, ["get", "patch", "update"]),
+            res("events", "Event", True, POD_VERBS, ["ev"], "event"),
         ]}
 
     def get_pod(self, ns, name):

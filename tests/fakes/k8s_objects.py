@@ -34,6 +34,17 @@ import uuid
 
 ATTEMPT_KEY = "jobset.sigs.k8s.io/in-place-restart-attempt"
 JOBSET_GROUP = "jobset.x-k8s.io"
+# what /apis says of the group, and /apis/jobset.x-k8s.io/v1alpha2 of its resources
+JOBSET_API_GROUP = {"name": JOBSET_GROUP, "versions": [
+    {"groupVersion": f"{JOBSET_GROUP}/v1alpha2", "version": "v1alpha2"}],
+    "preferredVersion": {"groupVersion": f"{JOBSET_GROUP}/v1alpha2", "version": "v1alpha2"}}
+JOBSET_RESOURCES = {"kind": "APIResourceList", "apiVersion": "v1",
+                    "groupVersion": f"{JOBSET_GROUP}/v1alpha2", "resources": [
+                        {"name": "jobsets", "singularName": "jobset", "namespaced": True,
+                         "kind": "JobSet", "verbs": ["delete", "deletecollection", "get", "list",
+                                                     "patch", "create", "update", "watch"]},
+                        {"name": "jobsets/status", "singularName": "", "namespaced": True,
+                         "kind": "JobSet", "verbs": ["get", "patch", "update"]}]}
 JOBSET_PATH = re.compile(r"/apis/jobset\.x-k8s\.io/v1alpha2/namespaces/([^/]+)/jobsets"
                          r"(?:/([^/]+))?")
 EVENTS_PATH = re.compile(r"/api/v1/namespaces/([^/]+)/events(?:/([^/]+))?")
@@ -184,6 +195,9 @@ def _fields(text):
 
 def handle_get(h, path, q, user):
     """A GET this module serves: True when answered."""
+    if path == f"/apis/{JOBSET_GROUP}/v1alpha2":
+        h.send_json(200, JOBSET_RESOURCES)
+        return True
     m = EVENTS_PATH.fullmatch(path)
     if m:
         ns = m.group(1)
@@ -369,21 +383,24 @@ def handle_post(h, path, user):
     meta = ev.get("metadata") or {}
     name = meta.get("name") or ""
     inv = ev.get("involvedObject") or {}
-    errs = []
+    errs = []   # (cause reason, field, message), as the API server's field errors
     if not name and not meta.get("generateName"):
-        errs.append("metadata.name: Required value: name or generateName is required")
+        errs.append(("FieldValueRequired", "metadata.name",
+                     "Required value: name or generateName is required"))
     if meta.get("namespace", ns) != ns:
-        errs.append("metadata.namespace: Invalid value: \"%s\": does not match the namespace "
-                    "of the request" % meta.get("namespace"))
+        errs.append(("FieldValueInvalid", "metadata.namespace", "Invalid value: \"%s\": does "
+                     "not match the namespace of the request" % meta.get("namespace")))
     if inv.get("namespace", ns) != ns:
-        errs.append("involvedObject.namespace: Invalid value: \"%s\": does not match event."
-                    "namespace" % inv.get("namespace"))
+        errs.append(("FieldValueInvalid", "involvedObject.namespace", "Invalid value: \"%s\": "
+                     "does not match event.namespace" % inv.get("namespace")))
     if ev.get("type") not in ("Normal", "Warning"):
-        errs.append("type: Unsupported value: \"%s\": supported values: \"Normal\", "
-                    "\"Warning\"" % ev.get("type"))
+        errs.append(("FieldValueNotSupported", "type", "Unsupported value: \"%s\": supported "
+                     "values: \"Normal\", \"Warning\"" % ev.get("type")))
     if errs:
-        h.send_status(422, "Invalid", f"Event \"{name}\" is invalid: " + ", ".join(errs),
-                      {"name": name, "kind": "Event"})
+        h.send_status(422, "Invalid", f"Event \"{name}\" is invalid: " +
+                      ", ".join(f"{f}: {m}" for _, f, m in errs),
+                      {"name": name, "kind": "Event", "causes": [
+                          {"reason": r, "message": m, "field": f} for r, f, m in errs]})
         return
     api = h.api
     st = objects(api)

@@ -180,3 +180,21 @@ def test_a_pod_left_behind_restarts_the_job(api, tmp_path):
            "previous attempt 0)" in errs[0]
     assert attempts(api) == ["1", "1"], errs
     assert os.linesep.join(a.out for a in agents).count("up 1") == 2
+
+
+@pytest.mark.parametrize("denied", ["jobsets:get", "pods:patch"])
+def test_without_the_rights_the_job_runs_without_in_place_restart(api, tmp_path, denied):
+    """A service account that may not read the JobSet or write the annotation: one line naming
+    the rule, and the job runs (and restarts in place by podrun's own means) as without it."""
+    api.deny([denied])
+    objs, agents = start(api, tmp_path)
+    codes = [a.wait(120) for a in agents]
+    errs = [a.err for a in agents]
+    assert codes == [0, 0], errs
+    rule = {"jobsets:get": 'resources: ["jobsets"], verbs: ["get", "list", "watch"]',
+            "pods:patch": 'resources: ["pods"], verbs: ["patch"]'}[denied]
+    for a in agents:
+        assert a.err.count("the job starts without in-place restart") == 1, a.err
+        assert "403 Forbidden" in a.err and rule in a.err
+        assert "restarting the job in place (restart 1 of 3)" in a.err
+    assert "currentInPlaceRestartAttempt" not in objs.jobset("js")["status"]
