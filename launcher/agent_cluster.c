@@ -92,8 +92,17 @@ static void on_js_behind(void *arg, long attempt, long previous)
 {
     struct agent *a = arg;
     struct agent_cluster *c = a->cluster;
-    if (a->state != AGENT_RUNNING || c->behind_said || a->job.decided)
+    if (a->state >= AGENT_EXITING || c->behind_said || a->job.decided)
         return;
+    if (a->state != AGENT_RUNNING) {
+        /* no worker of this round runs yet (a pod whose container restarted joins late): this
+         * pod follows to the next attempt, and the round goes on with it */
+        logs_message(&a->logs, "JobSet %s: another pod moved on to in-place restart attempt "
+                     "%ld before this round started; this pod follows", getenv("JOBSET_NAME"),
+                     previous + 1);
+        jobset_restart_next(c->js);
+        return;
+    }
     c->behind_said = true;
     rdzv_failure_t f;
     rdzv_failure_init(&f);

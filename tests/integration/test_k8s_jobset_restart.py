@@ -198,3 +198,29 @@ def test_without_the_rights_the_job_runs_without_in_place_restart(api, tmp_path,
         assert "403 Forbidden" in a.err and rule in a.err
         assert "restarting the job in place (restart 1 of 3)" in a.err
     assert "currentInPlaceRestartAttempt" not in objs.jobset("js")["status"]
+
+
+def test_a_pod_that_joins_late_moves_the_waiting_one_on(api, tmp_path):
+    """Pod 1's attempt 0 was written (by an earlier run of its container), so pod 0 passed the
+    barrier and waits in the rendezvous for it. Pod 1's podrun then starts at the JobSet's next
+    attempt: pod 0, whose round has not started, follows it there, and the job runs."""
+    objs, agents = start(api, tmp_path, fails=0)
+    agents[1].kill()
+    agents[1].wait(30)
+    with api.lock:   # the earlier run of pod 1's container wrote its attempt
+        pod = api.pods[("default", "js-workers-0-1")]
+        pod["metadata"]["annotations"][KEY] = "0"
+        objs.reconcile_in_place()
+    agents[0].wait_err("every pod is at in-place restart attempt 0; the barrier is down", 60)
+    kc = tmp_path / "kc"
+    late = agent(1, kc, str(tmp_path / "w.py"), env={"FAILS": "0"})
+    try:
+        codes = [agents[0].wait(120), late.wait(120)]
+    finally:
+        agents[0].kill()
+        late.kill()
+    assert codes == [0, 0], [agents[0].err, late.err]
+    assert "this pod is at in-place restart attempt 1; waiting" in late.err
+    assert "another pod moved on to in-place restart attempt 1 before this round started" \
+        in agents[0].err
+    assert attempts(api) == ["1", "1"]
