@@ -74,16 +74,20 @@ static void on_js_ended(void *arg, const char *state)
     struct agent_cluster *c = a->cluster;
     if (a->state >= AGENT_EXITING || a->stop.signal)
         return;
-    if (c->rejoin_waits) {
+    if (c->rejoin_waits) {   /* the workers are gone: exit now */
         c->rejoin_waits = false;
         a->job.decided = true;
         a->job.action = RDZV_EXIT;
+        agent_enter_exiting(a);
+    } else if (a->job.decided) {   /* the workers are stopping: exit once they are gone */
+        a->job.action = RDZV_EXIT;
+        agent_advance(a);
     } else {
         a->exit_code = 1;
-        snprintf(a->stop.why, sizeof a->stop.why, "the JobSet %s before this pod started",
-                 state);
+        snprintf(a->stop.why, sizeof a->stop.why, "the JobSet %s before this pod's round "
+                 "started", state);
+        agent_enter_exiting(a);
     }
-    agent_enter_exiting(a);
 }
 
 /* The JobSet restarts its pods and this pod's attempt is over: a failure of this node, pushed

@@ -4,7 +4,7 @@
  *
  * A post never blocks and never fails the job. At most K8S_EVENTS_QUEUE wait while one is in
  * flight (K8S_EVENTS_TIMEOUT_MS each); beyond that, or past the rate limit (a bucket of
- * K8S_EVENTS_BURST that gains one every K8S_EVENTS_REFILL_MS), an event is dropped and counted,
+ * K8S_EVENT_BURST that gains one every K8S_EVENT_REFILL_MS), an event is dropped and counted,
  * and the next one sent says how many. A 401/403 answer is said once, with the rule the service
  * account needs, and nothing is posted after it; an API server that does not answer is said once
  * per outage and its events are dropped. */
@@ -16,46 +16,10 @@
 #include <stdint.h>
 
 #include "launcher/discover/k8s_client.h"
+#include "launcher/discover/k8s_event.h"
 
 #define K8S_EVENTS_QUEUE 8
-#define K8S_EVENTS_BURST 10
-#define K8S_EVENTS_REFILL_MS 30000
 #define K8S_EVENTS_TIMEOUT_MS 5000
-#define K8S_EVENT_MESSAGE_MAX 1024   /* kubectl shows a message whole; the API keeps 1 KiB+ */
-
-/* What podrun says, one row each (k8s_event_kinds in k8s_events.c: reason and type). */
-enum k8s_event_kind {
-    K8S_EV_ROUND,      /* RendezvousComplete, Normal: nodes, round */
-    K8S_EV_FAILURE,    /* WorkerFailed, Warning: the root cause */
-    K8S_EV_RESTART,    /* RestartingInPlace, Normal: restart N of M */
-    K8S_EV_SUCCEEDED,  /* JobSucceeded, Normal */
-    K8S_EV_FAILED,     /* JobFailed, Warning: the exit code and why */
-    K8S_EV_KINDS
-};
-
-/* ---- pure: the Event object, the rate limit ---- */
-
-struct k8s_event_desc {
-    const char *ns, *pod, *uid;   /* the involved pod; uid may be "" */
-    const char *host;             /* source.host: the node; may be "" */
-    enum k8s_event_kind kind;
-    const char *message;
-    double time;                  /* epoch seconds */
-    unsigned seq;                 /* makes the name unique with the time */
-};
-/* The Reason of a kind ("RendezvousComplete"), and whether it is a Warning. */
-const char *k8s_event_reason(enum k8s_event_kind k, bool *warning);
-/* The JSON body of a POST to /api/v1/namespaces/NS/events (malloc'd), or NULL. */
-char *k8s_event_json(const struct k8s_event_desc *d);
-
-/* A token bucket in loop milliseconds. */
-struct k8s_bucket {
-    int tokens;
-    uint64_t last;                /* when tokens was last topped up */
-};
-void k8s_bucket_init(struct k8s_bucket *b, uint64_t now);
-/* Takes a token: true when there was one. */
-bool k8s_bucket_take(struct k8s_bucket *b, uint64_t now);
 
 /* ---- on the loop ---- */
 

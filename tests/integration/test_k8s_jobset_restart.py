@@ -127,7 +127,11 @@ def test_restarts_past_the_jobsets_max_fail_the_jobset(api, tmp_path):
     assert st["terminalState"] == "Failed", st
     assert st["conditions"][0]["reason"] == "ReachedMaxRestarts"
     for a in agents:
-        assert "restarting the job in place (restart 2 of 2)" in a.err
+        assert "restarting the job in place (restart 1 of 2)" in a.err
+        # the second restart was decided and each pod moved to attempt 2, past maxRestarts:
+        # the JobSet failed, and podrun exits with the codes its restarts used up give
+        assert "JobSet js: it has ended (Failed) while this pod waited at in-place restart " \
+            "attempt 2" in a.err
 
 
 def test_a_jobset_without_in_place_restart_starts_at_once(api, tmp_path):

@@ -1,9 +1,9 @@
-/* tests/unit/launcher/discover/test_k8s_events.c — the Event object podrun posts on its pod, and
+/* tests/unit/launcher/discover/test_k8s_event.c — the Event object podrun posts on its pod, and
  * the rate limit's bucket. */
 #include <jansson.h>
 #include <stdlib.h>
 
-#include "launcher/discover/k8s_events.h"
+#include "launcher/discover/k8s_event.h"
 #include "tests/unit/check.h"
 
 static json_t *event(enum k8s_event_kind kind, const char *msg, const char *uid,
@@ -86,20 +86,20 @@ static void test_a_message_that_is_not_utf8_still_goes_out(void)
 
 static void test_the_bucket_allows_a_burst_then_one_per_refill(void)
 {
-    struct k8s_bucket b;
-    k8s_bucket_init(&b, 1000);
-    for (int i = 0; i < K8S_EVENTS_BURST; i++)
-        CHECK(k8s_bucket_take(&b, 1000 + (uint64_t)i));
-    CHECK(!k8s_bucket_take(&b, 1100));
-    CHECK(!k8s_bucket_take(&b, 1000 + K8S_EVENTS_REFILL_MS - 1));
-    CHECK(k8s_bucket_take(&b, 1000 + K8S_EVENTS_REFILL_MS));
-    CHECK(!k8s_bucket_take(&b, 1000 + K8S_EVENTS_REFILL_MS + 1));
+    struct k8s_event_bucket b;
+    k8s_event_bucket_init(&b, 1000);
+    for (int i = 0; i < K8S_EVENT_BURST; i++)
+        CHECK(k8s_event_bucket_take(&b, 1000 + (uint64_t)i));
+    CHECK(!k8s_event_bucket_take(&b, 1100));
+    CHECK(!k8s_event_bucket_take(&b, 1000 + K8S_EVENT_REFILL_MS - 1));
+    CHECK(k8s_event_bucket_take(&b, 1000 + K8S_EVENT_REFILL_MS));
+    CHECK(!k8s_event_bucket_take(&b, 1000 + K8S_EVENT_REFILL_MS + 1));
     /* a long quiet fills it up again, to the burst and no further */
-    uint64_t later = 1000 + 100ULL * K8S_EVENTS_REFILL_MS;
+    uint64_t later = 1000 + 100ULL * K8S_EVENT_REFILL_MS;
     int n = 0;
-    while (k8s_bucket_take(&b, later))
+    while (k8s_event_bucket_take(&b, later))
         n++;
-    CHECK_EQ_INT(n, K8S_EVENTS_BURST);
+    CHECK_EQ_INT(n, K8S_EVENT_BURST);
 }
 
 int main(void)

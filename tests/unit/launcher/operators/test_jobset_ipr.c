@@ -1,10 +1,10 @@
-/* tests/unit/launcher/operators/test_jobset_restart.c — what a JobSet's object and watch events
+/* tests/unit/launcher/operators/test_jobset_ipr.c — what a JobSet's object and watch events
  * say about in-place restart, and what a pod at an attempt does about it (the rules of
  * kubernetes-sigs/jobset's api/jobset/v1alpha2/jobset_types.go and its agent). */
 #include <errno.h>
 #include <string.h>
 
-#include "launcher/operators/jobset_restart.h"
+#include "launcher/operators/jobset_ipr.h"
 #include "tests/unit/check.h"
 
 #define JS(spec, annotations, status)                                                      \
