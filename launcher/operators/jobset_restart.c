@@ -256,9 +256,10 @@ static void jr_on_timer(uv_timer_t *t)
     jobset_restart_t *j = t->data;
     if (j->closed)
         return;
-    if (j->want >= 0)
+    /* a patch to retry, and a watch to start again (it may have failed while a patch ran) */
+    if (j->want >= 0 && !j->patch)
         jr_patch(j, j->want);
-    else if (!j->get)
+    if (!j->get && !j->watch)
         jr_get(j);
 }
 

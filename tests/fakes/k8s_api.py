@@ -429,6 +429,7 @@ class FakeAPI:
             self.rv += 1
             self.oldest_rv = self.rv
             self.history = []
+            k8s_objects.objects(self).compact()
 
     def end_watches(self, expire=False):
         """Ends every open watch stream (as the API server does at its request timeout);
@@ -436,6 +437,7 @@ class FakeAPI:
         with self.lock:
             for w in list(self.watchers):
                 w.put(("expire",) if expire else ("end",))
+            k8s_objects.objects(self).end_watches(expire)
 
     def inject(self, line):
         """Sends `line` as is, as one more line of every open watch stream (garbage, or an

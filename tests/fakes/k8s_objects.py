@@ -159,6 +159,16 @@ class Objects:
                     prev > st["previousInPlaceRestartAttempt"]:
                 self._js_status(js, previousInPlaceRestartAttempt=prev)
 
+    def end_watches(self, expire=False):
+        """Ends the JobSets' watch streams too (under the lock)."""
+        for q in list(self.js_watchers):
+            q.put(("expire",) if expire else ("end",))
+
+    def compact(self):
+        """The JobSets' history goes too (under the lock)."""
+        self.js_oldest = self.api.rv
+        self.js_history = []
+
     def set_controller(self, on):
         with self.api.lock:
             self.controller = on
@@ -295,6 +305,12 @@ def _watch(h, st, ns, only, q):
                         "metadata": {"resourceVersion": str(rv)}}})
                 continue
             if item[0] == "end":
+                return h.end_stream()
+            if item[0] == "expire":
+                h.chunk({"type": "ERROR", "object": {
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": f"too old resource version: {rv_param}", "reason": "Expired",
+                    "code": 410}})
                 return h.end_stream()
             if matches(item[2]):
                 h.chunk({"type": item[1], "object": item[2]})

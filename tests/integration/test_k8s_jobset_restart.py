@@ -65,11 +65,13 @@ def attempts(api):
             .get(KEY) for i in range(2)]
 
 
-def start(api, tmp_path, fails=1, extra=(), strategy="InPlaceRestart", max_restarts=3):
+def start(api, tmp_path, fails=1, extra=(), strategy="InPlaceRestart", max_restarts=3,
+          controller=True):
     kc = api.kubeconfig(tmp_path / "kc")
     worker = tmp_path / "w.py"
     worker.write_text(FAIL_ONCE)
     objs = k8s_objects.objects(api)
+    objs.set_controller(controller)
     objs.put_jobset("js", replicas=1, parallelism=2, strategy=strategy,
                     max_restarts=max_restarts)
     for i in range(2):
@@ -78,11 +80,10 @@ def start(api, tmp_path, fails=1, extra=(), strategy="InPlaceRestart", max_resta
 
 
 def test_failure_restarts_in_place_behind_the_barrier(api, tmp_path):
-    objs, agents = start(api, tmp_path)
+    # the controller is held back: each pod writes attempt 0 and waits at the barrier, before
+    # any rendezvous
+    objs, agents = start(api, tmp_path, controller=False)
     try:
-        # the controller is held back: each pod wrote attempt 0 and waits at the barrier,
-        # before any rendezvous
-        objs.set_controller(False)
         for a in agents:
             a.wait_err("this pod is at in-place restart attempt 0; waiting", 60)
         assert attempts(api) == ["0", "0"]
@@ -228,3 +229,25 @@ def test_a_pod_that_joins_late_moves_the_waiting_one_on(api, tmp_path):
     assert "another pod moved on to in-place restart attempt 1 before this round started" \
         in agents[0].err
     assert attempts(api) == ["1", "1"]
+
+
+def test_the_barrier_outlives_an_api_server_restart(api, tmp_path):
+    """The API server goes away while the pods wait at the barrier and forgets its history: the
+    JobSet's watch resumes (410 Gone: the JobSet read again), and the barrier comes down."""
+    objs, agents = start(api, tmp_path, fails=0, controller=False)
+    try:
+        for a in agents:
+            a.wait_err("this pod is at in-place restart attempt 0; waiting", 60)
+        api.restart(down_for=1.0, compact=True)
+        objs.set_controller(True)
+        codes = [a.wait(120) for a in agents]
+    finally:
+        for a in agents:
+            a.kill()
+    assert codes == [0, 0], [a.err for a in agents]
+    for a in agents:
+        assert "every pod is at in-place restart attempt 0; the barrier is down" in a.err
+    # each agent read its JobSet again after the restart, rather than only resuming its watch
+    reads = [r for r in api.request_log() if r["method"] == "GET" and
+             r["path"] == "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/js"]
+    assert len(reads) >= 4, reads
