@@ -3,8 +3,10 @@ through the test API server (tests/fakes/k8s_api.py, tests/fakes/k8s_objects.py)
 Events whose involvedObject is their pod: the rendezvous complete, a failure with its root cause,
 the restart, the job's end. A service account without the right gets one line and a job that
 runs as before; an API server that stops answering never holds the job."""
+import os
 import pathlib
 import socket
+import subprocess
 import sys
 
 import pytest
@@ -91,6 +93,19 @@ def test_events_of_a_failure_a_restart_and_the_end(api, tmp_path):
         assert "restarting the job in place (restart 1 of 1)" in restart["message"]
         assert "round 1" in second["message"] and "restart 1" in second["message"]
         assert end["type"] == "Normal" and "exited 0" in end["message"]
+    # what a person sees: the real kubectl's describe of the pod lists them
+    if os.access("/usr/bin/kubectl", os.X_OK):
+        kc = tmp_path / "kc"
+        r = subprocess.run(["/usr/bin/kubectl", "describe", "pod", "ev-worker-0"],
+                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                "KUBECONFIG": str(kc)},
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        shown = r.stdout.split("Events:", 1)[1]
+        for reason in ("RendezvousComplete", "WorkerFailed", "RestartingInPlace",
+                       "JobSucceeded"):
+            assert reason in shown, r.stdout
+        assert "the dataset shard is empty" in shown
 
 
 def test_the_end_of_a_failed_job_is_a_warning(api, tmp_path):
