@@ -298,6 +298,12 @@ static void restart(struct agent *a)
     a->health.bad = false;
     a->done_reported = false;   /* the ended attempt's: this node is not done with the next */
     a->stop.why[0] = '\0';   /* the ended attempt's reason: /healthz must not give it again */
+    agent_cluster_rejoin(a);   /* a JobSet's barrier, then agent_reclaim_gpus */
+}
+
+/* The GPUs' memory before the next join: RECLAIMED once it is free or its wait is over. */
+void agent_reclaim_gpus(struct agent *a)
+{
     if (!agent_health_reclaim(a))
         agent_post(a, AGENT_EV_RECLAIMED, NULL);
 }
@@ -395,6 +401,7 @@ static void close_all(uv_timer_t *t)
     timer_server_close(&a->ts);
     agent_stacks_close(a);
     devcheck_close(&a->health.check);
+    agent_cluster_close(a);
     init_stop();
     uv_close((uv_handle_t *)&a->end.exit_timer, NULL);
     uv_close((uv_handle_t *)&a->stop.leave_timer, NULL);
@@ -438,6 +445,13 @@ static void on_trainjob_sent(void *arg)
 {
     struct agent *a = arg;
     a->end.trainjob_pending = false;
+    agent_drain_again(a);
+}
+
+/* EXITING: something the end waited for is done (the last report, the last Event); what it
+ * said goes out, and OUTPUT_DONE comes once it is written. */
+void agent_drain_again(struct agent *a)
+{
     a->end.drained = false;
     logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
 }
@@ -567,8 +581,9 @@ static void enter_exiting(struct agent *a)
     a->end.strays_untracked = n > AGENT_STRAYS_MAX;
     a->end.trainjob_pending = trainjob_end(a->trainjob, trainjob_outcome(a), a->exit_code,
                                            on_trainjob_sent, a) == 1;
+    agent_cluster_end(a);   /* the last Event, flushed within its bound */
     /* done once the output is drained, the rendezvous closed (on_rdzv_closed drains again) and
-     * the TrainJob's last report answered */
+     * the TrainJob's last report answered and the last Event out */
     if (a->rdzv.rz)
         rdzv_agent_close(a->rdzv.rz, on_rdzv_closed, a);
     logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
@@ -609,7 +624,8 @@ static void gather_facts(struct agent *a, enum agent_ev ev, const struct agent_e
     f->check_running = a->pf.check != NULL;
     f->verdict_first = a->cfg->preflight_policy != CFG_POLICY_WARN;
     f->reclaiming = uv_is_active((const uv_handle_t *)&a->reclaim.timer);
-    f->drained = a->end.drained && !a->end.trainjob_pending;   /* the TrainJob's last report too */
+    /* the TrainJob's last report and the last Event too */
+    f->drained = a->end.drained && !a->end.trainjob_pending && !agent_cluster_busy(a);
     f->closed = !a->rdzv.rz;
     f->again = again;
     f->step = d->step;
@@ -641,6 +657,7 @@ static void take_assigned(struct agent *a, const rdzv_assignment_t *as)
                      as->round, as->node_rank, as->nnodes, as->rank_base,
                      as->rank_base + a->n - 1, as->world_size, as->restart_count);
     a->rdzv.round = as->round;
+    agent_cluster_round(a);
     restarts_assigned(&a->restarts);
     health_rdzv_assigned(a->health.port);
     trainjob_round(a->trainjob, as->round, as->node_rank, as->nnodes, as->world_size,
@@ -668,6 +685,7 @@ static void take_decision(struct agent *a, const rdzv_decision_t *d, struct agen
     snprintf(x->why, sizeof x->why, "the job stopped: %s", d->reason);
     if (!a->stop.why[0])   /* stopped by the round's end, or while STARTING: the job's reason */
         snprintf(a->stop.why, sizeof a->stop.why, "%.*s", (int)sizeof a->stop.why - 1, x->why);
+    agent_cluster_decided(a);   /* the Event, and a JobSet's next in-place attempt */
 }
 
 /* HEALTH_FAILED: the node is bad for this attempt; the stop is said, and where the job goes on
@@ -963,6 +981,16 @@ static void trainjob_say(void *arg, const char *line)
     logs_message(&a->logs, "%s", line);
 }
 
+/* The first join, now or once a JobSet's barrier is down: through the job's pods (--discovery
+ * k8s), else the rendezvous at once. */
+static int join(struct agent *a)
+{
+    if (a->cfg->discovery == CFG_DISCOVERY_K8S)
+        return agent_k8s_start(a);
+    agent_post(a, AGENT_EV_DISCOVERED, NULL);
+    return 0;
+}
+
 /* PID 1's duties (signals, reaping, subreaper), the run directory, the worker group and its
  * guard, the watchdog; then discovery or the rendezvous. An error (*usage: a usage error) leaves
  * the agent to exit. */
@@ -1025,13 +1053,9 @@ static int start(struct agent *a, bool *usage)
         *usage = r == -EINVAL;
         return r;
     }
-    if (c->discovery == CFG_DISCOVERY_K8S) {
-        r = agent_k8s_start(a);
-        *usage = r == -EINVAL;
-        return r;
-    }
-    agent_post(a, AGENT_EV_DISCOVERED, NULL);
-    return 0;
+    r = agent_cluster_start(a, join);
+    *usage = r == -EINVAL;
+    return r;
 }
 
 int agent_run(struct cfg *cfg, char **envp, struct node_devices *nd)

@@ -14,6 +14,7 @@
  *   agent_stacks.c     the workers' stacks before a kill for a hang
  *   agent_failure.c    this node's failures as the job hears of them: the records
  *   agent_report.c     what the end says: the failure report, the termination log
+ *   agent_cluster.c    what the cluster sees: Events on this pod, JobSet's in-place restart
  * struct agent keeps the fields of one stage together in a struct of its own. */
 #ifndef PODRUN_LAUNCHER_AGENT_INT_H
 #define PODRUN_LAUNCHER_AGENT_INT_H
@@ -224,6 +225,8 @@ struct agent {
     struct progress progress;      /* --progress-file (watch/progress.h) */
     struct restarts restarts;      /* one record per restart (output/restarts.h) */
     struct agent_end end;          /* exiting */
+    struct agent_cluster *cluster; /* Events and JobSet's in-place restart (agent_cluster.c);
+                                      NULL when the API is not at hand */
 };
 
 /* ---- agent.c: the hub ---- */
@@ -277,6 +280,27 @@ void agent_failure_local(struct agent *a, int lr, int code, bool hang, const cha
 void agent_failure_note_alone(struct agent *a, worker_t *w);
 /* A failure record of the node itself (reason) to the job. */
 void agent_failure_node(struct agent *a, const char *reason);
+
+/* RESTART's wait: the GPUs' memory, then RECLAIMED (agent_watch.c). */
+void agent_reclaim_gpus(struct agent *a);
+/* EXITING: what the end waited for is done; drain again, then OUTPUT_DONE. */
+void agent_drain_again(struct agent *a);
+
+/* ---- agent_cluster.c: what the cluster sees (Events, JobSet's in-place restart) ---- */
+
+/* The start: go(a) now, or once JobSet's barrier is down (then an error of go exits). */
+int agent_cluster_start(struct agent *a, int (*go)(struct agent *a));
+/* The round complete: its event. */
+void agent_cluster_round(struct agent *a);
+/* The job's decision is known (a->job): the failure's event, and for a restart its event and
+ * this pod's next JobSet attempt. */
+void agent_cluster_decided(struct agent *a);
+/* A restart's workers are gone: rejoin (agent_health_reclaim) once JobSet's barrier is down. */
+void agent_cluster_rejoin(struct agent *a);
+/* The end (a->exit_code known): the last event, flushed within a bound (agent_cluster_busy). */
+void agent_cluster_end(struct agent *a);
+bool agent_cluster_busy(const struct agent *a);
+void agent_cluster_close(struct agent *a);
 
 /* ---- agent_report.c: how the job ended, said ---- */
 

@@ -3,7 +3,8 @@
 HTTPS with the JSON the real API server sends, so podrun (and kubectl, which proves the fake
 faithful in tests/integration/test_k8s_fake.py) can be tested without a cluster.
 
-Served (namespaced pods only, which is what discovery reads):
+Served (namespaced pods, which is what discovery reads; a pod's metadata PATCH, Events and
+JobSets are tests/fakes/k8s_objects.py's):
   GET /version, /api, /apis, /api/v1                 version and legacy discovery documents
   GET /api/v1/namespaces/NS/pods                     PodList; labelSelector (=, ==, !=, in,
                                                      notin, exists, !exists), fieldSelector
@@ -53,6 +54,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import k8s_objects  # noqa: E402
 import tlsca  # noqa: E402
 
 SERVER_VERSION = {
@@ -427,6 +429,7 @@ class FakeAPI:
             self.rv += 1
             self.oldest_rv = self.rv
             self.history = []
+            k8s_objects.objects(self).compact()
 
     def end_watches(self, expire=False):
         """Ends every open watch stream (as the API server does at its request timeout);
@@ -434,6 +437,7 @@ class FakeAPI:
         with self.lock:
             for w in list(self.watchers):
                 w.put(("expire",) if expire else ("end",))
+            k8s_objects.objects(self).end_watches(expire)
 
     def inject(self, line):
         """Sends `line` as is, as one more line of every open watch stream (garbage, or an
@@ -634,9 +638,12 @@ class _Handler(BaseHTTPRequestHandler):
                                             "clientCIDR": "0.0.0.0/0",
                                             "serverAddress": f"127.0.0.1:{self.api.port}"}]})
         if u.path == "/apis":
-            return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
+            return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1",
+                                        "groups": [k8s_objects.JOBSET_API_GROUP]})
         if u.path == "/api/v1":
             return self.send_json(200, self.resource_list())
+        if k8s_objects.handle_get(self, u.path, q, user):
+            return None
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?", u.path)
         if not m:
             return self.send_status(404, "NotFound", "the server could not find the requested "
@@ -661,6 +668,27 @@ class _Handler(BaseHTTPRequestHandler):
             return self.watch(ns, lsel, fsel, q)
         return self.list(ns, lsel, fsel, q)
 
+    def _write_request(self, method):
+        """A PATCH or POST (tests/fakes/k8s_objects.py): logged, authenticated, then served."""
+        u = urllib.parse.urlsplit(self.path)
+        user = self.user()
+        with self.api.lock:
+            self.api.requests.append({"method": method, "path": u.path, "user": user,
+                                      "query": dict(urllib.parse.parse_qsl(u.query)),
+                                      "content_type": self.headers.get("Content-Type", "")})
+        if user is None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            return self.send_status(401, "Unauthorized", "Unauthorized")
+        if method == "PATCH":
+            return k8s_objects.handle_patch(self, u.path, user)
+        return k8s_objects.handle_post(self, u.path, user)
+
+    def do_PATCH(self):
+        self._write_request("PATCH")
+
+    def do_POST(self):
+        self._write_request("POST")
+
     def resource_list(self):
         def res(name, kind, namespaced, verbs, short=None, singular=""):
             r = {"name": name, "singularName": singular, "namespaced": namespaced,
@@ -674,6 +702,7 @@ class _Handler(BaseHTTPRequestHandler):
             dict(res("pods", "Pod", True, POD_VERBS, ["po"], "pod"), categories=["all"]),
             res("pods/log", "Pod", True, ["get"]),
             res("pods/status", "Pod", True, ["get", "patch", "update"]),
+            res("events", "Event", True, POD_VERBS, ["ev"], "event"),
         ]}
 
     def get_pod(self, ns, name):

@@ -429,7 +429,7 @@ def check_pod_failure_policy(job_spec, template, cfg):
 
 
 def test_jobset_failure_policy_on_podrun_codes():
-    name, d = workload(("jobset.x-k8s.io/v1alpha2", "JobSet"))
+    name, d = workload(("jobset.x-k8s.io/v1alpha2", "JobSet"), "jobset.yaml")
     spec, js = d["spec"], d["metadata"]["name"]
     fp = spec["failurePolicy"]
     assert fp["maxRestarts"] >= 1
@@ -563,9 +563,11 @@ def test_volcano_ctr_job_finds_its_pods_with_podrun_k8s():
 def test_rbac_for_kubernetes_discovery():
     by_kind = {d["kind"]: d for n, d in all_docs() if n == "rbac.yaml"}
     assert set(by_kind) == {"ServiceAccount", "Role", "RoleBinding"}
-    (rule,) = by_kind["Role"]["rules"]
+    rule, events = by_kind["Role"]["rules"]
     assert rule["apiGroups"] == [""] and rule["resources"] == ["pods"]
     assert sorted(rule["verbs"]) == ["get", "list", "watch"], "read-only: podrun never writes"
+    # the one write: Events on its own pod (doc/operators.md#events)
+    assert events == {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
     rb = by_kind["RoleBinding"]
     assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                              "name": by_kind["Role"]["metadata"]["name"]}
@@ -631,3 +633,49 @@ def test_host_network_notes():
     DNS policy that keeps the job's names resolvable, the ports that must be free on the node)."""
     text = (DOCKER / "pytorchjob.yaml").read_text()
     assert "hostNetwork: true" in text and "dnsPolicy: ClusterFirstWithHostNet" in text
+
+
+def test_jobset_in_place_restart():
+    """JobSet's in-place restart with podrun as the container's command: what JobSet's webhook
+    requires, the codes that restart the container in place and those that fail the JobSet, the
+    downward API that names the JobSet and the pod, and the rights podrun's protocol uses."""
+    file = "jobset-in-place.yaml"
+    _, d = workload(("jobset.x-k8s.io/v1alpha2", "JobSet"), file)
+    fp = d["spec"]["failurePolicy"]
+    assert fp["restartStrategy"] == "InPlaceRestart"
+    assert {r["action"] for r in fp["rules"] if "PodFailurePolicy" in r["onJobFailureReasons"]} \
+        == {"FailJobSet"}
+    fatal = {2, 93, 126, 127}   # usage, --exit-code-fatal, a program that cannot start
+    for rj in d["spec"]["replicatedJobs"]:
+        job = rj["template"]["spec"]
+        assert job["backoffLimit"] == 2**31 - 1 and job["podReplacementPolicy"] == "Failed"
+        assert job["completions"] == job["parallelism"]
+        assert exit_code_rules(job["podFailurePolicy"]["rules"], "FailJob") == fatal
+        tmpl = job["template"]
+        assert tmpl["spec"]["restartPolicy"] == "Never"
+        c = podrun_container(tmpl)
+        assert c["restartPolicy"] == "Never"
+        (rule,) = c["restartPolicyRules"]
+        assert rule["action"] == "Restart" and rule["exitCodes"]["operator"] == "NotIn"
+        assert set(rule["exitCodes"]["values"]) == fatal | {0}
+        # every other code of podrun's table restarts the container in place
+        assert not (set(NODE_CODES.values()) | {SIGNALLED, 1, 3}) & set(rule["exitCodes"]["values"])
+        env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
+        assert env["JOBSET_NAME"] == "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"
+        assert env["POD_NAME"] == "metadata.name"
+        cfg, _ = resolved(d, tmpl)
+        assert int(cfg["max-restarts"][0]) == fp["maxRestarts"], "one podrun restart, one attempt"
+        assert int(cfg["nnodes"][0]) == rj.get("replicas", 1) * job["parallelism"]
+        sa = tmpl["spec"]["serviceAccountName"]
+    by_kind = {dd["kind"]: dd for n, dd in all_docs() if n == file}
+    assert by_kind["ServiceAccount"]["metadata"]["name"] == sa
+    assert by_kind["RoleBinding"]["subjects"] == [{"kind": "ServiceAccount", "name": sa}]
+    rights = {(g, r, v) for rule in by_kind["Role"]["rules"] for g in rule["apiGroups"]
+              for r in rule["resources"] for v in rule["verbs"]}
+    assert {("", "pods", "patch"), ("", "events", "create"), ("jobset.x-k8s.io", "jobsets", "get"),
+            ("jobset.x-k8s.io", "jobsets", "watch")} <= rights
+    vap = by_kind["ValidatingAdmissionPolicy"]
+    assert sa in vap["spec"]["matchConditions"][0]["expression"]
+    assert "jobset.sigs.k8s.io/in-place-restart-attempt" in str(vap["spec"]["variables"])
+    assert by_kind["ValidatingAdmissionPolicyBinding"]["spec"]["policyName"] == \
+        vap["metadata"]["name"]

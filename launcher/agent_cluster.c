@@ -1,0 +1,280 @@
+/* launcher/agent_cluster.c — what the cluster sees of the job: Events on this pod
+ * (discover/k8s_events.h) and JobSet's in-place restart (operators/jobset_restart.h).
+ *
+ * The agent calls in at named points and this file does the rest: the start (the barrier before
+ * the first rendezvous), the round complete, the job's decision (a failure, a restart), the
+ * rejoin after a restart (the barrier again), the end (the last event, flushed within
+ * CLUSTER_FLUSH_MS), the close. Nothing here decides for the job: a pod that the JobSet says is
+ * behind is told to the job as a failure of this node, and the job decides. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launcher/agent_int.h"
+#include "launcher/discover/k8s_events.h"
+#include "launcher/operators/jobset_restart.h"
+#include "rdzv/base/common.h"
+
+#define CLUSTER_FLUSH_MS 2000   /* bound on the last event at the end */
+
+struct agent_cluster {
+    struct k8s_client cl;
+    bool cl_open;
+    k8s_events_t *ev;
+    jobset_restart_t *js;
+    int (*go)(struct agent *a);   /* the start's next step, once the barrier is down */
+    bool started;                 /* go ran */
+    bool rejoin_waits;            /* a restart waits for the barrier */
+    bool behind_said;             /* this attempt's "behind" was told to the job */
+    bool flushing;
+};
+
+static void cluster_say(void *arg, const char *line)
+{
+    struct agent *a = arg;
+    logs_message(&a->logs, "%s", line);
+}
+
+/* The barrier is down: the first join. One that cannot start is the hub's CANNOT_START, as in
+ * start(). */
+static void cluster_go(struct agent *a)
+{
+    struct agent_cluster *c = a->cluster;
+    c->started = true;
+    int r = c->go(a);
+    if (r)
+        agent_post(a, AGENT_EV_CANNOT_START, &(struct agent_evd){.err = r, .usage = r == -EINVAL});
+}
+
+static void on_js_go(void *arg, long attempt)
+{
+    struct agent *a = arg;
+    struct agent_cluster *c = a->cluster;
+    (void)attempt;
+    if (a->state >= AGENT_EXITING || a->stop.signal)
+        return;
+    c->behind_said = false;
+    if (!c->started) {
+        cluster_go(a);
+    } else if (c->rejoin_waits) {
+        c->rejoin_waits = false;
+        agent_reclaim_gpus(a);   /* then RECLAIMED, the next join */
+    }
+}
+
+/* The JobSet ended (it failed at its maxRestarts): a restart podrun decided is not made, and the
+ * job's decision becomes an exit with the same root cause, as if its own restarts were used up;
+ * before any decision, this node is out of the job. Both are events for the hub. */
+static void on_js_ended(void *arg, const char *state)
+{
+    struct agent *a = arg;
+    struct agent_cluster *c = a->cluster;
+    if (a->state >= AGENT_EXITING || a->stop.signal)
+        return;
+    bool waits = c->rejoin_waits;   /* the restart's workers are gone; it waits at the barrier */
+    c->rejoin_waits = false;
+    if (a->job.decided || waits) {
+        /* a copy: the hub keeps the decision's records where these come from */
+        rdzv_failure_t *f = malloc((size_t)(a->job.dn ? a->job.dn : 1) * sizeof *f);
+        if (!f)
+            return;
+        memcpy(f, a->job.dfail, (size_t)a->job.dn * sizeof *f);
+        rdzv_decision_t d = {.action = RDZV_EXIT, .n = a->job.dn, .failures = f,
+                             .own = a->job.own, .restart_counted = a->job.restart_counted,
+                             .restart_count = a->job.restarts_used, .n_bad = a->job.n_bad};
+        memcpy(d.bad, a->job.bad, (size_t)a->job.n_bad * sizeof *d.bad);
+        snprintf(d.reason, sizeof d.reason, "%s", a->job.dreason);
+        agent_post(a, AGENT_EV_STOPPED, &(struct agent_evd){.dec = &d});
+        free(f);
+        return;
+    }
+    char why[256];
+    snprintf(why, sizeof why, "the JobSet %s before this pod's round started", state);
+    agent_post(a, AGENT_EV_LOST, &(struct agent_evd){.err = -ECANCELED, .why = why});
+}
+
+/* The JobSet restarts its pods and this pod's attempt is over: a failure of this node, pushed
+ * to the job like any other, and the job's restart moves every pod on together. */
+static void on_js_behind(void *arg, long attempt, long previous)
+{
+    struct agent *a = arg;
+    struct agent_cluster *c = a->cluster;
+    if (a->state >= AGENT_EXITING || c->behind_said || a->job.decided)
+        return;
+    if (a->state != AGENT_RUNNING) {
+        /* no worker of this round runs yet (a pod whose container restarted joins late): this
+         * pod follows to the next attempt, and the round goes on with it */
+        logs_message(&a->logs, "JobSet %s: another pod moved on to in-place restart attempt "
+                     "%ld before this round started; this pod follows", getenv("JOBSET_NAME"),
+                     previous + 1);
+        jobset_restart_next(c->js);
+        return;
+    }
+    c->behind_said = true;
+    char why[RDZV_REASON_MAX];
+    snprintf(why, sizeof why, "the JobSet restarts its pods in place (this pod's attempt %ld is "
+             "at or below the previous attempt %ld)", attempt, previous);
+    logs_message(&a->logs, "%s", why);
+    agent_failure_node(a, why);
+}
+
+/* Where credentials come from: --discovery k8s's own, else in the cluster. JobSet's protocol
+ * asks for them whenever JOBSET_NAME is set (a kubeconfig works too). */
+static bool cluster_wanted(struct agent *a, const char **jobset)
+{
+    *jobset = getenv("JOBSET_NAME");
+    if (*jobset && !**jobset)
+        *jobset = NULL;
+    const char *host = getenv("KUBERNETES_SERVICE_HOST");
+    return *jobset || a->cfg->discovery == CFG_DISCOVERY_K8S || (host && *host);
+}
+
+int agent_cluster_start(struct agent *a, int (*go)(struct agent *a))
+{
+    const char *jobset;
+    if (!cluster_wanted(a, &jobset))
+        return go(a);
+    struct agent_cluster *c = calloc(1, sizeof *c);
+    if (!c)
+        return go(a);
+    a->cluster = c;
+    c->go = go;
+    struct k8s_source src;
+    k8s_source_from_env(&src);
+    char hn[IDENTITY_NAME_MAX], err[1024];
+    const char *pod = identity_pod_name(hn, sizeof hn);
+    int r = k8s_client_open(&c->cl, a->loop, &src, a->cfg->k8s_namespace, pod, err, sizeof err);
+    if (r) {
+        if (jobset)
+            logs_message(&a->logs, "JobSet %s: %s; the job starts without in-place restart",
+                         jobset, err);
+        return go(a);
+    }
+    c->cl_open = true;
+    k8s_events_open(&c->cl, getenv("NODE_NAME"), cluster_say, a, &c->ev);
+    if (!jobset)
+        return go(a);
+    struct jobset_restart_params p = {
+        .cl = &c->cl, .jobset = jobset, .on_go = on_js_go, .on_behind = on_js_behind,
+        .on_ended = on_js_ended,
+        .say = cluster_say, .arg = a,
+    };
+    r = jobset_restart_start(&p, &c->js);
+    if (r) {
+        logs_message(&a->logs, "JobSet %s: not a JobSet name (JOBSET_NAME); the job starts "
+                     "without in-place restart", jobset);
+        c->js = NULL;
+        return go(a);
+    }
+    return 0;
+}
+
+void agent_cluster_round(struct agent *a)
+{
+    if (!a->cluster)
+        return;
+    k8s_events_post(a->cluster->ev, K8S_EV_ROUND, "rendezvous complete: round %d, %d node%s, "
+                    "%d workers; this pod is node rank %d (ranks %d-%d), restart %d",
+                    a->rdzv.round, a->rdzv.group_world_size,
+                    a->rdzv.group_world_size == 1 ? "" : "s", a->rdzv.world_size,
+                    a->rdzv.group_rank, a->rdzv.rank_base, a->rdzv.rank_base + a->n - 1,
+                    a->rdzv.restart_count);
+}
+
+/* The job's root cause, one line: who, where, what, and the worker's own message. */
+static void root_cause(struct agent *a, char *out, size_t cap)
+{
+    const rdzv_failure_t *f = &a->job.dfail[0];
+    if (a->job.dn == 0) {
+        snprintf(out, cap, "%s", a->job.dreason);
+        return;
+    }
+    char who[RDZV_NAME_MAX * 2 + 64];
+    if (f->rank >= 0)
+        snprintf(who, sizeof who, "rank %d (local rank %d) on %s", f->rank, f->local_rank,
+                 f->node_name[0] ? f->node_name : f->host);
+    else
+        snprintf(who, sizeof who, "node %s", f->node_name[0] ? f->node_name : f->host);
+    snprintf(out, cap, "%s: %s%s%.600s", who, f->reason, f->message[0] ? ": " : "", f->message);
+}
+
+void agent_cluster_decided(struct agent *a)
+{
+    struct agent_cluster *c = a->cluster;
+    if (!c)
+        return;
+    char why[1024];
+    root_cause(a, why, sizeof why);
+    if (a->job.dn > 0)
+        k8s_events_post(c->ev, K8S_EV_FAILURE, "%s", why);
+    if (a->job.action != RDZV_RESTART)
+        return;
+    bool moved = jobset_restart_next(c->js);
+    char js[96] = "";
+    if (moved)
+        snprintf(js, sizeof js, "; JobSet in-place restart attempt %ld",
+                 jobset_restart_attempt(c->js) + 1);
+    if (a->job.restart_counted)
+        k8s_events_post(c->ev, K8S_EV_RESTART, "restarting the job in place (restart %d of %d)"
+                        "%s: %s", a->job.restarts_used, a->cfg->max_restarts, js, a->job.dreason);
+    else
+        k8s_events_post(c->ev, K8S_EV_RESTART, "restarting the job in place (the nodes changed; "
+                        "no restart used)%s: %s", js, a->job.dreason);
+}
+
+void agent_cluster_rejoin(struct agent *a)
+{
+    struct agent_cluster *c = a->cluster;
+    if (c && c->js && !jobset_restart_lifted(c->js)) {
+        c->rejoin_waits = true;   /* on_js_go rejoins once every pod is at the next attempt */
+        return;
+    }
+    agent_reclaim_gpus(a);
+}
+
+static void on_flushed(void *arg)
+{
+    struct agent *a = arg;
+    a->cluster->flushing = false;
+    agent_drain_again(a);
+}
+
+void agent_cluster_end(struct agent *a)
+{
+    struct agent_cluster *c = a->cluster;
+    if (!c)
+        return;
+    jobset_restart_close(c->js);
+    c->js = NULL;
+    if (!c->ev)
+        return;
+    if (a->exit_code == 0 && a->job.finished)
+        k8s_events_post(c->ev, K8S_EV_SUCCEEDED, "all %d workers of the job exited 0 "
+                        "(restarts used: %d)", a->rdzv.world_size, a->rdzv.restart_count);
+    else
+        k8s_events_post(c->ev, K8S_EV_FAILED, "podrun exits %d: %s", a->exit_code,
+                        a->stop.signal ? "stopped by a signal"
+                        : a->job.decided ? a->job.dreason
+                        : a->stop.why[0] ? a->stop.why : "the job could not run");
+    c->flushing = true;
+    k8s_events_flush(c->ev, CLUSTER_FLUSH_MS, on_flushed, a);
+}
+
+bool agent_cluster_busy(const struct agent *a)
+{
+    return a->cluster && a->cluster->flushing;
+}
+
+void agent_cluster_close(struct agent *a)
+{
+    struct agent_cluster *c = a->cluster;
+    if (!c)
+        return;
+    jobset_restart_close(c->js);
+    k8s_events_close(c->ev);
+    if (c->cl_open)
+        k8s_client_close(&c->cl);
+    free(c);
+    a->cluster = NULL;
+}
