@@ -30,6 +30,7 @@ typedef struct cdesc {
     const char *name, *addr, *host, *domain; /* domain: NVLink domain, "" none */
     int nproc, want_rank, pid;
     int service;   /* a node of services (parameter servers): its "done" is not waited for */
+    int relay_port; /* where it takes the round's end from a relay (rdzv/relay.h); 0: none */
 } cdesc_t;
 
 typedef struct cnode {

@@ -251,6 +251,8 @@ int rdzv_desc_encode(const rdzv_desc_rec_t *d, char *buf, size_t cap)
         kv_add_int(&b, "service", 1);
     if (d->domain[0])
         kv_add(&b, "domain", d->domain, RDZV_NAME_MAX - 1);
+    if (d->relay_port > 0)
+        kv_add_int(&b, "relay", d->relay_port);
     return kv_result(&b);
 }
 
@@ -268,6 +270,7 @@ int rdzv_desc_decode(const char *text, size_t len, rdzv_desc_rec_t *d)
     d->want_rank = clamp_int(kv_get_int(text, len, "want_rank", -1), -1, 1 << 24, -2);
     d->pid = clamp_int(kv_get_int(text, len, "pid", 0), 0, 1 << 30, 0);
     d->service = kv_get_int(text, len, "service", 0) == 1;
+    d->relay_port = clamp_int(kv_get_int(text, len, "relay", 0), 1, 65535, 0);
     if (d->nproc < 0 || d->want_rank < -1)
         return -EINVAL;
     return 0;

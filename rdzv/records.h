@@ -71,6 +71,8 @@ typedef struct rdzv_desc_rec {
     int service;   /* its workers are services the job does not wait for; "service=1" */
     char domain[RDZV_NAME_MAX]; /* its NVLink domain ("<cluster uuid>/<clique>"), "" none: sent
                                    only when set, so a record without it reads as before */
+    int relay_port; /* the UDP port on addr where it takes the round's end (rdzv/relay.h); 0:
+                       it does not relay, and waits on the store itself. "relay=<port>" */
 } rdzv_desc_rec_t;
 
 /* Each encoder returns the length written (< cap) or -ENOSPC. */

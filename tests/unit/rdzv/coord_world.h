@@ -207,6 +207,7 @@ static inline void wr(coord_t *c, int i, const char *what, int num, const char *
 }
 
 static const char *join_domain; /* the NVLink domain of the next join, NULL none */
+static int join_relay;           /* 1: node i joins with relay port 7000 + i */
 
 static inline void join(coord_t *c, int i, const char *name, int nproc, int want, int k)
 {
@@ -220,6 +221,7 @@ static inline void join(coord_t *c, int i, const char *name, int nproc, int want
     d.nproc = nproc;
     d.want_rank = want;
     d.pid = 100 + i;
+    d.relay_port = join_relay ? 7000 + i : 0;
     CHECK(rdzv_desc_encode(&d, val, sizeof val) > 0);
     wr(c, i, "join", k, val);
     if (i < 64)
