@@ -86,6 +86,10 @@ extern long relayed, polled, relay_sent, relay_lost, relay_bad; /* ends taken an
 extern char first_error[256];
 
 
+/* per round below rounds_cap: assignments read and ends taken, counted as they happen, so that
+ * waiting for "every agent has it" costs nothing per loop iteration (a scan of 16k agents after
+ * every epoll_wait was most of the loop's time during a push) */
+extern int *assigned_in, *woken_in, rounds_cap;
 extern uint64_t hb_ns; /* the heartbeat period of a job of K agents, as the real agent's */
 
 void error_once(const agent_t *a, const char *what);

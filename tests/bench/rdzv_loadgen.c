@@ -317,6 +317,7 @@ enum { T_HB, T_PROG };
 
 /* the heartbeat period of a job of K agents, as the real agent computes it (main) */
 uint64_t hb_ns;
+int *assigned_in, *woken_in, rounds_cap;
 
 /* The real agent's progress timer: 1 s after it starts joining, then every progress interval,
  * a GET of the coordinator's status line while it waits. `gen` is the join it belongs to. */
@@ -405,6 +406,8 @@ static void on_assign(agent_t *a, const char *val, size_t len)
     a->rank_base = as.rank_base;
     a->assigned_round = as.round;
     a->t_assigned = now_ns();
+    if (as.round < rounds_cap)
+        assigned_in[as.round]++;
     take_links(a, val, len);
     if (a->fed)
         return; /* its parent sends it the end; its heartbeat asks the store too */
@@ -488,6 +491,8 @@ static void on_woken(agent_t *a)
     if (a->state == A_RUNNING && a->woken_round != a->round) {
         a->t_woken = now_ns();
         a->woken_round = a->round;
+        if (a->round < rounds_cap)
+            woken_in[a->round]++;
     }
 }
 
