@@ -7,7 +7,9 @@
  *
  * The agent is a member (rdzv/member.h: the states, the records, the reports, the lifetime) and
  * this file its transport: STARTING is the connection and the store's list of runs, JOINING a
- * WAIT on the assignment, RUNNING a WAIT on the round's end, with heartbeats throughout. Every
+ * WAIT on the assignment, RUNNING a WAIT on the round's end, or, for a member its assignment
+ * puts under a relay, the end from its parent and a GET of it with each heartbeat
+ * (rdzv/relay.h); heartbeats throughout. Every
  * request it makes gets its callback exactly once, and the agent stays allocated until every one
  * has come back and every handle is closed (`pending`, `handles`). The hosting agent runs the
  * coordinator on its loop (rdzv/host.h) with the store server as the sink of its writes. */
