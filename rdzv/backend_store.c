@@ -425,7 +425,7 @@ static void on_end_polled(store_aclient_t *c, int status, const char *val, size_
     if (len == 0 || a->m.state != MS_RUNNING || a->end_taken == a->m.round)
         return;
     member_progress(&a->m, "rendezvous '%s' round %d: the round's end came from the job store "
-                    "with this node's heartbeat (its relay did not send it)", a->m.run_id,
+                    "with this node's heartbeat, before its relay sent it", a->m.run_id,
                     a->m.round);
     take_end(a, a->m.round, val, len, 1);
 }

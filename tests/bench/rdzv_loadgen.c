@@ -8,6 +8,12 @@
  * longer in a job of more than RDZV_HEARTBEAT_RATE agents), waits for its assignment and for the
  * end of its round, reports done or a failure, and rejoins after a restart decision, as the real
  * agent does once its workers are gone (a simulated agent has none, so it rejoins at once).
+ * The round's end goes through the relay tree as between real agents (rdzv/relay.h): each
+ * agent's join names a relay port (one UDP socket per source address, shared by that address's
+ * agents: a datagram names its receiver's node rank), a root WAITs on the end, a fed agent takes
+ * it from its parent's datagram or from its heartbeat's GET, and each sends it on to the children
+ * its assignment names before it does anything else; with --no-relay no agent offers a port, so
+ * every one WAITs on the store as before the tree.
  *
  * One run:
  *   1. every agent connects and joins: `round` is the time from the last join written until every
@@ -15,13 +21,16 @@
  *   2. `--steady S` seconds of heartbeats: the host's CPU share and RSS (from /proc/PID);
  *   3. `--spares M` more agents join the running round (they wait for room): whether the running
  *      round noticed, and the host's CPU share again with them waiting;
- *   4. `--rounds R` failures, one at a time: one agent reports a failure of its worker and every
+ *   4. `--hold H` failures whose rejoins wait until the push has reached every agent: the push
+ *      alone, and the host's CPU time for it (/proc/PID/schedstat); then
+ *      `--rounds R` failures, one at a time: one agent reports a failure of its worker and every
  *      agent rejoins after the decision: per round the failure push (report -> each agent's WAIT
  *      on the round's end woken, and -> the decision read), the restart (report -> every agent
  *      holding its next assignment) and the messages each agent sent and received;
  *      every `--sample N` rounds the host's key count, RSS and descriptors (the soak);
  *   5. every agent reports done and the host's worker exits 0: the job finishes.
- * Prints one JSON object on stdout; progress on stderr.
+ * Prints one JSON object on stdout; progress on stderr. The phases, the report and main are in
+ * loadgen_phases.c; the clock, timers, /proc readers and relay sockets in loadgen_util.c.
  *
  * The host is started by the driver (tests/bench/scale_bench.py) with the same --nnodes K and
  * this program as its worker: `rdzv_loadgen --worker FILE` runs until SIGTERM or until FILE

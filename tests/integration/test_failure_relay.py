@@ -7,6 +7,8 @@ relays to ranks 3 and 4); the store host (127.0.0.2) holds rank 2, a root with n
 import os
 import signal
 
+import pytest
+
 from cluster import (WORKERS, Agent, agent_args, killed_on_failure, started_dir, wait_all,
                      wait_for, wait_started, no_leftovers)
 
@@ -59,12 +61,17 @@ def test_relay_stopped_mid_push_its_children_learn_from_the_heartbeat(port, tmp_
     assert clean, f"left behind: {left}"
 
 
-def test_relay_carries_the_push(port, tmp_path):
+@pytest.mark.parametrize("token", [False, True])
+def test_relay_carries_the_push(port, tmp_path, token):
     # heartbeats every 60 s: a fed node's first read of the store comes a minute after it was
     # assigned, so a push that stops every worker within the stop bound came through the relays
+    # (with a token, each datagram signed with the job's key)
     fail_file = tmp_path / "fail"
-    agents, marker, up = start(port, {"FAIL_RANK": "1", "FAIL_FILE": str(fail_file)},
-                               ["--rdzv-conf", "keep_alive_interval=60"])
+    extra = ["--rdzv-conf", "keep_alive_interval=60"]
+    if token:
+        (tmp_path / "token").write_text("c0ffee" * 8)
+        extra += ["--rdzv-token-file", str(tmp_path / "token")]
+    agents, marker, up = start(port, {"FAIL_RANK": "1", "FAIL_FILE": str(fail_file)}, extra)
     with killed_on_failure(agents):
         wait_started(up, 5, agents=agents)
         fail_file.write_text("")
