@@ -96,11 +96,12 @@ void relay_links_take(const char *text, size_t len, relay_links_t *l)
 {
     memset(l, 0, sizeof *l);
     char line[RELAY_LINKS_MAX];
-    int n = kv_get(text, len, "relay_from", line, sizeof line);
-    if (n > 0 && ep_take(line, (size_t)n, &l->parent) == 0)
+    /* what kv_get wrote is cut at the buffer and at a NUL in the value: read only that */
+    size_t n = kv_get(text, len, "relay_from", line, sizeof line) >= 0 ? strlen(line) : 0;
+    if (n > 0 && ep_take(line, n, &l->parent) == 0)
         l->fed = 1;
-    n = kv_get(text, len, "relay_to", line, sizeof line);
-    for (const char *p = line, *end = line + (n > 0 ? n : 0); p < end && l->n < RELAY_FANOUT_MAX;) {
+    n = kv_get(text, len, "relay_to", line, sizeof line) >= 0 ? strlen(line) : 0;
+    for (const char *p = line, *end = line + n; p < end && l->n < RELAY_FANOUT_MAX;) {
         const char *sp = memchr(p, ' ', (size_t)(end - p));
         size_t w = (size_t)((sp ? sp : end) - p);
         if (ep_take(p, w, &l->child[l->n]) == 0)
