@@ -235,8 +235,9 @@ static void on_assign_kv(etcd_agent_t *a, const etcd_kv_t *kv)
 
 /* Assigned (member.h, assigned): a fresh namespace for this attempt's workers, should this
  * node's store serve them. */
-static int etcd_assigned(rdzv_member_t *m)
+static int etcd_assigned(rdzv_member_t *m, const char *val, size_t len)
 {
+    (void)val, (void)len;
     store_server_delete_except(m->server, "podrun/");
     return 0;
 }

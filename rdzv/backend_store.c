@@ -7,7 +7,9 @@
  *
  * The agent is a member (rdzv/member.h: the states, the records, the reports, the lifetime) and
  * this file its transport: STARTING is the connection and the store's list of runs, JOINING a
- * WAIT on the assignment, RUNNING a WAIT on the round's end, with heartbeats throughout. Every
+ * WAIT on the assignment, RUNNING a WAIT on the round's end, or, for a member its assignment
+ * puts under a relay, the end from its parent and a GET of it with each heartbeat
+ * (rdzv/relay.h); heartbeats throughout. Every
  * request it makes gets its callback exactly once, and the agent stays allocated until every one
  * has come back and every handle is closed (`pending`, `handles`). The hosting agent runs the
  * coordinator on its loop (rdzv/host.h) with the store server as the sink of its writes. */
@@ -23,6 +25,7 @@
 #include "rdzv/store/aclient.h"
 #include "rdzv/coordinator.h"
 #include "rdzv/host.h"
+#include "rdzv/relay_udp.h"
 #include "rdzv/store/server.h"
 #include "rdzv/status.h"
 
@@ -42,7 +45,12 @@ typedef struct store_agent {
     int ready;
     char *stranger;             /* the store is another run's: the line that says so */
     uv_timer_t hb_timer;
-    int ping_out;               /* a PING asks the host for a sign of life */
+    int ping_out;               /* a PING (or a fed node's GET of the end) asks the host for a
+                                   sign of life */
+    relay_udp_t *relay;         /* the round's end from a parent, on to the children (relay.h);
+                                   NULL: this node waits on the store itself */
+    int fed;                    /* this round's end comes from a relay, not from a WAIT */
+    int end_taken;              /* the last round whose end this node took (relay or store) */
     uint64_t ping_sent, hb_tick; /* loop times (ms) */
     double started;
 
@@ -102,9 +110,21 @@ static void on_host_closed(void *arg)
 }
 
 /* Closing, second stage: the timers and (on the host) the server go; the member finishes. */
+static void on_relay_closed(void *arg)
+{
+    store_agent_t *a = arg;
+    a->m.handles--;
+    member_maybe_free(&a->m);
+}
+
 static void close_handles(store_agent_t *a)
 {
     uv_close((uv_handle_t *)&a->hb_timer, member_on_handle_closed);
+    if (a->relay) {
+        a->m.handles++;
+        relay_udp_close(a->relay, on_relay_closed, a);
+        a->relay = NULL;
+    }
     if (a->host.coord) {
         if (host_close(&a->host, on_host_closed, a))
             a->m.handles++;
@@ -369,6 +389,48 @@ static int wait_and_get(store_agent_t *a, const char *key, store_reply_cb on_wai
     return 0;
 }
 
+/* Round `round`'s end record, from the store or from this node's relay parent: the children
+ * get it first (relay_udp_forward sends once per round), then the launcher (ending, then the
+ * record itself), once. `ending`: the launcher has not been told yet. */
+static void take_end(store_agent_t *a, int round, const char *val, size_t len, int ending)
+{
+    if (a->relay)
+        relay_udp_forward(a->relay, round, val, len);
+    if (a->end_taken == round || round != a->m.round || a->m.state != MS_RUNNING)
+        return;
+    a->end_taken = round;
+    if (ending)
+        member_on_ending(&a->m, round);
+    member_on_end(&a->m, round, val, len);
+}
+
+/* The relay socket took this round's end from the parent (and sent it on). */
+static void on_relayed(void *arg, int round, const char *body, size_t blen)
+{
+    store_agent_t *a = arg;
+    if (a->m.closing)
+        return;
+    take_end(a, round, body, blen, 1);
+}
+
+/* The answer to a fed node's GET of the round's end with its heartbeat: the host's sign of life,
+ * and the decision if the relay did not bring it (its parent died, stalled or lost it). */
+static void on_end_polled(store_aclient_t *c, int status, const char *val, size_t len,
+                          int64_t num, void *arg)
+{
+    (void)c, (void)num;
+    store_agent_t *a = arg;
+    if (req_end(a) || status < 0)
+        return;
+    a->ping_out = 0;
+    if (len == 0 || a->m.state != MS_RUNNING || a->end_taken == a->m.round)
+        return;
+    member_progress(&a->m, "rendezvous '%s' round %d: the round's end came from the job store "
+                    "with this node's heartbeat, before its relay sent it", a->m.run_id,
+                    a->m.round);
+    take_end(a, a->m.round, val, len, 1);
+}
+
 /* The value of the running round's end record (member_on_end reads it). */
 static void on_end_value(store_aclient_t *c, int status, const char *val, size_t len,
                          int64_t num, void *arg)
@@ -377,7 +439,7 @@ static void on_end_value(store_aclient_t *c, int status, const char *val, size_t
     store_agent_t *a = arg;
     if (req_end(a) || status < 0 || a->m.state != MS_RUNNING)
         return;
-    member_on_end(&a->m, a->m.round, val, len);
+    take_end(a, a->m.round, val, len, 0);
 }
 
 /* The round's end record exists; its value follows in the same reply. Tell the launcher now
@@ -404,13 +466,30 @@ static void on_assign_value(store_aclient_t *c, int status, const char *val, siz
     member_on_assign(&a->m, val, len);
 }
 
-/* Assigned: a WAIT on the round's end and its GET (member.h, assigned). */
-static int store_assigned(rdzv_member_t *m)
+/* Assigned (member.h, assigned): a fed node takes the round's end from its relay parent (and
+ * asks the store with each heartbeat); any other waits on it with a WAIT and its GET. Either
+ * sends it on to the children its assignment names. */
+static int store_assigned(rdzv_member_t *m, const char *val, size_t len)
 {
     store_agent_t *a = (store_agent_t *)m;
+    relay_links_t l;
+    relay_links_take(val, len, &l);
+    a->fed = a->relay && l.fed;
+    if (a->relay)
+        relay_udp_links(a->relay, a->m.round, a->m.node_rank, &l);
+    if (a->fed)
+        return 0;
     char key[320];
     sfmt(key, sizeof key, "%sr/%d/end", a->m.prefix, a->m.round);
     return wait_and_get(a, key, on_end_waited, on_end_value);
+}
+
+/* What the join record says besides the descriptor: where this node takes relayed ends. */
+static void store_join_extra(rdzv_member_t *m, kvbuf_t *b)
+{
+    store_agent_t *a = (store_agent_t *)m;
+    if (a->relay)
+        kv_add_int(b, "relay", relay_udp_port(a->relay));
 }
 
 /* The WAIT on the assign key was answered (the value follows) or cancelled for a progress line:
@@ -487,6 +566,14 @@ static void on_hb_timer(uv_timer_t *t)
              "(the store host is hung or stopped)",
              a->connect_host, a->m.port, (double)hang_ms(a) / 1000);
         member_fail(&a->m, PODRUN_ESTORESILENT, why);
+        return;
+    }
+    if (a->fed && a->m.state == MS_RUNNING && a->end_taken != a->m.round) {
+        /* no WAIT stands for the round's end: the heartbeat asks for it (relay.h) */
+        char end[320];
+        sfmt(end, sizeof end, "%sr/%d/end", a->m.prefix, a->m.round);
+        if (!a->ping_out && req_begin(a, store_aclient_get(a->conn, end, on_end_polled, a)) == 0)
+            a->ping_out = 1, a->ping_sent = now;
         return;
     }
     if (!a->ping_out && now - (heard > a->ping_sent ? heard : a->ping_sent) >= quiet_ms(a) &&
@@ -736,6 +823,11 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
     }
     member_timer_init(&a->m, &a->hb_timer);
     member_timers_init(&a->m);
+    a->end_taken = -1;
+    /* where this node takes relayed ends: its advertised address (a name, or an address that is
+     * not this machine's, leaves it out of the tree: it waits on the store itself) */
+    if (relay_udp_open(loop, a->m.addr, a->m.p.token, a->m.run_id, on_relayed, a, &a->relay) < 0)
+        a->relay = NULL;
     int ms = (int)(a->m.p.join_timeout * 1000);
     int rc = store_aclient_connect(loop, a->connect_host, a->m.port, ms, on_connected, a, &a->conn);
     if (rc == 0) {
@@ -813,7 +905,8 @@ static const rdzv_transport_t store_transport = {
     .what = "the job store",
     .put = store_put,             /* a SET on the connection */
     .join = store_join,           /* the join's SET, then WAIT + GET of its assign key */
-    .assigned = store_assigned,   /* WAIT + GET of the round's end */
+    .join_extra = store_join_extra, /* the relay port */
+    .assigned = store_assigned,   /* WAIT + GET of the round's end, or its relay */
     .tick = store_tick,           /* waiting for the store, or the coordinator's status */
     .halt = store_halt,           /* the heartbeats stop */
     .close = store_close,         /* the connection; the host's coordinator winds down */

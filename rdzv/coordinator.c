@@ -9,6 +9,7 @@
  * -> coord_round_decide() sets the end record and opens the next round at once, or the job goes OVER
  * (round_go_over answers everyone still waiting). */
 #include "rdzv/coordinator_int.h"
+#include "rdzv/relay.h"
 
 #include "rdzv/ranks.h"
 #include "rdzv/records.h"
@@ -344,6 +345,7 @@ int coord_node_set_desc(cnode_t *n, const rdzv_desc_rec_t *d)
     n->d.pid = d->pid;
     n->d.service = d->service;
     n->d.progress = d->has_progress ? d->progress : -1;
+    n->d.relay_port = relay_addr_numeric(d->addr) ? d->relay_port : 0;
     return 0;
 }
 

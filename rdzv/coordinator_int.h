@@ -32,6 +32,7 @@ typedef struct cdesc {
     int nproc, want_rank, pid;
     int service;   /* a node of services (parameter servers): its "done" is not waited for */
     long long progress; /* the trainer's progress it joined with, -1 none */
+    int relay_port; /* where it takes the round's end from a relay (rdzv/relay.h); 0: none */
 } cdesc_t;
 
 typedef struct cnode {

@@ -1,6 +1,7 @@
 /* rdzv/coordinator_round.c — the round state machine: opening a round, admitting joins, closing
  * it with ranks, stopping it and deciding what comes next; nodes that leave. */
 #include "rdzv/coordinator_int.h"
+#include "rdzv/relay.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -227,6 +228,56 @@ int coord_round_ready_nodes(coord_t *c)
     return got < 0 ? 0 : got;
 }
 
+/* The relay tree of a round of n members (v in node rank order through `order`): tree[i] is
+ * node rank i's place among the members that relay (rdzv/relay.h), -1 for one that does not,
+ * tree[n] how many do, and tree[n + 1 + j] the node rank of place j. NULL without memory: then
+ * every member waits on the store itself. */
+static int *relay_tree(cnode_t **v, const int *order, int n)
+{
+    int *tree = malloc((2 * (size_t)n + 1) * sizeof *tree);
+    if (!tree)
+        return NULL;
+    int j = 0;
+    for (int i = 0; i < n; i++) {
+        tree[i] = v[order[i]]->d.relay_port > 0 ? j : -1;
+        if (tree[i] >= 0)
+            tree[n + 1 + j++] = i;
+    }
+    tree[n] = j;
+    return tree;
+}
+
+static relay_ep_t relay_ep_of(cnode_t **v, const int *order, int rank)
+{
+    const cnode_t *m = v[order[rank]];
+    relay_ep_t e = {rank, (uint16_t)m->d.relay_port, ""};
+    sfmt(e.addr, sizeof e.addr, "%s", m->d.addr);
+    return e;
+}
+
+/* Node rank i's relay links (its parent, its children) added to its assignment val[0..len):
+ * the new length, or len when it takes no part or they do not fit. */
+static int relay_assign_links(cnode_t **v, const int *order, int n, const int *tree, int i,
+                              char *val, size_t cap, size_t len)
+{
+    if (tree[i] < 0)
+        return (int)len;
+    const int count = tree[n], *at = tree + n + 1;
+    int f = relay_fanout(count), first, p = relay_parent(tree[i], f);
+    relay_links_t l;
+    memset(&l, 0, sizeof l);
+    if (p >= 0) {
+        l.fed = 1;
+        l.parent = relay_ep_of(v, order, at[p]);
+    }
+    l.n = relay_children(tree[i], count, f, &first);
+    for (int k = 0; k < l.n; k++)
+        l.child[k] = relay_ep_of(v, order, at[first + k]);
+    kvbuf_t b = {val, cap, len, 0};
+    relay_links_put(&b, &l);
+    return b.overflow ? (int)len : (int)b.len;
+}
+
 /* Closes the open round: ranks for every joined node (rdzv_assign_ranks), a fresh namespace for
  * the workers (queued before any assignment, so no worker of this attempt can read a key of the
  * last one), then each node's assignment on its join's key. Without memory nothing changes and
@@ -280,6 +331,7 @@ void coord_round_close(coord_t *c, double now)
         s->key = strdup("podrun/");
         s->a.key = s->key;
     }
+    int *tree = relay_tree(v, order, n);
     for (int i = 0; i < n; i++) {
         cnode_t *m = v[order[i]];
         rdzv_assignment_t a = {
@@ -292,9 +344,11 @@ void coord_round_close(coord_t *c, double now)
             .store_host = c->store_host,
             .store_port = c->p.store_port,
         };
-        char key[256], val[512];
+        char key[256], val[512 + RELAY_LINKS_MAX];
         coord_node_key(c, key, sizeof key, m, "assign", m->join_k);
         int len = rdzv_assign_encode(&a, val, sizeof val);
+        if (len >= 0 && tree)
+            len = relay_assign_links(v, order, n, tree, i, val, sizeof val, (size_t)len);
         if (len >= 0)
             coord_act_set(c, key, val, (size_t)len);
         m->assign_k = m->join_k;
@@ -304,6 +358,7 @@ void coord_round_close(coord_t *c, double now)
         services += m->d.service != 0;
         m->exp_idx = -1;
     }
+    free(tree);
     free(v);
     free(rn);
     free(order);

@@ -310,7 +310,7 @@ void member_on_assign(rdzv_member_t *m, const char *val, size_t len)
     m->round = as.round;
     m->node_rank = as.node_rank;
     uv_timer_stop(&m->prog_timer);
-    if (m->t->assigned && m->t->assigned(m) < 0) {
+    if (m->t->assigned && m->t->assigned(m, val, len) < 0) {
         fail_at(m, PODRUN_ESTORELOST, "could not wait on");
         return;
     }

@@ -47,10 +47,11 @@ typedef struct rdzv_transport {
     int (*join)(rdzv_member_t *m, const char *key, const char *val, size_t len);
     /* optional: what the join record says besides the descriptor (etcd: this node's store) */
     void (*join_extra)(rdzv_member_t *m, kvbuf_t *b);
-    /* optional: the member was assigned round m->round, before the launcher hears of it (store:
-     * wait for the round's end; etcd: empty this node's store for the workers). 0, or a
-     * negative code, which costs this node the job. */
-    int (*assigned)(rdzv_member_t *m);
+    /* optional: the member was assigned round m->round (the assignment's text: val[0..len)),
+     * before the launcher hears of it (store: wait for the round's end, or take it from a relay;
+     * etcd: empty this node's store for the workers). 0, or a negative code, which costs this
+     * node the job. */
+    int (*assigned)(rdzv_member_t *m, const char *val, size_t len);
     /* the progress timer fired while STARTING or JOINING: say what this node waits for */
     void (*tick)(rdzv_member_t *m);
     /* optional: this node's waiting is over (lost, finished, leaving, closing): stop what the

@@ -254,6 +254,8 @@ int rdzv_desc_encode(const rdzv_desc_rec_t *d, char *buf, size_t cap)
         kv_add(&b, "domain", d->domain, RDZV_NAME_MAX - 1);
     if (d->has_progress)
         kv_add_int(&b, "progress", d->progress);
+    if (d->relay_port > 0)
+        kv_add_int(&b, "relay", d->relay_port);
     return kv_result(&b);
 }
 
@@ -275,6 +277,7 @@ int rdzv_desc_decode(const char *text, size_t len, rdzv_desc_rec_t *d)
     d->has_progress = d->progress >= 0 && d->progress <= RDZV_PROGRESS_MAX;
     if (!d->has_progress)
         d->progress = 0;
+    d->relay_port = clamp_int(kv_get_int(text, len, "relay", 0), 1, 65535, 0);
     if (d->nproc < 0 || d->want_rank < -1)
         return -EINVAL;
     return 0;

@@ -73,6 +73,8 @@ typedef struct rdzv_desc_rec {
                                    only when set, so a record without it reads as before */
     int has_progress;           /* the trainer's progress as the node read it before joining */
     long long progress;         /* (--progress-file), 0..2^62: sent only when it has one */
+    int relay_port; /* the UDP port on addr where it takes the round's end (rdzv/relay.h); 0:
+                       it does not relay, and waits on the store itself. "relay=<port>" */
 } rdzv_desc_rec_t;
 
 #define RDZV_PROGRESS_MAX (1LL << 62) /* a progress value above it reads as none */

@@ -100,7 +100,8 @@
  *    a node that sent nothing (no heartbeat, no record) for H; an agent gives up on the host when
  *    nothing at all came from it for H while it asked (any byte is a sign of life; after W of
  *    quiet the agent sends a PING, whose echo the store sends at once, ahead of any parked
- *    answer). A sweep or a heartbeat tick that runs late because this side's own loop was stalled
+ *    answer; an agent fed by a relay asks for its round's end with every heartbeat instead,
+ *    rdzv/relay.h). A sweep or a heartbeat tick that runs late because this side's own loop was stalled
  *    restarts the clocks instead of judging. A silent node still waiting for its assignment is
  *    answered "rejected", so it exits if it is alive after all.
  *  - Heartbeats (store backend) come every keep_alive_interval while the job has at most

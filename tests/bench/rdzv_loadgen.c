@@ -8,6 +8,12 @@
  * longer in a job of more than RDZV_HEARTBEAT_RATE agents), waits for its assignment and for the
  * end of its round, reports done or a failure, and rejoins after a restart decision, as the real
  * agent does once its workers are gone (a simulated agent has none, so it rejoins at once).
+ * The round's end goes through the relay tree as between real agents (rdzv/relay.h): each
+ * agent's join names a relay port (one UDP socket per source address, shared by that address's
+ * agents: a datagram names its receiver's node rank), a root WAITs on the end, a fed agent takes
+ * it from its parent's datagram or from its heartbeat's GET, and each sends it on to the children
+ * its assignment names before it does anything else; with --no-relay no agent offers a port, so
+ * every one WAITs on the store as before the tree.
  *
  * One run:
  *   1. every agent connects and joins: `round` is the time from the last join written until every
@@ -15,13 +21,16 @@
  *   2. `--steady S` seconds of heartbeats: the host's CPU share and RSS (from /proc/PID);
  *   3. `--spares M` more agents join the running round (they wait for room): whether the running
  *      round noticed, and the host's CPU share again with them waiting;
- *   4. `--rounds R` failures, one at a time: one agent reports a failure of its worker and every
+ *   4. `--hold H` failures whose rejoins wait until the push has reached every agent: the push
+ *      alone, and the host's CPU time for it (/proc/PID/schedstat); then
+ *      `--rounds R` failures, one at a time: one agent reports a failure of its worker and every
  *      agent rejoins after the decision: per round the failure push (report -> each agent's WAIT
  *      on the round's end woken, and -> the decision read), the restart (report -> every agent
  *      holding its next assignment) and the messages each agent sent and received;
  *      every `--sample N` rounds the host's key count, RSS and descriptors (the soak);
  *   5. every agent reports done and the host's worker exits 0: the job finishes.
- * Prints one JSON object on stdout; progress on stderr.
+ * Prints one JSON object on stdout; progress on stderr. The phases, the report and main are in
+ * loadgen_phases.c; the clock, timers, /proc readers and relay sockets in loadgen_util.c.
  *
  * The host is started by the driver (tests/bench/scale_bench.py) with the same --nnodes K and
  * this program as its worker: `rdzv_loadgen --worker FILE` runs until SIGTERM or until FILE
@@ -48,90 +57,34 @@
 #include <unistd.h>
 
 #include "rdzv/records.h"
+#include "rdzv/relay.h"
 #include "rdzv/rendezvous.h"
 #include "rdzv/store/wire.h"
+#include "tests/bench/loadgen_util.h"
 
-/* ---- options ---- */
+#include "tests/bench/loadgen.h"
 
-static struct {
-    int k, spares, rounds, sample;
-    double steady, interval, progress;
-    char host[64];
-    int port;
-    int host_pid;
-    char run_id[64], done_file[512];
-    int burst;
-} O = {.k = 1024, .interval = 1, .progress = 5, .steady = 5, .host = "127.0.0.1", .sample = 0,
-       .burst = 512};
+/* ---- options and the agents (loadgen.h) ---- */
 
-/* ---- clock ---- */
+struct loadgen_opts O = {.k = 1024, .interval = 1, .progress = 5, .steady = 5, .host = "127.0.0.1",
+                         .sample = 0, .burst = 512};
+agent_t *agents;
+int n_members;       /* agents [0, n_members) are round 0's members; the rest spares */
+int n_agents;        /* simulated: K-1 members + spares */
+int epfd;
+char prefix[128];
+int connecting;      /* connects in flight */
+int next_connect;    /* next agent to connect */
+int connect_limit;   /* agents [0, connect_limit) may connect */
+conn_t probe;        /* GETNUMKEYS for the soak */
+int64_t probe_keys = -1;
+long errors;
+int *by_rank;        /* node rank -> agent, as the latest assignments say */
+int holding;         /* --hold rounds: a decision read holds the rejoin (rejoin_held) */
+long relayed, polled, relay_sent, relay_lost, relay_bad; /* ends taken and sent on */
+char first_error[256];
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void die(const char *what)
-{
-    fprintf(stderr, "rdzv_loadgen: %s: %s\n", what, strerror(errno));
-    exit(1);
-}
-
-/* ---- connections ---- */
-
-/* What the reply at the head of a connection's queue answers. */
-enum exp_kind { E_HELLO, E_PING, E_STATUS, E_WAIT, E_GET_ASSIGN, E_GET_END, E_NUMKEYS, E_CANCEL };
-enum { AGENT, PROBE };
-#define EXP_MAX 32
-
-struct agent;
-
-typedef struct conn {
-    int fd;
-    struct agent *a;
-    unsigned char which, up;
-    unsigned char exp[EXP_MAX];
-    unsigned ehead, en;
-    char *rbuf;
-    size_t rlen, rcap;
-    char *obuf;
-    size_t olen, ocap;
-    uint32_t nonce;
-} conn_t;
-
-enum agent_state { A_NEW, A_CONNECTING, A_JOINING, A_RUNNING, A_STOPPED, A_FINISHED, A_OUT };
-
-typedef struct agent {
-    int idx;
-    char ids[17], name[32], addr[32];
-    conn_t c;
-    int state, spare;
-    int join_k, round, node_rank, rank_base;
-    int ping_out;
-    uint32_t ping_nonce;
-    uint64_t ping_sent, last_heard;
-    uint64_t t_join, t_assigned, t_woken, t_decided;
-    int assigned_round;  /* round of the latest assignment read, -1 none */
-    int woken_round;     /* round whose end woke this agent, -1 none */
-    uint64_t sent, recv; /* messages: requests written, replies read */
-} agent_t;
-
-static agent_t *agents;
-static int n_members;       /* agents [0, n_members) are round 0's members; the rest spares */
-static int n_agents;        /* simulated: K-1 members + spares */
-static int epfd;
-static char prefix[128];
-static int connecting;      /* connects in flight */
-static int next_connect;    /* next agent to connect */
-static int connect_limit;   /* agents [0, connect_limit) may connect */
-static conn_t probe;        /* GETNUMKEYS for the soak */
-static int64_t probe_keys = -1;
-static long errors;
-static char first_error[256];
-
-static void error_once(const agent_t *a, const char *what)
+void error_once(const agent_t *a, const char *what)
 {
     if (!errors++)
         sfmt(first_error, sizeof first_error, "agent %d: %s", a ? a->idx : -1, what);
@@ -254,7 +207,7 @@ static void wait_assign(agent_t *a)
 }
 
 /* JOINING: the k-th join record and the WAIT + GET of the k-th assign key. */
-static void send_join(agent_t *a)
+void send_join(agent_t *a)
 {
     rdzv_desc_rec_t d;
     memset(&d, 0, sizeof d);
@@ -264,6 +217,7 @@ static void send_join(agent_t *a)
     d.nproc = 1;
     d.want_rank = -1;
     d.pid = (int)getpid();
+    d.relay_port = O.no_relay ? 0 : relay_sock_port(a->idx % RELAY_ADDRS);
     char key[256], val[1024];
     int len = rdzv_desc_encode(&d, val, sizeof val);
     node_key(a, key, sizeof key, "join", a->join_k);
@@ -294,6 +248,23 @@ static void send_ping(agent_t *a)
     a->ping_sent = now_ns();
 }
 
+/* Whether a fed agent's heartbeat asks the store for its round's end: not yet taken. */
+static int polling(const agent_t *a)
+{
+    return a->fed && a->state == A_RUNNING && a->woken_round != a->round;
+}
+
+/* A fed agent's heartbeat asks for its round's end (the real agent's GET in place of a PING). */
+static void send_poll(agent_t *a)
+{
+    char key[256];
+    sfmt(key, sizeof key, "%sr/%d/end", prefix, a->round);
+    req_key(WIRE_GET, key);
+    send_req(&a->c, &wb, E_POLL);
+    a->ping_out = 1;
+    a->ping_sent = now_ns();
+}
+
 /* The progress line while joining: CANCEL_WAIT, GET status, then WAIT + GET assign again. */
 static void send_status(agent_t *a)
 {
@@ -308,7 +279,7 @@ static void send_status(agent_t *a)
     wait_assign(a);
 }
 
-static void send_fail(agent_t *a)
+void send_fail(agent_t *a)
 {
     rdzv_failure_t f;
     rdzv_failure_init(&f);
@@ -328,7 +299,7 @@ static void send_fail(agent_t *a)
     send_set(a, key, val, (size_t)len);
 }
 
-static void send_done(agent_t *a)
+void send_done(agent_t *a)
 {
     char key[256];
     node_key(a, key, sizeof key, "done", a->round);
@@ -349,66 +320,17 @@ static void exp_remove(conn_t *c, unsigned i)
     c->en--;
 }
 
-/* ---- timers: heartbeats and progress lines, in a binary heap ---- */
+/* ---- timers: heartbeats and progress lines (loadgen_util.h's heap) ---- */
 
-typedef struct tmr {
-    uint64_t at;
-    int agent, kind, gen;
-} tmr_t;
 enum { T_HB, T_PROG };
-static tmr_t *heap;
-static size_t heap_n, heap_cap;
-
-static void heap_push(uint64_t at, int agent, int kind, int gen)
-{
-    if (heap_n == heap_cap) {
-        heap_cap = heap_cap ? 2 * heap_cap : 1024;
-        heap = realloc(heap, heap_cap * sizeof *heap);
-        if (!heap)
-            die("realloc");
-    }
-    size_t i = heap_n++;
-    heap[i] = (tmr_t){at, agent, kind, gen};
-    while (i > 0 && heap[(i - 1) / 2].at > heap[i].at) {
-        tmr_t t = heap[i];
-        heap[i] = heap[(i - 1) / 2];
-        heap[(i - 1) / 2] = t;
-        i = (i - 1) / 2;
-    }
-}
-
-static tmr_t heap_pop(void)
-{
-    tmr_t top = heap[0];
-    heap[0] = heap[--heap_n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < heap_n && heap[l].at < heap[m].at)
-            m = l;
-        if (r < heap_n && heap[r].at < heap[m].at)
-            m = r;
-        if (m == i)
-            break;
-        tmr_t t = heap[i];
-        heap[i] = heap[m];
-        heap[m] = t;
-        i = m;
-    }
-    return top;
-}
-
-static uint64_t ns(double s)
-{
-    return (uint64_t)(s * 1e9);
-}
 
 /* the heartbeat period of a job of K agents, as the real agent computes it (main) */
-static uint64_t hb_ns;
+uint64_t hb_ns;
+int *assigned_in, *woken_in, rounds_cap;
 
 /* The real agent's progress timer: 1 s after it starts joining, then every progress interval,
  * a GET of the coordinator's status line while it waits. `gen` is the join it belongs to. */
-static void start_progress(agent_t *a)
+void start_progress(agent_t *a)
 {
     double first = O.progress < 1 ? O.progress : 1;
     heap_push(now_ns() + ns(first), a->idx, T_PROG, a->join_k);
@@ -428,6 +350,8 @@ static void on_tick(const tmr_t *t)
         send_hb(a);
         if (a->ping_out && now - since >= 10 * w)
             error_once(a, "the host did not answer for the hang bound");
+        else if (!a->ping_out && polling(a))
+            send_poll(a);
         else if (!a->ping_out && now - since >= quiet)
             send_ping(a);
         heap_push(t->at + hb_ns, a->idx, T_HB, 0);
@@ -438,6 +362,29 @@ static void on_tick(const tmr_t *t)
 }
 
 /* ---- replies ---- */
+
+/* The relay links of an assignment (rdzv/relay.h), as the real agent takes them. */
+static void take_links(agent_t *a, const char *val, size_t len)
+{
+    static relay_links_t l;
+    relay_links_take(val, len, &l);
+    a->fed = l.fed;
+    if (l.n > a->ch_cap) {
+        a->ch_cap = l.n;
+        a->ch = realloc(a->ch, (size_t)a->ch_cap * sizeof *a->ch);
+        if (!a->ch)
+            die("realloc");
+    }
+    a->nch = 0;
+    for (int i = 0; i < l.n; i++) {
+        struct child *c = &a->ch[a->nch];
+        c->rank = l.child[i].node_rank;
+        c->sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(l.child[i].port)};
+        a->nch += inet_pton(AF_INET, l.child[i].addr, &c->sa.sin_addr) == 1;
+    }
+    if (a->node_rank < O.k + O.spares)
+        by_rank[a->node_rank] = a->idx;
+}
 
 static void on_assign(agent_t *a, const char *val, size_t len)
 {
@@ -468,28 +415,106 @@ static void on_assign(agent_t *a, const char *val, size_t len)
     a->rank_base = as.rank_base;
     a->assigned_round = as.round;
     a->t_assigned = now_ns();
+    if (as.round < rounds_cap)
+        assigned_in[as.round]++;
+    take_links(a, val, len);
+    if (a->fed)
+        return; /* its parent sends it the end; its heartbeat asks the store too */
     char key[256];
     sfmt(key, sizeof key, "%sr/%d/end", prefix, a->round);
     send_wait_get(a, key, E_GET_END);
 }
 
-static void on_end(agent_t *a, const char *val, size_t len)
+/* Every agent of a round reads the same end record: it is decoded once per distinct record.
+ * Real agents decode it on machines of their own, at once; one process playing them all would
+ * otherwise spend the push decoding 16k copies one after another, which is no part of the
+ * push. */
+static int end_decode(const char *val, size_t len, rdzv_decision_t *d)
 {
     static rdzv_failure_t failures[RDZV_MAX_FAILURES];
+    static char *last;
+    static size_t last_len;
+    static rdzv_decision_t last_d;
+    static int last_r;
+    if (last && len == last_len && memcmp(val, last, len) == 0) {
+        *d = last_d;
+        return last_r;
+    }
+    last_r = rdzv_end_decode(val, len, &last_d, failures);
+    free(last);
+    last = malloc(len ? len : 1);
+    if (!last)
+        die("malloc");
+    memcpy(last, val, len);
+    last_len = len;
+    *d = last_d;
+    return last_r;
+}
+
+static void on_end(agent_t *a, const char *val, size_t len)
+{
     rdzv_decision_t d;
-    int r = rdzv_end_decode(val, len, &d, failures);
+    int r = end_decode(val, len, &d);
     a->t_decided = now_ns();
     if (r < 0) {
         error_once(a, "unreadable end record");
         a->state = A_OUT;
     } else if (r == 1) {
         a->state = A_FINISHED;
+    } else if (d.action == RDZV_RESTART && holding) {
+        a->rejoin_held = 1;
     } else if (d.action == RDZV_RESTART) {
         a->join_k++;
         send_join(a);
         start_progress(a);
     } else {
         a->state = A_STOPPED;
+    }
+}
+
+static void on_woken(agent_t *a);
+
+/* The round's end, from the store (a root's GET, a fed agent's heartbeat poll) or from the
+ * parent's datagram: the children first, as the real agent does, then the agent itself. */
+static void take_end(agent_t *a, const char *val, size_t len)
+{
+    static char msg[RELAY_DGRAM_MAX];
+    if (a->relay_round != a->round) {
+        a->relay_round = a->round;
+        for (int i = 0; i < a->nch; i++) {
+            int n = relay_msg_encode(NULL, O.run_id, a->round, a->ch[i].rank, val, len, msg,
+                                     sizeof msg);
+            if (n < 0)
+                break;
+            if (relay_sock_send(a->idx % RELAY_ADDRS, &a->ch[i].sa, msg, (size_t)n) == 0)
+                relay_sent++;
+            else
+                relay_lost++;
+        }
+    }
+    on_woken(a);
+    on_end(a, val, len);
+}
+
+/* The datagrams waiting on relay socket idx: each for the agent of the node rank it names. */
+static void on_relay_readable(int idx)
+{
+    static char buf[RELAY_DGRAM_MAX + 1];
+    long n;
+    while ((n = relay_sock_recv(idx, buf, sizeof buf)) >= 0) {
+        int round, to;
+        const char *body;
+        size_t blen;
+        agent_t *a = NULL;
+        if (relay_msg_decode(NULL, O.run_id, buf, (size_t)n, &round, &to, &body, &blen) == 0 &&
+            to < O.k + O.spares && by_rank[to] >= 0)
+            a = &agents[by_rank[to]];
+        if (!a || a->node_rank != to || a->round != round || !polling(a)) {
+            relay_bad++;
+            continue;
+        }
+        relayed++;
+        take_end(a, body, blen);
     }
 }
 
@@ -500,6 +525,8 @@ static void on_woken(agent_t *a)
     if (a->state == A_RUNNING && a->woken_round != a->round) {
         a->t_woken = now_ns();
         a->woken_round = a->round;
+        if (a->round < rounds_cap)
+            woken_in[a->round]++;
     }
 }
 
@@ -557,7 +584,14 @@ static void on_reply(conn_t *c, int kind, const wire_reply_t *r)
         on_assign(a, r->val.p, r->val.len);
         break;
     case E_GET_END:
-        on_end(a, r->val.p, r->val.len);
+        take_end(a, r->val.p, r->val.len);
+        break;
+    case E_POLL:
+        a->ping_out = 0;
+        if (r->val.len > 0 && polling(a)) {
+            polled++;
+            take_end(a, r->val.p, r->val.len);
+        }
         break;
     case E_NUMKEYS:
         probe_keys = r->num;
@@ -702,7 +736,7 @@ static void connect_more(void)
 
 /* ---- the loop ---- */
 
-static void poll_once(int timeout_ms)
+void poll_once(int timeout_ms)
 {
     struct epoll_event ev[1024];
     uint64_t t = now_ns();
@@ -717,6 +751,10 @@ static void poll_once(int timeout_ms)
     }
     int n = epoll_wait(epfd, ev, 1024, timeout_ms);
     for (int i = 0; i < n; i++) {
+        if (ev[i].data.u64 & RELAY_TAG) {
+            on_relay_readable((int)(ev[i].data.u64 & ~RELAY_TAG));
+            continue;
+        }
         conn_t *c = ev[i].data.ptr;
         if (c->fd < 0)
             continue;
@@ -733,7 +771,7 @@ static void poll_once(int timeout_ms)
 }
 
 /* Runs the loop until pred() holds or `secs` pass; 0 when it held. */
-static int run_until(int (*pred)(void), double secs)
+int run_until(int (*pred)(void), double secs)
 {
     uint64_t end = now_ns() + ns(secs);
     while (!pred()) {
@@ -744,7 +782,7 @@ static int run_until(int (*pred)(void), double secs)
     return 0;
 }
 
-static void run_for(double secs)
+void run_for(double secs)
 {
     uint64_t end = now_ns() + ns(secs);
     while (now_ns() < end)
@@ -753,71 +791,13 @@ static void run_for(double secs)
 
 /* ---- the host, from /proc ---- */
 
-static double host_cpu_s(void)
-{
-    char path[64], buf[2048];
-    snprintf(path, sizeof path, "/proc/%d/stat", O.host_pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    unsigned long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static long host_status_kib(const char *field)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", O.host_pid);
-    FILE *f = fopen(path, "r");
-    long v = -1;
-    if (!f)
-        return -1;
-    size_t fl = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, field, fl) == 0 && line[fl] == ':')
-            v = atol(line + fl + 1);
-    fclose(f);
-    return v;
-}
-
-static long host_fds(void)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", O.host_pid);
-    DIR *d = opendir(path);
-    long n = 0;
-    if (!d)
-        return -1;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-/* This process's own CPU seconds: on one machine the load generator's time is part of every
- * latency, so the JSON says how much of it there was. */
-static double self_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec / 1e6;
-}
-
 static int probe_answered(void)
 {
     return probe_keys >= 0;
 }
 
 /* The host's key count, asked with GETNUMKEYS on a connection of its own. */
-static long host_keys(void)
+long host_keys(void)
 {
     if (!probe.up) {
         conn_open(&probe, NULL, PROBE, NULL);
@@ -833,352 +813,3 @@ static long host_keys(void)
     return (long)probe_keys;
 }
 
-/* ---- phases ---- */
-
-
-static int all_joined_sent(void)
-{
-    return next_connect >= connect_limit && connecting == 0;
-}
-
-static int want_round;
-static int all_assigned(void)
-{
-    for (int i = 0; i < n_members; i++)
-        if (agents[i].state != A_OUT && agents[i].assigned_round < want_round)
-            return 0;
-    return 1;
-}
-
-static int members_assigned_count(int round)
-{
-    int n = 0;
-    for (int i = 0; i < n_agents; i++)
-        n += agents[i].assigned_round >= round && agents[i].state == A_RUNNING;
-    return n;
-}
-
-static int all_over(void)
-{
-    for (int i = 0; i < n_agents; i++)
-        if (agents[i].state != A_FINISHED && agents[i].state != A_OUT &&
-            agents[i].state != A_STOPPED)
-            return 0;
-    return 1;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct_ms(uint64_t *v, int n, double p)
-{
-    if (n == 0)
-        return -1;
-    int i = (int)ceil(p * n) - 1;
-    if (i < 0)
-        i = 0;
-    if (i >= n)
-        i = n - 1;
-    return (double)v[i] / 1e6;
-}
-
-/* The median of v[0..n) (sorts v); -1 for none. */
-static double median_of(double *v, int n)
-{
-    if (n <= 0)
-        return -1;
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return v[n / 2];
-}
-
-/* Everything a run prints. */
-static struct {
-    double join_s, round_s, round0_msgs, cpu, spare_cpu;
-    double round_host_cpu, round_self_cpu; /* CPU seconds of the failure rounds, all together */
-    long rss, hwm, spare_rss;
-    int disturbed, rounds, finished;
-    double *push50, *push99, *pushmax, *dec99, *restart, *msgs;
-} res = {.join_s = -1, .round_s = -1, .cpu = -1, .spare_cpu = -1, .rss = -1, .hwm = -1,
-         .spare_rss = -1};
-
-static int sampled;
-
-static void sample(int round)
-{
-    long keys = host_keys();
-    printf("%s{\"round\": %d, \"keys\": %ld, \"rss_kib\": %ld, \"fds\": %ld}",
-           sampled++ ? ", " : "\"soak\": [", round, keys, host_status_kib("VmRSS"), host_fds());
-    fflush(stdout);
-}
-
-/* 1. every member connects and joins; the round's time from the last join. */
-static int phase_join(void)
-{
-    uint64_t t0 = now_ns();
-    connect_limit = n_members;
-    if (run_until(all_joined_sent, 120) < 0)
-        return -1;
-    uint64_t t_last_join = 0, t_all = 0;
-    for (int i = 0; i < n_members; i++)
-        if (agents[i].t_join > t_last_join)
-            t_last_join = agents[i].t_join;
-    want_round = 0;
-    if (run_until(all_assigned, 120) < 0)
-        return -1;
-    uint64_t s = 0;
-    for (int i = 0; i < n_members; i++) {
-        if (agents[i].t_assigned > t_all)
-            t_all = agents[i].t_assigned;
-        s += agents[i].sent + agents[i].recv;
-    }
-    res.round_s = (double)(t_all - t_last_join) / 1e9;
-    res.join_s = (double)(t_last_join - t0) / 1e9;
-    res.round0_msgs = (double)s / n_members;
-    fprintf(stderr, "k=%d: joined in %.3f s, round %.3f s after the last join\n", O.k,
-            res.join_s, res.round_s);
-    return 0;
-}
-
-/* 2. heartbeats only: the host's CPU share and memory. */
-static void phase_steady(void)
-{
-    double c0 = host_cpu_s();
-    run_for(O.steady);
-    res.cpu = (host_cpu_s() - c0) / O.steady;
-    res.rss = host_status_kib("VmRSS");
-    res.hwm = host_status_kib("VmHWM");
-    fprintf(stderr, "k=%d: steady %.1f s: host CPU %.1f %% of one core, RSS %ld KiB\n", O.k,
-            O.steady, 100 * res.cpu, res.rss);
-}
-
-/* 3. spares join the running round: nobody of the round may notice. */
-static int phase_spares(void)
-{
-    connect_limit = n_agents;
-    if (run_until(all_joined_sent, 120) < 0)
-        return -1;
-    run_for(1);
-    double s0 = host_cpu_s();
-    run_for(O.steady);
-    res.spare_cpu = (host_cpu_s() - s0) / O.steady;
-    res.spare_rss = host_status_kib("VmRSS");
-    for (int i = 0; i < n_members; i++)
-        res.disturbed += agents[i].woken_round >= 0 || agents[i].assigned_round != 0;
-    fprintf(stderr, "k=%d: +%d spares: host CPU %.1f %% of one core, RSS %ld KiB, %d members "
-                    "disturbed\n",
-            O.k, O.spares, 100 * res.spare_cpu, res.spare_rss, res.disturbed);
-    return 0;
-}
-
-/* One failure in the running round and the restart after it; 0, or -1 if it did not restart. */
-static int one_failure(int r, uint64_t *lat, uint64_t *lat2)
-{
-    int round = -1, f = -1;
-    for (int i = 0; i < n_agents; i++)
-        if (agents[i].state == A_RUNNING && agents[i].round > round)
-            round = agents[i].round;
-    for (int j = 0; j < n_agents && f < 0; j++) {
-        int i = (int)((r * 7919L + j) % n_agents);
-        if (agents[i].state == A_RUNNING && agents[i].round == round)
-            f = i;
-    }
-    if (f < 0) {
-        error_once(NULL, "no running member to fail");
-        return -1;
-    }
-    int members = members_assigned_count(round), have;
-    uint64_t m0 = 0, m1 = 0, tmax = 0;
-    for (int i = 0; i < n_agents; i++)
-        m0 += agents[i].sent + agents[i].recv;
-    uint64_t tf = now_ns(), end = tf + ns(60);
-    send_fail(&agents[f]);
-    /* every member of `round` ends up in round+1 (or waiting for room in it) */
-    while ((have = members_assigned_count(round + 1)) < members && !errors && now_ns() < end)
-        poll_once(10);
-    if (have < members)
-        return -1;
-    int n = 0;
-    for (int i = 0; i < n_agents; i++) {
-        agent_t *a = &agents[i];
-        if (a->woken_round == round && a->t_woken >= tf) {
-            lat[n] = a->t_woken - tf;
-            lat2[n++] = a->t_decided - tf;
-        }
-        if (a->assigned_round == round + 1 && a->t_assigned > tmax)
-            tmax = a->t_assigned;
-        m1 += a->sent + a->recv;
-    }
-    qsort(lat, (size_t)n, sizeof *lat, cmp_u64);
-    qsort(lat2, (size_t)n, sizeof *lat2, cmp_u64);
-    res.push50[r] = pct_ms(lat, n, 0.5);
-    res.push99[r] = pct_ms(lat, n, 0.99);
-    res.pushmax[r] = pct_ms(lat, n, 1.0);
-    res.dec99[r] = pct_ms(lat2, n, 0.99);
-    res.restart[r] = (double)(tmax - tf) / 1e6;
-    res.msgs[r] = (double)(m1 - m0) / members;
-    if (O.rounds <= 20 || r % 100 == 0)
-        fprintf(stderr, "k=%d round %d: push p50 %.1f p99 %.1f max %.1f ms, decision p99 %.1f "
-                        "ms, restart %.1f ms, %.1f messages per agent\n",
-                O.k, round, res.push50[r], res.push99[r], res.pushmax[r], res.dec99[r],
-                res.restart[r], res.msgs[r]);
-    return 0;
-}
-
-/* 4. failures, one at a time; the soak's samples every O.sample rounds. */
-static void phase_failures(void)
-{
-    size_t n = (size_t)O.rounds + 1;
-    res.push50 = calloc(n, sizeof(double));
-    res.push99 = calloc(n, sizeof(double));
-    res.pushmax = calloc(n, sizeof(double));
-    res.dec99 = calloc(n, sizeof(double));
-    res.restart = calloc(n, sizeof(double));
-    res.msgs = calloc(n, sizeof(double));
-    uint64_t *lat = malloc((size_t)n_agents * sizeof *lat),
-             *lat2 = malloc((size_t)n_agents * sizeof *lat2);
-    if (O.sample)
-        sample(0);
-    double h0 = host_cpu_s(), s0 = self_cpu_s();
-    for (int r = 0; r < O.rounds; r++) {
-        if (one_failure(r, lat, lat2) < 0)
-            break;
-        res.rounds = r + 1;
-        if (O.sample && (r + 1) % O.sample == 0)
-            sample(r + 1);
-    }
-    res.round_host_cpu = host_cpu_s() - h0;
-    res.round_self_cpu = self_cpu_s() - s0;
-    if (O.sample)
-        printf("], ");
-    free(lat);
-    free(lat2);
-}
-
-/* 5. every member reports done and the host's worker exits 0: the job finishes. */
-static void phase_done(void)
-{
-    for (int i = 0; i < n_agents; i++)
-        if (agents[i].state == A_RUNNING)
-            send_done(&agents[i]);
-    if (O.done_file[0]) {
-        FILE *df = fopen(O.done_file, "w");
-        if (df)
-            fclose(df);
-    }
-    res.finished = run_until(all_over, 60) == 0;
-}
-
-static void report(void)
-{
-    int n = res.rounds;
-    printf("\"k\": %d, \"heartbeat_s\": %.3f, \"spares\": %d, \"join_s\": %.4f, \"round_s\": %.4f, "
-           "\"round0_msgs_per_agent\": %.2f, \"steady_s\": %.1f, \"host_cpu\": %.4f, "
-           "\"host_rss_kib\": %ld, \"host_hwm_kib\": %ld, \"spare_cpu\": %.4f, "
-           "\"spare_rss_kib\": %ld, \"disturbed\": %d, \"rounds\": %d, \"push_p50_ms\": %.2f, "
-           "\"push_p99_ms\": %.2f, \"push_max_ms\": %.2f, \"decision_p99_ms\": %.2f, "
-           "\"restart_ms\": %.2f, \"msgs_per_agent_round\": %.2f, \"finished\": %d, "
-           "\"rounds_host_cpu_s\": %.3f, \"rounds_loadgen_cpu_s\": %.3f, "
-           "\"errors\": %ld, \"first_error\": \"%s\"}\n",
-           O.k, (double)hb_ns / 1e9, O.spares, res.join_s, res.round_s, res.round0_msgs, O.steady, res.cpu, res.rss,
-           res.hwm, res.spare_cpu, res.spare_rss, res.disturbed, n,
-           n ? median_of(res.push50, n) : -1, n ? median_of(res.push99, n) : -1,
-           n ? median_of(res.pushmax, n) : -1, n ? median_of(res.dec99, n) : -1,
-           n ? median_of(res.restart, n) : -1, n ? median_of(res.msgs, n) : -1, res.finished,
-           res.round_host_cpu, res.round_self_cpu, errors, first_error);
-}
-
-static void usage(void)
-{
-    fprintf(stderr,
-            "usage: rdzv_loadgen --port P --run-id ID --host-pid PID --k K [--spares M] "
-            "[--rounds R] [--steady S] [--interval S] [--sample N] [--done-file FILE]\n"
-            "       rdzv_loadgen --worker FILE\n");
-    exit(2);
-}
-
-/* The host's worker: runs until SIGTERM or until FILE exists, then exits 0. */
-static int worker(const char *file)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigprocmask(SIG_BLOCK, &set, NULL);
-    struct timespec d = {0, 20 * 1000000};
-    for (;;) {
-        if (sigtimedwait(&set, NULL, &d) == SIGTERM || access(file, F_OK) == 0)
-            return 0;
-    }
-}
-
-int main(int argc, char **argv)
-{
-    static const struct option opts[] = {
-        {"port", 1, 0, 'p'},     {"run-id", 1, 0, 'r'},   {"host-pid", 1, 0, 'H'},
-        {"k", 1, 0, 'k'},        {"spares", 1, 0, 's'},   {"rounds", 1, 0, 'R'},
-        {"steady", 1, 0, 'S'},   {"interval", 1, 0, 'i'}, {"sample", 1, 0, 'N'},
-        {"done-file", 1, 0, 'd'}, {"worker", 1, 0, 'w'},  {"host", 1, 0, 'h'},
-        {"burst", 1, 0, 'b'},    {0, 0, 0, 0}};
-    int o;
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (o) {
-        case 'p': O.port = atoi(optarg); break;
-        case 'r': snprintf(O.run_id, sizeof O.run_id, "%s", optarg); break;
-        case 'H': O.host_pid = atoi(optarg); break;
-        case 'k': O.k = atoi(optarg); break;
-        case 's': O.spares = atoi(optarg); break;
-        case 'R': O.rounds = atoi(optarg); break;
-        case 'S': O.steady = atof(optarg); break;
-        case 'i': O.interval = atof(optarg); break;
-        case 'N': O.sample = atoi(optarg); break;
-        case 'd': snprintf(O.done_file, sizeof O.done_file, "%s", optarg); break;
-        case 'w': return worker(optarg);
-        case 'h': snprintf(O.host, sizeof O.host, "%s", optarg); break;
-        case 'b': O.burst = atoi(optarg); break;
-        default: usage();
-        }
-    }
-    if (!O.port || !O.run_id[0] || !O.host_pid || O.k < 2 || O.spares < 0 || O.rounds < 0)
-        usage();
-    rdzv_params_t hp;
-    rdzv_params_default(&hp);
-    hp.keep_alive_interval = O.interval;
-    hp.min_nodes = hp.max_nodes = O.k;
-    hb_ns = rdzv_heartbeat_ms(&hp) * 1000000;
-    signal(SIGPIPE, SIG_IGN);
-    srand48((long)now_ns());
-    snprintf(prefix, sizeof prefix, "podrun/%s/", O.run_id);
-    epfd = epoll_create1(EPOLL_CLOEXEC);
-    n_members = O.k - 1;
-    n_agents = n_members + O.spares;
-    agents = calloc((size_t)n_agents, sizeof *agents);
-    if (epfd < 0 || !agents)
-        die("setup");
-    for (int i = 0; i < n_agents; i++) {
-        agent_t *a = &agents[i];
-        a->idx = i;
-        a->spare = i >= n_members;
-        a->assigned_round = a->woken_round = -1;
-        podrun_random_id(a->ids, 16);
-        snprintf(a->name, sizeof a->name, "sim-%d", i);
-        snprintf(a->addr, sizeof a->addr, "127.0.0.%d", 2 + i % 250);
-        a->c.fd = -1;
-    }
-    printf("{");
-    if (phase_join() == 0) {
-        phase_steady();
-        if (O.spares == 0 || phase_spares() == 0) {
-            phase_failures();
-            phase_done();
-        }
-    }
-    report();
-    return errors ? 1 : 0;
-}

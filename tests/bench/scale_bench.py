@@ -27,8 +27,9 @@ import tempfile
 import time
 
 WRAP = []  # --host-wrap: a command the host runs under (a profiler)
+FLOORS = {}  # (K, udp) -> push_floor's JSON of each run
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TARGETS = ["launcher/podrun", "tests/bench/rdzv_loadgen"]   # what one() runs, in the build
+TARGETS = ["launcher/podrun", "tests/bench/rdzv_loadgen", "tests/bench/push_floor"]
 
 
 def last_line(text):
@@ -80,7 +81,19 @@ def wait_listening(port, proc, timeout=30):
     return False
 
 
-def one(build, k, rounds, spares, steady, sample=0, extra=()):
+def floor(build, k, udp, rounds=5):
+    """push_floor at K (the same CPUs: writer on 1 as the host, reader on 0 as the load
+    generator): its JSON."""
+    cmd = [os.path.join(build, "tests", "bench", "push_floor"), "--k", str(k), "--rounds",
+           str(rounds)] + (["--udp"] if udp else [])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        return {"error": (r.stdout + r.stderr)[-300:]}
+
+
+def one(build, k, rounds, spares, steady, sample=0, extra=(), hold=0, relay=True):
     """One host + one load generator run; the load generator's JSON plus the host's exit."""
     podrun = os.path.join(build, "launcher", "podrun")
     loadgen = os.path.join(build, "tests", "bench", "rdzv_loadgen")
@@ -91,7 +104,7 @@ def one(build, k, rounds, spares, steady, sample=0, extra=()):
     host_cmd = ["taskset", "-c", "1", *WRAP, podrun, "--nnodes", str(k), "--nproc-per-node", "1",
                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
                 "--rdzv-id", run_id, "--local-addr", "127.0.0.1", "--no-python",
-                "--max-restarts", str(rounds + 1), "--term-timeout", "5", *extra,
+                "--max-restarts", str(rounds + hold + 1), "--term-timeout", "5", *extra,
                 loadgen, "--worker", done]
     log = open(os.path.join(d, "host.log"), "wb")
     host = subprocess.Popen(host_cmd, stdout=log, stderr=log)
@@ -104,7 +117,8 @@ def one(build, k, rounds, spares, steady, sample=0, extra=()):
         lg = subprocess.run(["taskset", "-c", "0", loadgen, "--port", str(port), "--run-id",
                              run_id, "--host-pid", str(host.pid), "--k", str(k), "--rounds",
                              str(rounds), "--spares", str(spares), "--steady", str(steady),
-                             "--sample", str(sample), "--done-file", done],
+                             "--sample", str(sample), "--done-file", done, "--hold", str(hold)]
+                            + ([] if relay else ["--no-relay"]),
                             stdout=subprocess.PIPE, stderr=sys.stderr, timeout=1800)
         try:
             r = json.loads(lg.stdout)
@@ -152,6 +166,15 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build-bench"),
                     help="the build to run (set up as a release build when missing)")
     ap.add_argument("--host-wrap", default="", help="e.g. 'perf record -g -o /tmp/host.perf --'")
+    ap.add_argument("--hold", type=int, default=0,
+                    help="failure rounds, before the others, whose rejoins wait until the push "
+                         "reached everyone: the push alone and the host's CPU for it")
+    ap.add_argument("--modes", default="relay",
+                    help="relay, direct (the simulated agents offer no relay port: every one "
+                         "WAITs on the store, as before the relay tree), or both, alternating")
+    ap.add_argument("--floor", action="store_true",
+                    help="before each run, push_floor at the same K (TCP, then --udp): the "
+                         "floor of delivering K messages, measured in the same run")
     a = ap.parse_args()
     a.build = os.path.abspath(a.build)
     err = ensure_build(a.build)
@@ -176,11 +199,20 @@ def main():
     for k in [int(x) for x in a.k.split(",") if x]:
         runs = []
         for i in range(a.repeat):
-            r = one(a.build, k, a.rounds, a.spares, a.steady)
-            print(json.dumps(r), flush=True)
-            if "error" not in r:
-                runs.append(r)
-        rows.append((k, runs))
+            if a.floor:
+                for udp in (0, 1):
+                    fl = floor(a.build, k, udp)
+                    print(json.dumps(fl), flush=True)
+                    FLOORS.setdefault((k, udp), []).append(fl)
+            for mode in a.modes.split(","):
+                r = one(a.build, k, a.rounds, a.spares, a.steady, hold=a.hold,
+                        relay=mode == "relay")
+                r["loadavg"] = os.getloadavg()[0]
+                print(json.dumps(r), flush=True)
+                if "error" not in r:
+                    runs.append(r)
+        for mode in a.modes.split(","):
+            rows.append((f"{k} {mode}", [r for r in runs if r.get("relay") == (mode == "relay")]))
     print(f"\n# load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"medians of {a.repeat} runs (min-max)")
     print("| K | round s | push p50 / p99 / max ms | decision p99 ms | restart ms | heartbeat s | "
@@ -193,6 +225,26 @@ def main():
               f"{fmt(runs, 'heartbeat_s', digits=0)} | "
               f"{fmt(runs, 'host_cpu', 100)} | {fmt(runs, 'host_rss_kib', 1 / 1024)} | "
               f"{fmt(runs, 'msgs_per_agent_round')} | {sum(r['errors'] for r in runs)} |")
+    if a.hold or a.floor:
+        print("\n| K | floor TCP / UDP: last read ms | push p50 / p99 ms | held push p50 / p99 ms | "
+              "host CPU per push ms (less the heartbeats) | restart ms | p99 / floor TCP, UDP | restart / floor TCP, "
+              "UDP | relayed / polled / lost | load avg |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for k, runs in rows:
+            kk = int(str(k).split()[0])
+            ft = med([f.get("last_read_ms") for f in FLOORS.get((kk, 0), [])])
+            fu = med([f.get("last_read_ms") for f in FLOORS.get((kk, 1), [])])
+            p99, rs = med([r.get("push_p99_ms") for r in runs]), med([r.get("restart_ms") for r in runs])
+            ratio = lambda x, f: f"{x / f:.2f}" if x and f else "-"
+            print(f"| {k} | {ft or 0:.1f} / {fu or 0:.1f} | {fmt(runs, 'push_p50_ms')} / "
+                  f"{fmt(runs, 'push_p99_ms')} | {fmt(runs, 'held_push_p50_ms')} / "
+                  f"{fmt(runs, 'held_push_p99_ms')} | {fmt(runs, 'push_host_cpu_ms', digits=2)} "
+                  f"({fmt(runs, 'push_host_cpu_net_ms', digits=2)}) | "
+                  f"{fmt(runs, 'restart_ms')} | {ratio(p99, ft)}, {ratio(p99, fu)} | "
+                  f"{ratio(rs, ft)}, {ratio(rs, fu)} | "
+                  f"{sum(r.get('relayed', 0) for r in runs)} / {sum(r.get('polled', 0) for r in runs)}"
+                  f" / {sum(r.get('relay_lost', 0) for r in runs)} | "
+                  f"{fmt(runs, 'loadavg')} |")
     if a.spares:
         print(f"\nwith {a.spares} spares waiting: host CPU % and RSS MiB, members disturbed")
         for k, runs in rows:

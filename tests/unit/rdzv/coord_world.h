@@ -211,6 +211,7 @@ static inline void wr(coord_t *c, int i, const char *what, int num, const char *
 
 static const char *join_domain; /* the NVLink domain of the next join, NULL none */
 static long long join_progress = -1; /* the trainer's progress the next join says, -1 none */
+static int join_relay;           /* 1: node i joins with relay port 7000 + i */
 
 static inline void join(coord_t *c, int i, const char *name, int nproc, int want, int k)
 {
@@ -226,6 +227,7 @@ static inline void join(coord_t *c, int i, const char *name, int nproc, int want
     d.pid = 100 + i;
     d.has_progress = join_progress >= 0;
     d.progress = d.has_progress ? join_progress : 0;
+    d.relay_port = join_relay ? 7000 + i : 0;
     CHECK(rdzv_desc_encode(&d, val, sizeof val) > 0);
     wr(c, i, "join", k, val);
     if (i < 64)

@@ -66,8 +66,9 @@ static void f_join_extra(rdzv_member_t *m, kvbuf_t *b)
     kv_add_int(b, "store_port", 4242);
 }
 
-static int f_assigned(rdzv_member_t *m)
+static int f_assigned(rdzv_member_t *m, const char *val, size_t len)
 {
+    (void)val, (void)len;
     ev("assigned-hook");
     return ((fake_t *)m)->assigned_rc;
 }
