@@ -292,6 +292,10 @@ static int host_start(store_agent_t *a)
     coord_params_t cp = host_coord_params(&a->m.p);
     cp.store_host = a->endpoint_host;
     cp.store_port = a->m.port;
+    /* a node cut off finds out within a window of our finding out (its heartbeat's TCP timeout
+     * against ours), then stops its workers in its grace; 1 s for the SIGKILL and the reaping */
+    cp.fence =
+        a->m.p.keep_alive_interval * a->m.p.keep_alive_max_attempt + a->m.p.stop_grace + 1;
     a->host.coord = coord_new(&cp, podrun_time_epoch());
     if (!a->host.coord) {
         store_server_close(a->m.server, NULL, NULL);

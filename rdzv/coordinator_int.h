@@ -21,7 +21,8 @@ enum node_state {
 
 #define HOST_CLOSING "the job store host is shutting down"
 
-enum fail_kind { FK_WORKER, FK_LEFT, FK_LOST, FK_SILENT, FK_JOINED };
+/* FK_UNREACHABLE: lost, but perhaps alive (its connection timed out); as FK_LOST, fenced */
+enum fail_kind { FK_WORKER, FK_LEFT, FK_LOST, FK_SILENT, FK_JOINED, FK_UNREACHABLE };
 
 /* A node's descriptor as the coordinator keeps it: the strings live in one allocation of
  * their own length (strs), not in three RDZV_NAME_MAX arrays, since a 1000-node job keeps a
@@ -94,6 +95,11 @@ struct coord {
     int last_fail_round, last_fail_action; /* the last stop that had a failure; round -1: none */
     rdzv_failure_t last_fail;
     unsigned long silent_nodes;
+    /* no round closes before fence_until: a lost member that may be alive runs its workers
+     * until then (params.fence); close_deferred: a close waits for it */
+    double fence_until;
+    int close_deferred;
+    char fence_who[RDZV_NAME_MAX];
 };
 
 /* coordinator.c: the action queue, helpers and inputs */

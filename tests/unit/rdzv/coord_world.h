@@ -156,6 +156,8 @@ static inline void advance(coord_t *c, double dt)
     }
 }
 
+static double w_fence; /* the next coordinator's params.fence */
+
 /* A coordinator of a job of min..max nodes, with NVLink segments of `segment` nodes (0: none). */
 static inline coord_t *mk_segments(int segment, int min, int max, int restarts,
                                    const char *expected)
@@ -175,6 +177,7 @@ static inline coord_t *mk_segments(int segment, int min, int max, int restarts,
         .keep_alive_interval = 1,
         .keep_alive_max_attempt = 3,
         .progress_interval = 5,
+        .fence = w_fence,
         .store_host = "store.example",
         .store_port = 29400,
         .expected = expected,
