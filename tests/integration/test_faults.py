@@ -64,8 +64,8 @@ def test_partition_shorter_than_the_window_changes_nothing(net3, port):
     assert codes == [0, 0, 0], job.errs()
     assert not job.up(3, 1), "the job restarted"
     job.check()
-    record("partition node-host 1 s < W", "goes on, all exit 0", time.monotonic() - t0,
-           "W = 3 s")
+    record("partition of a node from the store host, 1 s (< W)", "goes on, nothing restarts, "
+           "all exit 0", time.monotonic() - t0, "W = 3 s")
 
 
 @pytest.mark.parametrize("elastic", [False, True], ids=["fixed", "elastic"])
@@ -94,9 +94,11 @@ def test_partition_longer_than_the_window_loses_the_node(net3, port, elastic):
     # one window (plus a heartbeat's period) to the store lost, then at most the stop's grace
     assert lost_after < 2 * W + TERM + SLACK, lost_after
     assert max(job.ended.values()) < 2 * W + (FENCE if elastic else TERM) + SLACK, job.ended
-    record(f"partition node-all > W ({'elastic 2:3' if elastic else 'fixed'})",
-           "node 172; others " + ("restart, world 2, exit 0" if elastic else "171"),
-           max(job.ended.values()), "W + term-timeout")
+    record(f"partition of a node from all, until it is lost (> W), "
+           f"{'elastic 2:3' if elastic else 'fixed size'}",
+           "the node 172; the others " + ("restart as a world of 2 and exit 0" if elastic
+                                          else "171"), max(job.ended.values()),
+           "W = 0.6 s, the fence (W + 2 s + 1 s)" if elastic else "W = 0.6 s, --term-timeout 2 s")
 
 
 @pytest.mark.parametrize("deaf", ["host", pytest.param("node", marks=pytest.mark.slow)])
@@ -116,8 +118,11 @@ def test_one_way_partition_loses_the_node(net3, port, deaf):
     assert codes == [PEER_LOST, PEER_LOST, STORE_LOST], job.errs()
     assert max(job.ended.values()) < 2 * W + TERM + SLACK, job.ended
     job.check()
-    record(f"one-way: the {deaf} does not hear the other", "node 172; others 171",
-           max(job.ended.values()), "W + term-timeout")
+    who = "store host does not hear the node" if deaf == "host" else \
+        "node does not hear the store host"
+    record(f"one-way partition: the {who}",
+           "the node 172; the others 171", max(job.ended.values()),
+           "W = 0.6 s, --term-timeout 2 s")
 
 
 @pytest.mark.parametrize("elastic", [pytest.param(False, marks=pytest.mark.slow), True],
@@ -142,9 +147,12 @@ def test_half_from_half_no_split_brain(net4, port, elastic):
         assert job.wait_exit([2, 3], t0=t0) == [PEER_LOST] * 2, job.errs()
     assert max(job.ended.values()) < 2 * W + (FENCE if elastic else TERM) + SLACK, job.ended
     job.check()
-    record(f"half from half, store on one side ({'elastic 2:4' if elastic else 'fixed'})",
-           "store-less side 172; store side " + ("restarts, exits 0" if elastic else "171"),
-           max(job.ended.values()), "W + term-timeout")
+    record(f"half the nodes from the other half, the store on one side, "
+           f"{'elastic 2:4' if elastic else 'fixed size'}",
+           "the side without the store 172; the store's side " +
+           ("restarts as a world of 2, exits 0; no rank twice" if elastic else "171"),
+           max(job.ended.values()),
+           "W = 0.6 s, the fence (W + 2 s + 1 s)" if elastic else "W = 0.6 s, --term-timeout 2 s")
 
 
 @pytest.mark.parametrize("longer", [False, pytest.param(True, marks=pytest.mark.slow)],
@@ -165,8 +173,9 @@ def test_store_host_frozen(net3, port, longer):
         # H, then the PING's wait (W) before the hang is called
         assert max(job.ended[1], job.ended[2]) < H + W + TERM + SLACK, job.ended
         assert job.wait_exit([0], t0=t0) == [PEER_LOST], job.errs()
-        record("store host frozen > H", "others 172; host 171 once woken",
-               max(job.ended[1], job.ended[2]), "H + W")
+        record("store host frozen (SIGSTOP) until the others give up (> H)",
+               "the others 172; the host 171 once woken", max(job.ended[1], job.ended[2]),
+               "H = 6 s, then W before the PING")
     else:
         time.sleep(1.2)   # the behaviour under test: the host stopped for 2 W
         host.signal(signal.SIGCONT)
@@ -174,8 +183,8 @@ def test_store_host_frozen(net3, port, longer):
         job.finish()
         assert job.wait_exit(t0=t0) == [0, 0, 0], job.errs()
         assert not job.up(3, 1), "the job restarted"
-        record("store host frozen 2 W < H", "goes on, all exit 0", job.ended[0] - 1.2,
-               "H = 10 W")
+        record("store host frozen (SIGSTOP) 1.2 s (2 W, < H)", "goes on, nothing restarts, "
+               "all exit 0", job.ended[0] - 1.2, "H = 6 s")
     job.check()
 
 
@@ -204,7 +213,7 @@ def test_packet_loss_on_the_store_hosts_link(net3, port, percent):
     else:
         assert codes == [0, 0, 0], job.errs()
         assert not job.up(3, 1), "the job restarted"
-        outcome, took = "goes on, all exit 0", max(job.ended.values()) - 10
+        outcome, took = "goes on, nothing restarts, all exit 0", max(job.ended.values()) - 10
     job.check()
-    record(f"loss {percent} % on the store host's link, 10 s", outcome, took,
-           "W = 3 s per lost segment")
+    record(f"loss of {percent} % on the store host's link, both ways, 10 s", outcome, took,
+           "W = 3 s (a segment unacknowledged that long)")

@@ -54,7 +54,7 @@ def test_raft_leader_lost_mid_rendezvous(cluster, port):
     assert job.wait_exit(t0=t0) == [0, 0, 0], job.errs()
     assert not job.up(3, 1), "the job restarted"
     job.check()
-    record("etcd: raft leader lost mid-rendezvous", "meets, no restart, exits 0",
+    record("etcd: the raft leader killed mid-rendezvous", "meets, nothing restarts, exits 0",
            max(job.ended.values()), "etcd's election")
 
 
@@ -72,8 +72,8 @@ def test_raft_leader_lost_mid_run(cluster, port):
     assert job.wait_exit(t0=t0) == [0, 0, 0], job.errs()
     assert not job.up(3, 1), "the job restarted"
     job.check()
-    record("etcd: raft leader lost mid-run", "goes on, exits 0", took,
-           "etcd's election (the job's writes resume)")
+    record("etcd: the raft leader killed mid-run", "goes on, nothing restarts, exits 0", took,
+           "etcd's election")
 
 
 @pytest.mark.parametrize("cut_s", [1, pytest.param(2 * TTL, marks=pytest.mark.slow)],
@@ -95,15 +95,16 @@ def test_etcd_unreachable(cluster, port, cut_s):
         job.finish()
         assert job.wait_exit(t0=t0) == [0, 0, 0], job.errs()
         assert not job.up(3, 1), "the job restarted"
-        outcome = "goes on, exits 0"
+        outcome = "goes on, nothing restarts, exits 0"
     else:
         assert job.wait_exit(t0=t0) == [STORE_LOST] * 3, job.errs()
         assert max(job.ended.values()) < 1 + 2 + SLACK, job.ended
         assert all("lease has expired" in a.err for a in job.agents), job.errs()
         outcome = "every agent 172 once it reaches etcd (its lease expired)"
     job.check()
-    record(f"etcd unreachable {cut_s} s ({'<' if cut_s < TTL else '>'} lease ttl {TTL} s)",
-           outcome, max(job.ended.values()), "lease ttl")
+    record(f"etcd: out of every agent's reach {cut_s} s "
+           f"({'<' if cut_s < TTL else '>'} the lease's ttl)", outcome, max(job.ended.values()),
+           f"lease ttl = {TTL} s")
 
 
 @pytest.mark.slow
@@ -120,5 +121,31 @@ def test_etcd_unreachable_past_read_timeout(cluster, port):
     net.heal()
     assert max(job.ended.values()) < 4 + 1 + 2 + SLACK, job.ended
     job.check()
-    record("etcd unreachable past read_timeout (4 s)", "every agent 172",
-           max(job.ended.values()), "read_timeout + a keep-alive tick + grace")
+    record("etcd: out of every agent's reach for good", "every agent 172",
+           max(job.ended.values()), "read_timeout = 4 s, a keep-alive tick, --term-timeout 2 s")
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="a node cut from etcd alone runs its workers until "
+                   "read_timeout, long after the job gave its ranks to others (no fence on etcd)")
+def test_one_node_cut_from_etcd_no_split_brain(cluster, port):
+    """Node 0 (rank 0) cut from etcd alone, its peers not: its lease ends after the ttl and the
+    others restart as a world of 2 in which node 1 is rank 0. Node 0 hears nothing of it and runs
+    its rank 0 on until read_timeout (10 s here), so two rank 0s run at once: the ledger sees it.
+    Known and documented (doc/failures.md#a-bad-network); this case turns when it is fixed."""
+    net, e = cluster
+    job = Job(net, port, "2:3", ["--rdzv-conf", "read_timeout=10"], etcd=e.endpoints(),
+              nodes=AGENTS)
+    job.wait_up(3)
+    net.cut([0], [ETCD])
+    t0 = time.monotonic()
+    job.wait_up(2)
+    job.finish()
+    codes = job.wait_exit(t0=t0)
+    net.heal()
+    assert codes == [STORE_LOST, 0, 0], job.errs()
+    record("etcd: one node (rank 0) out of etcd's reach alone, elastic 2:3",
+           "the others restart as a world of 2 after the ttl; the node runs on until "
+           "read_timeout, then 172: two rank 0s meanwhile (known)", max(job.ended.values()),
+           "lease ttl = 3 s; read_timeout = 10 s")
+    job.check()

@@ -48,9 +48,10 @@ def test_latency_with_jitter_and_reordering(net3, port, where):
     job.check()
     # a failure push and a rendezvous are a few round trips (each at most 0.6 s here), not W
     assert restarted < 3 + SLACK, restarted
-    record(f"latency 100-300 ms with jitter and reordering, {where.replace('-', ' ')}",
-           f"meets in {met:.1f} s, a failure restarts in place, exits 0", restarted,
-           "a few round trips")
+    record("latency 100-300 ms with jitter and reordering, " +
+           ("on the store host's link" if where == "store-host" else "on every link"),
+           "meets, a worker's failure restarts the job in place, exits 0", restarted,
+           "round trips (at most 0.6 s); W = 3 s")
 
 
 def hosts_line(net, i, name):
@@ -75,8 +76,9 @@ def test_endpoint_name_stops_resolving_mid_job(net3, port):
     job.finish()
     assert job.wait_exit(t0=t0) == [0, 0, 0], job.errs()
     job.check()
-    record("endpoint name stops resolving mid-job", "goes on; a failure restarts in place; "
-           "exits 0", max(job.ended.values()), "none: connections are kept")
+    record("the endpoint's name stops resolving mid-job", "goes on; a worker's failure "
+           "restarts the job in place; exits 0", max(job.ended.values()),
+           "none: the agents keep their connections")
 
 
 @pytest.mark.parametrize("ever", [False, True], ids=["never", "late"])
@@ -103,5 +105,6 @@ def test_endpoint_name_does_not_resolve_at_start(net3, port, ever):
         assert max(job.ended.values()) < 4 + SLACK, job.ended
         outcome = "every agent 173 at join_timeout"
     job.check()
-    record(f"endpoint name does not resolve at start ({'comes later' if ever else 'never'})",
-           outcome, max(job.ended.values()), "join_timeout")
+    record(f"the endpoint's name does not resolve at start, "
+           f"{'then does' if ever else 'nor ever'}", outcome, max(job.ended.values()),
+           "join_timeout = 4 s")
