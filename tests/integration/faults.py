@@ -47,7 +47,7 @@ class FaultNet(Netns):
     def __init__(self, n):
         FaultNet._count += 1
         super().__init__(f"f{os.getpid() % 100000}{FaultNet._count}n", n)
-        self.delayers = []
+        self.delayers, self.jobs = [], []
         try:
             for i in range(n):
                 self.nft(i, _NFT_TABLE)
@@ -116,6 +116,11 @@ class FaultNet(Netns):
             self.nft(i, "flush table inet podrun_fault\n")
 
     def close(self):
+        """Kills what a failed case left running (each agent's session, by its own pid), then
+        takes the network and the ledgers down."""
+        for job in self.jobs:
+            job.kill()
+            shutil.rmtree(job.ledger, ignore_errors=True)
         for d in self.delayers:
             if d.poll() is None:
                 d.kill()
@@ -136,6 +141,7 @@ class Job:
         the host alone; etcd: the etcd backend, at these endpoints (then no agent hosts, and
         each one's own store takes a free port)."""
         self.net = net
+        net.jobs.append(self)
         self.ledger = tempfile.mkdtemp(prefix="podrun-ledger-")
         self.marker = f"fault.{os.getpid()}.{port}"
         self.endpoint = etcd or f"{name or net.addr(host)}:{port}"
