@@ -645,10 +645,10 @@ static void compact_nodes(coord_t *c)
     c->by_conn = by_conn;
 }
 
-/* A node's connection closed (`why` says how, NULL: closed). A node still part of the job is
- * lost; a member of a finished or ended job just went home. */
 static void lost(coord_t *c, uint64_t conn, int kind, const char *why, double now);
 
+/* A node's connection closed (`why` says how, NULL: closed). A node still part of the job is
+ * lost; a member of a finished or ended job just went home. */
 void coord_on_close(coord_t *c, uint64_t conn, const char *why, double now)
 {
     char reason[RDZV_REASON_MAX];
@@ -658,6 +658,7 @@ void coord_on_close(coord_t *c, uint64_t conn, const char *why, double now)
     lost(c, conn, why ? FK_UNREACHABLE : FK_LOST, reason, now);
 }
 
+/* A node lost without a closed connection (its etcd lease ended): it may be alive. */
 void coord_on_lost(coord_t *c, uint64_t conn, const char *why, double now)
 {
     lost(c, conn, FK_UNREACHABLE, why, now);
