@@ -193,8 +193,8 @@ def test_store_host_frozen(net3, port, longer):
 def test_packet_loss_on_the_store_hosts_link(net3, port, percent):
     """percent % of the packets in and out of the store host's namespace lost for 10 s, with
     the default W (3 s): TCP retransmits what is lost and at 2 and 10 % the job finishes. At 30 %
-    both ways a segment and its retransmits within W are all lost often enough (a few runs in
-    ten here) that a node's connection fails: then that node is lost as documented, 172 for it
+    both ways a segment and its retransmits within W are all lost often enough (a third of the
+    runs here) that a node's connection fails: then that node is lost as documented, 172 for it
     and 171 for the others, within W and the stop's grace; either way nothing hangs or runs
     twice."""
     job = Job(net3, port, 3, [])
