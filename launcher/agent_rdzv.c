@@ -188,6 +188,7 @@ int agent_rdzv_start(struct agent *a)
     p.close_timeout = (double)c->close_timeout_ms / 1000.0;
     p.keep_alive_interval = (double)c->keep_alive_interval_ms / 1000.0;
     p.keep_alive_max_attempt = c->keep_alive_max_attempt;
+    p.stop_grace = (double)c->term_timeout_ms / 1000.0;
     p.local_addr = local;
     char etcd_endpoints[300];
     if (c->rdzv_backend == CFG_BACKEND_ETCD) {

@@ -193,17 +193,35 @@ static void election_result(etcd_agent_t *a, const etcd_resp_t *r, int range_op)
     etcd_agent_campaign(a); /* the key went between the comparison and the read */
 }
 
+/* etcd expired this node's lease while it was out of reach: the job has counted it as lost.
+ * One sentence for it, whichever request finds out (the keep-alive, or a bid to coordinate once
+ * every lease went, the leader's with them). */
+static void lease_expired(etcd_agent_t *a)
+{
+    char why[RDZV_LINE_MAX];
+    sfmt(why, sizeof why, "rendezvous '%s': this node's etcd lease has expired (etcd was out "
+         "of reach for longer than its %d s): the job has counted it as lost", a->m.run_id,
+         a->ttl);
+    etcd_leader_stop(a);
+    etcd_agent_fail(a, PODRUN_ESTORELOST, why);
+}
+
 static void on_campaign(void *arg, int status, const etcd_resp_t *r)
 {
     etcd_agent_t *a = arg;
     a->campaign_call = NULL;
     if (!in_job(a))
         return;
-    if (status != 0) {
-        etcd_agent_fail(a, PODRUN_ESTORELOST, r->error);
-        return;
+    if (status != 0 && strstr(r->error, "lease not found")) {
+        lease_expired(a);
+    } else if (status != 0) {
+        char why[RDZV_LINE_MAX];
+        sfmt(why, sizeof why, "rendezvous '%s': etcd refused this node's bid to coordinate: %s",
+             a->m.run_id, r->error);
+        etcd_agent_fail(a, PODRUN_ESTORELOST, why);
+    } else {
+        election_result(a, r, 0);
     }
-    election_result(a, r, 0);
 }
 
 /* Tries to become the leader: creates P leader with this agent's lease unless it exists. */
@@ -417,14 +435,8 @@ static void on_ka(void *arg, int status, const etcd_resp_t *r)
     a->ka_call = NULL;
     if (a->m.closing)
         return;
-    if (status != 0 || r->ttl <= 0) {
-        char why[RDZV_LINE_MAX];
-        sfmt(why, sizeof why, "rendezvous '%s': this node's etcd lease has expired (etcd was out "
-             "of reach for longer than its %d s): the job has counted it as lost", a->m.run_id,
-             a->ttl);
-        etcd_leader_stop(a);
-        etcd_agent_fail(a, PODRUN_ESTORELOST, why);
-    }
+    if (status != 0 || r->ttl <= 0)
+        lease_expired(a);
 }
 
 /* The time of a health check that found no news (member.h): the store's heartbeat carries it;

@@ -313,6 +313,10 @@ static int host_start(store_agent_t *a)
     cp.store_host = a->endpoint_host;
     cp.store_port = a->m.port;
     cp.host_id = a->m.id;   /* this agent's exit ends the store: it is never left out */
+    /* a node cut off finds out within a window of our finding out (its heartbeat's TCP timeout
+     * against ours), then stops its workers in its grace; 1 s for the SIGKILL and the reaping */
+    cp.fence =
+        a->m.p.keep_alive_interval * a->m.p.keep_alive_max_attempt + a->m.p.stop_grace + 1;
     a->host.coord = coord_new(&cp, podrun_time_epoch());
     if (!a->host.coord) {
         store_server_close(a->m.server, NULL, NULL);

@@ -650,16 +650,26 @@ static void compact_nodes(coord_t *c)
     c->by_conn = by_conn;
 }
 
+static void lost(coord_t *c, uint64_t conn, int kind, const char *why, double now);
+
 /* A node's connection closed (`why` says how, NULL: closed). A node still part of the job is
  * lost; a member of a finished or ended job just went home. */
 void coord_on_close(coord_t *c, uint64_t conn, const char *why, double now)
 {
     char reason[RDZV_REASON_MAX];
     sfmt(reason, sizeof reason, "agent lost: %s", why ? why : "connection closed");
-    coord_on_lost(c, conn, reason, now);
+    /* a closed connection is an agent gone, and its workers with it (parent-death signal); one
+     * that timed out may be an agent cut off, whose workers run until it finds out */
+    lost(c, conn, why ? FK_UNREACHABLE : FK_LOST, reason, now);
 }
 
+/* A node lost without a closed connection (its etcd lease ended): it may be alive. */
 void coord_on_lost(coord_t *c, uint64_t conn, const char *why, double now)
+{
+    lost(c, conn, FK_UNREACHABLE, why, now);
+}
+
+static void lost(coord_t *c, uint64_t conn, int kind, const char *why, double now)
 {
     coord_q_reset(c);
     int idx = u64map_get(&c->by_conn, conn);
@@ -671,7 +681,7 @@ void coord_on_lost(coord_t *c, uint64_t conn, const char *why, double now)
     n->connected = 0;
     c->connected--;
     if (n->state != NS_GONE && !(n->state == NS_MEMBER && c->phase == COORD_OVER))
-        coord_round_node_gone(c, n, idx, FK_LOST, why, now);
+        coord_round_node_gone(c, n, idx, kind, why, now);
     forget_answer(c, n);
     coord_maybe_closed(c);
     /* in a job that is over nobody comes back: the nodes go with the coordinator */
@@ -738,6 +748,11 @@ void coord_on_timer(coord_t *c, int timer, double now)
         break;
     case COORD_T_DECIDE:
         coord_round_decide(c, now);
+        break;
+    case COORD_T_FENCE:
+        if (c->phase == COORD_OPEN && c->close_deferred &&
+            coord_round_ready_nodes(c) >= c->p.min_nodes)
+            coord_round_close(c, now);
         break;
     case COORD_T_PROGRESS:
         if (c->phase != COORD_OPEN)

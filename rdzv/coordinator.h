@@ -37,6 +37,10 @@ typedef struct coord_params {
     double keep_alive_interval;
     int keep_alive_max_attempt;
     double progress_interval;
+    double fence;           /* after a running member is lost while it may be alive (its
+                               connection timed out, or it went silent), how long its ranks
+                               stay fenced: the time it takes such a node to find itself cut
+                               off and stop its workers; 0: no wait */
     const char *store_host; /* MASTER_ADDR/MASTER_PORT given to the workers */
     uint16_t store_port;
     const char *expected;   /* optional comma-separated node names */
@@ -50,6 +54,7 @@ enum coord_timer {
     COORD_T_CLOSE,     /* close_timeout while shutting down */
     COORD_T_DECIDE,    /* armed at `now` by the first failure of a round: reports that arrive
                           in the same pass of the loop are sorted in before the decision */
+    COORD_T_FENCE,     /* the end of the fence of a lost member: a deferred close goes on */
     COORD_T_COUNT
 };
 

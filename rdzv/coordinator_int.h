@@ -22,7 +22,8 @@ enum node_state {
 
 #define HOST_CLOSING "the job store host is shutting down"
 
-enum fail_kind { FK_WORKER, FK_LEFT, FK_LOST, FK_SILENT, FK_JOINED };
+/* FK_UNREACHABLE: lost, but perhaps alive (its connection timed out); as FK_LOST, fenced */
+enum fail_kind { FK_WORKER, FK_LEFT, FK_LOST, FK_SILENT, FK_JOINED, FK_UNREACHABLE };
 
 /* A node's descriptor as the coordinator keeps it: the strings live in one allocation of
  * their own length (strs), not in three RDZV_NAME_MAX arrays, since a 1000-node job keeps a
@@ -104,6 +105,11 @@ struct coord {
     long long prog_base;  /* the largest progress the last round's nodes joined with, -1 none */
     int prog_judge;       /* the last round ended in a counted restart: the next close judges */
     int prog_stalled;     /* attempts in a row that ended so without progress */
+    /* no round closes before fence_until: a lost member that may be alive runs its workers
+     * until then (params.fence); close_deferred: a close waits for it */
+    double fence_until;
+    int close_deferred;
+    char fence_who[RDZV_NAME_MAX];
 };
 
 /* coordinator.c: the action queue, helpers and inputs */

@@ -113,6 +113,7 @@ void coord_round_open(coord_t *c, int round, double now)
     c->round_opened = c->round_since = now;
     c->join_deadline = now + c->p.join_timeout;
     c->last_call_armed = 0;
+    c->close_deferred = 0;
     c->stopped = c->decided = c->stop_counted = 0;
     c->n_failures = 0;
     for (int r = 0; r < c->p.max_nodes; r++)
@@ -284,6 +285,18 @@ static int relay_assign_links(cnode_t **v, const int *order, int n, const int *t
  * the join timer closes the round later. */
 void coord_round_close(coord_t *c, double now)
 {
+    /* a lost member that may be alive still runs its workers, with their ranks: no one else
+     * gets them until it must have found itself cut off and stopped them (split brain) */
+    if (now < c->fence_until) {
+        if (!c->close_deferred)
+            coord_act_log(c, "rendezvous '%s' round %d: closing in %.1f s, once %s, lost while it "
+                          "may be alive, must have stopped its workers",
+                          c->run_id, c->round, c->fence_until - now, c->fence_who);
+        c->close_deferred = 1;
+        coord_act_timer(c, COORD_T_FENCE, c->fence_until);
+        return;
+    }
+    c->close_deferred = 0;
     if (c->p.segment_size > 1 && coord_round_seg_pick(c, NS_JOINED, NS_JOINED, 1) < 0)
         return; /* the join timer retries */
     char stalled[RDZV_LINE_MAX];
@@ -589,6 +602,11 @@ void coord_round_node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char
         break;
     case NS_MEMBER:
         n->state = NS_GONE;
+        if (c->phase == COORD_RUNNING && !n->done && c->p.fence > 0 &&
+            (kind == FK_UNREACHABLE || kind == FK_SILENT) && now + c->p.fence > c->fence_until) {
+            c->fence_until = now + c->p.fence;
+            sfmt(c->fence_who, sizeof c->fence_who, "%s", coord_node_label(n));
+        }
         if (c->phase == COORD_RUNNING && !n->done) {
             rdzv_failure_t f;
             char why[RDZV_REASON_MAX + RDZV_NAME_MAX];

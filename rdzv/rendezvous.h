@@ -198,6 +198,7 @@ typedef struct rdzv_params {
     double keep_alive_interval; /* 1 */
     int keep_alive_max_attempt; /* 3 */
     double progress_interval;  /* 5: a waiting agent reports progress after 1 s, then this often */
+    double stop_grace;         /* the agents' --term-timeout: the longest a stop of workers takes */
     const char *local_addr;    /* address to advertise; the host also binds it (NULL: all) */
     const char *expected;      /* optional comma-separated names of the nodes expected, used by
                                   the host to name missing nodes and to close round 0 early */

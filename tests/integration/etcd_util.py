@@ -17,21 +17,24 @@ ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
 
 
 class Etcd:
-    def __init__(self, n=1, pki=None):
+    def __init__(self, n=1, pki=None, host="127.0.0.1", prefix=()):
+        """n members on host; prefix: the command that runs them and etcdctl (e.g. `ip netns
+        exec NS`, for a cluster in a network namespace of its own)."""
         self.dir = tempfile.mkdtemp(prefix="podrun-etcd-", dir="/dev/shm")
         self.pki = pki
+        self.host, self.prefix = host, list(prefix)
         self.scheme = "https" if pki else "http"
         self.client = [free_port() for _ in range(n)]
         self.peer = [free_port() for _ in range(n)]
         self.procs = [None] * n
-        cluster = ",".join(f"m{i}=http://127.0.0.1:{self.peer[i]}" for i in range(n))
+        cluster = ",".join(f"m{i}=http://{host}:{self.peer[i]}" for i in range(n))
         self.args = []
         for i in range(n):
-            url = f"{self.scheme}://127.0.0.1:{self.client[i]}"
+            url = f"{self.scheme}://{host}:{self.client[i]}"
             a = [ETCD, "--name", f"m{i}", "--data-dir", os.path.join(self.dir, f"m{i}"),
                  "--listen-client-urls", url, "--advertise-client-urls", url,
-                 "--listen-peer-urls", f"http://127.0.0.1:{self.peer[i]}",
-                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer[i]}",
+                 "--listen-peer-urls", f"http://{host}:{self.peer[i]}",
+                 "--initial-advertise-peer-urls", f"http://{host}:{self.peer[i]}",
                  "--initial-cluster", cluster, "--initial-cluster-state", "new",
                  "--initial-cluster-token", os.path.basename(self.dir),
                  "--logger", "zap", "--log-level", "error"]
@@ -49,12 +52,12 @@ class Etcd:
 
     def start(self, i):
         log = open(os.path.join(self.dir, f"m{i}.log"), "ab")
-        self.procs[i] = subprocess.Popen(self.args[i], stdout=log, stderr=log,
+        self.procs[i] = subprocess.Popen(self.prefix + self.args[i], stdout=log, stderr=log,
                                          start_new_session=True)
         log.close()
 
     def endpoint(self, i):
-        return f"127.0.0.1:{self.client[i]}"
+        return f"{self.host}:{self.client[i]}"
 
     def endpoints(self, scheme=False):
         pre = f"{self.scheme}://" if scheme else ""
@@ -62,7 +65,7 @@ class Etcd:
 
     def ctl(self, *args, i=None):
         eps = self.endpoints(scheme=True) if i is None else f"{self.scheme}://{self.endpoint(i)}"
-        cmd = [ETCDCTL, "--endpoints", eps, "--dial-timeout", "2s", "--command-timeout", "5s"]
+        cmd = self.prefix + [ETCDCTL, "--endpoints", eps, "--dial-timeout", "2s", "--command-timeout", "5s"]
         if self.pki:
             cmd += ["--cacert", self.pki["ca.crt"], "--cert", self.pki["client.crt"],
                     "--key", self.pki["client.key"]]

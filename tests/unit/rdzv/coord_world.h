@@ -157,6 +157,7 @@ static inline void advance(coord_t *c, double dt)
 }
 
 static int world_max_no_progress; /* max_no_progress of the next coordinator made (0: off) */
+static double w_fence; /* the next coordinator's params.fence */
 
 /* A coordinator of a job of min..max nodes, with NVLink segments of `segment` nodes (0: none). */
 static inline coord_t *mk_segments(int segment, int min, int max, int restarts,
@@ -178,6 +179,7 @@ static inline coord_t *mk_segments(int segment, int min, int max, int restarts,
         .keep_alive_interval = 1,
         .keep_alive_max_attempt = 3,
         .progress_interval = 5,
+        .fence = w_fence,
         .store_host = "store.example",
         .store_port = 29400,
         .expected = expected,

@@ -538,6 +538,38 @@ static void test_two_failures_one_spare(void)
     coord_free(c);
 }
 
+/* A member lost while it may still run (its connection timed out: cut off) keeps its ranks until
+ * the fence has passed, the time it takes such a node to find out and stop its workers; one whose
+ * connection closed (its agent gone, its workers with it) costs no wait, nor does a fence of 0. */
+static void test_unreachable_member_fences_its_ranks(void)
+{
+    for (int how = 0; how < 3; how++) {
+        w_fence = how == 2 ? 0 : 5;
+        coord_t *c = mk(2, 3, 0, NULL);
+        rejoin_all(c, 3, 0);
+        CHECK_EQ_INT(node_rank_of(2, 0), 2);
+        hb_on[2] = 0;
+        coord_on_close(c, 3, how == 1 ? NULL : "unreachable, nothing acknowledged for 3 s", now);
+        drain(c);
+        run_timers(c);
+        rdzv_decision_t d = {0};
+        CHECK_EQ_INT(end_of(0, &d, NULL), 0);
+        CHECK_EQ_INT(d.action, RDZV_RESTART);
+        rejoin_all(c, 2, 1);
+        if (how == 0) {
+            CHECK_EQ_INT(node_rank_of(0, 1), -1);
+            CHECK(logs_contain("closing in 5.0 s, once worker-2, lost while it may be alive"));
+            advance(c, 4.9);
+            CHECK_EQ_INT(node_rank_of(0, 1), -1);
+            advance(c, 0.2);
+        }
+        CHECK_EQ_INT(node_rank_of(0, 1), 0);
+        CHECK_EQ_INT(node_rank_of(1, 1), 1);
+        coord_free(c);
+    }
+    w_fence = 0;
+}
+
 int main(void)
 {
     RUN(test_join_fixed_closes_at_max);
@@ -559,6 +591,7 @@ int main(void)
     RUN(test_waiting_nodes_capped_at_max);
     RUN(test_thousands_of_joins);
     RUN(test_two_failures_one_spare);
+    RUN(test_unreachable_member_fences_its_ranks);
     w_reset();
     return check_result();
 }
