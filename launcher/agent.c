@@ -285,7 +285,7 @@ static void restart(struct agent *a)
     else
         logs_message(&a->logs, "restarting the job in place (the nodes changed; no restart "
                      "used): %s", a->job.dreason);
-    trainjob_restart(a->trainjob, a->job.restarts_used);
+    agent_cluster_restart(a);
     restarts_gone(&a->restarts);
     agent_stacks_end(a, false);
     rundir_remove(&a->dir, false);
@@ -390,8 +390,6 @@ static void close_all(uv_timer_t *t)
     say_strays_left(a);
     health_close(a->health.port);
     a->health.port = NULL;
-    trainjob_close(a->trainjob);
-    a->trainjob = NULL;
     logs_close(&a->logs);
     /* whatever of the strays is still there after its grace */
     init_signal_children(SIGKILL, a->wg.guard_pid, NULL, 0);
@@ -439,33 +437,12 @@ static void on_rdzv_closed(void *arg)
     logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
 }
 
-/* The TrainJob's last report is answered (or its bound passed): what it said goes out, then the
- * end goes on (OUTPUT_DONE). */
-static void on_trainjob_sent(void *arg)
-{
-    struct agent *a = arg;
-    a->end.trainjob_pending = false;
-    agent_drain_again(a);
-}
-
 /* EXITING: something the end waited for is done (the last report, the last Event); what it
  * said goes out, and OUTPUT_DONE comes once it is written. */
 void agent_drain_again(struct agent *a)
 {
     a->end.drained = false;
     logs_drain(&a->logs, AGENT_FLUSH_MS, on_drained);
-}
-
-/* How the job ended for this node, in the TrainJob's words (output/trainjob_payload.h). */
-static const char *trainjob_outcome(const struct agent *a)
-{
-    if (a->stop.signal)
-        return "stopped";
-    if (a->stop.quit)
-        return "left";
-    if (a->job.lost)
-        return "lost";
-    return a->job.finished && !a->exit_code ? "succeeded" : "failed";
 }
 
 /* The failure of the decision whose exit code is not to be retried, or NULL. */
@@ -579,9 +556,7 @@ static void enter_exiting(struct agent *a)
     int n = init_signal_children(SIGTERM, a->wg.guard_pid, a->end.stray, AGENT_STRAYS_MAX);
     a->end.strays = n < AGENT_STRAYS_MAX ? n : AGENT_STRAYS_MAX;
     a->end.strays_untracked = n > AGENT_STRAYS_MAX;
-    a->end.trainjob_pending = trainjob_end(a->trainjob, trainjob_outcome(a), a->exit_code,
-                                           on_trainjob_sent, a) == 1;
-    agent_cluster_end(a);   /* the last Event, flushed within its bound */
+    agent_cluster_end(a);   /* the TrainJob's last report, the last Event: within their bounds */
     /* done once the output is drained, the rendezvous closed (on_rdzv_closed drains again) and
      * the TrainJob's last report answered and the last Event out */
     if (a->rdzv.rz)
@@ -624,8 +599,7 @@ static void gather_facts(struct agent *a, enum agent_ev ev, const struct agent_e
     f->check_running = a->pf.check != NULL;
     f->verdict_first = a->cfg->preflight_policy != CFG_POLICY_WARN;
     f->reclaiming = uv_is_active((const uv_handle_t *)&a->reclaim.timer);
-    /* the TrainJob's last report and the last Event too */
-    f->drained = a->end.drained && !a->end.trainjob_pending && !agent_cluster_busy(a);
+    f->drained = a->end.drained && !agent_cluster_busy(a);   /* the last report and Event too */
     f->closed = !a->rdzv.rz;
     f->again = again;
     f->step = d->step;
@@ -660,8 +634,6 @@ static void take_assigned(struct agent *a, const rdzv_assignment_t *as)
     agent_cluster_round(a);
     restarts_assigned(&a->restarts);
     health_rdzv_assigned(a->health.port);
-    trainjob_round(a->trainjob, as->round, as->node_rank, as->nnodes, as->world_size,
-                   as->restart_count);
 }
 
 /* STOPPED: the job's decision, kept (its records are valid only during the callback). */
@@ -680,8 +652,6 @@ static void take_decision(struct agent *a, const rdzv_decision_t *d, struct agen
     a->job.n_bad = d->n_bad;
     memcpy(a->job.bad, d->bad, (size_t)d->n_bad * sizeof *d->bad);
     health_job_stopped(a->health.port, d, podrun_time_epoch());
-    if (d->n > 0)
-        trainjob_failure(a->trainjob, &d->failures[0]);
     snprintf(x->why, sizeof x->why, "the job stopped: %s", d->reason);
     if (!a->stop.why[0])   /* stopped by the round's end, or while STARTING: the job's reason */
         snprintf(a->stop.why, sizeof a->stop.why, "%.*s", (int)sizeof a->stop.why - 1, x->why);
@@ -959,28 +929,6 @@ static int open_rundir(struct agent *a)
     return r;
 }
 
-/* The trainer's step for the TrainJob's report: the progress file read now; no total is known,
- * so no percentage. */
-static int trainjob_progress(void *arg, struct trainjob_progress *out)
-{
-    struct agent *a = arg;
-    char err[256];
-    long long v = progress_read(&a->progress, err, sizeof err);
-    if (err[0])
-        logs_message(&a->logs, "%s", err);   /* once: the reader says a bad file once */
-    if (v < 0)
-        return -1;
-    out->step = v;
-    out->percent = -1;
-    return 0;
-}
-
-static void trainjob_say(void *arg, const char *line)
-{
-    struct agent *a = arg;
-    logs_message(&a->logs, "%s", line);
-}
-
 /* The first join, now or once a JobSet's barrier is down: through the job's pods (--discovery
  * k8s), else the rendezvous at once. */
 static int join(struct agent *a)
@@ -1030,13 +978,7 @@ static int start(struct agent *a, bool *usage)
         return r;
     if (c->health_port >= 0 && (r = agent_health_start(a)))
         return r;
-    struct trainjob_params tp = {
-        .url = c->trainjob_url, .ca_file = c->trainjob_ca, .token_file = c->trainjob_token,
-        .interval_ms = c->trainjob_interval_ms, .max_restarts = c->max_restarts,
-        .progress = trainjob_progress,   /* the trainer's progress, where --progress-file has it */
-        .say = trainjob_say, .arg = a,
-    };
-    trainjob_start(a->loop, &tp, &a->trainjob);
+    agent_cluster_trainjob(a);   /* Kubeflow Trainer's status server, where it is given */
     a->wd.streams = a->streams;
     a->wd.dir = &a->dir;
     a->wd.watching = hang_watching;

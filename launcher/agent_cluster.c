@@ -1,5 +1,6 @@
 /* launcher/agent_cluster.c — what the cluster sees of the job: Events on this pod
- * (discover/k8s_events.h) and JobSet's in-place restart (operators/jobset_restart.h).
+ * (discover/k8s_events.h), JobSet's in-place restart (operators/jobset_restart.h) and Kubeflow
+ * Trainer's TrainJob status (output/trainjob.h).
  *
  * The agent calls in at named points and this file does the rest: the start (the barrier before
  * the first rendezvous), the round complete, the job's decision (a failure, a restart), the
@@ -14,6 +15,7 @@
 #include "launcher/agent_int.h"
 #include "launcher/discover/k8s_events.h"
 #include "launcher/operators/jobset_restart.h"
+#include "launcher/output/trainjob.h"
 #include "rdzv/base/common.h"
 
 #define CLUSTER_FLUSH_MS 2000   /* bound on the last event at the end */
@@ -170,8 +172,68 @@ int agent_cluster_start(struct agent *a, int (*go)(struct agent *a))
     return 0;
 }
 
+/* ---------- Kubeflow Trainer's TrainJob status (output/trainjob.h) ---------- */
+
+/* The trainer's step for the TrainJob's report: the progress file read now; no total is known,
+ * so no percentage. */
+static int trainjob_progress(void *arg, struct trainjob_progress *out)
+{
+    struct agent *a = arg;
+    char err[256];
+    long long v = progress_read(&a->progress, err, sizeof err);
+    if (err[0])
+        logs_message(&a->logs, "%s", err);   /* once: the reader says a bad file once */
+    if (v < 0)
+        return -1;
+    out->step = v;
+    out->percent = -1;
+    return 0;
+}
+
+void agent_cluster_trainjob(struct agent *a)
+{
+    const struct cfg *c = a->cfg;
+    struct trainjob_params tp = {
+        .url = c->trainjob_url, .ca_file = c->trainjob_ca, .token_file = c->trainjob_token,
+        .interval_ms = c->trainjob_interval_ms, .max_restarts = c->max_restarts,
+        .progress = trainjob_progress,   /* the trainer's progress, where --progress-file has it */
+        .say = cluster_say, .arg = a,
+    };
+    trainjob_start(a->loop, &tp, &a->trainjob);
+}
+
+/* How the job ended for this node, in the TrainJob's words (output/trainjob_payload.h). */
+static const char *trainjob_outcome(const struct agent *a)
+{
+    if (a->stop.signal)
+        return "stopped";
+    if (a->stop.quit)
+        return "left";
+    if (a->job.lost)
+        return "lost";
+    return a->job.finished && !a->exit_code ? "succeeded" : "failed";
+}
+
+/* The TrainJob's last report is answered (or its bound passed): what it said goes out, then the
+ * end goes on. */
+static void on_trainjob_sent(void *arg)
+{
+    struct agent *a = arg;
+    a->end.trainjob_pending = false;
+    agent_drain_again(a);
+}
+
+void agent_cluster_restart(struct agent *a)
+{
+    trainjob_restart(a->trainjob, a->job.restarts_used);
+}
+
+/* ---------- the agent's named points ---------- */
+
 void agent_cluster_round(struct agent *a)
 {
+    trainjob_round(a->trainjob, a->rdzv.round, a->rdzv.group_rank, a->rdzv.group_world_size,
+                   a->rdzv.world_size, a->rdzv.restart_count);
     if (!a->cluster)
         return;
     k8s_events_post(a->cluster->ev, K8S_EV_ROUND, "rendezvous complete: round %d, %d node%s, "
@@ -201,6 +263,8 @@ static void root_cause(struct agent *a, char *out, size_t cap)
 
 void agent_cluster_decided(struct agent *a)
 {
+    if (a->job.dn > 0)
+        trainjob_failure(a->trainjob, &a->job.dfail[0]);
     struct agent_cluster *c = a->cluster;
     if (!c)
         return;
@@ -242,6 +306,8 @@ static void on_flushed(void *arg)
 
 void agent_cluster_end(struct agent *a)
 {
+    a->end.trainjob_pending = trainjob_end(a->trainjob, trainjob_outcome(a), a->exit_code,
+                                           on_trainjob_sent, a) == 1;
     struct agent_cluster *c = a->cluster;
     if (!c)
         return;
@@ -263,11 +329,13 @@ void agent_cluster_end(struct agent *a)
 
 bool agent_cluster_busy(const struct agent *a)
 {
-    return a->cluster && a->cluster->flushing;
+    return a->end.trainjob_pending || (a->cluster && a->cluster->flushing);
 }
 
 void agent_cluster_close(struct agent *a)
 {
+    trainjob_close(a->trainjob);
+    a->trainjob = NULL;
     struct agent_cluster *c = a->cluster;
     if (!c)
         return;

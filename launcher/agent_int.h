@@ -287,6 +287,10 @@ void agent_reclaim_gpus(struct agent *a);
 void agent_drain_again(struct agent *a);
 
 /* ---- agent_cluster.c: what the cluster sees (Events, JobSet's in-place restart) ---- */
+/* Kubeflow Trainer's TrainJob status, where its variables are given (output/trainjob.h). */
+void agent_cluster_trainjob(struct agent *a);
+/* A restart decided: the TrainJob hears of it. */
+void agent_cluster_restart(struct agent *a);
 
 /* The start: go(a) now, or once JobSet's barrier is down (then an error of go exits). */
 int agent_cluster_start(struct agent *a, int (*go)(struct agent *a));

@@ -153,14 +153,19 @@ int restarts_spawning(struct restarts *r, const char *attempt_dir, int attempt, 
     char cwd[PATH_MAX] = ".";
     if (attempt_dir[0] != '/' && !getcwd(cwd, sizeof cwd))
         snprintf(cwd, sizeof cwd, ".");
-    snprintf(r->path, sizeof r->path, "%s%s%.*s/restarts.jsonl",
-             attempt_dir[0] == '/' ? "" : cwd, attempt_dir[0] == '/' ? "" : "/", dl,
-             slash ? attempt_dir : ".");
-    struct jsonbuf b;
-    jsonline_init(&b);
-    record(r, &b, attempt, round, node);
-    int rc = b.oom ? -ENOMEM : append(r->path, b.buf, b.len);
-    jsonline_free(&b);
+    int pl = snprintf(r->path, sizeof r->path, "%s%s%.*s/restarts.jsonl",
+                      attempt_dir[0] == '/' ? "" : cwd, attempt_dir[0] == '/' ? "" : "/", dl,
+                      slash ? attempt_dir : ".");
+    int rc = -ENAMETOOLONG;
+    if (pl < 0 || (size_t)pl >= sizeof r->path) {
+        r->path[0] = '\0';   /* a cut path would name another file: no file, no variables */
+    } else {
+        struct jsonbuf b;
+        jsonline_init(&b);
+        record(r, &b, attempt, round, node);
+        rc = b.oom ? -ENOMEM : append(r->path, b.buf, b.len);
+        jsonline_free(&b);
+    }
     r->pending = false;
     r->stopping = 0;
     memset(r->at, 0, sizeof r->at);

@@ -201,7 +201,7 @@ static int main_udp(void)
                 die("sendto");
         double t1 = now_s();
         cpu += cpu_s() - c0;
-        double tl, l;
+        double tl = 0, l = 0;
         if (read(times[0], &tl, sizeof tl) != sizeof tl || read(times[0], &l, sizeof l) != sizeof l)
             die("reader");
         pass[r] = (t1 - t0) * 1e3;
