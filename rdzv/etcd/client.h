@@ -32,6 +32,9 @@ typedef struct etcd_client_conf {
     const char *cacert, *cert, *key; /* PEM files for https endpoints; NULL: system CAs, no
                                         client certificate */
     int timeout_ms;            /* one attempt of one call; 0: 5 s */
+    int idle_ms;               /* an attempt during which no byte came for this long fails (a
+                                  member that holds the connection but answers nothing is left
+                                  well before a lease runs out); 0: only timeout_ms */
 } etcd_client_conf_t;
 
 int etcd_client_new(uv_loop_t *loop, const etcd_client_conf_t *conf, etcd_client_t **out);

@@ -15,6 +15,12 @@ VENV_BIN = ROOT / ".venv" / "bin"
 VENV_PY = str(VENV_BIN / "python")
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: a long case (the network-fault matrix's); scripts/test leaves these "
+        "out, scripts/fault-table runs them with the rest")
+
+
 @pytest.fixture
 def podrun():
     assert os.access(PODRUN, os.X_OK), f"{PODRUN} is not built"
