@@ -2,7 +2,8 @@
 etcd out of the agents' reach behind packet filters, and its raft leader killed): the raft leader
 frozen (SIGSTOP: it holds its connections and answers nothing) while the job's rendezvous is open
 and while its workers run; every member frozen for less than the agents' lease, for more, and
-past read_timeout; every member killed and started again after more than the lease. Every case
+past read_timeout; every member killed and started again after more than the lease; the member
+an agent talks to cut from the other two (in network namespaces, etcd_faults.EtcdNet). Every case
 ends with EtcdJob.check(): no agent or worker left, no rank held twice at any moment, no worker
 line lost; and the codes and the times to them are those of doc/failures.md#etcd.
 
@@ -14,7 +15,7 @@ import time
 import pytest
 
 from cluster import wait_for
-from etcd_faults import STORE_LOST, TERM, EtcdJob, freeze, record, thaw
+from etcd_faults import STORE_LOST, TERM, EtcdJob, EtcdNet, freeze, record, thaw
 from etcd_util import Etcd
 
 K, L = 1.0, 3.0
@@ -173,3 +174,38 @@ def test_etcd_frozen_past_read_timeout(etcd3):
 
 def wait_joins(job, n, timeout=60):
     wait_for(lambda: job.joins() >= n, timeout, lambda: f"{n} joins in etcd:\n{job.errs()}")
+
+
+@pytest.fixture
+def etcd_net():
+    e = EtcdNet(3, agents=3)
+    yield e
+    e.stop()
+
+
+def test_member_cut_from_its_peers_while_agents_use_it(etcd_net):
+    """The member node0 talks to is cut from the other two (a minority of one) while every agent
+    still reaches it: what it is asked waits for a quorum it cannot reach, so it answers nothing.
+    The agents that talked to it go on with the other members after a third of the lease's
+    silence; the job is coordinated through the majority, nothing restarts."""
+    e = etcd_net
+    job = EtcdJob(e, 3, net=e.net)
+    job.wait_up(3)
+    m = wait_for(lambda: e.member_of(job.agents[0], e.net.first_agent), 30,
+                 "node0's connection to an etcd member") - 1
+    was_leader = m == e.raft_leader()
+    e.partition(m)
+    t0, at = time.monotonic(), time.time()
+    job.wait_coordinated_after(at)
+    took = time.monotonic() - t0
+    job.wait_coordinated_after(at + L + K)   # a lease and a renewal later: no agent was lost
+    job.agents[0].wait_err("going on with etcd at")
+    job.wait_ticks(0, 3)
+    job.finish()
+    codes = job.wait_exit()
+    assert codes == [0, 0, 0], job.errs()
+    assert job.attempts() == [(3, 0)], job.attempts()
+    job.check()
+    record("etcd: the member agents use cut from its peers (minority of one)"
+           + (", the raft leader" if was_leader else ""), "goes on, nothing restarts, exits 0",
+           took, "a member silent for L/3 is left; etcd's election (1 s) if it led")
