@@ -577,8 +577,9 @@ static int etcd_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_d
     double tmo = a->ttl < a->m.p.read_timeout ? a->ttl : a->m.p.read_timeout;
     /* A member that stops answering (frozen, partitioned from its peers) must be left while
      * the lease still has time for keep_alive_max_attempt tries on the others; a silence as
-     * long as the lease would leave none. Bytes that keep coming (a large snapshot) are not
-     * silence, so the bound on the whole attempt stays the lease. */
+     * long as the lease would leave none. Bytes that keep coming are not silence, and the one
+     * answer etcd may take long to start, the leader's read of every record, is exempt
+     * (ETCD_CALL_BULK): the bound on the whole attempt stays the lease. */
     int tries = a->m.p.keep_alive_max_attempt > 1 ? a->m.p.keep_alive_max_attempt : 1;
     etcd_client_conf_t conf = {
         .endpoints = a->ep,

@@ -286,7 +286,7 @@ static void call_send(etcd_call_t *k)
         .connect_timeout_ms = c->timeout_ms < ETCD_CONNECT_TIMEOUT_MS ? c->timeout_ms
                                                                        : ETCD_CONNECT_TIMEOUT_MS,
         .timeout_ms = c->timeout_ms,
-        .idle_timeout_ms = c->idle_ms,
+        .idle_timeout_ms = (k->flags & ETCD_CALL_BULK) ? 0 : c->idle_ms,
         .max_body = ETCD_CALL_MAX_BODY,
         .on_done = on_call_done,
         .arg = k,

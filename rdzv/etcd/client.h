@@ -58,6 +58,8 @@ typedef void (*etcd_call_cb)(void *arg, int status, const etcd_resp_t *r);
 enum etcd_call_flags {
     ETCD_CALL_ONCE = 1, /* each endpoint once, then give up (for the last words of a closing
                            agent, which must not wait) */
+    ETCD_CALL_BULK = 2, /* an answer etcd may take long to start (every record of a large job):
+                           bounded by timeout_ms alone, not by idle_ms */
 };
 
 /* POSTs body (taken: freed by the client, also on error) to /v3/<path> ("kv/put",
