@@ -71,13 +71,19 @@
  *    dies between them: the state went first, so the next leader has the round's members and
  *    writes every alive member's assignment again (an agent takes only the first).
  *  - An etcd member is lost: requests and watch streams move to the next endpoint, watches
- *    resume from the revision after the last event they delivered. Nothing else notices.
+ *    resume from the revision after the last event they delivered. Nothing else notices. A
+ *    member that holds its connections but answers nothing (frozen, or cut off from its peers
+ *    while a request waits for their quorum) is left once an attempt has had no byte for a
+ *    keep-alive try's share of the lease (ttl / keep_alive_max_attempt): a lease renewal sent
+ *    to it still reaches another member in time.
  *  - etcd as a whole is unreachable, slow or failing: every request is retried (the endpoints in
  *    turn, then a backoff to 1 s) and the workers run on; after 1 s a progress line says what
  *    fails, and once nothing has been answered for read_timeout (60 s) the agent gives up:
- *    lost() with PODRUN_ESTORELOST, the store-lost exit code. Leases do not expire while etcd is
- *    down; an agent that reaches etcd again in time and finds its lease gone was counted as lost
- *    by the job, and exits the same way.
+ *    lost() with PODRUN_ESTORELOST, the store-lost exit code. The leases run on etcd's leader's
+ *    clock: a restarted etcd (or a newly elected raft leader) gives each a full ttl again, but
+ *    a frozen etcd, or one this agent cannot reach, lets them run out; an agent that reaches
+ *    etcd again and finds its lease gone was counted as lost by the job, and exits the same
+ *    way.
  *  - A watch's revision was compacted away: the agent reads what it may have missed (its join's
  *    answer, its round's end, the leader key) and watches again; a leader rebuilds from P state
  *    as at a takeover.
@@ -582,6 +588,12 @@ static int etcd_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_d
     a->m.port = store_server_port(a->m.server);
     store_server_allow(a->m.server, p->allow); /* the workers' store: the same sources */
     double tmo = a->ttl < a->m.p.read_timeout ? a->ttl : a->m.p.read_timeout;
+    /* A member that stops answering (frozen, partitioned from its peers) must be left while
+     * the lease still has time for keep_alive_max_attempt tries on the others; a silence as
+     * long as the lease would leave none. Bytes that keep coming are not silence, and the one
+     * answer etcd may take long to start, the leader's read of every record, is exempt
+     * (ETCD_CALL_BULK): the bound on the whole attempt stays the lease. */
+    int tries = a->m.p.keep_alive_max_attempt > 1 ? a->m.p.keep_alive_max_attempt : 1;
     etcd_client_conf_t conf = {
         .endpoints = a->ep,
         .n_endpoints = a->n_ep,
@@ -590,6 +602,7 @@ static int etcd_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_d
         .cert = a->cert,
         .key = a->key,
         .timeout_ms = tmo < 1 ? 1000 : (int)(tmo * 1000),
+        .idle_ms = a->ttl * 1000 / tries,
     };
     rc = etcd_client_new(loop, &conf, &a->etcd);
     if (rc < 0) {

@@ -869,8 +869,8 @@ void etcd_leader_start(etcd_agent_t *a, int64_t rev)
     etcd_cmp_t cmp = etcd_agent_cmp_create(lkey, rev);
     etcd_op_t ops[] = {etcd_agent_op_range(jkey, NULL), etcd_agent_op_range(skey, NULL),
                        etcd_agent_op_range(nkey, nend)};
-    int rc = etcd_call(a->etcd, "kv/txn", etcd_req_txn(&cmp, 1, ops, 3, NULL, 0), 0, on_snapshot,
-                       a, &a->lcall);
+    int rc = etcd_call(a->etcd, "kv/txn", etcd_req_txn(&cmp, 1, ops, 3, NULL, 0), ETCD_CALL_BULK,
+                       on_snapshot, a, &a->lcall);
     if (rc < 0)
         etcd_leader_fail(a, "cannot read the job's state from etcd", podrun_strerror(rc));
 }

@@ -20,7 +20,9 @@
 #define CURL_DISABLE_DEPRECATION
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -572,8 +574,30 @@ static void on_idle(uv_timer_t *t)
 
 /* ---- public API ---- */
 
+#define HTTP_FD_SCAN 1024
+
+/* Which of the descriptors below HTTP_FD_SCAN are open. */
+static void http_fds_open(unsigned char open_now[HTTP_FD_SCAN])
+{
+    for (int fd = 0; fd < HTTP_FD_SCAN; fd++)
+        open_now[fd] = fcntl(fd, F_GETFD) != -1;
+}
+
+/* The descriptors that were not open before (`before`) get close-on-exec: libcurl 7.x makes the
+ * multi handle's wake-up socket pair without it, and a worker would inherit it. Those open
+ * before are left as they are: a descriptor podrun was given may be meant for its workers. */
+static void http_fds_cloexec_new(const unsigned char before[HTTP_FD_SCAN])
+{
+    for (int fd = 3; fd < HTTP_FD_SCAN; fd++) {
+        int fl = before[fd] ? -1 : fcntl(fd, F_GETFD);
+        if (fl != -1 && !(fl & FD_CLOEXEC))
+            fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+    }
+}
+
 int http_client_new(uv_loop_t *loop, http_client_t **out)
 {
+    unsigned char before[HTTP_FD_SCAN];
     if (http_global_users == 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return http_library_error() ? -ELIBACC : -EIO;
     http_global_users++;
@@ -581,7 +605,9 @@ int http_client_new(uv_loop_t *loop, http_client_t **out)
     if (!c)
         goto nomem;
     c->loop = loop;
+    http_fds_open(before);
     c->multi = curl_multi_init();
+    http_fds_cloexec_new(before);
     if (!c->multi) {
         free(c);
         goto nomem;
@@ -732,6 +758,15 @@ static int request_set_method(http_request_t *r, const struct http_request_opts 
     return rc ? -EINVAL : 0;
 }
 
+/* libcurl opens its sockets without close-on-exec: every worker the agent spawned would inherit
+ * the agent's connections (to etcd, to the Kubernetes API), keep them open past the agent's end
+ * in whatever it forked, and could speak on them. */
+static curl_socket_t http_open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    (void)arg, (void)purpose;
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
 static int request_set_options(http_request_t *r, const struct http_request_opts *o)
 {
     CURL *e = r->easy;
@@ -750,6 +785,7 @@ static int request_set_options(http_request_t *r, const struct http_request_opts
     rc |= curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
     rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cto);
     rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(o->timeout_ms > 0 ? o->timeout_ms : 0));
+    rc |= curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, http_open_socket);
     /* A watch can sit silent for minutes; keepalive probes find a peer that vanished. */
     rc |= curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     rc |= curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);

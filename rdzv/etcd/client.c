@@ -27,7 +27,7 @@ struct etcd_client {
     int n_ep, cur;
     struct http_tls tls;
     char *cacert, *cert, *key;
-    int timeout_ms;
+    int timeout_ms, idle_ms;
     int64_t last_ok;        /* monotonic ms of the last answer (or of the client's start) */
     int failing;            /* an attempt failed since then */
     char last_error[320];
@@ -286,6 +286,7 @@ static void call_send(etcd_call_t *k)
         .connect_timeout_ms = c->timeout_ms < ETCD_CONNECT_TIMEOUT_MS ? c->timeout_ms
                                                                        : ETCD_CONNECT_TIMEOUT_MS,
         .timeout_ms = c->timeout_ms,
+        .idle_timeout_ms = (k->flags & ETCD_CALL_BULK) ? 0 : c->idle_ms,
         .max_body = ETCD_CALL_MAX_BODY,
         .on_done = on_call_done,
         .arg = k,
@@ -598,6 +599,7 @@ int etcd_client_new(uv_loop_t *loop, const etcd_client_conf_t *conf, etcd_client
     memcpy(c->ep, conf->endpoints, (size_t)c->n_ep * sizeof *c->ep);
     c->cur = (conf->first % c->n_ep + c->n_ep) % c->n_ep;
     c->timeout_ms = conf->timeout_ms > 0 ? conf->timeout_ms : ETCD_TIMEOUT_DEFAULT_MS;
+    c->idle_ms = conf->idle_ms > 0 && conf->idle_ms < c->timeout_ms ? conf->idle_ms : 0;
     c->last_ok = podrun_time_mono_ms();
     int r = copy_opt(&c->cacert, conf->cacert);
     if (!r)

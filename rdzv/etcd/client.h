@@ -32,6 +32,9 @@ typedef struct etcd_client_conf {
     const char *cacert, *cert, *key; /* PEM files for https endpoints; NULL: system CAs, no
                                         client certificate */
     int timeout_ms;            /* one attempt of one call; 0: 5 s */
+    int idle_ms;               /* an attempt during which no byte came for this long fails (a
+                                  member that holds the connection but answers nothing is left
+                                  well before a lease runs out); 0: only timeout_ms */
 } etcd_client_conf_t;
 
 int etcd_client_new(uv_loop_t *loop, const etcd_client_conf_t *conf, etcd_client_t **out);
@@ -55,6 +58,8 @@ typedef void (*etcd_call_cb)(void *arg, int status, const etcd_resp_t *r);
 enum etcd_call_flags {
     ETCD_CALL_ONCE = 1, /* each endpoint once, then give up (for the last words of a closing
                            agent, which must not wait) */
+    ETCD_CALL_BULK = 2, /* an answer etcd may take long to start (every record of a large job):
+                           bounded by timeout_ms alone, not by idle_ms */
 };
 
 /* POSTs body (taken: freed by the client, also on error) to /v3/<path> ("kv/put",

@@ -492,3 +492,15 @@ def test_status_reads_an_etcd_job(etcd, tmp_path):
 def test_status_etcd_usage_errors(args, text):
     r = subprocess.run([PODRUN, "status", *args], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and text in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_workers_inherit_no_etcd_connection(etcd):
+    """A worker gets none of the agent's connections to etcd: an inherited one would outlive the
+    agent in what the worker forked, and lets the worker's code speak on the agent's behalf."""
+    script = "for f in /proc/$$/fd/*; do echo \"fd $f $(readlink $f)\"; done"
+    agent = etcd_agent(0, 1, etcd.endpoints(), run_id("fds"), "/bin/sh",
+                       extra=NOPY, script_args=["-c", script])
+    assert agent.wait(timeout=60) == 0, agent.err
+    fds = [line for line in agent.out.splitlines() if "fd /proc/" in line]
+    assert fds, agent.out
+    assert not [f for f in fds if "socket:" in f], fds
