@@ -956,7 +956,7 @@ static int start(struct agent *a, bool *usage)
     if ((r = progress_init(&a->progress, c->progress_file))) {
         snprintf(a->end.start_why, sizeof a->end.start_why, "--progress-file %s: %s; give a "
                  "shorter path", c->progress_file, podrun_strerror(r));
-        a->exit_code = 2;
+        *usage = true;   /* a flag's value: exit 2 (agent_fsm_exit_status) */
         return r;
     }
     if ((r = workers_init(&a->wg, a->loop, a->n)))
