@@ -43,9 +43,7 @@ void jsonline_raw(struct jsonbuf *b, const char *s)
     put(b, s, strlen(s));
 }
 
-/* The length of the valid UTF-8 sequence at s (at most n bytes), 0 if there is none: the
- * shortest form only, no surrogates, nothing above U+10FFFF. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t jsonline_utf8_len(const unsigned char *s, size_t n)
 {
     if (s[0] < 0x80)
         return 1;
@@ -83,7 +81,7 @@ void jsonline_str(struct jsonbuf *b, const char *s, size_t len)
             }
             i++;
         } else {
-            size_t n = utf8_len(p + i, len - i);
+            size_t n = jsonline_utf8_len(p + i, len - i);
             if (n) {
                 put(b, (const char *)p + i, n);
                 i += n;

@@ -16,6 +16,9 @@ struct jsonbuf {
     int oom;
 };
 
+/* The length of the valid UTF-8 sequence at s (at most n bytes, n >= 1), 0 if there is none:
+ * the shortest form only, no surrogates, nothing above U+10FFFF. */
+size_t jsonline_utf8_len(const unsigned char *s, size_t n);
 void jsonline_init(struct jsonbuf *b);
 void jsonline_free(struct jsonbuf *b);
 void jsonline_raw(struct jsonbuf *b, const char *s);

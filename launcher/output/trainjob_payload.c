@@ -8,23 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-/* The length of the valid UTF-8 character at p (n bytes left), or 0 when it is not one:
- * overlong forms, surrogates and code points past U+10FFFF are not. */
-static size_t utf8_char(const unsigned char *p, size_t n)
-{
-    if (p[0] < 0x80)
-        return 1;
-    size_t len = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
-    if (!len || len > n || p[0] > 0xf4)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0) ||
-        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))
-        return 0;
-    return len;
-}
+#include "launcher/output/jsonline.h"
 
 size_t trainjob_value(const char *text, char *buf, size_t cap)
 {
@@ -36,7 +20,7 @@ size_t trainjob_value(const char *text, char *buf, size_t cap)
     while (n && (p[n - 1] == '\r' || p[n - 1] == ' '))
         n--;
     for (size_t i = 0; i < n && chars <= TRAINJOB_VALUE_MAX;) {
-        size_t k = utf8_char(p + i, n - i);
+        size_t k = jsonline_utf8_len(p + i, n - i);
         char one[4] = {'?'};
         size_t w = 1;
         if (k == 1 && (p[i] < 0x20 || p[i] == 0x7f))

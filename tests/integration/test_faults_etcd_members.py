@@ -45,7 +45,7 @@ def test_raft_leader_frozen_mid_rendezvous(etcd3):
     wait_joins(job, 2)
     freeze(etcd3, [etcd3.raft_leader()])
     t0 = time.monotonic()
-    job.add(2)
+    job.start(2)
     job.wait_up(3)
     up_after = time.monotonic() - t0
     job.finish()
