@@ -38,6 +38,12 @@ def both(nodes, tmp_path, env=None):
     return real, pod
 
 
+def own_port():
+    """accelerate's torchrun launcher binds 29500 unless told: the tests that run it on one
+    machine name a port of their own, so that two of them running at once do not collide."""
+    return ["--main_process_port", str(free_port())]
+
+
 def diff(real, pod):
     return compare(real, pod, expected=EXPECTED, fields=FIELDS, argv_subs=PY)
 
@@ -66,7 +72,7 @@ def test_multi_gpu_launcher_and_a_failing_worker(tmp_path):
     """--multi_gpu (accelerate's torchrun launcher) with its own variables; rank 1 exits 3."""
     real, pod = both([["--multi_gpu", "--num_processes", "2", "--mixed_precision", "fp16",
                        "--num_cpu_threads_per_process", "2", "--dynamo_backend", "eager",
-                       "-m", "capture"]], tmp_path,
+                       *own_port(), "-m", "capture"]], tmp_path,
                      env={"LAUNCHER_DIFF_EXIT": "3", "LAUNCHER_DIFF_EXIT_RANKS": "1",
                           "LAUNCHER_DIFF_WAIT_FOR": "2", "PYTHONPATH": os.path.dirname(CAPTURE)})
     assert real.rcs == [1] and sorted(real.workers) == ["0", "1"], real.err_text()
@@ -84,9 +90,9 @@ def test_fsdp_and_deepspeed_launchers(tmp_path):
     """--use_fsdp and --use_deepspeed on one machine: torchrun's launcher with their variables."""
     for args in (["--use_fsdp", "--num_processes", "2", "--fsdp_version", "2",
                   "--fsdp_activation_checkpointing_offload", "true",
-                  "--fsdp_sharding_strategy", "FULL_SHARD", CAPTURE],
+                  "--fsdp_sharding_strategy", "FULL_SHARD", *own_port(), CAPTURE],
                  ["--use_deepspeed", "--num_processes", "2", "--zero_stage", "2",
-                  "--mixed_precision", "bf16", CAPTURE]):
+                  "--mixed_precision", "bf16", *own_port(), CAPTURE]):
         real, pod = both([args], tmp_path)
         assert real.rcs == [0] and sorted(real.workers) == ["0", "1"], real.err_text()
         keys = assert_documented(diff(real, pod), "accelerate")
@@ -101,6 +107,7 @@ def test_default_config_file(tmp_path):
     (tmp_path / "accelerate" / "default_config.yaml").write_text(
         "compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: MULTI_GPU\n"
         "downcast_bf16: 'no'\ngpu_ids: all\nmachine_rank: 0\nmain_training_function: main\n"
+        f"main_process_port: {free_port()}\n"
         "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 2\nrdzv_backend: static\n"
         "same_network: true\ntpu_env: []\ntpu_use_cluster: false\ntpu_use_sudo: false\n"
         "use_cpu: false\n")
