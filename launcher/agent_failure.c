@@ -1,90 +1,21 @@
 /* launcher/agent_failure.c — this node's failures as the job hears of them (agent.c acts on
- * them): a failed worker's record with its own words (its error file, else its last stderr
- * lines), the siblings that failed with it at the same time, a worker that failed on its own
- * while the others were being stopped, and a record of the node itself (a health check). */
+ * them): a failed worker's record (agent_record.c), the siblings that failed with it at the same
+ * time, a worker that failed on its own while the others were being stopped, and a record of
+ * the node itself (a health check, a pod behind JobSet's in-place restart). */
 #include <errno.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 
 #include "launcher/agent_int.h"
-#include "launcher/config/values.h"
 #include "launcher/output/report.h"
 #include "rdzv/base/common.h"
 
 #define AGENT_EXEC_WAIT_MS 1000  /* bound on learning whether siblings of a worker that could
                                    not start could not either */
 
-
-/* What a failed worker left: its error file (read into *e; the result of
- * report_read_error_file) and the last lines of its stderr. */
-int agent_failure_inputs(struct agent *a, int lr, char *errfile, size_t len,
-                         struct report_error *e, const char **tail, size_t *tl)
-{
-    agent_rank_path(a, lr, "error.json", errfile, len);
-    *tl = 0;
-    *tail = logs_stream_tail(&a->streams[2 * lr + 1], tl);
-    return report_read_error_file(errfile, e);
-}
-
-/* The worker's own words for the record: its error file's message, else its last stderr lines. */
-static void failure_message(struct agent *a, int lr, char *out, size_t cap)
-{
-    char errfile[PATH_MAX + 32];
-    out[0] = 0;
-    struct report_error e;
-    const char *tail;
-    size_t tl;
-    int er = agent_failure_inputs(a, lr, errfile, sizeof errfile, &e, &tail, &tl);
-    report_failure_message(er ? NULL : &e, tail, tl, out, cap);
-    if (!er)
-        report_error_free(&e);
-}
-
-/* The record of local rank lr's failure: its exit status ws (-1: none, a hang), at time t. */
-static void fill_failure(struct agent *a, int lr, int ws, double t, const char *reason,
-                         rdzv_failure_t *f)
-{
-    rdzv_failure_init(f);
-    snprintf(f->host, sizeof f->host, "%s", a->id.host);
-    snprintf(f->node_name, sizeof f->node_name, "%s", a->id.name);
-    f->node_rank = a->rdzv.group_rank;
-    f->rank = a->rdzv.rank_base + lr;
-    f->local_rank = lr;
-    if (ws != -1 && WIFSIGNALED(ws))
-        f->signo = WTERMSIG(ws);
-    else if (ws != -1)
-        f->exit_code = workers_exit_code(ws);
-    f->time = t;
-    f->permanent = ws != -1 && a->wg.w[lr].exec_errno != 0;
-    f->fatal = ws != -1 && cfg_codes_has(a->failed.fatal_codes, workers_exit_code(ws));
-    snprintf(f->reason, sizeof f->reason, "%s", reason);
-    failure_message(a, lr, f->message, sizeof f->message);
-    /* what the worker asked of the job, carried by its record (workers/control.h) */
-    char ctl[PATH_MAX + 32], bad[64];
-    agent_rank_path(a, lr, CONTROL_FILE, ctl, sizeof ctl);
-    if (control_apply(ctl, f, bad, sizeof bad) >= 0 && bad[0])
-        logs_message(&a->logs, "rank %d asked '%s' in %s: not 'stop' or 'exclude'; ignored",
-                     f->rank, bad, ctl);
-}
-
-static double exit_epoch(const worker_t *w)
-{
-    return (double)w->exit_time.tv_sec + w->exit_time.tv_nsec / 1e9;
-}
-
-/* The record of a worker that failed on its own, once reaped (its exit status and time). */
-void agent_failure_alone(struct agent *a, const worker_t *w, rdzv_failure_t *f)
-{
-    char cause[512];
-    struct report_failure rf = {.wstatus = w->wstatus, .exec_errno = w->exec_errno,
-                                .program = a->argv[0]};
-    report_cause(&rf, cause, sizeof cause);
-    fill_failure(a, w->index, w->wstatus, exit_epoch(w), cause, f);
-}
-
+/* A failure record to the job; one that cannot be sent is said. */
 void agent_failure_send(struct agent *a, const rdzv_failure_t *f)
 {
     int r = a->rdzv.rz ? rdzv_agent_report_failure(a->rdzv.rz, f) : 0;
@@ -120,7 +51,7 @@ static int failed_with(struct agent *a, int lr)
                                     .program = a->argv[0]};
         report_cause(&rf, cause, sizeof cause);
         rdzv_failure_t f;
-        fill_failure(a, i, ws, podrun_time_epoch(), cause, &f);
+        agent_record_worker(a, i, ws, podrun_time_epoch(), cause, &f);
         agent_failure_send(a, &f);
     }
     return exited;
@@ -140,8 +71,8 @@ void agent_failure_local(struct agent *a, int lr, int code, bool hang, const cha
     bool exited = !hang && w->state == WORKER_EXITED;
     rdzv_failure_t f;
     /* a hang, and a worker that never ran, have no exit status */
-    fill_failure(a, lr, hang || w->pid <= 0 ? -1 : exited ? w->wstatus : code << 8,
-                 exited ? exit_epoch(w) : podrun_time_epoch(), reason, &f);
+    agent_record_worker(a, lr, hang || w->pid <= 0 ? -1 : exited ? w->wstatus : code << 8,
+                 exited ? agent_record_exit_time(w) : podrun_time_epoch(), reason, &f);
     agent_failure_send(a, &f);
     int gone = failed_with(a, lr);
     char why[RDZV_REASON_MAX + 160];
@@ -171,12 +102,13 @@ void agent_failure_note_alone(struct agent *a, worker_t *w)
     w->failed_alone = true;
     if (!told) {
         rdzv_failure_t f;
-        agent_failure_alone(a, w, &f);
+        agent_record_alone(a, w, &f);
         agent_failure_send(a, &f);
     }
 }
 
-/* A failure record of this node, not of a worker (a failed health check), to the job. */
+/* A failure record of this node, not of a worker (a failed health check, a pod behind JobSet's
+ * in-place restart), to the job. */
 void agent_failure_node(struct agent *a, const char *reason)
 {
     rdzv_failure_t f;

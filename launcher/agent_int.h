@@ -15,6 +15,10 @@
  *   agent_failure.c    this node's failures as the job hears of them: the records
  *   agent_report.c     what the end says: the failure report, the termination log
  *   agent_cluster.c    what the cluster sees: Events on this pod, JobSet's in-place restart
+ * Two files are no stage but data that stages share, derived from what the stages filled in;
+ * they report nothing and call no stage:
+ *   agent_env.c        a worker's environment (the spawn, the preflight check's helpers)
+ *   agent_record.c     a failed worker's record (what the job hears, what the report says)
  * struct agent keeps the fields of one stage together in a struct of its own. */
 #ifndef PODRUN_LAUNCHER_AGENT_INT_H
 #define PODRUN_LAUNCHER_AGENT_INT_H
@@ -261,15 +265,29 @@ void agent_say_stopping(struct agent *a, const char *why, int alive, int sig);
 /* Local rank lr's `file` in this attempt's run directory. */
 void agent_rank_path(struct agent *a, int lr, const char *file, char *out, size_t len);
 
-/* ---- agent_failure.c: this node's failures, as the job hears of them ---- */
+/* ---- agent_env.c: a worker's environment (data, no stage) ---- */
+
+/* Local rank i's environment (and argv, unless argv is NULL). free(*env) frees it. */
+int agent_env_worker(struct agent *a, int i, char ***env, char ***argv, char *buf, size_t cap,
+                     unsigned *replaced);
+
+/* ---- agent_record.c: a failed worker's record (data, no stage) ---- */
 
 struct report_error;   /* launcher/output/report.h */
 /* What failed local rank lr left: its error file (read into *e, report_read_error_file's
  * result) and the last lines of its stderr. */
-int agent_failure_inputs(struct agent *a, int lr, char *errfile, size_t len,
-                         struct report_error *e, const char **tail, size_t *tl);
+int agent_record_inputs(struct agent *a, int lr, char *errfile, size_t len,
+                        struct report_error *e, const char **tail, size_t *tl);
+/* The record of local rank lr's failure: its exit status ws (-1: none, a hang), at time t. */
+void agent_record_worker(struct agent *a, int lr, int ws, double t, const char *reason,
+                         rdzv_failure_t *f);
 /* The record of a worker that failed on its own, once reaped. */
-void agent_failure_alone(struct agent *a, const worker_t *w, rdzv_failure_t *f);
+void agent_record_alone(struct agent *a, const worker_t *w, rdzv_failure_t *f);
+/* When a reaped worker exited, in seconds since the epoch. */
+double agent_record_exit_time(const worker_t *w);
+
+/* ---- agent_failure.c: this node's failures, as the job hears of them ---- */
+
 /* A failure record to the job (said when it cannot be sent). */
 void agent_failure_send(struct agent *a, const rdzv_failure_t *f);
 /* The first failure of local rank lr in this attempt (FAIL): its record and those of the
@@ -334,9 +352,6 @@ void agent_spawn_derive_env(struct agent *a);
 void agent_spawn_prepare(struct agent *a);
 /* Step SPAWN: this attempt's workers. */
 void agent_spawn_workers(struct agent *a);
-/* Local rank i's environment (and argv, unless argv is NULL). free(*env) frees it. */
-int agent_spawn_worker_env(struct agent *a, int i, char ***env, char ***argv, char *buf,
-                           size_t cap, unsigned *replaced);
 
 /* ---- agent_preflight.c ---- */
 
@@ -368,8 +383,6 @@ bool agent_health_can_leave(struct agent *a);
 
 /* Arms the workers' stacks when something may kill for a hang; after the timers' FIFO. */
 int agent_stacks_start(struct agent *a);
-/* Local rank lr's environment, armed (*env replaced). 0 or -ENOMEM. */
-int agent_stacks_env(struct agent *a, int lr, char ***env);
 /* A hang found in local rank lr: the stacks of every running worker, then the kill (a torch
  * timer's signal to pid when signo > 0) and the failure, on the loop, within STACKS_BOUND_MS. */
 void agent_stacks_then_kill(struct agent *a, int lr, const char *reason, pid_t pid, int signo);

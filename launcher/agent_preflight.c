@@ -29,7 +29,7 @@ static int pf_helper_env(void *arg, int lr, char ***envp, const cpu_set_t **cpus
     *cpus = b ? &b->cpus : NULL;
     *mem_node = b ? b->mem_node : -1;
     *device = node_rank_visible(a->nd, lr, visible, sizeof visible) ? 0 : lr;
-    return agent_spawn_worker_env(a, lr, envp, NULL, NULL, 0, NULL);
+    return agent_env_worker(a, lr, envp, NULL, NULL, 0, NULL);
 }
 
 /* The table, for every later termination log of this run (write_termlog adds it). */

@@ -59,7 +59,7 @@ void agent_report_local(struct agent *a, bool details)
     struct report_error e;
     const char *tail;
     size_t tl;
-    int er = agent_failure_inputs(a, a->failed.lr, errfile, sizeof errfile, &e, &tail, &tl);
+    int er = agent_record_inputs(a, a->failed.lr, errfile, sizeof errfile, &e, &tail, &tl);
     struct report_failure f = {
         .rank = a->rdzv.rank_base + a->failed.lr, .local_rank = a->failed.lr, .pid = w->pid,
         .wstatus = w->wstatus, .exec_errno = w->exec_errno, .time = w->exit_time,
@@ -102,7 +102,7 @@ static void add_failed_alone(struct agent *a)
             known = a->job.dfail[k].node_rank == a->rdzv.group_rank &&
                     a->job.dfail[k].rank == a->rdzv.rank_base + i;
         if (!known)
-            agent_failure_alone(a, w, &a->job.dfail[a->job.dn++]);
+            agent_record_alone(a, w, &a->job.dfail[a->job.dn++]);
     }
 }
 

@@ -1,7 +1,8 @@
 /* launcher/agent_spawn.c — an attempt of the agent (agent.c): the environment derived from the
- * node once the master is known (the interface towards it, resolved on the loop), each worker's
- * environment and argv, the front-end's agreement on the job (jobenv.h), and the workers:
- * STARTING's steps ENV, FRONTEND and SPAWN, each reporting STEP_DONE or STEP_FAILED. */
+ * node once the master is known (the interface towards it, resolved on the loop), the
+ * front-end's agreement on the job (jobenv.h), and the workers, each with its environment
+ * (agent_env.c): STARTING's steps ENV, FRONTEND and SPAWN, each reporting STEP_DONE or
+ * STEP_FAILED. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,7 +14,6 @@
 #include <uv.h>
 
 #include "launcher/agent_int.h"
-#include "launcher/env/deepspeed.h"
 #include "launcher/env/torch.h"
 #include "rdzv/base/common.h"
 
@@ -63,76 +63,6 @@ static int jobenv_log(struct agent *a, int lr, int stream)
     return fd;
 }
 
-/* Local rank i's environment and argv: the front-end's launcher's variables for this attempt
- * (torchrun's unless --worker-env names another, jobenv.h), what podrun derived from the node
- * (its own GPU under per-rank visibility, LOCAL_RANK=0 under --virtual-local-rank), and for a
- * DeepSpeed job DeepSpeed's variables on top and --local_rank=N after the script (*argv then is
- * a new array, buf holding the word; argv NULL: the environment only). *replaced: the inherited
- * variables it replaces (env_notes). free(*env) frees it. */
-int agent_spawn_worker_env(struct agent *a, int i, char ***env, char ***argv, char *buf,
-                           size_t cap, unsigned *replaced)
-{
-    struct cfg *c = a->cfg;
-    char errfile[PATH_MAX + 32], hbfile[PATH_MAX + 32], visible[GPU_UUID_LEN];
-    int rank = a->rdzv.rank_base + i;
-    /* what podrun derived, and the timers' FIFO (added only where the inherited environment
-     * does not name it already, which then names this very FIFO) */
-    char timer_var[PATH_MAX + 32], *derived[128];
-    char progress_var[PATH_MAX + 32], attempt_var[PATH_MAX + 32], record_var[PATH_MAX + 32];
-    size_t nd = 0;
-    for (char **d = a->spawn.derived; d && *d && nd < 122; d++)
-        derived[nd++] = *d;
-    if (a->ts.fd >= 0) {
-        snprintf(timer_var, sizeof timer_var, "TORCHELASTIC_TIMER_FILE=%s", a->ts.path);
-        derived[nd++] = timer_var;
-    }
-    char control_var[PATH_MAX + 32];   /* where the worker may ask (workers/control.h) */
-    int cl = snprintf(control_var, sizeof control_var, "%s=", CONTROL_ENV);
-    agent_rank_path(a, i, CONTROL_FILE, control_var + cl, sizeof control_var - (size_t)cl);
-    derived[nd++] = control_var;
-    if (progress_env(&a->progress, progress_var, sizeof progress_var))
-        derived[nd++] = progress_var;
-    if (restarts_env(&a->restarts, a->rdzv.attempt, attempt_var, record_var, sizeof record_var)) {
-        derived[nd++] = attempt_var;
-        derived[nd++] = record_var;
-    }
-    derived[nd] = NULL;
-    agent_rank_path(a, i, "error.json", errfile, sizeof errfile);
-    agent_rank_path(a, i, "heartbeat", hbfile, sizeof hbfile);
-    struct env_worker ew = {
-        .local_rank = c->virtual_local_rank ? 0 : i, .rank = rank,
-        .group_rank = a->rdzv.group_rank, .role_rank = rank,
-        .local_world_size = a->n, .world_size = a->rdzv.world_size,
-        .group_world_size = a->rdzv.group_world_size, .role_world_size = a->rdzv.world_size,
-        .role_name = c->role, .master_addr = a->rdzv.master_addr,
-        .master_port = a->rdzv.master_port,
-        .restart_count = a->rdzv.restart_count, .max_restarts = c->max_restarts,
-        .run_id = a->rdzv.run_id, .use_agent_store = true, .error_file = errfile,
-        .heartbeat_file = c->hang_timeout_ms ? hbfile : NULL,
-        .derived = derived,
-        .cuda_visible_devices =
-            node_rank_visible(a->nd, i, visible, sizeof visible) ? visible : NULL,
-        .signals_to_handle = c->signals_to_handle,
-    };
-    struct env_notes notes = {0};
-    if (argv)
-        *argv = a->argv;
-    int r = jobenv_worker_env(&a->spawn.je, i, &ew, env, &notes);
-    if (!r && (r = agent_stacks_env(a, i, env)))
-        free(*env);
-    if (!r && argv && c->worker_env == CFG_WORKER_ENV_DEEPSPEED && !c->ds_no_local_rank) {
-        int n = 0;
-        while (a->argv[n])
-            n++;
-        r = env_deepspeed_argv(a->argv, n - c->program_argc, ew.local_rank, buf, cap, argv);
-        if (r)
-            free(*env);
-    }
-    if (replaced)
-        *replaced = notes.replaced;
-    return r;
-}
-
 /* Starts this attempt's workers: per worker its streams (console, log files), its front-end's
  * environment (worker_env) with what podrun derived from the node (its own GPU under per-rank
  * visibility, LOCAL_RANK=0 under --virtual-local-rank), its CPUs (--numa-binding) and its
@@ -167,7 +97,7 @@ static int spawn_all(struct agent *a)
         }
         char **env = NULL, **argv = NULL, lrank[32];
         unsigned notes = 0;
-        int r = agent_spawn_worker_env(a, i, &env, &argv, lrank, sizeof lrank, &notes);
+        int r = agent_env_worker(a, i, &env, &argv, lrank, sizeof lrank, &notes);
         if (!r && (r = jobenv_paddle_files(&a->spawn.je, i, &env))) {
             free(env);
             if (argv != a->argv)

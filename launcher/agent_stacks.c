@@ -1,6 +1,6 @@
 /* launcher/agent_stacks.c — the stacks of this node's workers before a kill for a hang
- * (stacks.h; doc/failures.md#stacks-before-the-kill): the workers' arming through their
- * environment, the gather, then the kill it held back. */
+ * (stacks.h; doc/failures.md#stacks-before-the-kill): the gather, then the kill it held back.
+ * The workers are armed through their environment (agent_env.c). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "launcher/agent_int.h"
-#include "launcher/env/environ.h"
 #include "launcher/output/report.h"
 
 /* The attempt's raw files go (an unasked worker leaves an empty one); at the end, with `all`,
@@ -31,48 +30,6 @@ void agent_stacks_close(struct agent *a)
     stacks_close(&a->stacks.g);
     free(a->stacks.t);
     a->stacks.t = NULL;
-}
-
-/* Local rank lr's environment armed: podrun's sitecustomize first on PYTHONPATH, the rank's raw
- * file and the trigger. *env is replaced (one allocation, as jobenv gives it). */
-int agent_stacks_env(struct agent *a, int lr, char ***env)
-{
-    struct agent_stacks *k = &a->stacks;
-    if (k->t && !k->site[0] && !k->site_failed) {
-        /* node and pid, as the timers' FIFO: agents in containers sharing --log-dir are PID 1 */
-        int n = snprintf(k->site, sizeof k->site, "%s/.podrun_site.%s.%d", a->dir.base,
-                         a->id.name, (int)getpid());
-        int r = n < 0 || (size_t)n >= sizeof k->site ? -ENAMETOOLONG
-                                                     : stacks_write_site(k->site);
-        if (r) {
-            logs_message(&a->logs, "cannot write %s/sitecustomize.py (%s); a hung worker is "
-                         "killed without its Python stacks", k->site, podrun_strerror(r));
-            k->site[0] = 0;
-            k->site_failed = true;
-        }
-    }
-    if (!k->site[0])
-        return 0;
-    char raw[PATH_MAX + 32], file[PATH_MAX + 64], sig[48];
-    agent_rank_path(a, lr, "stacks.raw", raw, sizeof raw);
-    unlink(raw);   /* an earlier run's (--log-dir) */
-    /* the worker's own PYTHONPATH follows whole, however long */
-    const char *had = env_get(*env, "PYTHONPATH");
-    size_t cap = strlen(k->site) + (had ? strlen(had) : 0) + 16;
-    char *pp = malloc(cap), **out;
-    if (!pp)
-        return -ENOMEM;
-    snprintf(pp, cap, "PYTHONPATH=%s%s%s", k->site, had && *had ? ":" : "", had ? had : "");
-    snprintf(file, sizeof file, "PODRUN_STACKS_FILE=%s", raw);
-    snprintf(sig, sizeof sig, "PODRUN_STACKS_SIGNAL=%d", stacks_signal());
-    char *set[] = {pp, file, sig};
-    int r = env_edit(*env, NULL, set, 3, &out);
-    free(pp);
-    if (r)
-        return r;
-    free(*env);
-    *env = out;
-    return 0;
 }
 
 /* The kill the gather held back: the timer's signal, then the failure as it would have been. */
@@ -188,7 +145,7 @@ static uint64_t hold_kill(worker_group_t *g)
 }
 
 /* Armed when something may kill for a hang: --hang-timeout or torch's file timers. The
- * sitecustomize is written with the first workers, once the run directory exists. */
+ * sitecustomize is written with the first workers' environment (agent_env.c). */
 int agent_stacks_start(struct agent *a)
 {
     struct agent_stacks *k = &a->stacks;
