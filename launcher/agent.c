@@ -272,6 +272,14 @@ static void tell_leave(struct agent *a, const char *reason)
 
 /* ---------- a restart ---------- */
 
+/* The GPUs' memory before the next join (RECLAIM): RECLAIMED once it is free or its wait is
+ * over. */
+static void reclaim_gpus(struct agent *a)
+{
+    if (!agent_health_reclaim(a))
+        agent_post(a, AGENT_EV_RECLAIMED, NULL);
+}
+
 /* The attempt is over (RESTART, in STOPPING): a fresh attempt directory, a reset worker group,
  * then the GPUs' memory freed (agent_health_reclaim) before RECLAIMED makes the next join. A
  * restart decided before any worker ran (STARTING: the good nodes under --preflight-policy
@@ -298,14 +306,29 @@ static void restart(struct agent *a)
     a->health.bad = false;
     a->done_reported = false;   /* the ended attempt's: this node is not done with the next */
     a->stop.why[0] = '\0';   /* the ended attempt's reason: /healthz must not give it again */
-    agent_cluster_rejoin(a);   /* a JobSet's barrier, then agent_reclaim_gpus */
+    a->jobset.barrier = agent_cluster_barrier(a);   /* JOBSET_GO, then RECLAIM */
+    if (!a->jobset.barrier)
+        reclaim_gpus(a);
 }
 
-/* The GPUs' memory before the next join: RECLAIMED once it is free or its wait is over. */
-void agent_reclaim_gpus(struct agent *a)
+/* EXIT_INSTEAD: the JobSet ended, so the restart the job decided (or that waits at its barrier)
+ * is not made: the decision becomes an exit with the same root cause, as if the job's own
+ * restarts were used up. */
+static void exit_instead(struct agent *a)
 {
-    if (!agent_health_reclaim(a))
-        agent_post(a, AGENT_EV_RECLAIMED, NULL);
+    struct agent_decision *j = &a->job;
+    /* a copy: STOPPED keeps the decision's records where these come from */
+    rdzv_failure_t *f = malloc((size_t)(j->dn ? j->dn : 1) * sizeof *f);
+    if (!f)
+        return;
+    memcpy(f, j->dfail, (size_t)j->dn * sizeof *f);
+    rdzv_decision_t d = {.action = RDZV_EXIT, .n = j->dn, .failures = f, .own = j->own,
+                         .restart_counted = j->restart_counted, .restart_count = j->restarts_used,
+                         .n_bad = j->n_bad};
+    memcpy(d.bad, j->bad, (size_t)j->n_bad * sizeof *d.bad);
+    snprintf(d.reason, sizeof d.reason, "%s", j->dreason);
+    agent_post(a, AGENT_EV_STOPPED, &(struct agent_evd){.dec = &d});
+    free(f);
 }
 
 /* The next join (REJOIN, now RENDEZVOUS). A rejoin that cannot be sent is a lost store. */
@@ -478,9 +501,9 @@ static int exit_status(const struct agent *a)
     return agent_fsm_exit_status(&o, &codes);
 }
 
-/* EXITING (EXIT): the exit status and the one report for how the job ended (a signal, the job's
- * decision, a lost job, finished), the run directory removed, strays asked to go, the rendezvous
- * closed (the host keeps the store up for the others), and podrun's output drained. */
+/* EXITING (EXIT): the exit status and the one report for how the job ended (agent_report_end),
+ * the run directory removed, strays asked to go, the rendezvous closed (the host keeps the store
+ * up for the others), and podrun's output drained. */
 static void enter_exiting(struct agent *a)
 {
     a->exit_code = exit_status(a);
@@ -496,56 +519,7 @@ static void enter_exiting(struct agent *a)
     uv_timer_stop(&a->reclaim.timer);
     jobenv_cancel(&a->spawn.je);
     finish_streams(a);
-    char msg[RDZV_LINE_MAX + 64];
-    char sn[32];
-    if (a->stop.signal) {
-        int n = snprintf(msg, sizeof msg, "podrun: stopped by %s; exit code %d\n",
-                         report_signame(a->stop.signal, sn, sizeof sn), a->exit_code);
-        agent_report_termlog(a, msg, (size_t)n);
-    } else if (a->stop.quit && a->health.bad) {
-        int n = snprintf(msg, sizeof msg, "podrun: this node failed its health check and left "
-                         "the job: %s; exit code %d\n", a->health.check.last_why, a->exit_code);
-        agent_report_termlog(a, msg, (size_t)n);
-    } else if (a->stop.quit) {
-        int n = snprintf(msg, sizeof msg, "podrun: the preflight check stopped this node; exit "
-                         "code %d\n", a->exit_code);
-        agent_report_termlog(a, msg, (size_t)n);
-    } else if (a->job.decided && a->job.action == RDZV_EXIT) {
-        agent_report_job(a);
-        const rdzv_failure_t *ff = fatal_failure(a);
-        if (ff)
-            agent_report_fatal(a, ff);
-        logs_message(&a->logs, "the job failed: %s%s; exit code %d", a->job.dreason,
-                     !ff                              ? ""
-                     : ff->fatal == RDZV_FATAL_ASKED ? " (a worker asked: not retried)"
-                                                     : " (an exit code in --fatal-exit-codes: not retried)",
-                     a->exit_code);
-    } else if (a->job.lost && a->job.no_retry) {
-        /* restarts without progress (doc/failures.md#restarts-that-make-no-progress) */
-        int n = snprintf(msg, sizeof msg, "podrun: not to be retried: %s; exit code %d\n"
-                         "podrun: the last attempt stopped for: %s\n", a->stop.why,
-                         a->exit_code, a->job.dreason);
-        agent_report_termlog(a, msg, n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
-        logs_message(&a->logs, "the job failed, not to be retried: %s; exit code %d", a->stop.why,
-                     a->exit_code);
-    } else if (a->job.lost) {
-        /* the reason on the last line: it is the one a person and the termination log see */
-        if (a->failed.lr >= 0)
-            agent_report_local(a, false);
-        else {
-            int n = snprintf(msg, sizeof msg, "podrun: this node lost the job: %s; exit code "
-                             "%d\n", a->stop.why, a->exit_code);
-            agent_report_termlog(a, msg, n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
-        }
-        /* the same last line on stderr as every other ending */
-        logs_message(&a->logs, "this node lost the job: %s; exit code %d", a->stop.why,
-                     a->exit_code);
-    } else if (a->job.finished) {
-        bool job = a->rdzv.group_world_size > 1;
-        int n = snprintf(msg, sizeof msg, "podrun: all %d workers%s exited 0\n",
-                         job ? a->rdzv.world_size : a->n, job ? " of the job" : "");
-        agent_report_termlog(a, msg, (size_t)n);
-    }
+    agent_report_end(a, fatal_failure(a));
     logs_say_dropped(&a->logs);
     timer_server_stop(&a->ts);   /* before the run directory that may hold the FIFO goes */
     agent_stacks_end(a, true);
@@ -601,6 +575,8 @@ static void gather_facts(struct agent *a, enum agent_ev ev, const struct agent_e
     f->reclaiming = uv_is_active((const uv_handle_t *)&a->reclaim.timer);
     f->drained = a->end.drained && !agent_cluster_busy(a);   /* the last report and Event too */
     f->closed = !a->rdzv.rz;
+    f->barrier = a->jobset.barrier;
+    f->behind_told = a->jobset.behind_told;
     f->again = again;
     f->step = d->step;
     if (ev == AGENT_EV_SIGNAL)
@@ -752,6 +728,12 @@ static void take(struct agent *a, struct agent_ctx *x)
         a->stop.leave_pending = false;
         uv_timer_stop(&a->stop.leave_timer);
         break;
+    case AGENT_EV_JOBSET_GO: a->jobset.barrier = a->jobset.behind_told = false; break;
+    case AGENT_EV_JOBSET_BEHIND:
+        a->jobset.behind_told = true;
+        logs_message(&a->logs, "%s", d->why);
+        break;
+    case AGENT_EV_JOBSET_ENDED: a->jobset.barrier = false; break;
     default: break;
     }
 }
@@ -774,6 +756,16 @@ static void rdzv_start(struct agent *a)
     if (r)   /* the stage said why; --discovery k8s says no more */
         agent_post(a, AGENT_EV_CANNOT_START,
                    &(struct agent_evd){.err = r, .said = a->cfg->discovery == CFG_DISCOVERY_K8S});
+}
+
+/* The first join, at the start or once a JobSet's barrier is down (JOIN): through the job's pods
+ * (--discovery k8s), else the rendezvous at once. */
+static int join(struct agent *a)
+{
+    if (a->cfg->discovery == CFG_DISCOVERY_K8S)
+        return agent_k8s_start(a);
+    agent_post(a, AGENT_EV_DISCOVERED, NULL);
+    return 0;
 }
 
 /* STARTING's steps, in their order (agent_fsm.h); each reports STEP_DONE or STEP_FAILED. */
@@ -834,6 +826,14 @@ static void act(struct agent *a, struct agent_ctx *x, unsigned bit)
         }
         break;
     case AGENT_ACT_RDZV_START: rdzv_start(a); break;
+    case AGENT_ACT_JOIN: {
+        int r = join(a);
+        if (r)
+            agent_post(a, AGENT_EV_CANNOT_START,
+                       &(struct agent_evd){.err = r, .usage = r == -EINVAL});
+        break;
+    }
+    case AGENT_ACT_CATCH_UP: agent_cluster_catch_up(a); break;
     case AGENT_ACT_STEP:
         if (x->step == AGENT_STEP_SPAWN)
             a->workers_down = false;
@@ -847,7 +847,10 @@ static void act(struct agent *a, struct agent_ctx *x, unsigned bit)
     case AGENT_ACT_CANCEL_FRONTEND: jobenv_cancel(&a->spawn.je); break;
     case AGENT_ACT_CANCEL_RECLAIM: uv_timer_stop(&a->reclaim.timer); break;
     case AGENT_ACT_RESTART: restart(a); break;
+    case AGENT_ACT_RECLAIM: reclaim_gpus(a); break;
     case AGENT_ACT_REJOIN: rejoin(a); break;
+    case AGENT_ACT_EXIT_INSTEAD: exit_instead(a); break;
+    case AGENT_ACT_LOSE: agent_post(a, AGENT_EV_LOST, x->d); break;
     case AGENT_ACT_EXIT: enter_exiting(a); break;
     case AGENT_ACT_CLOSE: close_soon(a); break;
     case AGENT_ACT_SETTLE: {
@@ -929,16 +932,6 @@ static int open_rundir(struct agent *a)
     return r;
 }
 
-/* The first join, now or once a JobSet's barrier is down: through the job's pods (--discovery
- * k8s), else the rendezvous at once. */
-static int join(struct agent *a)
-{
-    if (a->cfg->discovery == CFG_DISCOVERY_K8S)
-        return agent_k8s_start(a);
-    agent_post(a, AGENT_EV_DISCOVERED, NULL);
-    return 0;
-}
-
 /* PID 1's duties (signals, reaping, subreaper), the run directory, the worker group and its
  * guard, the watchdog; then discovery or the rendezvous. An error (*usage: a usage error) leaves
  * the agent to exit. */
@@ -995,7 +988,11 @@ static int start(struct agent *a, bool *usage)
         *usage = r == -EINVAL;
         return r;
     }
-    r = agent_cluster_start(a, join);
+    a->jobset.barrier = true;   /* held until JOBSET_GO, which makes the first join */
+    if (agent_cluster_start(a))
+        return 0;
+    a->jobset.barrier = false;   /* no JobSet's barrier: the first join now */
+    r = join(a);
     *usage = r == -EINVAL;
     return r;
 }

@@ -5,12 +5,13 @@
  * The agent calls in at named points and this file does the rest: the start (the barrier before
  * the first rendezvous), the round complete, the job's decision (a failure, a restart), the
  * rejoin after a restart (the barrier again), the end (the last event, flushed within
- * CLUSTER_FLUSH_MS), the close. Nothing here decides for the job: a pod that the JobSet says is
- * behind is told to the job as a failure of this node, and the job decides. */
+ * CLUSTER_FLUSH_MS), the close. JobSet's news are events for the hub (JOBSET_GO, JOBSET_BEHIND,
+ * JOBSET_ENDED), whose table decides what each means where the agent is; nothing here decides
+ * for the job: a pod that the JobSet says is behind is told to the job as a failure of this
+ * node, and the job decides. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "launcher/agent_int.h"
 #include "launcher/discover/k8s_events.h"
@@ -25,10 +26,7 @@ struct agent_cluster {
     bool cl_open;
     k8s_events_t *ev;
     jobset_restart_t *js;
-    int (*go)(struct agent *a);   /* the start's next step, once the barrier is down */
-    bool started;                 /* go ran */
-    bool rejoin_waits;            /* a restart waits for the barrier */
-    bool behind_said;             /* this attempt's "behind" was told to the job */
+    long moved_to;                /* the attempt another pod moved on to (CATCH_UP's line) */
     bool flushing;
 };
 
@@ -38,87 +36,45 @@ static void cluster_say(void *arg, const char *line)
     logs_message(&a->logs, "%s", line);
 }
 
-/* The barrier is down: the first join. One that cannot start is the hub's CANNOT_START, as in
- * start(). */
-static void cluster_go(struct agent *a)
-{
-    struct agent_cluster *c = a->cluster;
-    c->started = true;
-    int r = c->go(a);
-    if (r)
-        agent_post(a, AGENT_EV_CANNOT_START, &(struct agent_evd){.err = r, .usage = r == -EINVAL});
-}
-
+/* JobSet's protocol reports; the hub decides what each means where the agent is now. */
 static void on_js_go(void *arg, long attempt)
 {
-    struct agent *a = arg;
-    struct agent_cluster *c = a->cluster;
     (void)attempt;
-    if (a->state >= AGENT_EXITING || a->stop.signal)
-        return;
-    c->behind_said = false;
-    if (!c->started) {
-        cluster_go(a);
-    } else if (c->rejoin_waits) {
-        c->rejoin_waits = false;
-        agent_reclaim_gpus(a);   /* then RECLAIMED, the next join */
-    }
+    agent_post(arg, AGENT_EV_JOBSET_GO, NULL);
 }
 
 /* The JobSet ended (it failed at its maxRestarts): a restart podrun decided is not made, and the
  * job's decision becomes an exit with the same root cause, as if its own restarts were used up;
- * before any decision, this node is out of the job. Both are events for the hub. */
+ * before any decision, this node is out of the job (this reason). */
 static void on_js_ended(void *arg, const char *state)
 {
-    struct agent *a = arg;
-    struct agent_cluster *c = a->cluster;
-    if (a->state >= AGENT_EXITING || a->stop.signal)
-        return;
-    bool waits = c->rejoin_waits;   /* the restart's workers are gone; it waits at the barrier */
-    c->rejoin_waits = false;
-    if (a->job.decided || waits) {
-        /* a copy: the hub keeps the decision's records where these come from */
-        rdzv_failure_t *f = malloc((size_t)(a->job.dn ? a->job.dn : 1) * sizeof *f);
-        if (!f)
-            return;
-        memcpy(f, a->job.dfail, (size_t)a->job.dn * sizeof *f);
-        rdzv_decision_t d = {.action = RDZV_EXIT, .n = a->job.dn, .failures = f,
-                             .own = a->job.own, .restart_counted = a->job.restart_counted,
-                             .restart_count = a->job.restarts_used, .n_bad = a->job.n_bad};
-        memcpy(d.bad, a->job.bad, (size_t)a->job.n_bad * sizeof *d.bad);
-        snprintf(d.reason, sizeof d.reason, "%s", a->job.dreason);
-        agent_post(a, AGENT_EV_STOPPED, &(struct agent_evd){.dec = &d});
-        free(f);
-        return;
-    }
     char why[256];
     snprintf(why, sizeof why, "the JobSet %s before this pod's round started", state);
-    agent_post(a, AGENT_EV_LOST, &(struct agent_evd){.err = -ECANCELED, .why = why});
+    agent_post(arg, AGENT_EV_JOBSET_ENDED, &(struct agent_evd){.err = -ECANCELED, .why = why});
 }
 
-/* The JobSet restarts its pods and this pod's attempt is over: a failure of this node, pushed
- * to the job like any other, and the job's restart moves every pod on together. */
+/* The JobSet restarts its pods and this pod's attempt is over: while its workers run, a failure
+ * of this node (this reason), pushed to the job like any other, and the job's restart moves
+ * every pod on together; before that, this pod follows (agent_cluster_catch_up). */
 static void on_js_behind(void *arg, long attempt, long previous)
 {
     struct agent *a = arg;
-    struct agent_cluster *c = a->cluster;
-    if (a->state >= AGENT_EXITING || c->behind_said || a->job.decided)
-        return;
-    if (a->state != AGENT_RUNNING) {
-        /* no worker of this round runs yet (a pod whose container restarted joins late): this
-         * pod follows to the next attempt, and the round goes on with it */
-        logs_message(&a->logs, "JobSet %s: another pod moved on to in-place restart attempt "
-                     "%ld before this round started; this pod follows", getenv("JOBSET_NAME"),
-                     previous + 1);
-        jobset_restart_next(c->js);
-        return;
-    }
-    c->behind_said = true;
+    a->cluster->moved_to = previous + 1;
     char why[RDZV_REASON_MAX];
     snprintf(why, sizeof why, "the JobSet restarts its pods in place (this pod's attempt %ld is "
              "at or below the previous attempt %ld)", attempt, previous);
-    logs_message(&a->logs, "%s", why);
-    agent_failure_node(a, why);
+    agent_post(a, AGENT_EV_JOBSET_BEHIND, &(struct agent_evd){.why = why});
+}
+
+/* No worker of this round runs yet (a pod whose container restarted joins late): this pod
+ * follows to the next attempt, and the round goes on with it. */
+void agent_cluster_catch_up(struct agent *a)
+{
+    struct agent_cluster *c = a->cluster;
+    logs_message(&a->logs, "JobSet %s: another pod moved on to in-place restart attempt %ld "
+                 "before this round started; this pod follows", getenv("JOBSET_NAME"),
+                 c->moved_to);
+    jobset_restart_next(c->js);
 }
 
 /* Where credentials come from: --discovery k8s's own, else in the cluster. JobSet's protocol
@@ -132,16 +88,15 @@ static bool cluster_wanted(struct agent *a, const char **jobset)
     return *jobset || a->cfg->discovery == CFG_DISCOVERY_K8S || (host && *host);
 }
 
-int agent_cluster_start(struct agent *a, int (*go)(struct agent *a))
+bool agent_cluster_start(struct agent *a)
 {
     const char *jobset;
     if (!cluster_wanted(a, &jobset))
-        return go(a);
+        return false;
     struct agent_cluster *c = calloc(1, sizeof *c);
     if (!c)
-        return go(a);
+        return false;
     a->cluster = c;
-    c->go = go;
     struct k8s_source src;
     k8s_source_from_env(&src);
     char hn[IDENTITY_NAME_MAX], err[1024];
@@ -151,12 +106,12 @@ int agent_cluster_start(struct agent *a, int (*go)(struct agent *a))
         if (jobset)
             logs_message(&a->logs, "JobSet %s: %s; the job starts without in-place restart",
                          jobset, err);
-        return go(a);
+        return false;
     }
     c->cl_open = true;
     k8s_events_open(&c->cl, getenv("NODE_NAME"), cluster_say, a, &c->ev);
     if (!jobset)
-        return go(a);
+        return false;
     struct jobset_restart_params p = {
         .cl = &c->cl, .jobset = jobset, .on_go = on_js_go, .on_behind = on_js_behind,
         .on_ended = on_js_ended,
@@ -167,9 +122,9 @@ int agent_cluster_start(struct agent *a, int (*go)(struct agent *a))
         logs_message(&a->logs, "JobSet %s: not a JobSet name (JOBSET_NAME); the job starts "
                      "without in-place restart", jobset);
         c->js = NULL;
-        return go(a);
+        return false;
     }
-    return 0;
+    return true;
 }
 
 /* ---------- Kubeflow Trainer's TrainJob status (output/trainjob.h) ---------- */
@@ -287,14 +242,10 @@ void agent_cluster_decided(struct agent *a)
                         "no restart used)%s: %s", js, a->job.dreason);
 }
 
-void agent_cluster_rejoin(struct agent *a)
+bool agent_cluster_barrier(struct agent *a)
 {
     struct agent_cluster *c = a->cluster;
-    if (c && c->js && !jobset_restart_lifted(c->js)) {
-        c->rejoin_waits = true;   /* on_js_go rejoins once every pod is at the next attempt */
-        return;
-    }
-    agent_reclaim_gpus(a);
+    return c && c->js && !jobset_restart_lifted(c->js);
 }
 
 static void on_flushed(void *arg)

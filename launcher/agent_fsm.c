@@ -99,6 +99,23 @@ static bool restart_goes_on(const struct agent_facts *f)
     return !f->signal && !f->lost && !f->quit;
 }
 
+/* JobSet's barrier holds a join: the first one (INIT) or a restart's (STOPPING). */
+static bool barrier_waits(const struct agent_facts *f)
+{
+    return !f->signal && f->barrier;
+}
+
+static bool decision_held(const struct agent_facts *f)
+{
+    return !f->signal && f->decided;
+}
+
+/* A pod behind the JobSet is told to the job once, and not once the job decided. */
+static bool behind_first(const struct agent_facts *f)
+{
+    return !f->behind_told && !f->decided;
+}
+
 static bool output_done(const struct agent_facts *f)
 {
     return f->drained && f->closed;
@@ -177,6 +194,19 @@ static const struct agent_row rows[] = {
     /* a restart: the GPUs' memory, then the next join; the end */
     {AGENT_EV_RECLAIMED, S(STOPPING), restart_goes_on, AGENT_RENDEZVOUS, A(REJOIN), 0},
     {AGENT_EV_OUTPUT_DONE, S(EXITING), output_done, AGENT_DONE, A(CLOSE), 0},
+
+    /* JobSet's in-place restart: its barrier holds the first join and each restart's next one;
+     * a pod behind while its workers run is this node's failure, one behind before that follows
+     * to the next attempt; a JobSet that ended makes a restart held an exit, else the node is
+     * out of the job */
+    {AGENT_EV_JOBSET_GO, S(INIT), barrier_waits, SAME, A(TAKE) | A(JOIN), 0},
+    {AGENT_EV_JOBSET_GO, S(STOPPING), barrier_waits, SAME, A(TAKE) | A(RECLAIM), 0},
+    {AGENT_EV_JOBSET_GO, BEFORE_EXIT, no_signal, SAME, A(TAKE), 0},
+    {AGENT_EV_JOBSET_BEHIND, S(RUNNING), behind_first, SAME, A(TAKE) | A(TELL_FAILURE), 0},
+    {AGENT_EV_JOBSET_BEHIND, BEFORE_EXIT & ~S(RUNNING), behind_first, SAME, A(CATCH_UP), 0},
+    {AGENT_EV_JOBSET_ENDED, BEFORE_EXIT, decision_held, SAME, A(TAKE) | A(EXIT_INSTEAD), 0},
+    {AGENT_EV_JOBSET_ENDED, S(STOPPING), barrier_waits, SAME, A(TAKE) | A(EXIT_INSTEAD), 0},
+    {AGENT_EV_JOBSET_ENDED, BEFORE_EXIT, no_signal, SAME, A(TAKE) | A(LOSE), 0},
 };
 
 struct agent_next agent_fsm_step(enum agent_state s, enum agent_ev ev,

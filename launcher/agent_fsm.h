@@ -45,7 +45,11 @@ enum agent_state { AGENT_STATES(AGENT_STATE_ENUM) AGENT_NSTATES };
     X(SIGNAL)         /* init.c: a signal came (sig) */                                         \
     X(LEFT)           /* the leave record is out, or its time is up */                          \
     X(RECLAIMED)      /* agent_watch.c: the GPUs' memory is free, or the wait for it is over */ \
-    X(OUTPUT_DONE)    /* EXITING: the output drained or the rendezvous closed */
+    X(OUTPUT_DONE)    /* EXITING: the output drained or the rendezvous closed */              \
+    X(JOBSET_GO)      /* agent_cluster.c: JobSet's barrier is down for this pod's attempt */   \
+    X(JOBSET_BEHIND)  /* agent_cluster.c: the JobSet restarts its pods in place and this pod's \
+                         attempt is over (why) */                                               \
+    X(JOBSET_ENDED)   /* agent_cluster.c: the JobSet ended while its barrier was up (err, why) */
 
 #define AGENT_EVENT_ENUM(n) AGENT_EV_##n,
 enum agent_ev { AGENT_EVENTS(AGENT_EVENT_ENUM) AGENT_NEVENTS };
@@ -76,13 +80,18 @@ enum agent_step {
     X(GONE)           /* the workers are gone: their output read, the checks stopped */        \
     X(TELL_PEER_LOST) /* the lost pod passed on to the job while a round runs */               \
     X(RDZV_START)     /* the rendezvous starts */                                               \
+    X(JOIN)           /* the first join: the job's pods (--discovery k8s), else DISCOVERED */   \
+    X(CATCH_UP)       /* this pod follows the JobSet to its next in-place attempt */            \
     X(STEP)           /* run STARTING's step `step` */                                          \
     X(WATCH)          /* the checks while the workers run */                                    \
     X(CANCEL_CHECK)   /* the preflight check is no longer wanted */                             \
     X(CANCEL_FRONTEND) /* nor the front-end's agreement */                                      \
     X(CANCEL_RECLAIM) /* nor the wait for the GPUs' memory */                                   \
     X(RESTART)        /* the attempt is over: clean up, then wait for the GPUs (RECLAIMED) */  \
+    X(RECLAIM)        /* the wait for the GPUs' memory, then RECLAIMED */                       \
     X(REJOIN)         /* the next join */                                                        \
+    X(EXIT_INSTEAD)   /* the restart held is not made: the decision becomes an exit (STOPPED) */ \
+    X(LOSE)           /* this node is out of the job (LOST) */                                  \
     X(EXIT)           /* the exit status, the report, the rendezvous closed, output drained */  \
     X(CLOSE)          /* every handle closes */                                                 \
     X(SETTLE)         /* then decide what comes next from the facts (agent_fsm_settle) */      \
@@ -112,6 +121,8 @@ struct agent_facts {
     bool reclaiming;       /* the wait for the GPUs' memory is on */
     bool drained;          /* EXITING: podrun's output is written */
     bool closed;           /* EXITING: the rendezvous is closed */
+    bool barrier;          /* a join waits for JobSet's barrier (JOBSET_GO) */
+    bool behind_told;      /* the job was told this pod is behind the JobSet (until JOBSET_GO) */
     /* the event */
     bool again;            /* this is the event stepped again (AGAIN) */
     bool stops;            /* SIGNAL: it stops the job (else it is forwarded) */

@@ -171,6 +171,12 @@ struct agent_stacks {
     char reason[RDZV_REASON_MAX];
 };
 
+/* JobSet's in-place restart, as the hub keeps it (agent_cluster.c speaks the protocol). */
+struct agent_jobset {
+    bool barrier;                  /* a join waits for the JobSet's barrier (JOBSET_GO) */
+    bool behind_told;              /* the job was told this pod is behind; until JOBSET_GO */
+};
+
 /* The end: what is left once the agent exits. */
 #define AGENT_STRAYS_MAX 256
 struct agent_end {
@@ -231,6 +237,7 @@ struct agent {
     struct agent_end end;          /* exiting */
     struct agent_cluster *cluster; /* Events and JobSet's in-place restart (agent_cluster.c);
                                       NULL when the API is not at hand */
+    struct agent_jobset jobset;    /* JobSet's barrier and "behind", for the table */
 };
 
 /* ---- agent.c: the hub ---- */
@@ -238,7 +245,7 @@ struct agent {
 /* What an event brings (agent_fsm.h names which event uses which field). Pointers need to hold
  * only during agent_post. */
 struct agent_evd {
-    int err;                       /* CANNOT_START, STEP_FAILED, LOST: the error */
+    int err;                       /* CANNOT_START, STEP_FAILED, LOST, JOBSET_ENDED: the error */
     bool usage;                    /* CANNOT_START: a usage error (exit 2) */
     bool timeout;                  /* CANNOT_START: the wait for the job's pods timed out */
     bool said;                     /* CANNOT_START: the stage said why already */
@@ -299,8 +306,6 @@ void agent_failure_note_alone(struct agent *a, worker_t *w);
 /* A failure record of the node itself (reason) to the job. */
 void agent_failure_node(struct agent *a, const char *reason);
 
-/* RESTART's wait: the GPUs' memory, then RECLAIMED (agent_watch.c). */
-void agent_reclaim_gpus(struct agent *a);
 /* EXITING: what the end waited for is done; drain again, then OUTPUT_DONE. */
 void agent_drain_again(struct agent *a);
 
@@ -310,15 +315,18 @@ void agent_cluster_trainjob(struct agent *a);
 /* A restart decided: the TrainJob hears of it. */
 void agent_cluster_restart(struct agent *a);
 
-/* The start: go(a) now, or once JobSet's barrier is down (then an error of go exits). */
-int agent_cluster_start(struct agent *a, int (*go)(struct agent *a));
+/* The start: true when JobSet's barrier holds the first join (JOBSET_GO follows). */
+bool agent_cluster_start(struct agent *a);
 /* The round complete: its event. */
 void agent_cluster_round(struct agent *a);
 /* The job's decision is known (a->job): the failure's event, and for a restart its event and
  * this pod's next JobSet attempt. */
 void agent_cluster_decided(struct agent *a);
-/* A restart's workers are gone: rejoin (agent_health_reclaim) once JobSet's barrier is down. */
-void agent_cluster_rejoin(struct agent *a);
+/* A restart's workers are gone: true when JobSet's barrier holds the next join (JOBSET_GO
+ * follows once every pod is at the next attempt). */
+bool agent_cluster_barrier(struct agent *a);
+/* CATCH_UP: this pod, behind before its round started, follows to the JobSet's next attempt. */
+void agent_cluster_catch_up(struct agent *a);
 /* The end (a->exit_code known): the last event, flushed within a bound (agent_cluster_busy). */
 void agent_cluster_end(struct agent *a);
 bool agent_cluster_busy(const struct agent *a);
@@ -329,13 +337,9 @@ void agent_cluster_close(struct agent *a);
 /* The termination log: text, then the preflight table and the notes of lost output, stuck
  * processes and stacks, cut to fit. */
 void agent_report_termlog(struct agent *a, const char *text, size_t len);
-/* This node's own failed worker: the report (details: as the job's root cause) on stderr;
- * its short form to the termination log unless it hung. */
-void agent_report_local(struct agent *a, bool details);
-/* The job's failure report on stderr and in the termination log. */
-void agent_report_job(struct agent *a);
-/* A failure not to retry: the termination log says so first, then the job's root cause. */
-void agent_report_fatal(struct agent *a, const rdzv_failure_t *f);
+/* How the job ended for this node, said once at EXITING; ff: the decision's failure not to
+ * retry, or NULL. */
+void agent_report_end(struct agent *a, const rdzv_failure_t *ff);
 
 /* ---- agent_rdzv.c ---- */
 

@@ -52,7 +52,7 @@ static const char *report_title(struct agent *a)
 }
 
 /* This node's own failed worker, as only this node knows it. */
-void agent_report_local(struct agent *a, bool details)
+static void report_local(struct agent *a, bool details)
 {
     worker_t *w = &a->wg.w[a->failed.lr];
     char errfile[PATH_MAX + 32];
@@ -121,7 +121,7 @@ static void report_bad_nodes(struct agent *a)
 
 /* The job's failure report on stderr and in the termination log. The node whose worker is the
  * root cause also prints that worker's details (and its own short form goes to the log). */
-void agent_report_job(struct agent *a)
+static void report_job(struct agent *a)
 {
     add_failed_alone(a);
     size_t cap = 16384;
@@ -136,7 +136,7 @@ void agent_report_job(struct agent *a)
     bool mine =
         a->job.own == 0 && a->failed.lr >= 0 && a->job.dfail[0].rank >= 0 && !a->failed.hang;
     if (mine) {
-        agent_report_local(a, true);   /* details; the termination log gets the local short form */
+        report_local(a, true);   /* details; the termination log gets the local short form */
         free(buf);
         return;
     }
@@ -146,7 +146,7 @@ void agent_report_job(struct agent *a)
 }
 
 /* A failure not to retry: the termination log says so first, then the job's root cause. */
-void agent_report_fatal(struct agent *a, const rdzv_failure_t *f)
+static void report_fatal(struct agent *a, const rdzv_failure_t *f)
 {
     char *buf = malloc(REPORT_TERMLOG_MAX + 1);
     if (!buf)
@@ -164,4 +164,59 @@ void agent_report_fatal(struct agent *a, const rdzv_failure_t *f)
         len += report_job_short(a->job.dfail, a->job.dn, buf + len, REPORT_TERMLOG_MAX + 1 - len);
     agent_report_termlog(a, buf, len);
     free(buf);
+}
+
+/* How the job ended for this node, said once (EXITING): a signal, a check's verdict, the job's
+ * decision (ff: its failure not to retry, or NULL), a lost job, or the job finished. */
+void agent_report_end(struct agent *a, const rdzv_failure_t *ff)
+{
+    char msg[RDZV_LINE_MAX + 64];
+    char sn[32];
+    if (a->stop.signal) {
+        int n = snprintf(msg, sizeof msg, "podrun: stopped by %s; exit code %d\n",
+                         report_signame(a->stop.signal, sn, sizeof sn), a->exit_code);
+        agent_report_termlog(a, msg, (size_t)n);
+    } else if (a->stop.quit && a->health.bad) {
+        int n = snprintf(msg, sizeof msg, "podrun: this node failed its health check and left "
+                         "the job: %s; exit code %d\n", a->health.check.last_why, a->exit_code);
+        agent_report_termlog(a, msg, (size_t)n);
+    } else if (a->stop.quit) {
+        int n = snprintf(msg, sizeof msg, "podrun: the preflight check stopped this node; exit "
+                         "code %d\n", a->exit_code);
+        agent_report_termlog(a, msg, (size_t)n);
+    } else if (a->job.decided && a->job.action == RDZV_EXIT) {
+        report_job(a);
+        if (ff)
+            report_fatal(a, ff);
+        logs_message(&a->logs, "the job failed: %s%s; exit code %d", a->job.dreason,
+                     !ff                              ? ""
+                     : ff->fatal == RDZV_FATAL_ASKED ? " (a worker asked: not retried)"
+                                                     : " (an exit code in --fatal-exit-codes: not retried)",
+                     a->exit_code);
+    } else if (a->job.lost && a->job.no_retry) {
+        /* restarts without progress (doc/failures.md#restarts-that-make-no-progress) */
+        int n = snprintf(msg, sizeof msg, "podrun: not to be retried: %s; exit code %d\n"
+                         "podrun: the last attempt stopped for: %s\n", a->stop.why,
+                         a->exit_code, a->job.dreason);
+        agent_report_termlog(a, msg, n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+        logs_message(&a->logs, "the job failed, not to be retried: %s; exit code %d", a->stop.why,
+                     a->exit_code);
+    } else if (a->job.lost) {
+        /* the reason on the last line: it is the one a person and the termination log see */
+        if (a->failed.lr >= 0)
+            report_local(a, false);
+        else {
+            int n = snprintf(msg, sizeof msg, "podrun: this node lost the job: %s; exit code "
+                             "%d\n", a->stop.why, a->exit_code);
+            agent_report_termlog(a, msg, n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+        }
+        /* the same last line on stderr as every other ending */
+        logs_message(&a->logs, "this node lost the job: %s; exit code %d", a->stop.why,
+                     a->exit_code);
+    } else if (a->job.finished) {
+        bool job = a->rdzv.group_world_size > 1;
+        int n = snprintf(msg, sizeof msg, "podrun: all %d workers%s exited 0\n",
+                         job ? a->rdzv.world_size : a->n, job ? " of the job" : "");
+        agent_report_termlog(a, msg, (size_t)n);
+    }
 }

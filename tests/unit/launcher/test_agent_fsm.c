@@ -51,6 +51,9 @@ static const char *const expect[NE] = {
     [AGENT_EV_LEFT] = ".......",
     [AGENT_EV_RECLAIMED] = "....R..",
     [AGENT_EV_OUTPUT_DONE] = ".....D.",
+    [AGENT_EV_JOBSET_GO] = "=====..",
+    [AGENT_EV_JOBSET_BEHIND] = "=====..",
+    [AGENT_EV_JOBSET_ENDED] = "=====..",
 };
 
 static char letter(enum agent_state from, struct agent_next n)
@@ -131,7 +134,8 @@ static void test_late_events_are_ignored(void)
         AGENT_EV_ASSIGNED, AGENT_EV_STOPPED, AGENT_EV_LOST, AGENT_EV_FINISHED, AGENT_EV_ENDING,
         AGENT_EV_STEP_DONE, AGENT_EV_STEP_FAILED, AGENT_EV_LEAVE, AGENT_EV_HEALTH_FAILED,
         AGENT_EV_HANG, AGENT_EV_LOCAL_FAILURE, AGENT_EV_RECLAIMED, AGENT_EV_SIGNAL,
-        AGENT_EV_DISCOVERED, AGENT_EV_CANNOT_START, AGENT_EV_POD_LOST};
+        AGENT_EV_DISCOVERED, AGENT_EV_CANNOT_START, AGENT_EV_POD_LOST, AGENT_EV_JOBSET_GO,
+        AGENT_EV_JOBSET_BEHIND, AGENT_EV_JOBSET_ENDED};
     for (size_t i = 0; i < sizeof stage_events / sizeof *stage_events; i++) {
         CHECK(!takes(AGENT_EXITING, stage_events[i], plain(AGENT_EXITING)));
         CHECK(!takes(AGENT_DONE, stage_events[i], plain(AGENT_DONE)));
@@ -324,6 +328,51 @@ static void test_health_check(void)
     CHECK_EQ_INT(n.actions, A(TAKE) | A(STOP) | A(LEAVE) | A(SETTLE));
 }
 
+/* JobSet's in-place restart: what each of its news does in each state, and when it is late. */
+static void test_jobset(void)
+{
+    /* the barrier down: the first join in INIT, the GPUs' wait of a restart in STOPPING; else
+     * only "behind" is forgotten */
+    for (int s = 0; s < AGENT_EXITING; s++) {
+        struct agent_facts f = plain((enum agent_state)s);
+        f.barrier = true;
+        struct agent_next n = agent_fsm_step((enum agent_state)s, AGENT_EV_JOBSET_GO, &f);
+        CHECK(n.accepted && n.next == (enum agent_state)s);
+        CHECK_EQ_INT(n.actions, s == AGENT_INIT       ? A(TAKE) | A(JOIN)
+                                : s == AGENT_STOPPING ? A(TAKE) | A(RECLAIM)
+                                                      : A(TAKE));
+        f.barrier = false;
+        CHECK_EQ_INT(agent_fsm_step((enum agent_state)s, AGENT_EV_JOBSET_GO, &f).actions, A(TAKE));
+        f.barrier = f.signal = true;   /* a stopping signal: the node exits, no join */
+        CHECK(!takes((enum agent_state)s, AGENT_EV_JOBSET_GO, f));
+    }
+    /* behind: while the workers run, this node's failure to the job; before, it follows */
+    for (int s = 0; s < AGENT_EXITING; s++) {
+        struct agent_facts f = plain((enum agent_state)s);
+        struct agent_next n = agent_fsm_step((enum agent_state)s, AGENT_EV_JOBSET_BEHIND, &f);
+        CHECK(n.accepted && n.next == (enum agent_state)s);
+        CHECK_EQ_INT(n.actions, s == AGENT_RUNNING ? A(TAKE) | A(TELL_FAILURE) : A(CATCH_UP));
+        f.behind_told = true;   /* told once per attempt */
+        CHECK(!takes((enum agent_state)s, AGENT_EV_JOBSET_BEHIND, f));
+        f.behind_told = false, f.decided = true;   /* the job decided already */
+        CHECK(!takes((enum agent_state)s, AGENT_EV_JOBSET_BEHIND, f));
+    }
+    /* ended: a restart held, or waiting at the barrier, becomes an exit; else the node is out */
+    for (int s = 0; s < AGENT_EXITING; s++) {
+        struct agent_facts f = plain((enum agent_state)s);
+        CHECK_EQ_INT(agent_fsm_step((enum agent_state)s, AGENT_EV_JOBSET_ENDED, &f).actions,
+                     A(TAKE) | A(LOSE));
+        f.decided = true;
+        CHECK_EQ_INT(agent_fsm_step((enum agent_state)s, AGENT_EV_JOBSET_ENDED, &f).actions,
+                     A(TAKE) | A(EXIT_INSTEAD));
+        f.decided = false, f.barrier = true;   /* INIT's barrier is the first join's */
+        CHECK_EQ_INT(agent_fsm_step((enum agent_state)s, AGENT_EV_JOBSET_ENDED, &f).actions,
+                     s == AGENT_STOPPING ? A(TAKE) | A(EXIT_INSTEAD) : A(TAKE) | A(LOSE));
+        f.signal = true;
+        CHECK(!takes((enum agent_state)s, AGENT_EV_JOBSET_ENDED, f));
+    }
+}
+
 static void test_names(void)
 {
     CHECK_EQ_STR(agent_fsm_state_name(AGENT_STOPPING), "STOPPING");
@@ -343,9 +392,10 @@ struct sim {
     struct agent_facts f;
     bool restart_decision;      /* STOPPED: the decision is a restart */
     bool gpus;                  /* RESTART: a node whose GPUs NVML reads waits for them */
+    bool jobset;                /* RESTART: JobSet's barrier holds the next join */
     enum agent_ev verdict;      /* VERDICT_NOW posts this (LEAVE, or STEP_DONE) */
     int steps_run;              /* STEP: how many steps ran */
-    int stops, exits, rejoins, kills, leaves;
+    int stops, exits, rejoins, kills, leaves, joins, told, catch_ups;
 };
 
 static void sim_post(struct sim *m, enum agent_ev e, int step, bool again);
@@ -373,7 +423,24 @@ static void sim_run(struct sim *m, enum agent_ev e, unsigned acts, int step)
                 f->health_bad = true;
             if (e == AGENT_EV_STEP_FAILED)
                 f->workers_down = false;
+            if (e == AGENT_EV_JOBSET_GO)
+                f->barrier = f->behind_told = false;
+            if (e == AGENT_EV_JOBSET_BEHIND)
+                f->behind_told = true;
+            if (e == AGENT_EV_JOBSET_ENDED)
+                f->barrier = false;
             break;
+        case A(TELL_FAILURE): m->told++; break;
+        case A(JOIN):
+            m->joins++;
+            sim_post(m, AGENT_EV_DISCOVERED, 0, false);
+            break;
+        case A(CATCH_UP): m->catch_ups++; break;
+        case A(EXIT_INSTEAD):
+            m->restart_decision = false;
+            sim_post(m, AGENT_EV_STOPPED, 0, false);
+            break;
+        case A(LOSE): sim_post(m, AGENT_EV_LOST, 0, false); break;
         case A(FAIL): f->failed = true; break;
         case A(STOP): m->stops++; break;
         case A(KILL): m->kills++; break;
@@ -398,6 +465,11 @@ static void sim_run(struct sim *m, enum agent_ev e, unsigned acts, int step)
         case A(CANCEL_RECLAIM): f->reclaiming = false; break;
         case A(RESTART):
             f->decided = f->failed = f->health_bad = false;
+            f->barrier = m->jobset;
+            if (m->jobset)
+                break;   /* JOBSET_GO, then RECLAIM */
+            /* fall through */
+        case A(RECLAIM):
             f->reclaiming = m->gpus;
             if (!m->gpus)
                 sim_post(m, AGENT_EV_RECLAIMED, 0, false);
@@ -557,6 +629,56 @@ static void test_story_health_leave(void)
     CHECK_EQ_INT(m.s, AGENT_EXITING);
 }
 
+/* A job under JobSet's in-place restart: the barrier holds the first join; a pod behind while
+ * the workers run is told to the job once; the restart waits at the barrier, then rejoins; a
+ * JobSet that ends while a restart waits makes it an exit. */
+static void test_story_jobset(void)
+{
+    struct sim m;
+    sim_init(&m);
+    m.jobset = true;
+    m.f.barrier = true;
+    sim_post(&m, AGENT_EV_JOBSET_GO, 0, false);
+    CHECK_EQ_INT(m.s, AGENT_RENDEZVOUS);
+    CHECK_EQ_INT(m.joins, 1);
+    sim_post(&m, AGENT_EV_JOBSET_GO, 0, false);   /* again: no second join */
+    CHECK_EQ_INT(m.joins, 1);
+    sim_post(&m, AGENT_EV_JOBSET_BEHIND, 0, false);   /* before the round: it follows */
+    CHECK_EQ_INT(m.catch_ups, 1);
+    sim_post(&m, AGENT_EV_ASSIGNED, 0, false);
+    m.f.check_running = false;
+    sim_post(&m, AGENT_EV_STEP_DONE, AGENT_STEP_PREFLIGHT, false);
+    CHECK_EQ_INT(m.s, AGENT_RUNNING);
+    sim_post(&m, AGENT_EV_JOBSET_BEHIND, 0, false);
+    sim_post(&m, AGENT_EV_JOBSET_BEHIND, 0, false);   /* told once */
+    CHECK(m.s == AGENT_RUNNING && m.told == 1);
+    m.restart_decision = true;
+    sim_post(&m, AGENT_EV_STOPPED, 0, false);
+    sim_post(&m, AGENT_EV_JOBSET_BEHIND, 0, false);   /* the job decided: nothing more */
+    CHECK(m.told == 1 && m.catch_ups == 1);
+    sim_post(&m, AGENT_EV_WORKERS_GONE, 0, false);
+    CHECK(m.s == AGENT_STOPPING && m.f.barrier && m.rejoins == 0);   /* at the barrier */
+    sim_post(&m, AGENT_EV_JOBSET_GO, 0, false);
+    CHECK(m.s == AGENT_RENDEZVOUS && m.rejoins == 1 && !m.f.behind_told);
+    /* the next restart waits at the barrier, and the JobSet ends meanwhile */
+    sim_post(&m, AGENT_EV_ASSIGNED, 0, false);
+    m.f.check_running = false;
+    sim_post(&m, AGENT_EV_STEP_DONE, AGENT_STEP_PREFLIGHT, false);
+    sim_post(&m, AGENT_EV_STOPPED, 0, false);
+    sim_post(&m, AGENT_EV_WORKERS_GONE, 0, false);
+    CHECK(m.s == AGENT_STOPPING && m.f.barrier);
+    sim_post(&m, AGENT_EV_JOBSET_ENDED, 0, false);
+    CHECK_EQ_INT(m.s, AGENT_EXITING);
+    CHECK(m.exits == 1 && m.rejoins == 1 && !m.f.barrier);
+    sim_post(&m, AGENT_EV_JOBSET_GO, 0, false);   /* late */
+    CHECK(m.rejoins == 1 && m.joins == 1);
+    /* the JobSet ends before the first round: the node is out of the job */
+    sim_init(&m);
+    m.f.barrier = true;
+    sim_post(&m, AGENT_EV_JOBSET_ENDED, 0, false);
+    CHECK(m.s == AGENT_EXITING && m.f.lost && m.joins == 0);
+}
+
 /* ---------- the exit status ---------- */
 
 static const struct agent_codes codes = {.preflight = 75, .fatal = 76, .hang = 124,
@@ -618,12 +740,14 @@ int main(void)
     RUN(test_signals);
     RUN(test_verdict_first);
     RUN(test_health_check);
+    RUN(test_jobset);
     RUN(test_names);
     RUN(test_story_failure_and_restart);
     RUN(test_story_restart_while_starting_rejoins);
     RUN(test_story_signal_during_reclaim);
     RUN(test_story_verdict_first);
     RUN(test_story_health_leave);
+    RUN(test_story_jobset);
     RUN(test_exit_status);
     return check_result();
 }
