@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from conftest import TORCH_PY
-from cluster import (no_leftovers, pid_alive, run, start, wait_file, wait_gone, wait_lines,
-                     worker)
+from cluster import (Agent, agent_args, killed_on_failure, no_leftovers, pid_alive, run, start,
+                     wait_all, wait_file, wait_for, wait_gone, wait_lines, worker)
 
 TRAP_TERM = ('trap \'echo "rank $RANK got TERM" >> "$OUT"; exit 0\' TERM; '
              'echo "ready $RANK"; while :; do sleep 0.05; done')
@@ -239,6 +239,42 @@ def test_podrun_killed_before_it_ran_again_after_the_spawn_takes_the_workers_chi
             os.killpg(p.pid, signal.SIGKILL)
         for line in no_leftovers(marker, timeout=0)[1]:
             os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+def guard_of(pid):
+    """The guard process that podrun `pid` started: its child named podrun-guard."""
+    def find():
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                kids = f.read().split()
+        except OSError:
+            return None
+        for k in kids:
+            try:
+                with open(f"/proc/{k}/comm") as f:
+                    if f.read().strip() == "podrun-guard":
+                        return int(k)
+            except OSError:
+                pass
+        return None
+    return wait_for(find, 30, f"the guard of podrun {pid}")
+
+
+def test_workers_start_with_the_guard_gone(port):
+    """The guard is killed before the first worker starts (node0 waits for node1 meanwhile):
+    the workers run without it, as where it could not be started, and are not killed by the
+    SIGPIPE of telling a guard that is gone."""
+    endpoint = f"127.0.0.2:{port}"
+    node = [agent_args(2, 1, endpoint, f"127.0.0.{2 + i}", extra=["--no-python"],
+                       script="true") for i in range(2)]
+    agents = [Agent(node[0], name="node0")]
+    with killed_on_failure(agents):
+        guard = guard_of(agents[0].proc.pid)
+        os.kill(guard, signal.SIGKILL)
+        assert wait_gone([guard]) == []
+        agents.append(Agent(node[1], name="node1"))
+        codes = wait_all(agents)
+    assert codes == [0, 0], [a.err for a in agents]
 
 
 def test_descendant_that_left_its_group_goes_with_the_job(podrun):
