@@ -110,8 +110,20 @@ static const char *lookup_program(worker_group_t *g, const char *name)
  * instrumented by ASan, whose stack bookkeeping before a call that does not return would take
  * the span from this stack to the agent's for one stack (and say so on the worker's stderr). */
 static void __attribute__((noreturn, no_sanitize("address")))
-child_exec(const struct worker_spawn *sp, const char *file, int errfd, pid_t parent)
+child_exec(const struct worker_spawn *sp, const char *file, int errfd, pid_t parent,
+           int guard_fd)
 {
+    /* The guard hears of the worker's group from the worker itself, before its program runs:
+     * the exec lets the agent go on, but on a busy machine the program may fork and the agent
+     * be killed before the agent runs one more line, and a group the guard never heard of
+     * outlives it. This copy of the pipe's write end, closed by the exec, keeps the guard from
+     * seeing the pipe end before it read this. Every signal is still blocked here: a guard
+     * gone leaves a SIGPIPE pending, which ignoring drops before the reset could deliver it. */
+    if (guard_fd >= 0) {
+        int32_t v = (int32_t)getpid();
+        if (write(guard_fd, &v, sizeof v) < 0)
+            signal(SIGPIPE, SIG_IGN);
+    }
     init_child_reset();
     setsid();
     /* The agent's death (even kill -9) takes the worker with it; the check closes the race
@@ -255,12 +267,13 @@ struct child_args {
     const char *file;
     int errfd;
     pid_t parent;
+    int guard_fd;
 };
 
 static int __attribute__((no_sanitize("address"))) child_entry(void *arg)
 {
     const struct child_args *a = arg;
-    child_exec(a->sp, a->file, a->errfd, a->parent);
+    child_exec(a->sp, a->file, a->errfd, a->parent, a->guard_fd);
 }
 
 /* The child runs on its own stack in the agent's memory until its exec (CLONE_VM |
@@ -300,7 +313,7 @@ int workers_spawn(worker_group_t *g, int i, const struct worker_spawn *sp)
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) < 0)
         return -errno;
-    struct child_args args = {sp, lookup_program(g, sp->argv[0]), pfd[1], getpid()};
+    struct child_args args = {sp, lookup_program(g, sp->argv[0]), pfd[1], getpid(), g->guard_fd};
     char *stack = child_stack(sp);
     if (!stack) {
         close(pfd[0]);
@@ -324,8 +337,7 @@ int workers_spawn(worker_group_t *g, int i, const struct worker_spawn *sp)
     w->wstatus = 0;
     w->state = WORKER_RUNNING;
     w->group_gone = false;
-    g->running++;
-    guard_tell(g, (int32_t)pid);
+    g->running++;   /* the guard has heard of it from the worker (child_exec) */
     return 0;
 }
 

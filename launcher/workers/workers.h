@@ -119,9 +119,10 @@ int workers_alive(worker_group_t *g);
 /* 0 for exit 0; the exit code; 128+signal for a signal death. */
 int workers_exit_code(int wstatus);
 /* Starts the guard: a small process in its own session that learns each worker's process group
- * through a pipe and, when the pipe ends without the groups being gone (the agent was killed,
- * even with SIGKILL), sends SIGKILL to whatever is left of them. PR_SET_PDEATHSIG only reaches
- * the worker itself; this reaches its children too. 0 or a negative errno (then no guard). */
+ * through a pipe (from the worker itself, before its exec) and, when the pipe ends without the
+ * groups being gone (the agent was killed, even with SIGKILL), sends SIGKILL to whatever is left
+ * of them. PR_SET_PDEATHSIG only reaches the worker itself; this reaches its children too. 0 or
+ * a negative errno (then no guard). */
 int workers_guard_start(worker_group_t *g);
 /* Makes a stopped (or never started) group ready for the next attempt: every worker idle. */
 void workers_reset(worker_group_t *g);

@@ -2,13 +2,15 @@
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 
 import pytest
 
 from conftest import TORCH_PY
-from cluster import pid_alive, run, start, wait_gone, wait_lines, worker
+from cluster import (Agent, agent_args, killed_on_failure, no_leftovers, pid_alive, run, start,
+                     wait_all, wait_file, wait_for, wait_gone, wait_lines, worker)
 
 TRAP_TERM = ('trap \'echo "rank $RANK got TERM" >> "$OUT"; exit 0\' TERM; '
              'echo "ready $RANK"; while :; do sleep 0.05; done')
@@ -202,6 +204,77 @@ def test_podrun_killed_takes_workers_with_it(podrun, tmp_path):
     p.communicate(timeout=30)
     ws = list(map(int, pids.read_text().split()))
     assert wait_gone(ws, 10) == []
+
+
+def can_strace():
+    return shutil.which("strace") and subprocess.run(
+        ["strace", "-qq", "-o", os.devnull, "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not can_strace(), reason="needs strace, allowed to trace")
+def test_podrun_killed_before_it_ran_again_after_the_spawn_takes_the_workers_child(podrun,
+                                                                                   tmp_path):
+    """podrun is SIGKILLed once its worker has started a child, before podrun itself ran one
+    more line (as on a busy machine, where the worker may run first): the worker's child goes
+    with it too. strace holds podrun at the end of every clone after the first (the guard's
+    fork), so the worker's clone has not returned when podrun is killed; strace is killed
+    next, as a tracer holds its dying tracee until it lets it go."""
+    marker = f"304.{os.getpid()}"
+    agent = tmp_path / "agent"
+    p = subprocess.Popen(["strace", "-qq", "-o", os.devnull, "-e", "trace=clone",
+                          "-e", "inject=clone:delay_exit=300000000:when=2+", podrun,
+                          "--no-python", "sh", "-c",
+                          f'sleep {marker} & echo $PPID > "{agent}.new" && mv "{agent}.new" '
+                          f'"{agent}"; wait'],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    try:
+        os.kill(int(wait_file(agent, "\n")), signal.SIGKILL)
+        p.kill()
+        p.wait(timeout=30)
+        clean, left = no_leftovers(marker)
+        assert clean, f"left behind: {left}"
+    finally:
+        if p.poll() is None:   # strace's session: podrun too, held by it
+            os.killpg(p.pid, signal.SIGKILL)
+        for line in no_leftovers(marker, timeout=0)[1]:
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+def guard_of(pid):
+    """The guard process that podrun `pid` started: its child named podrun-guard."""
+    def find():
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                kids = f.read().split()
+        except OSError:
+            return None
+        for k in kids:
+            try:
+                with open(f"/proc/{k}/comm") as f:
+                    if f.read().strip() == "podrun-guard":
+                        return int(k)
+            except OSError:
+                pass
+        return None
+    return wait_for(find, 30, f"the guard of podrun {pid}")
+
+
+def test_workers_start_with_the_guard_gone(port):
+    """The guard is killed before the first worker starts (node0 waits for node1 meanwhile):
+    the workers run without it, as where it could not be started, and are not killed by the
+    SIGPIPE of telling a guard that is gone."""
+    endpoint = f"127.0.0.2:{port}"
+    node = [agent_args(2, 1, endpoint, f"127.0.0.{2 + i}", extra=["--no-python"],
+                       script="true") for i in range(2)]
+    agents = [Agent(node[0], name="node0")]
+    with killed_on_failure(agents):
+        guard = guard_of(agents[0].proc.pid)
+        os.kill(guard, signal.SIGKILL)
+        assert wait_gone([guard]) == []
+        agents.append(Agent(node[1], name="node1"))
+        codes = wait_all(agents)
+    assert codes == [0, 0], [a.err for a in agents]
 
 
 def test_descendant_that_left_its_group_goes_with_the_job(podrun):
