@@ -58,7 +58,11 @@
  * ## Failure cases
  *  - A node is lost (crash, SIGKILL, cut off): its lease expires after its ttl, its keys go, the
  *    leader sees the alive key deleted: a lost member, a restart round (counted as with the
- *    store backend; an elastic job's membership change is not).
+ *    store backend; an elastic job's membership change is not). A node cut off may still run
+ *    its workers: it stops them itself once twice the ttl has passed since the last renewal
+ *    etcd answered was sent (on_fence_timer); its lease cannot have ended before one ttl, so
+ *    the next round closes only after the fence: a ttl + --term-timeout + 1 s from the lease's
+ *    end as the leader hears of it (etcd_leader.c).
  *  - The leader is lost: the same, and the leader key goes with its lease. The next leader
  *    resumes from P state: in a running round the old leader's node has no alive key, so the
  *    round stops for it and restarts without it. The new coordinator's join timeout starts at
@@ -78,7 +82,9 @@
  *    to it still reaches another member in time.
  *  - etcd as a whole is unreachable, slow or failing: every request is retried (the endpoints in
  *    turn, then a backoff to 1 s) and the workers run on; after 1 s a progress line says what
- *    fails, and once nothing has been answered for read_timeout (60 s) the agent gives up:
+ *    fails. An agent that runs workers stops them once its lease has gone unrenewed for twice
+ *    its ttl (as above: it cannot tell etcd out of everyone's reach from out of its own alone);
+ *    one without workers gives up once nothing has been answered for read_timeout (60 s). Both are
  *    lost() with PODRUN_ESTORELOST, the store-lost exit code. The leases run on etcd's leader's
  *    clock: a restarted etcd (or a newly elected raft leader) gives each a full ttl again, but
  *    a frozen etcd, or one this agent cannot reach, lets them run out; an agent that reaches
@@ -435,6 +441,48 @@ static void say_failing(etcd_agent_t *a, int64_t failing, const char *why)
              why, left);
 }
 
+static void on_fence_timer(uv_timer_t *t);
+
+/* etcd answered a renewal (or the grant) sent at `sent`: the lease lasts a ttl from then at
+ * least, so this node's workers may run until then (and etcd_agent_late_s more) and the time to
+ * stop them moves there. */
+static void lease_renewed(etcd_agent_t *a, uint64_t sent)
+{
+    if (sent < a->renewed)
+        return;
+    a->renewed = sent;
+    uint64_t until = sent + (uint64_t)((a->ttl + etcd_agent_late_s(a)) * 1000),
+             now = uv_now(a->m.loop);
+    uv_timer_start(&a->fence_timer, on_fence_timer, until > now ? until - now : 0, 0);
+}
+
+/* A ttl and etcd_agent_late_s have passed since the last renewal etcd answered was sent. etcd
+ * may have let the lease go, and then the job counts this node as lost and gives its ranks to
+ * others once the fence has passed (etcd_leader.c). Whether etcd is out of everyone's reach or
+ * of this node's alone cannot be told from here, so a node that runs workers stops them now, as
+ * a store's cut-off node does, with the same code. A node with no workers holds no ranks: it
+ * looks again a keep-alive interval later, and until then etcd's answer decides (its lease, or
+ * read_timeout). */
+static void on_fence_timer(uv_timer_t *t)
+{
+    etcd_agent_t *a = t->data;
+    if (a->m.closing || !a->lease || a->m.state == MS_DEAD || a->m.state == MS_FINISHED)
+        return;
+    if (a->m.state != MS_RUNNING) {
+        uv_timer_start(&a->fence_timer, on_fence_timer,
+                       (uint64_t)(a->m.p.keep_alive_interval * 1000), 0);
+        return;
+    }
+    char why[RDZV_LINE_MAX], err[320], took[32];
+    etcd_client_failing_ms(a->etcd, err, sizeof err);
+    podrun_format_duration(a->ttl + etcd_agent_late_s(a), took, sizeof took);
+    sfmt(why, sizeof why, "rendezvous '%s': etcd has not renewed this node's lease for %s (its "
+         "ttl: %d s): the job may count it as lost, so it stops its workers (%s)", a->m.run_id,
+         took, a->ttl, err[0] ? err : "no answer");
+    etcd_leader_stop(a);
+    etcd_agent_fail(a, PODRUN_ESTORELOST, why);
+}
+
 static void on_ka(void *arg, int status, const etcd_resp_t *r)
 {
     etcd_agent_t *a = arg;
@@ -443,6 +491,8 @@ static void on_ka(void *arg, int status, const etcd_resp_t *r)
         return;
     if (status != 0 || r->ttl <= 0)
         lease_expired(a);
+    else
+        lease_renewed(a, r->sent_ms);
 }
 
 /* The time of a health check that found no news (member.h): the store's heartbeat carries it;
@@ -510,6 +560,7 @@ static void on_granted(void *arg, int status, const etcd_resp_t *r)
     a->lease = r->id;
     if (r->ttl > 0)
         a->ttl = (int)r->ttl;
+    lease_renewed(a, r->sent_ms);
     start_watch(a);
 }
 
@@ -616,6 +667,7 @@ static int etcd_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_d
     member_timer_init(&a->m, &a->ka_timer);
     member_timers_init(&a->m);
     member_timer_init(&a->m, &a->close_timer);
+    member_timer_init(&a->m, &a->fence_timer);
     etcd_leader_init(a);
     rc = etcd_call(a->etcd, "lease/grant", etcd_req_lease_grant(a->ttl), 0, on_granted, a,
                    &a->hello_call);
@@ -668,6 +720,7 @@ static void teardown(etcd_agent_t *a)
     a->etcd = NULL;
     uv_close((uv_handle_t *)&a->ka_timer, member_on_handle_closed);
     uv_close((uv_handle_t *)&a->close_timer, member_on_handle_closed);
+    uv_close((uv_handle_t *)&a->fence_timer, member_on_handle_closed);
     if (host_close(&a->host, on_host_closed, a))
         a->m.handles++;
     member_close_handles(&a->m);
@@ -700,6 +753,7 @@ void etcd_agent_close_finish(etcd_agent_t *a)
     a->revoking = 1;
     etcd_leader_stop(a);
     uv_timer_stop(&a->ka_timer);
+    uv_timer_stop(&a->fence_timer);
     uv_timer_stop(&a->m.prog_timer);
     etcd_call_cancel(a->ka_call);
     a->ka_call = NULL;

@@ -79,7 +79,9 @@ typedef struct etcd_agent {
     int64_t said_failing;     /* when the last "etcd is not answering" line went out */
     int hb_ticks;             /* keep-alive ticks since a health check's time was last put */
     char endpoint[300];       /* the member this node talks to, as last said */
-    uv_timer_t ka_timer, close_timer;
+    uint64_t renewed;         /* loop ms: when the last renewal etcd answered was sent; the
+                                 lease lasts at least its ttl from then, and no longer for sure */
+    uv_timer_t ka_timer, close_timer, fence_timer;
 
     /* coordinating */
     int leading, lead_ready, cleaning;
@@ -134,6 +136,16 @@ static inline etcd_cmp_t etcd_agent_cmp_create(const char *key, int64_t rev)
 }
 
 /* ---- the agent (backend_etcd.c) ---- */
+
+/* How long past its lease's ttl, counted from the last renewal etcd answered, an agent that runs
+ * workers waits for an answer before it stops them: as long again. A raft leader's failover
+ * leaves renewals unanswered for an election or more (longer on a loaded machine), and etcd
+ * gives every lease a full ttl on a new raft leader: that costs the job nothing. The leader's
+ * fence counts it too (etcd_leader.c), so it is the c10d fence's window W = the ttl. */
+static inline double etcd_agent_late_s(const etcd_agent_t *a)
+{
+    return a->ttl;
+}
 
 /* This node is out of the job: tell the launcher once (not a node on its way out anyway). */
 void etcd_agent_fail(etcd_agent_t *a, int err, const char *why);

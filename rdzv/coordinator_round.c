@@ -564,6 +564,19 @@ static void node_failure(const cnode_t *n, const char *reason, double now, rdzv_
 }
 
 
+/* `n`, a node of the last round that was not done, is gone while it may be alive (its connection
+ * timed out, it went silent, its lease ended): it may still run its workers, with their ranks,
+ * so no round closes until the fence has passed. A member of a stopped round that has not joined
+ * again has not said it stopped them either (cut off, it may never have heard of the stop). */
+static void fence(coord_t *c, const cnode_t *n, int kind, double now)
+{
+    if (!n->done && c->p.fence > 0 && (kind == FK_UNREACHABLE || kind == FK_SILENT) &&
+        now + c->p.fence > c->fence_until) {
+        c->fence_until = now + c->p.fence;
+        sfmt(c->fence_who, sizeof c->fence_who, "%s", coord_node_label(n));
+    }
+}
+
 /* `n` is out of the job (left, lost, silent). What follows depends on where it was: a joined
  * node leaves the open round (which may now close without it), an expected one is waited for no
  * longer, a waiting one is dropped, and a running member that was not done stops the round with a
@@ -590,6 +603,7 @@ void coord_round_node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char
     case NS_STOPPED:
         c->expected_missing--;
         n->state = NS_GONE;
+        fence(c, n, kind, now);
         coord_act_log(c, "rendezvous '%s' round %d: %s will not rejoin: %s", c->run_id, c->round,
                 coord_node_label(n), reason);
         coord_round_check_close(c, now);
@@ -602,11 +616,8 @@ void coord_round_node_gone(coord_t *c, cnode_t *n, int idx, int kind, const char
         break;
     case NS_MEMBER:
         n->state = NS_GONE;
-        if (c->phase == COORD_RUNNING && !n->done && c->p.fence > 0 &&
-            (kind == FK_UNREACHABLE || kind == FK_SILENT) && now + c->p.fence > c->fence_until) {
-            c->fence_until = now + c->p.fence;
-            sfmt(c->fence_who, sizeof c->fence_who, "%s", coord_node_label(n));
-        }
+        if (c->phase == COORD_RUNNING)
+            fence(c, n, kind, now);
         if (c->phase == COORD_RUNNING && !n->done) {
             rdzv_failure_t f;
             char why[RDZV_REASON_MAX + RDZV_NAME_MAX];

@@ -630,6 +630,12 @@ static void lead_resume(etcd_agent_t *a)
     coord_params_t cp = host_coord_params(&a->m.p);
     cp.keep_alive_interval = SWEEP_OFF; /* leases are the liveness here */
     cp.keep_alive_max_attempt = 1;
+    /* a node whose lease ended may be cut off, not dead: it starts to stop its workers
+     * etcd_agent_late_s after a ttl has passed since its last renewal (backend_etcd.c,
+     * on_fence_timer), and the lease cannot have ended before that ttl; the stop takes
+     * --term-timeout, and 1 s more for the SIGKILL and the reaping. Counted from when this
+     * coordinator hears of the end (a watch event, a takeover), which is later still. */
+    cp.fence = etcd_agent_late_s(a) + a->m.p.stop_grace + 1;
     cp.store_host = "";
     a->host.coord = coord_new(&cp, now);
     if (!a->host.coord) {

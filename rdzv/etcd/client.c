@@ -46,6 +46,7 @@ struct etcd_call {
     int flags;
     int ep;                 /* the endpoint of the attempt in flight */
     int attempts;           /* failed attempts in a row */
+    uint64_t sent;          /* loop time (ms) the attempt in flight was sent */
     http_request_t *req;
     uv_timer_t retry;
     etcd_call_cb cb;
@@ -265,6 +266,7 @@ static void on_call_done(http_request_t *req, const struct http_result *res, voi
         return;
     }
     client_ok(c);
+    r.sent_ms = k->sent;
     call_unlink(k); /* the owner may cancel or close anything from its callback */
     k->cb(k->arg, kind, &r);
     etcd_resp_free(&r);
@@ -276,6 +278,7 @@ static void call_send(etcd_call_t *k)
     etcd_client_t *c = k->c;
     char url[400];
     k->ep = c->cur;
+    k->sent = uv_now(c->loop);
     sfmt(url, sizeof url, "%s/v3/%s", c->ep[k->ep].url, k->path);
     struct http_request_opts o = {
         .method = "POST",

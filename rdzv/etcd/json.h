@@ -128,6 +128,9 @@ typedef struct etcd_resp {
     char cancel_reason[128];
     int code;                /* an error answer: its gRPC code (2 when it has none) */
     char error[256];         /*   ... and its text */
+    uint64_t sent_ms;        /* a call's answer (etcd/client.h): the loop time its attempt was
+                                sent, so etcd handled it after then (a lease renewed then lasts
+                                at least its ttl from then) */
     void *mem;               /* owned: etcd_resp_free */
 } etcd_resp_t;
 

@@ -570,6 +570,38 @@ static void test_unreachable_member_fences_its_ranks(void)
     w_fence = 0;
 }
 
+/* A member of a stopped round that is lost while it may run (its connection timed out before it
+ * joined again: cut off, it may not even know the round stopped) fences its ranks as a running
+ * member does; one that closed its connection, or said it was done, does not. */
+static void test_stopped_member_lost_while_alive_fences(void)
+{
+    for (int how = 0; how < 3; how++) {
+        w_fence = 5;
+        coord_t *c = mk(2, 3, 1, NULL);
+        rejoin_all(c, 3, 0);
+        if (how == 2)
+            wr(c, 2, "done", 0, "1");
+        fail(c, 0, 0, 0, now, "exited with code 1");
+        run_timers(c);
+        rdzv_decision_t d = {0};
+        CHECK_EQ_INT(end_of(0, &d, NULL), 0);
+        CHECK_EQ_INT(d.action, RDZV_RESTART);
+        hb_on[2] = 0;
+        coord_on_close(c, 3, how == 1 ? NULL : "unreachable, nothing acknowledged for 3 s", now);
+        drain(c);
+        rejoin_all(c, 2, 1);
+        run_timers(c);
+        if (how == 0) {
+            CHECK_EQ_INT(node_rank_of(0, 1), -1);
+            CHECK(logs_contain("closing in 5.0 s, once worker-2, lost while it may be alive"));
+            advance(c, 5.1);
+        }
+        CHECK_EQ_INT(node_rank_of(0, 1), 0);
+        coord_free(c);
+    }
+    w_fence = 0;
+}
+
 int main(void)
 {
     RUN(test_join_fixed_closes_at_max);
@@ -592,6 +624,7 @@ int main(void)
     RUN(test_thousands_of_joins);
     RUN(test_two_failures_one_spare);
     RUN(test_unreachable_member_fences_its_ranks);
+    RUN(test_stopped_member_lost_while_alive_fences);
     w_reset();
     return check_result();
 }
