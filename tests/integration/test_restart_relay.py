@@ -80,3 +80,31 @@ def test_relay_stopped_mid_rejoin_its_children_join_directly(port, tmp_path):
         assert f"start rank={RANKS[i]} restart=1 world=5" in agents[i].out, agents[i].out
     clean, left = no_leftovers(marker)
     assert clean, f"left behind: {left}"
+
+
+def test_membership_change_reads_assignments_from_the_store(port, tmp_path):
+    # an elastic job loses a root (it leaves): the fed nodes still join through their relay, but
+    # the next round does not keep everyone in place (a smaller world), so the go says so and
+    # each reads its assignment from the store; with 60 s heartbeats, at once
+    marker = f"300.{os.getpid()}{port}"
+    up = started_dir()
+    env = {"SLEEP": marker, "STARTED_DIR": up, "DONE_FILE": str(tmp_path / "done")}
+    args = ["--no-python", "--term-timeout", "2", "--rdzv-conf", "keep_alive_interval=60"]
+    agents = [Agent(agent_args("4:5", 1, f"127.0.0.2:{port}", f"127.0.0.{2 + i}", "job1",
+                               args + ["--node-rank", str(RANKS[i])], FAIL_SH),
+                    env=env, name=f"node{i}") for i in range(5)]
+    with killed_on_failure(agents):
+        wait_started(up, 5, pattern="w5.*", agents=agents)
+        agents[FAILING].signal(signal.SIGTERM)
+        wait_started(up, 4, timeout=30, pattern="w4.*", agents=[a for i, a in enumerate(agents)
+                                                                if i != FAILING])
+        (tmp_path / "done").write_text("")
+        codes = wait_all(agents, 30)
+    assert [c for i, c in enumerate(codes) if i != FAILING] == [0] * 4, [a.err for a in agents]
+    assert "2 joined through the relay tree, each reads its assignment from the store" in \
+        agents[0].err, agents[0].err
+    for i in FED:
+        assert FALLBACK not in agents[i].err, agents[i].err
+        assert "world=4" in agents[i].out, agents[i].out
+    clean, left = no_leftovers(marker)
+    assert clean, f"left behind: {left}"
