@@ -438,6 +438,7 @@ static void test_restart_gather_not_in_place(void)
             el += (size_t)relay_entry_put(entries + el, sizeof entries - el, ids, 1, val,
                                           (size_t)vl);
     }
+    entries[el] = '\0';
     wr(c, 0, "gather", 0, entries);
     join(c, 0, "w00", 1, -1, 1);
     join_relay = 0;
