@@ -51,6 +51,15 @@ typedef struct store_agent {
                                    NULL: this node waits on the store itself */
     int fed;                    /* this round's end comes from a relay, not from a WAIT */
     int end_taken;              /* the last round whose end this node took (relay or store) */
+    /* the restart through the tree (relay.h) */
+    char *last_assign;          /* the last assignment, for an in-place go */
+    size_t last_len;
+    char *join_val;             /* the join sent up, for a direct join if no go comes */
+    size_t join_len;
+    int tree_wait;              /* the join went up the tree; the go has not come */
+    int go_get;                 /* the WAIT on the assignment also reads the next round's go */
+    int gather_seq;
+    uv_timer_t tree_timer;      /* one heartbeat period after the join went up */
     uint64_t ping_sent, hb_tick; /* loop times (ms) */
     double started;
 
@@ -71,6 +80,8 @@ static void store_release(rdzv_member_t *m)
     host_free(&a->host);
     free(a->stranger);
     free(a->endpoint_host);
+    free(a->last_assign);
+    free(a->join_val);
 }
 
 /* Every request gets a callback exactly once; `pending` keeps the agent alive until then. */
@@ -96,6 +107,7 @@ static int req_end(store_agent_t *a)
 static void store_halt(rdzv_member_t *m)
 {
     uv_timer_stop(&((store_agent_t *)m)->hb_timer);
+    uv_timer_stop(&((store_agent_t *)m)->tree_timer);
 }
 
 /* ---- host side: the coordinator next to the store ---- */
@@ -120,6 +132,7 @@ static void on_relay_closed(void *arg)
 static void close_handles(store_agent_t *a)
 {
     uv_close((uv_handle_t *)&a->hb_timer, member_on_handle_closed);
+    uv_close((uv_handle_t *)&a->tree_timer, member_on_handle_closed);
     if (a->relay) {
         a->m.handles++;
         relay_udp_close(a->relay, on_relay_closed, a);
@@ -476,6 +489,15 @@ static void on_assign_value(store_aclient_t *c, int status, const char *val, siz
 static int store_assigned(rdzv_member_t *m, const char *val, size_t len)
 {
     store_agent_t *a = (store_agent_t *)m;
+    uv_timer_stop(&a->tree_timer);
+    a->tree_wait = a->go_get = 0;
+    char *keep = malloc(len);
+    if (keep) {
+        memcpy(keep, val, len);
+        free(a->last_assign);
+        a->last_assign = keep;
+        a->last_len = len;
+    }
     relay_links_t l;
     relay_links_take(val, len, &l);
     a->fed = a->relay && l.fed;
@@ -505,20 +527,121 @@ static void on_assign_waited(store_aclient_t *c, int status, const char *val, si
     req_end(arg);
 }
 
-/* The k-th assign key: a WAIT on it and its GET. An agent never names a round: the coordinator
- * puts it where it fits. */
+static void on_go(void *arg, const char *body, size_t blen);
+
+/* The next round's go, read with the assignment (relay.h): sent on down the tree. */
+static void on_go_value(store_aclient_t *c, int status, const char *val, size_t len, int64_t num,
+                        void *arg)
+{
+    (void)c, (void)num;
+    store_agent_t *a = arg;
+    if (req_end(a) || status < 0 || len == 0)
+        return;
+    on_go(a, val, len);
+}
+
+/* The k-th assign key: a WAIT on it and its GET (and, for a node that rejoins through the tree
+ * but joined the store itself, the next round's go, set before any assignment). An agent never
+ * names a round: the coordinator puts it where it fits. */
 static int wait_assign(store_agent_t *a)
 {
     char key[320];
     member_key(&a->m, key, sizeof key, "assign", a->m.join_k);
-    return wait_and_get(a, key, on_assign_waited, on_assign_value);
+    if (!a->go_get)
+        return wait_and_get(a, key, on_assign_waited, on_assign_value);
+    char go[320];
+    const char *keys[] = {key};
+    sfmt(go, sizeof go, "%sr/%d/go", a->m.prefix, a->m.round + 1);
+    if (req_begin(a, store_aclient_wait(a->conn, keys, 1, -1, on_assign_waited, a)) < 0 ||
+        req_begin(a, store_aclient_get(a->conn, go, on_go_value, a)) < 0 ||
+        req_begin(a, store_aclient_get(a->conn, key, on_assign_value, a)) < 0)
+        return -1;
+    return 0;
+}
+
+/* A round's go (relay.h), from the parent or the store: the children get it, then this node's
+ * assignment is its last one moved to the new round (in place), or is read from the store. */
+static void on_go(void *arg, const char *body, size_t blen)
+{
+    store_agent_t *a = arg;
+    int round, count, inplace;
+    if (a->m.closing || a->m.state != MS_JOINING ||
+        relay_go_decode(body, blen, &round, &count, &inplace) < 0 || round != a->m.round + 1)
+        return;
+    if (a->relay)
+        relay_udp_go(a->relay, body, blen);
+    int was_waiting = a->tree_wait;
+    uv_timer_stop(&a->tree_timer);
+    a->tree_wait = 0;
+    char val[512 + RELAY_LINKS_MAX];
+    int n = inplace && a->last_assign ? relay_assign_inplace(a->last_assign, a->last_len, round,
+                                                             count, val, sizeof val)
+                                      : -EINVAL;
+    if (n > 0)
+        member_on_assign(&a->m, val, (size_t)n);
+    else if (was_waiting && wait_assign(a) < 0)
+        member_fail(&a->m, PODRUN_ESTORELOST, "could not wait on the job store");
+}
+
+/* Joins of this node's subtree that reached it, for the store: one record (relay.h). */
+static void on_gather(void *arg, const char *entries, size_t len)
+{
+    store_agent_t *a = arg;
+    char key[320];
+    member_key(&a->m, key, sizeof key, "gather", a->gather_seq++);
+    send_set(a, key, entries, len);
+}
+
+/* No go one heartbeat period after the join went up: the parent died, stalled or lost it, or the
+ * round is slow to close. The same join goes to the store (the coordinator takes it once), and
+ * what this node holds of its subtree's joins too. */
+static void on_tree_timer(uv_timer_t *t)
+{
+    store_agent_t *a = t->data;
+    if (!a->tree_wait || a->m.state != MS_JOINING || a->m.closing)
+        return;
+    a->tree_wait = 0;
+    a->go_get = 1;
+    member_progress(&a->m, "rendezvous '%s': the go of round %d did not come through this "
+                    "node's relay within %.3g s; joining the job store directly", a->m.run_id,
+                    a->m.round + 1, (double)rdzv_heartbeat_ms(&a->m.p) / 1000);
+    relay_udp_direct(a->relay);
+    char key[320];
+    member_key(&a->m, key, sizeof key, "join", a->m.join_k);
+    if (send_set(a, key, a->join_val, a->join_len) < 0 || wait_assign(a) < 0)
+        member_fail(&a->m, PODRUN_ESTORELOST, "could not send the join to the job store");
 }
 
 /* JOINING: the k-th join record, and the WAIT + GET of the k-th assign key, in one write
- * (member.h, join). */
+ * (member.h, join). After a restart a member of the stopped round's tree sends it up to its
+ * parent instead, or, as a root, joins the store itself and writes its subtree's joins there
+ * (relay.h). */
 static int store_join(rdzv_member_t *m, const char *key, const char *val, size_t len)
 {
     store_agent_t *a = (store_agent_t *)m;
+    if (a->relay && a->m.join_k > 0 && a->last_assign && relay_udp_in_tree(a->relay, a->m.round)) {
+        if (a->fed) {
+            char *keep = malloc(len + 64);
+            int n = keep ? relay_entry_put(keep, len + 64, a->m.id, a->m.join_k, val, len) : -1;
+            if (n > 0) {
+                free(a->join_val);
+                a->join_val = malloc(len ? len : 1);
+                if (a->join_val) {
+                    memcpy(a->join_val, val, len);
+                    a->join_len = len;
+                    relay_udp_rejoin(a->relay, keep, (size_t)n);
+                    free(keep);
+                    a->tree_wait = 1;
+                    uv_timer_start(&a->tree_timer, on_tree_timer, rdzv_heartbeat_ms(&a->m.p), 0);
+                    return 0;
+                }
+            }
+            free(keep);
+        } else {
+            relay_udp_rejoin(a->relay, NULL, 0);
+            a->go_get = 1;
+        }
+    }
     int rc = send_set(a, key, val, len);
     return rc < 0 ? rc : wait_assign(a) < 0 ? -ENOTCONN : 0;
 }
@@ -636,7 +759,9 @@ static void store_tick(rdzv_member_t *m)
                          "store (" : "", hello ? podrun_strerror(hello) : "",
                  hello ? "): the port is taken on that machine; give another one" : "");
         member_progress(&a->m, "%s", line);
-    } else if (a->m.state == MS_JOINING && !a->m.server && a->ready) {
+    } else if (a->m.state == MS_JOINING && !a->m.server && a->ready && !a->tree_wait) {
+        /* (a join that went up the tree has no WAIT on the store to cancel: a WAIT put out
+         * again here would have the host write this node its assignment after all) */
         char key[320];
         sfmt(key, sizeof key, "%sstatus", a->m.prefix);
         if (req_begin(a, store_aclient_cancel_wait(a->conn, on_cancelled, a)) < 0 ||
@@ -826,12 +951,15 @@ static int store_start(uv_loop_t *loop, const rdzv_params_t *p, const rdzv_node_
         }
     }
     member_timer_init(&a->m, &a->hb_timer);
+    member_timer_init(&a->m, &a->tree_timer);
     member_timers_init(&a->m);
     a->end_taken = -1;
     /* where this node takes relayed ends: its advertised address (a name, or an address that is
      * not this machine's, leaves it out of the tree: it waits on the store itself) */
     if (relay_udp_open(loop, a->m.addr, a->m.p.token, a->m.run_id, on_relayed, a, &a->relay) < 0)
         a->relay = NULL;
+    else
+        relay_udp_on_restart(a->relay, on_gather, on_go, a);
     int ms = (int)(a->m.p.join_timeout * 1000);
     int rc = store_aclient_connect(loop, a->connect_host, a->m.port, ms, on_connected, a, &a->conn);
     if (rc == 0) {

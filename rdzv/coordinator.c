@@ -373,6 +373,9 @@ void coord_on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, size
     }
     if (n->state == NS_JOINED || n->state == NS_WAITING)
         return; /* a repeated join changes nothing but the key it is answered on */
+    if (n->state == NS_MEMBER && c->phase == COORD_RUNNING && k == n->assign_k)
+        return; /* the same join again, from a node whose join also came up the relay tree:
+                   its answer stands */
     if (n->state == NS_MEMBER && c->phase == COORD_RUNNING) {
         coord_answer_error(c, n, "rejected", "joined again while its round is running");
         return;
@@ -512,6 +515,29 @@ static void on_health(cnode_t *n, const char *val, size_t vlen, double now)
 /* Parses "<prefix><16 hex id>/<what>[/<num>]" and hands the record to its handler; any other key
  * under the prefix is ignored (noise, or an agent of another version). Every write proves its
  * node alive, including a node dropped as silent that turns out not to be. */
+/* The joins of a relay's subtree, written by the node that took them to the store (relay.h):
+ * each one as that node's own join would be. Only a member of the stopped round, expected back,
+ * with a join it has not sent yet: a gather cannot join a stranger or take a node out of a round
+ * it is in. What is not taken here, its node sends to the store itself a heartbeat period on. */
+static void on_gather(coord_t *c, const char *val, size_t vlen, double now)
+{
+    const char *p = val, *end = val + vlen, *rec;
+    uint64_t id;
+    int k;
+    size_t len;
+    while (p < end && relay_entry_next(&p, end, &id, &k, &rec, &len) == 0) {
+        int idx = u64map_get(&c->by_id, id);
+        if (idx < 0)
+            continue;
+        cnode_t *n = c->nodes[idx];
+        if (n->state != NS_STOPPED || k <= n->join_k || c->phase != COORD_OPEN)
+            continue;
+        n->last_seen = now;
+        c->tree_joins++; /* before the join: it may be the one that closes the round */
+        coord_on_join(c, n, idx, k, rec, len, now);
+    }
+}
+
 void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, const char *val,
                     size_t vlen, double now)
 {
@@ -537,9 +563,9 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
         if (!slash[1] || *end || num < 0 || num > (1L << 30))
             return;
     }
-    enum { OP_HB, OP_JOIN, OP_DONE, OP_FAIL, OP_LEAVE, OP_PEER, OP_HEALTH, OP_COUNT };
-    static const char *const ops[OP_COUNT] = {"hb",    "join", "done",  "fail",
-                                              "leave", "peer", "health"};
+    enum { OP_HB, OP_JOIN, OP_DONE, OP_FAIL, OP_LEAVE, OP_PEER, OP_HEALTH, OP_GATHER, OP_COUNT };
+    static const char *const ops[OP_COUNT] = {"hb",   "join",   "done",  "fail",
+                                              "leave", "peer", "health", "gather"};
     int op = 0;
     while (op < OP_COUNT && strcmp(rest, ops[op]) != 0)
         op++;
@@ -585,6 +611,9 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
         break;
     case OP_HEALTH:
         on_health(n, val, vlen, now);
+        break;
+    case OP_GATHER:
+        on_gather(c, val, vlen, now);
         break;
     default: /* a heartbeat: last_seen, and the time of a health check that found no news */
         if (vlen && n->health >= RDZV_HEALTH_WAITING) {

@@ -44,6 +44,7 @@ typedef struct cnode {
     int state, connected, join_k, node_rank, done, exp_idx;
     int was_member; /* a member of the last round (whole segments keep it before a spare) */
     int assign_k; /* the join whose assign key holds an answer, -1: none */
+    int rank_base; /* its first global rank in the running (or last) round */
     double last_seen;
     /* its health check as last reported (rdzv_health_t, kept small: the finding is allocated
      * only while the last check failed) */
@@ -88,6 +89,7 @@ struct coord {
     char over_kind[16];
     char over_text[RDZV_LINE_MAX];
     int closing, closed_sent;
+    int tree_joins;  /* joins of the open round that came up the relay tree (rdzv/relay.h) */
 
     action_store_t *q;
     size_t q_len, q_cap, q_pos;

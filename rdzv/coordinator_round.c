@@ -123,6 +123,7 @@ void coord_round_open(coord_t *c, int round, double now)
     /* the first line soon, so a short wait is explained too; then every progress_interval */
     coord_act_timer(c, COORD_T_PROGRESS,
               now + (c->p.progress_interval < 1 ? c->p.progress_interval : 1));
+    c->tree_joins = 0;
     /* live members of the previous round are expected back; waiting nodes join right away */
     for (size_t i = 0; i < c->n_nodes; i++) {
         cnode_t *n = c->nodes[i];
@@ -344,6 +345,32 @@ void coord_round_close(coord_t *c, double now)
         s->key = strdup("podrun/");
         s->a.key = s->key;
     }
+    /* joins that came up the relay tree wait for the round's go (relay.h): "inplace" when every
+     * member keeps the place it had, so its last assignment is this one but for the round and the
+     * restart count; else "store", and they read their assignments as any other node */
+    int tree_joins = c->tree_joins, in_place = 0;
+    if (tree_joins > 0) {
+        int same = world == c->world, was = 0;
+        for (size_t j = 0; j < c->n_nodes; j++)
+            was += c->nodes[j]->was_member;
+        same = same && was == n;
+        for (int i = 0; same && i < n; i++) {
+            const cnode_t *m = v[order[i]];
+            same = m->was_member && m->node_rank == i && m->rank_base == rn[order[i]].rank_base;
+        }
+        char key[256], go[RELAY_GO_MAX];
+        sfmt(key, sizeof key, "%sr/%d/go", c->prefix, c->round);
+        int len = relay_go_encode(c->round, c->restarts_used, same, go, sizeof go);
+        if (len > 0)
+            coord_act_set(c, key, go, (size_t)len);
+        in_place = same;
+    }
+    if (c->round >= RDZV_KEEP_ROUNDS) { /* kept as long as the end records */
+        char key[256];
+        sfmt(key, sizeof key, "%sr/%d/go", c->prefix, c->round - RDZV_KEEP_ROUNDS);
+        coord_act_delete(c, key);
+    }
+    c->tree_joins = 0;
     int *tree = relay_tree(v, order, n);
     for (int i = 0; i < n; i++) {
         cnode_t *m = v[order[i]];
@@ -367,6 +394,7 @@ void coord_round_close(coord_t *c, double now)
         m->assign_k = m->join_k;
         m->state = NS_MEMBER;
         m->node_rank = i;
+        m->rank_base = (int)rn[order[i]].rank_base;
         m->done = 0;
         services += m->d.service != 0;
         m->exp_idx = -1;
@@ -390,7 +418,11 @@ void coord_round_close(coord_t *c, double now)
              c->run_id, c->round, n, n == 1 ? "" : "s", world, c->restarts_used,
              now - c->round_opened);
     coord_set_status(c, line);
-    coord_act_log(c, "%s", line);
+    if (tree_joins > 0)
+        coord_act_log(c, "%s; %d joined through the relay tree, %s", line, tree_joins,
+                      in_place ? "in place" : "each reads its assignment from the store");
+    else
+        coord_act_log(c, "%s", line);
 }
 
 /* After any change to who has joined: close now (MAX joined, or MIN and everyone expected), or

@@ -215,7 +215,7 @@ int rdzv_agent_record_key(const char *key, size_t klen, const char *prefix)
         const char *what;
         int num;
     } kinds[] = {{"join", 1}, {"hb", 0}, {"fail", 1}, {"done", 1}, {"leave", 0}, {"peer", 1},
-                 {"health", 0}};
+                 {"health", 0}, {"gather", 1}};
     size_t pl = strlen(prefix);
     if (klen < pl + 2 + 17 || memcmp(key, prefix, pl) != 0 || memcmp(key + pl, "n/", 2) != 0)
         return 0;

@@ -32,7 +32,7 @@ void rdzv_node_key(char *out, size_t cap, const char *prefix, const char *ids, c
                    int num);
 
 /* 1 when key[0..klen) is a record an agent writes, "<prefix>n/<16 hex>/" followed by join/<k>,
- * hb, health, fail/<R>, done/<R>, leave or peer/<R> (numbers decimal, at most 2^30): the only keys under
+ * hb, health, fail/<R>, done/<R>, leave, peer/<R> or gather/<s> (numbers decimal, at most 2^30): the only keys under
  * "podrun/" a client may write. Every other key there is the coordinator's answer. */
 int rdzv_agent_record_key(const char *key, size_t klen, const char *prefix);
 

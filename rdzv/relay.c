@@ -10,7 +10,8 @@
 
 #include <nettle/hmac.h>
 
-#define MAGIC "PRLY1 "
+#define MAGIC "PRLY1 "   /* the round's end; "PRLJ1 " joins going up, "PRLG1 " a go coming down */
+#define MAGIC_AT 3        /* where the kind's letter is in the magic */
 #define LABEL "podrun-relay-1"
 
 int relay_fanout(int n)
@@ -125,11 +126,12 @@ static void msg_mac(const auth_key_t *key, const char *run_id, const char *head,
         sprintf(hex + 2 * i, "%02x", d[i]);
 }
 
-int relay_msg_encode(const auth_key_t *key, const char *run_id, int round, int to,
-                     const char *body, size_t blen, char *out, size_t cap)
+int relay_kmsg_encode(const auth_key_t *key, const char *run_id, int kind, int round, int to,
+                      const char *body, size_t blen, char *out, size_t cap)
 {
     char head[64];
     int hl = snprintf(head, sizeof head, MAGIC "%d %d ", round, to);
+    head[MAGIC_AT] = (char)kind;
     char mac[RELAY_MAC_HEX + 1] = "-";
     if (key)
         msg_mac(key, run_id, head, (size_t)hl, body, blen, mac);
@@ -140,11 +142,19 @@ int relay_msg_encode(const auth_key_t *key, const char *run_id, int round, int t
     return n + (int)blen;
 }
 
-int relay_msg_decode(const auth_key_t *key, const char *run_id, const char *msg, size_t len,
-                     int *round, int *to, const char **body, size_t *blen)
+int relay_msg_encode(const auth_key_t *key, const char *run_id, int round, int to,
+                     const char *body, size_t blen, char *out, size_t cap)
+{
+    return relay_kmsg_encode(key, run_id, RELAY_END, round, to, body, blen, out, cap);
+}
+
+int relay_kmsg_decode(const auth_key_t *key, const char *run_id, const char *msg, size_t len,
+                      int *kind, int *round, int *to, const char **body, size_t *blen)
 {
     const char *nl = memchr(msg, '\n', len < 128 ? len : 128);
-    if (!nl || len < sizeof MAGIC || memcmp(msg, MAGIC, sizeof MAGIC - 1) != 0)
+    if (!nl || len < sizeof MAGIC || memcmp(msg, MAGIC, MAGIC_AT) != 0 ||
+        memcmp(msg + MAGIC_AT + 1, MAGIC + MAGIC_AT + 1, sizeof MAGIC - MAGIC_AT - 2) != 0 ||
+        !msg[MAGIC_AT] || !strchr("YJG", msg[MAGIC_AT]))
         return -EINVAL;
     char head[128];
     size_t hlen = (size_t)(nl - msg);
@@ -166,7 +176,93 @@ int relay_msg_decode(const auth_key_t *key, const char *run_id, const char *msg,
         if (strlen(mac) != RELAY_MAC_HEX || !auth_equal(mac, want, RELAY_MAC_HEX))
             return -EINVAL;
     }
+    *kind = msg[MAGIC_AT];
     *round = (int)r;
     *to = (int)t;
     return 0;
+}
+
+int relay_msg_decode(const auth_key_t *key, const char *run_id, const char *msg, size_t len,
+                     int *round, int *to, const char **body, size_t *blen)
+{
+    int kind;
+    int rc = relay_kmsg_decode(key, run_id, msg, len, &kind, round, to, body, blen);
+    return rc < 0 ? rc : kind == RELAY_END ? 0 : -EINVAL;
+}
+
+int relay_entry_put(char *out, size_t cap, const char *id, int k, const char *rec, size_t len)
+{
+    int n = snprintf(out, cap, "%.16s %d %zu\n", id, k, len);
+    if (n < 0 || (size_t)n + len > cap)
+        return -ENOSPC;
+    memcpy(out + n, rec, len);
+    return n + (int)len;
+}
+
+int relay_entry_next(const char **p, const char *end, uint64_t *id, int *k, const char **rec,
+                     size_t *len)
+{
+    const char *nl = memchr(*p, '\n', (size_t)(end - *p) < 64 ? (size_t)(end - *p) : 64);
+    if (!nl)
+        return -EINVAL;
+    char head[64], ids[17];
+    memcpy(head, *p, (size_t)(nl - *p));
+    head[nl - *p] = '\0';
+    long kk;
+    unsigned long ll;
+    int used = 0;
+    if (sscanf(head, "%16[0-9a-f] %ld %lu%n", ids, &kk, &ll, &used) != 3 || head[used] ||
+        strlen(ids) != 16 || kk < 0 || kk > (1L << 30) || ll > (size_t)(end - nl - 1))
+        return -EINVAL;
+    *id = strtoull(ids, NULL, 16);
+    *k = (int)kk;
+    *rec = nl + 1;
+    *len = (size_t)ll;
+    *p = nl + 1 + ll;
+    return *id ? 0 : -EINVAL;
+}
+
+int relay_go_encode(int round, int restart_count, int inplace, char *out, size_t cap)
+{
+    kvbuf_t b;
+    kv_init(&b, out, cap);
+    kv_add_int(&b, "round", round);
+    kv_add_int(&b, "restart_count", restart_count);
+    kv_add(&b, "mode", inplace ? "inplace" : "store", 16);
+    return b.overflow ? -ENOSPC : (int)b.len;
+}
+
+int relay_go_decode(const char *text, size_t len, int *round, int *restart_count, int *inplace)
+{
+    char mode[16];
+    long long r = kv_get_int(text, len, "round", -1), n = kv_get_int(text, len, "restart_count", -1);
+    if (r < 0 || r > (1 << 30) || n < 0 || n > (1 << 30) ||
+        kv_get(text, len, "mode", mode, sizeof mode) < 0)
+        return -EINVAL;
+    *inplace = strcmp(mode, "inplace") == 0;
+    if (!*inplace && strcmp(mode, "store") != 0)
+        return -EINVAL;
+    *round = (int)r;
+    *restart_count = (int)n;
+    return 0;
+}
+
+int relay_assign_inplace(const char *last, size_t len, int round, int restart_count, char *out,
+                         size_t cap)
+{
+    rdzv_assignment_t a;
+    char host[RDZV_NAME_MAX], err[32], text[8];
+    if (rdzv_assign_decode(last, len, &a, host, sizeof host, err, sizeof err, text, sizeof text) < 0 ||
+        err[0])
+        return -EINVAL;
+    a.round = round;
+    a.restart_count = restart_count;
+    int n = rdzv_assign_encode(&a, out, cap);
+    if (n < 0)
+        return n;
+    relay_links_t l;
+    relay_links_take(last, len, &l);
+    kvbuf_t b = {out, cap, (size_t)n, 0};
+    relay_links_put(&b, &l);
+    return b.overflow ? -ENOSPC : (int)b.len;
 }

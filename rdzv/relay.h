@@ -21,7 +21,22 @@
  * the receiving node rank; with a job token it carries an HMAC-SHA-256 of all of it under the
  * job's key (a forged or replayed-elsewhere end record is dropped), without one the receiver
  * takes it only from its parent's address and port, the trust the store itself gives without a
- * token. */
+ * token.
+ *
+ * The restart goes through the same tree. After a restart decision a member of the stopped round
+ * sends its next join record up to its parent in a datagram instead of writing it to the store;
+ * each relay gathers its own and its subtree's (until all its children have sent, or
+ * RELAY_GATHER_MS), sends them on up in one datagram, and a root writes them to the store in one
+ * record ("P n/<id>/gather/<seq>": entries of id, join number and join record), which the
+ * coordinator reads as that many joins. When the next round closes with every member in the place
+ * it had (node rank, first global rank, the same members), the coordinator also writes the round's
+ * "go" ("P r/<R>/go": round, restart count, "inplace"); the roots read it with their own
+ * assignment and send it down the same tree, and each member makes its assignment from its last
+ * one (only the round and the restart count change, the links stay). Otherwise the go says
+ * "store" and each member reads its assignment from the store as before. A member whose go has not
+ * come one heartbeat period after it sent its join up (its relay died, stalled or lost it, or the
+ * round is slow to close) joins the store directly with the same join number, which the
+ * coordinator takes as the same join. */
 #ifndef PODRUN_RDZV_RELAY_H
 #define PODRUN_RDZV_RELAY_H
 
@@ -72,6 +87,34 @@ void relay_links_put(kvbuf_t *b, const relay_links_t *l);
 void relay_links_take(const char *text, size_t len, relay_links_t *l);
 /* Whether `addr` is a numeric IPv4 or IPv6 address, which a relay can send to without a lookup. */
 int relay_addr_numeric(const char *addr);
+
+#define RELAY_GATHER_MS 100     /* how long a relay holds its subtree's joins for a late child */
+#define RELAY_GO_MAX 256        /* a go record's length, at most */
+
+/* A datagram's kind: the round's end (down), joins (up), a round's go (down). */
+enum { RELAY_END = 'Y', RELAY_JOINS = 'J', RELAY_GO = 'G' };
+
+/* A datagram of a kind; relay_msg_encode/decode below are the round's end's. */
+int relay_kmsg_encode(const auth_key_t *key, const char *run_id, int kind, int round, int to,
+                      const char *body, size_t blen, char *out, size_t cap);
+int relay_kmsg_decode(const auth_key_t *key, const char *run_id, const char *msg, size_t len,
+                      int *kind, int *round, int *to, const char **body, size_t *blen);
+/* One join in a gather: "<16 hex id> <k> <len>\n" and the join record. Returns its length or
+ * -ENOSPC. */
+int relay_entry_put(char *out, size_t cap, const char *id, int k, const char *rec, size_t len);
+/* The next entry of a gather [*p, end): 0 and *p moved past it, or -EINVAL (malformed: the rest
+ * of the gather is dropped, and those members join directly a heartbeat period later). */
+int relay_entry_next(const char **p, const char *end, uint64_t *id, int *k, const char **rec,
+                     size_t *len);
+
+/* A go record: "round=<R>\nrestart_count=<n>\nmode=inplace|store\n". Length or -ENOSPC. */
+int relay_go_encode(int round, int restart_count, int inplace, char *out, size_t cap);
+/* 0 with the fields, or -EINVAL. */
+int relay_go_decode(const char *text, size_t len, int *round, int *restart_count, int *inplace);
+/* The assignment of round `round` with `restart_count` made from this member's last one `last`
+ * (its links kept), for an in-place go. Length or a negative code. */
+int relay_assign_inplace(const char *last, size_t len, int round, int restart_count, char *out,
+                         size_t cap);
 
 /* A datagram: "PRLY1 <round> <to> <mac or ->\n" then the end record's bytes, the MAC over the
  * run id, round, receiver and record under the job's key (`key` NULL: no token, "-"). Returns

@@ -32,6 +32,25 @@ void relay_udp_links(relay_udp_t *r, int round, int node_rank, const relay_links
  * round, from the store after the relay's datagram or the other way round, sends nothing).
  * Returns how many datagrams went out. */
 int relay_udp_forward(relay_udp_t *r, int round, const char *body, size_t blen);
+/* The restart through the tree (relay.h). `gather` writes joins that reached a node that takes
+ * them to the store (a root, or a member that gave up on its parent): entries (relay_entry_put).
+ * `go` is a round's go record from the parent (already sent on to the children). */
+typedef void (*relay_udp_gather_cb)(void *arg, const char *entries, size_t len);
+typedef void (*relay_udp_go_cb)(void *arg, const char *body, size_t blen);
+void relay_udp_on_restart(relay_udp_t *r, relay_udp_gather_cb gather, relay_udp_go_cb go,
+                          void *arg);
+/* Whether this node has links in round `round` (a parent or children) to rejoin through. */
+int relay_udp_in_tree(const relay_udp_t *r, int round);
+/* This node rejoins: `entry` is its own join (relay_entry_put) to send up with its subtree's, or
+ * NULL for a node that joins the store itself (its subtree's joins then go to `gather`). The
+ * joins go up once every child has sent its own, or RELAY_GATHER_MS after the first one still
+ * waiting. */
+void relay_udp_rejoin(relay_udp_t *r, const char *entry, size_t len);
+/* From now on the joins this node holds or still gets go to `gather`: its parent did not bring
+ * the go in time. */
+void relay_udp_direct(relay_udp_t *r);
+/* Sends a go record read from the store on to the children, once per round. */
+void relay_udp_go(relay_udp_t *r, const char *body, size_t blen);
 /* Datagrams dropped: malformed, unsigned, from a stranger, or for another round or node. */
 unsigned long relay_udp_dropped(const relay_udp_t *r);
 /* Closes the socket; `closed` runs from the loop once it is closed, and the socket is freed. */

@@ -37,6 +37,11 @@
  *   P n/<id>/peer/<R>        agent (SET)   another node of round R is gone as this agent's
  *                                          discovery saw it (its pod deleted or Failed); value =
  *                                          that node's name and address and why
+ *   P n/<id>/gather/<s>      agent (SET)   joins of its relay subtree after a restart, taken as
+ *                                          those nodes' own (rdzv/relay.h)
+ *   P r/<R>/go               coordinator   round R closed with every member in its place: the
+ *                                          fed members' assignments are their last ones moved
+ *                                          to R ("inplace"), or read from the store ("store")
  *   P r/<R>/end              coordinator   the end of round R: "finished", or the job-wide stop
  *                                          decision (action restart|exit, failure records sorted
  *                                          by time — [0] is the root cause —, next round, counts)

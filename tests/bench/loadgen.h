@@ -27,7 +27,7 @@ extern struct loadgen_opts O;
 
 /* What the reply at the head of a connection's queue answers. */
 enum exp_kind { E_HELLO, E_PING, E_STATUS, E_WAIT, E_GET_ASSIGN, E_GET_END, E_NUMKEYS, E_CANCEL,
-                E_POLL };
+                E_POLL, E_GET_GO };
 enum { AGENT, PROBE };
 #define EXP_MAX 32
 
@@ -63,6 +63,13 @@ typedef struct agent {
     uint64_t sent, recv; /* messages: requests written, replies read */
     /* the relay links of its round (rdzv/relay.h): fed, it takes the end from its parent */
     int fed, nch, ch_cap, relay_round, rejoin_held;
+    /* the restart through the tree (relay.h): the joins held for the parent, the last
+     * assignment an in-place go moves to the next round */
+    int parent_rank, tree_wait, go_get, self_in, children_in, direct, gather_armed, go_round;
+    int gather_seq;
+    struct sockaddr_in parent_sa;
+    char *held, *last;
+    size_t held_len, held_cap, last_len;
     struct child {
         int rank;
         struct sockaddr_in sa;
@@ -83,6 +90,9 @@ extern long errors;
 extern int *by_rank;        /* node rank -> agent, as the latest assignments say */
 extern int holding;         /* --hold rounds: a decision read holds the rejoin (rejoin_held) */
 extern long relayed, polled, relay_sent, relay_lost, relay_bad; /* ends taken and sent on */
+/* the restart through the tree: joins sent up, gathers written, gos taken from the parent and
+ * from the store, and joins sent to the store after no go came for a heartbeat period */
+extern long tree_joined, gathers, go_relayed, go_read, tree_fallbacks;
 extern char first_error[256];
 
 
@@ -100,6 +110,9 @@ void run_for(double secs);
 /* The host's key count, asked with GETNUMKEYS on a connection of its own. */
 long host_keys(void);
 void send_join(agent_t *a);
+/* After a restart decision: the next join, up the tree where the agent had links, as the real
+ * agent sends it (rdzv/backend_store.c). */
+void rejoin(agent_t *a);
 void send_fail(agent_t *a);
 void send_done(agent_t *a);
 void start_progress(agent_t *a);

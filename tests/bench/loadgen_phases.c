@@ -149,9 +149,7 @@ static void release_rejoins(void)
     for (int i = 0; i < n_agents; i++)
         if (agents[i].rejoin_held) {
             agents[i].rejoin_held = 0;
-            agents[i].join_k++;
-            send_join(&agents[i]);
-            start_progress(&agents[i]);
+            rejoin(&agents[i]);
         }
 }
 
@@ -301,7 +299,8 @@ static void report(void)
            "\"rounds_host_cpu_s\": %.3f, \"rounds_loadgen_cpu_s\": %.3f, "
            "\"held\": %d, \"held_push_first_ms\": %.2f, \"held_push_p50_ms\": %.2f, \"held_push_p99_ms\": %.2f, "
            "\"push_host_cpu_ms\": %.3f, \"push_host_cpu_net_ms\": %.3f, \"relayed\": %ld, \"polled\": %ld, \"relay_sent\": %ld, "
-           "\"relay_lost\": %ld, \"relay_bad\": %ld, "
+           "\"relay_lost\": %ld, \"relay_bad\": %ld, \"tree_joined\": %ld, \"gathers\": %ld, "
+           "\"go_relayed\": %ld, \"go_read\": %ld, \"tree_fallbacks\": %ld, "
            "\"errors\": %ld, \"first_error\": \"%s\"}\n",
            !O.no_relay, O.k, (double)hb_ns / 1e9, O.spares, res.join_s, res.round_s, res.round0_msgs, O.steady, res.cpu, res.rss,
            res.hwm, res.spare_cpu, res.spare_rss, res.disturbed, n,
@@ -311,7 +310,7 @@ static void report(void)
            res.round_host_cpu, res.round_self_cpu, h,
            h ? median_of(res.hpush0, h) : -1, h ? median_of(res.hpush50, h) : -1, h ? median_of(res.hpush99, h) : -1,
            h ? median_of(res.hcpu, h) : -1, h ? median_of(res.hnet, h) : -1, relayed, polled, relay_sent, relay_lost, relay_bad,
-           errors, first_error);
+           tree_joined, gathers, go_relayed, go_read, tree_fallbacks, errors, first_error);
 }
 
 static void usage(void)
@@ -403,7 +402,7 @@ int main(int argc, char **argv)
         snprintf(a->name, sizeof a->name, "sim-%d", i);
         snprintf(a->addr, sizeof a->addr, "127.0.0.%d", 2 + i % 250);
         a->c.fd = -1;
-        a->relay_round = -1;
+        a->relay_round = a->go_round = -1;
     }
     printf("{");
     if (phase_join() == 0) {

@@ -82,6 +82,7 @@ long errors;
 int *by_rank;        /* node rank -> agent, as the latest assignments say */
 int holding;         /* --hold rounds: a decision read holds the rejoin (rejoin_held) */
 long relayed, polled, relay_sent, relay_lost, relay_bad; /* ends taken and sent on */
+long tree_joined, gathers, go_relayed, go_read, tree_fallbacks;
 char first_error[256];
 
 void error_once(const agent_t *a, const char *what)
@@ -199,15 +200,33 @@ static void node_key(const agent_t *a, char *out, size_t cap, const char *what, 
 
 /* ---- the agent's protocol (rdzv/backend_store.c) ---- */
 
+/* The WAIT + GET of the k-th assign key; with go_get, the next round's go read between them
+ * (a root of the tree, or an agent that gave up on its parent). */
 static void wait_assign(agent_t *a)
 {
     char key[256];
     node_key(a, key, sizeof key, "assign", a->join_k);
-    send_wait_get(a, key, E_GET_ASSIGN);
+    if (!a->go_get) {
+        send_wait_get(a, key, E_GET_ASSIGN);
+        return;
+    }
+    char go[256];
+    const char *keys[] = {key};
+    sfmt(go, sizeof go, "%sr/%d/go", prefix, a->round + 1);
+    wb.len = 0;
+    if (wire_put_op(&wb, WIRE_V2, WIRE_WAIT) || wire_put_keys(&wb, keys, 1) ||
+        wire_put_op(&wb, WIRE_V2, WIRE_GET) || wire_put_str(&wb, go, strlen(go)) ||
+        wire_put_op(&wb, WIRE_V2, WIRE_GET) || wire_put_str(&wb, key, strlen(key)))
+        die("encode");
+    conn_write(&a->c, wb.p, wb.len);
+    expect(&a->c, E_WAIT);
+    expect(&a->c, E_GET_GO);
+    expect(&a->c, E_GET_ASSIGN);
+    a->sent += 3;
+    wb.len = 0;
 }
 
-/* JOINING: the k-th join record and the WAIT + GET of the k-th assign key. */
-void send_join(agent_t *a)
+static int join_record(const agent_t *a, char *val, size_t cap)
 {
     rdzv_desc_rec_t d;
     memset(&d, 0, sizeof d);
@@ -218,8 +237,14 @@ void send_join(agent_t *a)
     d.want_rank = -1;
     d.pid = (int)getpid();
     d.relay_port = O.no_relay ? 0 : relay_sock_port(a->idx % RELAY_ADDRS);
+    return rdzv_desc_encode(&d, val, cap);
+}
+
+/* JOINING: the k-th join record and the WAIT + GET of the k-th assign key. */
+void send_join(agent_t *a)
+{
     char key[256], val[1024];
-    int len = rdzv_desc_encode(&d, val, sizeof val);
+    int len = join_record(a, val, sizeof val);
     node_key(a, key, sizeof key, "join", a->join_k);
     send_set(a, key, val, (size_t)len);
     wait_assign(a);
@@ -322,7 +347,10 @@ static void exp_remove(conn_t *c, unsigned i)
 
 /* ---- timers: heartbeats and progress lines (loadgen_util.h's heap) ---- */
 
-enum { T_HB, T_PROG };
+enum { T_HB, T_PROG, T_GATHER, T_TREE };
+
+static void flush_held(agent_t *a);
+static void tree_fallback(agent_t *a);
 
 /* the heartbeat period of a job of K agents, as the real agent computes it (main) */
 uint64_t hb_ns;
@@ -355,7 +383,13 @@ static void on_tick(const tmr_t *t)
         else if (!a->ping_out && now - since >= quiet)
             send_ping(a);
         heap_push(t->at + hb_ns, a->idx, T_HB, 0);
-    } else if (a->state == A_JOINING && t->gen == a->join_k) {
+    } else if (t->kind == T_GATHER) {
+        if (a->gather_armed && t->gen == a->join_k)
+            flush_held(a);
+    } else if (t->kind == T_TREE) {
+        if (a->tree_wait && a->state == A_JOINING && t->gen == a->join_k)
+            tree_fallback(a);
+    } else if (a->state == A_JOINING && t->gen == a->join_k && !a->tree_wait) {
         send_status(a);
         heap_push(t->at + ns(O.progress), a->idx, T_PROG, t->gen);
     }
@@ -369,6 +403,10 @@ static void take_links(agent_t *a, const char *val, size_t len)
     static relay_links_t l;
     relay_links_take(val, len, &l);
     a->fed = l.fed;
+    a->parent_rank = l.parent.node_rank;
+    a->parent_sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(l.parent.port)};
+    if (l.fed && inet_pton(AF_INET, l.parent.addr, &a->parent_sa.sin_addr) != 1)
+        a->fed = 0;
     if (l.n > a->ch_cap) {
         a->ch_cap = l.n;
         a->ch = realloc(a->ch, (size_t)a->ch_cap * sizeof *a->ch);
@@ -410,6 +448,15 @@ static void on_assign(agent_t *a, const char *val, size_t len)
         return;
     }
     a->state = A_RUNNING;
+    a->tree_wait = a->go_get = a->self_in = a->children_in = a->direct = a->gather_armed = 0;
+    a->held_len = 0;
+    if (!O.no_relay) {
+        a->last = realloc(a->last, len);
+        if (!a->last)
+            die("realloc");
+        memcpy(a->last, val, len);
+        a->last_len = len;
+    }
     a->round = as.round;
     a->node_rank = as.node_rank;
     a->rank_base = as.rank_base;
@@ -464,9 +511,7 @@ static void on_end(agent_t *a, const char *val, size_t len)
     } else if (d.action == RDZV_RESTART && holding) {
         a->rejoin_held = 1;
     } else if (d.action == RDZV_RESTART) {
-        a->join_k++;
-        send_join(a);
-        start_progress(a);
+        rejoin(a);
     } else {
         a->state = A_STOPPED;
     }
@@ -496,20 +541,156 @@ static void take_end(agent_t *a, const char *val, size_t len)
     on_end(a, val, len);
 }
 
+/* ---- the restart through the tree (rdzv/relay.h, as rdzv/relay_udp.c does it) ---- */
+
+static void hold(agent_t *a, const char *p, size_t len)
+{
+    if (a->held_len + len > a->held_cap) {
+        a->held_cap = (a->held_len + len) * 2;
+        a->held = realloc(a->held, a->held_cap);
+        if (!a->held)
+            die("realloc");
+    }
+    memcpy(a->held + a->held_len, p, len);
+    a->held_len += len;
+}
+
+/* The held joins go up to the parent in one datagram, or to the store in one gather record. */
+static void flush_held(agent_t *a)
+{
+    static char msg[RELAY_DGRAM_MAX];
+    a->gather_armed = 0;
+    if (a->held_len == 0)
+        return;
+    if (a->fed && !a->direct) {
+        int n = relay_kmsg_encode(NULL, O.run_id, RELAY_JOINS, a->round, a->parent_rank, a->held,
+                                  a->held_len, msg, sizeof msg);
+        if (n < 0)
+            error_once(a, "a subtree's joins do not fit one datagram");
+        else if (relay_sock_send(a->idx % RELAY_ADDRS, &a->parent_sa, msg, (size_t)n) == 0)
+            relay_sent++;
+        else
+            relay_lost++;
+    } else {
+        char key[256];
+        node_key(a, key, sizeof key, "gather", a->gather_seq++);
+        send_set(a, key, a->held, a->held_len);
+        gathers++;
+    }
+    a->held_len = 0;
+}
+
+static void maybe_flush(agent_t *a)
+{
+    if (!a->self_in)
+        return;
+    if (a->children_in >= a->nch) {
+        flush_held(a);
+    } else if (!a->gather_armed) {
+        a->gather_armed = 1;
+        heap_push(now_ns() + (uint64_t)RELAY_GATHER_MS * 1000000, a->idx, T_GATHER, a->join_k);
+    }
+}
+
+/* A member of the stopped round's tree: a fed one sends its join up; a root joins the store,
+ * reading the go with its assignment, and writes its subtree's joins there. */
+void rejoin(agent_t *a)
+{
+    a->join_k++;
+    int in_tree = !O.no_relay && a->last && (a->fed || a->nch > 0);
+    if (in_tree && a->fed) {
+        char val[1024], entry[1200];
+        int len = join_record(a, val, sizeof val);
+        int n = relay_entry_put(entry, sizeof entry, a->ids, a->join_k, val, (size_t)len);
+        hold(a, entry, (size_t)n);
+        a->self_in = 1;
+        a->tree_wait = 1;
+        a->state = A_JOINING;
+        a->t_join = now_ns();
+        tree_joined++;
+        heap_push(now_ns() + hb_ns, a->idx, T_TREE, a->join_k);
+        maybe_flush(a);
+        return;
+    }
+    if (in_tree) {
+        a->self_in = a->direct = a->go_get = 1;
+        maybe_flush(a);
+    }
+    send_join(a);
+    start_progress(a);
+}
+
+/* No go a heartbeat period after the join went up: the same join to the store. */
+static void tree_fallback(agent_t *a)
+{
+    tree_fallbacks++;
+    a->tree_wait = 0;
+    a->go_get = a->direct = 1;
+    flush_held(a);
+    char key[256], val[1024];
+    int len = join_record(a, val, sizeof val);
+    node_key(a, key, sizeof key, "join", a->join_k);
+    send_set(a, key, val, (size_t)len);
+    wait_assign(a);
+    start_progress(a);
+}
+
+/* The next round's go, from the parent or the store: on to the children, then the assignment
+ * (in place: the last one moved to the new round; else read from the store). */
+static void take_go(agent_t *a, const char *body, size_t blen)
+{
+    static char msg[RELAY_DGRAM_MAX];
+    int round, count, inplace;
+    if (a->state != A_JOINING || a->go_round == a->round ||
+        relay_go_decode(body, blen, &round, &count, &inplace) < 0 || round != a->round + 1)
+        return;
+    a->go_round = a->round;
+    for (int i = 0; i < a->nch; i++) {
+        int n = relay_kmsg_encode(NULL, O.run_id, RELAY_GO, a->round, a->ch[i].rank, body, blen,
+                                  msg, sizeof msg);
+        if (n >= 0 && relay_sock_send(a->idx % RELAY_ADDRS, &a->ch[i].sa, msg, (size_t)n) == 0)
+            relay_sent++;
+        else
+            relay_lost++;
+    }
+    int was_waiting = a->tree_wait;
+    a->tree_wait = 0;
+    char val[512 + RELAY_LINKS_MAX];
+    int n = inplace ? relay_assign_inplace(a->last, a->last_len, round, count, val, sizeof val)
+                    : -1;
+    if (n > 0)
+        on_assign(a, val, (size_t)n);
+    else if (was_waiting)
+        wait_assign(a);
+}
+
 /* The datagrams waiting on relay socket idx: each for the agent of the node rank it names. */
 static void on_relay_readable(int idx)
 {
     static char buf[RELAY_DGRAM_MAX + 1];
     long n;
     while ((n = relay_sock_recv(idx, buf, sizeof buf)) >= 0) {
-        int round, to;
+        int kind, round, to;
         const char *body;
         size_t blen;
         agent_t *a = NULL;
-        if (relay_msg_decode(NULL, O.run_id, buf, (size_t)n, &round, &to, &body, &blen) == 0 &&
+        if (relay_kmsg_decode(NULL, O.run_id, buf, (size_t)n, &kind, &round, &to, &body,
+                              &blen) == 0 &&
             to < O.k + O.spares && by_rank[to] >= 0)
             a = &agents[by_rank[to]];
-        if (!a || a->node_rank != to || a->round != round || !polling(a)) {
+        if (a && a->node_rank == to && a->round == round && kind == RELAY_JOINS) {
+            hold(a, body, blen);
+            a->children_in++;
+            maybe_flush(a);
+            continue;
+        }
+        if (a && a->node_rank == to && a->round == round && kind == RELAY_GO) {
+            if (a->state == A_JOINING && a->go_round != a->round)
+                go_relayed++;
+            take_go(a, body, blen);
+            continue;
+        }
+        if (!a || kind != RELAY_END || a->node_rank != to || a->round != round || !polling(a)) {
             relay_bad++;
             continue;
         }
@@ -582,6 +763,12 @@ static void on_reply(conn_t *c, int kind, const wire_reply_t *r)
         break;
     case E_GET_ASSIGN:
         on_assign(a, r->val.p, r->val.len);
+        break;
+    case E_GET_GO:
+        if (r->val.len > 0 && a->state == A_JOINING && a->go_round != a->round)
+            go_read++;
+        if (r->val.len > 0)
+            take_go(a, r->val.p, r->val.len);
         break;
     case E_GET_END:
         take_end(a, r->val.p, r->val.len);

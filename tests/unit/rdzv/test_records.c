@@ -155,7 +155,7 @@ static void test_agent_record_key(void)
         "podrun/job/n/0123456789abcdef/hb",     "podrun/job/n/0123456789abcdef/fail/3",
         "podrun/job/n/0123456789abcdef/done/0", "podrun/job/n/0123456789abcdef/leave",
         "podrun/job/n/0123456789abcdef/peer/2", "podrun/job/n/0123456789abcdef/join/1073741824",
-        "podrun/job/n/0123456789abcdef/health",
+        "podrun/job/n/0123456789abcdef/health", "podrun/job/n/0123456789abcdef/gather/4",
     };
     const char *bad[] = {
         "podrun/job/r/0/end", "podrun/job/status", "podrun/job/n/0123456789abcdef/assign/0",
@@ -166,6 +166,7 @@ static void test_agent_record_key(void)
         "podrun/job/n/0123456789abcde/hb", "podrun/job/n/0123456789abcdef0/hb",
         "podrun/other/n/0123456789abcdef/hb", "podrun/job/n/0123456789abcdef/fail/1/x",
         "podrun/job/n/0123456789abcdef/health/1", "podrun/job/n/0123456789abcdef/healthy",
+        "podrun/job/n/0123456789abcdef/gather", "podrun/job/r/1/go",
     };
     for (size_t i = 0; i < sizeof good / sizeof *good; i++)
         CHECK(rdzv_agent_record_key(good[i], strlen(good[i]), p));

@@ -258,6 +258,203 @@ static void test_mixed_members(void)
     coord_free(c);
 }
 
+/* The kinds of datagram do not pass for each other; a gather's entries and a go read back. */
+static void test_restart_records(void)
+{
+    char m[512], e[512];
+    const char *body;
+    size_t blen;
+    int kind, round, to;
+    int n = relay_kmsg_encode(NULL, "job1", RELAY_JOINS, 3, 1, "x", 1, m, sizeof m);
+    CHECK(n > 0);
+    CHECK_EQ_INT(relay_msg_decode(NULL, "job1", m, (size_t)n, &round, &to, &body, &blen), -EINVAL);
+    CHECK_EQ_INT(relay_kmsg_decode(NULL, "job1", m, (size_t)n, &kind, &round, &to, &body, &blen), 0);
+    CHECK_EQ_INT(kind, RELAY_JOINS);
+    CHECK_EQ_INT(round, 3);
+    /* with a key, the kind is signed: a go made a join by hand is dropped */
+    auth_key_t k;
+    memset(&k, 7, sizeof k);
+    n = relay_kmsg_encode(&k, "job1", RELAY_GO, 3, 1, "x", 1, m, sizeof m);
+    CHECK_EQ_INT(relay_kmsg_decode(&k, "job1", m, (size_t)n, &kind, &round, &to, &body, &blen), 0);
+    CHECK_EQ_INT(kind, RELAY_GO);
+    m[3] = 'J';
+    CHECK_EQ_INT(relay_kmsg_decode(&k, "job1", m, (size_t)n, &kind, &round, &to, &body, &blen),
+                 -EINVAL);
+    m[3] = '\0';
+    CHECK_EQ_INT(relay_kmsg_decode(NULL, "job1", m, (size_t)n, &kind, &round, &to, &body, &blen),
+                 -EINVAL);
+
+    int a = relay_entry_put(e, sizeof e, "00000000000000ab", 2, "name=x\n", 7);
+    int b = relay_entry_put(e + a, sizeof e - (size_t)a, "00000000000000cd", 5, "", 0);
+    CHECK(a > 0 && b > 0);
+    char small[10];
+    CHECK_EQ_INT(relay_entry_put(small, sizeof small, "00000000000000ab", 2, "name=x\n", 7),
+                 -ENOSPC);
+    const char *p = e, *end = e + a + b, *rec;
+    uint64_t id;
+    size_t len;
+    int jk;
+    CHECK_EQ_INT(relay_entry_next(&p, end, &id, &jk, &rec, &len), 0);
+    CHECK(id == 0xab && jk == 2 && len == 7 && memcmp(rec, "name=x\n", 7) == 0);
+    CHECK_EQ_INT(relay_entry_next(&p, end, &id, &jk, &rec, &len), 0);
+    CHECK(id == 0xcd && jk == 5 && len == 0 && p == end);
+    /* a length past the end, a bad id, no newline */
+    const char *bad[] = {"00000000000000ab 1 99\nx", "zz 1 0\n", "00000000000000ab 1 0",
+                         "0000000000000000 1 0\n", "00000000000000ab -1 0\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        p = bad[i];
+        CHECK_EQ_INT(relay_entry_next(&p, bad[i] + strlen(bad[i]), &id, &jk, &rec, &len), -EINVAL);
+    }
+
+    char go[RELAY_GO_MAX];
+    int inplace, count;
+    n = relay_go_encode(7, 2, 1, go, sizeof go);
+    CHECK_EQ_INT(relay_go_decode(go, (size_t)n, &round, &count, &inplace), 0);
+    CHECK(round == 7 && count == 2 && inplace == 1);
+    n = relay_go_encode(7, 2, 0, go, sizeof go);
+    CHECK_EQ_INT(relay_go_decode(go, (size_t)n, &round, &count, &inplace), 0);
+    CHECK_EQ_INT(inplace, 0);
+    CHECK_EQ_INT(relay_go_decode("round=1\nrestart_count=0\nmode=maybe\n", 35, &round, &count,
+                                 &inplace), -EINVAL);
+    CHECK_EQ_INT(relay_go_decode("mode=store\n", 11, &round, &count, &inplace), -EINVAL);
+}
+
+/* The fed members of a stopped round join through their root's gather; the round closes with
+ * everyone in place, so the coordinator writes one go, "inplace", and each fed member's last
+ * assignment moved to the new round is what the coordinator gave it. A repeated direct join of
+ * the same number (no go came in time) is the same join; a gather cannot join a stranger or a
+ * node twice. */
+static void test_restart_through_gather(void)
+{
+    coord_t *c = mk(N, N, 2, NULL);
+    char name[32], val[1024], key[128], entries[N * 1200];
+    join_relay = 1;
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "w%02d", i);
+        join(c, i, name, 1, -1, 0);
+    }
+    char *last[N];
+    for (int i = 0; i < N; i++) {
+        idkey(key, sizeof key, i, "assign", 0);
+        last[i] = strdup(w_get(key));
+        relay_links_take(last[i], strlen(last[i]), &links[i]);
+    }
+    fail(c, 0, 0, 0, now, "exit code 1");
+    run_timers(c);
+    CHECK_EQ_INT(end_of(0, NULL, NULL), 0);
+    /* every fed node's join in one gather, written by node 0; the roots join themselves */
+    size_t el = 0;
+    int fed = 0;
+    for (int i = 0; i < N; i++) {
+        if (!links[i].fed)
+            continue;
+        rdzv_desc_rec_t d = {0};
+        snprintf(d.name, sizeof d.name, "w%02d", i);
+        snprintf(d.addr, sizeof d.addr, "10.0.0.%d", i + 1);
+        snprintf(d.host, sizeof d.host, "w%02d", i);
+        d.nproc = 1, d.want_rank = -1, d.pid = 100 + i, d.relay_port = 7000 + i;
+        int vl = rdzv_desc_encode(&d, val, sizeof val);
+        char ids[17];
+        snprintf(ids, sizeof ids, "%016x", i + 1);
+        el += (size_t)relay_entry_put(entries + el, sizeof entries - el, ids, 1, val, (size_t)vl);
+        fed++;
+    }
+    CHECK_EQ_INT(fed, N - relay_fanout(N));
+    /* a stranger's entry and a malformed tail are dropped, the rest taken */
+    el += (size_t)relay_entry_put(entries + el, sizeof entries - el, "00000000000000ff", 1, "x", 1);
+    el += (size_t)snprintf(entries + el, sizeof entries - el, "garbage");
+    wr(c, 0, "gather", 0, entries);
+    for (int i = 0; i < N; i++)
+        if (!links[i].fed) {
+            snprintf(name, sizeof name, "w%02d", i);
+            join(c, i, name, 1, -1, 1);
+        }
+    join_relay = 0;
+    CHECK(logs_contain("joined through the relay tree, in place"));
+    const char *go = w_get("podrun/job1/r/1/go");
+    CHECK(go != NULL);
+    int round, count, inplace;
+    CHECK_EQ_INT(relay_go_decode(go, strlen(go), &round, &count, &inplace), 0);
+    CHECK(round == 1 && count == 1 && inplace == 1);
+    for (int i = 0; i < N; i++) {
+        char mine[512 + RELAY_LINKS_MAX];
+        int n = relay_assign_inplace(last[i], strlen(last[i]), round, count, mine, sizeof mine);
+        idkey(key, sizeof key, i, "assign", 1);
+        const char *theirs = w_get(key);
+        CHECK(n > 0 && theirs != NULL);
+        if (n > 0 && theirs)
+            CHECK_EQ_STR(mine, theirs);
+        free(last[i]);
+    }
+    /* a fed node that had no go in time joins the store with the same number: nothing changes */
+    int f = 0;
+    while (!links[f].fed)
+        f++;
+    W.nlogs = 0;
+    join(c, f, "again", 1, -1, 1);
+    CHECK(!logs_contain("joined again while its round is running"));
+    rdzv_assignment_t as;
+    CHECK_EQ_INT(assigned(f, 1, &as, NULL, 0, NULL, 0), 1);
+    /* a gather cannot join a member of a running round, nor send a join it already sent */
+    W.nlogs = 0;
+    wr(c, 0, "gather", 1, entries);
+    coord_info_t info;
+    coord_info(c, &info);
+    CHECK_EQ_INT(info.phase, COORD_RUNNING);
+    CHECK(!logs_contain("rejected"));
+    fail(c, 1, 1, 1, now, "exit code 1");
+    run_timers(c);
+    wr(c, 0, "gather", 2, entries);
+    coord_info(c, &info);
+    CHECK_EQ_INT(info.phase, COORD_OPEN);
+    CHECK_EQ_INT(info.joined, 0);
+    coord_free(c);
+}
+
+/* A round that does not keep every member in place (one is gone) gets a "store" go: the fed
+ * members read their assignments from the store as any other node. */
+static void test_restart_gather_not_in_place(void)
+{
+    coord_t *c = mk(4, 5, 2, NULL);
+    char name[32], val[1024], entries[5 * 1200];
+    join_relay = 1;
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "w%02d", i);
+        join(c, i, name, 1, -1, 0);
+    }
+    conn_close(c, 4);
+    run_timers(c);
+    size_t el = 0;
+    for (int i = 0; i < 4; i++) {
+        rdzv_desc_rec_t d = {0};
+        snprintf(d.name, sizeof d.name, "w%02d", i);
+        snprintf(d.addr, sizeof d.addr, "10.0.0.%d", i + 1);
+        snprintf(d.host, sizeof d.host, "w%02d", i);
+        d.nproc = 1, d.want_rank = -1, d.pid = 100 + i, d.relay_port = 7000 + i;
+        int vl = rdzv_desc_encode(&d, val, sizeof val);
+        char ids[17];
+        snprintf(ids, sizeof ids, "%016x", i + 1);
+        if (i > 0)
+            el += (size_t)relay_entry_put(entries + el, sizeof entries - el, ids, 1, val,
+                                          (size_t)vl);
+    }
+    entries[el] = '\0';
+    wr(c, 0, "gather", 0, entries);
+    join(c, 0, "w00", 1, -1, 1);
+    join_relay = 0;
+    const char *go = w_get("podrun/job1/r/1/go");
+    CHECK(go != NULL);
+    int round, count, inplace = 1;
+    if (go)
+        CHECK_EQ_INT(relay_go_decode(go, strlen(go), &round, &count, &inplace), 0);
+    CHECK_EQ_INT(inplace, 0);
+    for (int i = 0; i < 4; i++) {
+        rdzv_assignment_t as;
+        CHECK_EQ_INT(assigned(i, 1, &as, NULL, 0, NULL, 0), 1);
+    }
+    coord_free(c);
+}
+
 int main(void)
 {
     RUN(test_fanout);
@@ -266,5 +463,8 @@ int main(void)
     RUN(test_msg);
     RUN(test_push_through_coordinator_tree);
     RUN(test_mixed_members);
+    RUN(test_restart_records);
+    RUN(test_restart_through_gather);
+    RUN(test_restart_gather_not_in_place);
     return check_result();
 }

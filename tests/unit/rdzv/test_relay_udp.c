@@ -166,6 +166,85 @@ static void test_chain_token(void)
     close_all();
 }
 
+/* The restart (relay.h): joins go up the chain once each node has its children's, the root's
+ * to the store; a go comes down once; a node that gives up on its parent sends what it holds
+ * to the store itself. */
+static char gathered[N][1024];
+static size_t gathered_len[N];
+static int gather_calls[N], went[N];
+
+static void on_gather_cb(void *arg, const char *e, size_t len)
+{
+    int i = (int)(intptr_t)arg;
+    if (gathered_len[i] + len <= sizeof gathered[i]) {
+        memcpy(gathered[i] + gathered_len[i], e, len);
+        gathered_len[i] += len;
+    }
+    gather_calls[i]++;
+}
+
+static void on_go_cb(void *arg, const char *b, size_t len)
+{
+    (void)b, (void)len;
+    went[(int)(intptr_t)arg]++;
+}
+
+static void polls(int n)
+{
+    for (int i = 0; i < n; i++) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        uv_sleep(10); /* poll interval: the datagrams are already in the kernel's queues */
+    }
+}
+
+static void test_gather_and_go(void)
+{
+    open_all(NULL);
+    memset(gathered_len, 0, sizeof gathered_len);
+    memset(gather_calls, 0, sizeof gather_calls);
+    memset(went, 0, sizeof went);
+    for (int i = 0; i < N; i++)
+        relay_udp_on_restart(r[i], on_gather_cb, on_go_cb, (void *)(intptr_t)i);
+    link_chain(5);
+    char e1[128], e2[128];
+    int n1 = relay_entry_put(e1, sizeof e1, "0000000000000002", 1, "name=b\n", 7);
+    int n2 = relay_entry_put(e2, sizeof e2, "0000000000000003", 1, "name=c\n", 7);
+    relay_udp_rejoin(r[2], e2, (size_t)n2); /* a leaf: up at once */
+    relay_udp_rejoin(r[0], NULL, 0);        /* the root joins the store itself */
+    polls(20);
+    CHECK_EQ_INT(gather_calls[0], 0); /* node 1 holds its child's join until it rejoins */
+    relay_udp_rejoin(r[1], e1, (size_t)n1);
+    for (int i = 0; i < 100 && !gather_calls[0]; i++)
+        polls(1);
+    CHECK_EQ_INT(gather_calls[0], 1);
+    CHECK_EQ_INT((int)gathered_len[0], n1 + n2);
+    const char *p = gathered[0], *end = gathered[0] + gathered_len[0], *rec;
+    uint64_t id;
+    int k;
+    size_t len;
+    CHECK_EQ_INT(relay_entry_next(&p, end, &id, &k, &rec, &len), 0);
+    CHECK(id == 3);
+    CHECK_EQ_INT(relay_entry_next(&p, end, &id, &k, &rec, &len), 0);
+    CHECK(id == 2 && p == end);
+    CHECK(gather_calls[1] == 0 && gather_calls[2] == 0);
+    const char *go = "round=6\nrestart_count=1\nmode=inplace\n";
+    relay_udp_go(r[0], go, strlen(go));
+    relay_udp_go(r[0], go, strlen(go)); /* once per round */
+    for (int i = 0; i < 100 && !went[2]; i++)
+        polls(1);
+    polls(5);
+    CHECK(went[0] == 0 && went[1] == 1 && went[2] == 1);
+    /* the next round: node 1 gives up on its parent with its child's join in hand */
+    link_chain(6);
+    relay_udp_rejoin(r[2], e2, (size_t)n2);
+    polls(20);
+    relay_udp_direct(r[1]);
+    CHECK_EQ_INT(gather_calls[1], 1);
+    CHECK_EQ_INT((int)gathered_len[1], n2);
+    CHECK_EQ_INT(gather_calls[0], 1);
+    close_all();
+}
+
 static void test_open_needs_numeric_address(void)
 {
     relay_udp_t *s;
@@ -180,6 +259,7 @@ int main(void)
     loop = uv_default_loop();
     RUN(test_chain_no_token);
     RUN(test_chain_token);
+    RUN(test_gather_and_go);
     RUN(test_open_needs_numeric_address);
     uv_loop_close(loop);
     return check_result();
