@@ -512,9 +512,6 @@ static void on_health(cnode_t *n, const char *val, size_t vlen, double now)
     n->health_checked = h.checked;
 }
 
-/* Parses "<prefix><16 hex id>/<what>[/<num>]" and hands the record to its handler; any other key
- * under the prefix is ignored (noise, or an agent of another version). Every write proves its
- * node alive, including a node dropped as silent that turns out not to be. */
 /* The joins of a relay's subtree, written by the node that took them to the store (relay.h):
  * each one as that node's own join would be. Only a member of the stopped round, expected back,
  * with a join it has not sent yet: a gather cannot join a stranger or take a node out of a round
@@ -538,6 +535,9 @@ static void on_gather(coord_t *c, const char *val, size_t vlen, double now)
     }
 }
 
+/* Parses "<prefix><16 hex id>/<what>[/<num>]" and hands the record to its handler; any other key
+ * under the prefix is ignored (noise, or an agent of another version). Every write proves its
+ * node alive, including a node dropped as silent that turns out not to be. */
 void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, const char *val,
                     size_t vlen, double now)
 {

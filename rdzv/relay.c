@@ -153,7 +153,7 @@ int relay_kmsg_decode(const auth_key_t *key, const char *run_id, const char *msg
 {
     const char *nl = memchr(msg, '\n', len < 128 ? len : 128);
     if (!nl || len < sizeof MAGIC || memcmp(msg, MAGIC, MAGIC_AT) != 0 ||
-        memcmp(msg + MAGIC_AT + 1, MAGIC + MAGIC_AT + 1, sizeof MAGIC - MAGIC_AT - 2) != 0 ||
+        memcmp(msg + MAGIC_AT + 1, &MAGIC[MAGIC_AT + 1], sizeof MAGIC - MAGIC_AT - 2) != 0 ||
         !msg[MAGIC_AT] || !strchr("YJG", msg[MAGIC_AT]))
         return -EINVAL;
     char head[128];

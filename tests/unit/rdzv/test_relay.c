@@ -319,6 +319,20 @@ static void test_restart_records(void)
     CHECK_EQ_INT(relay_go_decode("mode=store\n", 11, &round, &count, &inplace), -EINVAL);
 }
 
+/* Node i's first join after the restart, as its relay puts it in a gather (relay.h). */
+static size_t gather_entry(char *entries, size_t size, int i)
+{
+    char val[1024], ids[17];
+    rdzv_desc_rec_t d = {0};
+    snprintf(d.name, sizeof d.name, "w%02d", i);
+    snprintf(d.addr, sizeof d.addr, "10.0.0.%d", i + 1);
+    snprintf(d.host, sizeof d.host, "w%02d", i);
+    d.nproc = 1, d.want_rank = -1, d.pid = 100 + i, d.relay_port = 7000 + i;
+    int vl = rdzv_desc_encode(&d, val, sizeof val);
+    snprintf(ids, sizeof ids, "%016x", i + 1);
+    return (size_t)relay_entry_put(entries, size, ids, 1, val, (size_t)vl);
+}
+
 /* The fed members of a stopped round join through their root's gather; the round closes with
  * everyone in place, so the coordinator writes one go, "inplace", and each fed member's last
  * assignment moved to the new round is what the coordinator gave it. A repeated direct join of
@@ -327,7 +341,7 @@ static void test_restart_records(void)
 static void test_restart_through_gather(void)
 {
     coord_t *c = mk(N, N, 2, NULL);
-    char name[32], val[1024], key[128], entries[N * 1200];
+    char name[32], key[128], entries[N * 1200];
     join_relay = 1;
     for (int i = 0; i < N; i++) {
         snprintf(name, sizeof name, "w%02d", i);
@@ -348,15 +362,7 @@ static void test_restart_through_gather(void)
     for (int i = 0; i < N; i++) {
         if (!links[i].fed)
             continue;
-        rdzv_desc_rec_t d = {0};
-        snprintf(d.name, sizeof d.name, "w%02d", i);
-        snprintf(d.addr, sizeof d.addr, "10.0.0.%d", i + 1);
-        snprintf(d.host, sizeof d.host, "w%02d", i);
-        d.nproc = 1, d.want_rank = -1, d.pid = 100 + i, d.relay_port = 7000 + i;
-        int vl = rdzv_desc_encode(&d, val, sizeof val);
-        char ids[17];
-        snprintf(ids, sizeof ids, "%016x", i + 1);
-        el += (size_t)relay_entry_put(entries + el, sizeof entries - el, ids, 1, val, (size_t)vl);
+        el += gather_entry(entries + el, sizeof entries - el, i);
         fed++;
     }
     CHECK_EQ_INT(fed, N - relay_fanout(N));
@@ -416,7 +422,7 @@ static void test_restart_through_gather(void)
 static void test_restart_gather_not_in_place(void)
 {
     coord_t *c = mk(4, 5, 2, NULL);
-    char name[32], val[1024], entries[5 * 1200];
+    char name[32], entries[5 * 1200];
     join_relay = 1;
     for (int i = 0; i < 5; i++) {
         snprintf(name, sizeof name, "w%02d", i);
@@ -425,19 +431,8 @@ static void test_restart_gather_not_in_place(void)
     conn_close(c, 4);
     run_timers(c);
     size_t el = 0;
-    for (int i = 0; i < 4; i++) {
-        rdzv_desc_rec_t d = {0};
-        snprintf(d.name, sizeof d.name, "w%02d", i);
-        snprintf(d.addr, sizeof d.addr, "10.0.0.%d", i + 1);
-        snprintf(d.host, sizeof d.host, "w%02d", i);
-        d.nproc = 1, d.want_rank = -1, d.pid = 100 + i, d.relay_port = 7000 + i;
-        int vl = rdzv_desc_encode(&d, val, sizeof val);
-        char ids[17];
-        snprintf(ids, sizeof ids, "%016x", i + 1);
-        if (i > 0)
-            el += (size_t)relay_entry_put(entries + el, sizeof entries - el, ids, 1, val,
-                                          (size_t)vl);
-    }
+    for (int i = 1; i < 4; i++)
+        el += gather_entry(entries + el, sizeof entries - el, i);
     entries[el] = '\0';
     wr(c, 0, "gather", 0, entries);
     join(c, 0, "w00", 1, -1, 1);
