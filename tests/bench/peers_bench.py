@@ -297,7 +297,23 @@ class Run:
             except ProcessLookupError:
                 pass
             self.side.wait()
+        self.kill_workers()
         shutil.rmtree(self.d, ignore_errors=True)
+
+    def kill_workers(self):
+        """The workers of this run still alive: a launcher SIGKILLed with its process group
+        leaves the workers that it started in sessions of their own (torch's elastic agent
+        does, under torchrun, ft_launcher and dlrover-run); each is known by its start file and, against a reused pid, by its
+        BENCH_DIR."""
+        mine = f"\0BENCH_DIR={self.d}\0".encode()
+        for path in glob.glob(f"{self.d}/start.*"):
+            pid = int(path.rsplit(".", 1)[1])
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if mine in b"\0" + f.read():
+                        os.kill(pid, signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
 
 
 def case_rdzv(peer, n, worker, a):
