@@ -552,11 +552,17 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, *a, **kw):
         self.conns = set()
         self.conns_lock = threading.Lock()
+        self.closed = False
         super().__init__(*a, **kw)
 
     def finish_request(self, request, client_address):
         raw = request
         with self.conns_lock:
+            # a connection accepted before the stop whose thread runs only after close_all:
+            # dropped too, or it would serve (a watch, say) across a restart
+            if self.closed:
+                raw.close()
+                return
             self.conns.add(raw)
         try:
             if self.ssl_ctx:
@@ -572,6 +578,7 @@ class _Server(ThreadingHTTPServer):
 
     def close_all(self):
         with self.conns_lock:
+            self.closed = True
             for c in list(self.conns):
                 try:
                     c.shutdown(socket.SHUT_RDWR)

@@ -250,4 +250,5 @@ def test_the_barrier_outlives_an_api_server_restart(api, tmp_path):
     # each agent read its JobSet again after the restart, rather than only resuming its watch
     reads = [r for r in api.request_log() if r["method"] == "GET" and
              r["path"] == "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/js"]
-    assert len(reads) >= 4, reads
+    assert len(reads) >= 4, ([(r["method"], r["path"], r.get("query")) for r in api.request_log()],
+                             [a.err for a in agents])
