@@ -373,9 +373,13 @@ void coord_on_join(coord_t *c, cnode_t *n, int idx, int k, const char *val, size
     }
     if (n->state == NS_JOINED || n->state == NS_WAITING)
         return; /* a repeated join changes nothing but the key it is answered on */
-    if (n->state == NS_MEMBER && c->phase == COORD_RUNNING && k == n->assign_k)
-        return; /* the same join again, from a node whose join also came up the relay tree:
-                   its answer stands */
+    if (n->state == NS_MEMBER && c->phase == COORD_RUNNING && k == n->assign_k) {
+        /* the same join again, from a node whose join also came up the relay tree: its answer
+         * stands, written now if the round closed in place without it */
+        if (n->assign_pending)
+            coord_round_write_assignments(c, 1, now);
+        return;
+    }
     if (n->state == NS_MEMBER && c->phase == COORD_RUNNING) {
         coord_answer_error(c, n, "rejected", "joined again while its round is running");
         return;
@@ -531,6 +535,7 @@ static void on_gather(coord_t *c, const char *val, size_t vlen, double now)
             continue;
         n->last_seen = now;
         c->tree_joins++; /* before the join: it may be the one that closes the round */
+        n->via_tree = 1;
         coord_on_join(c, n, idx, k, rec, len, now);
     }
 }
@@ -584,8 +589,10 @@ void coord_on_write(coord_t *c, uint64_t conn, const char *key, size_t klen, con
     }
     switch (op) {
     case OP_JOIN:
-        if (num >= 0)
+        if (num >= 0) {
+            n->via_tree = 0; /* it waits on its assign key: no later than the go */
             coord_on_join(c, n, idx, (int)num, val, vlen, now);
+        }
         break;
     case OP_DONE:
         if (num >= 0)
@@ -777,6 +784,10 @@ void coord_on_timer(coord_t *c, int timer, double now)
         break;
     case COORD_T_DECIDE:
         coord_round_decide(c, now);
+        break;
+    case COORD_T_ASSIGN:
+        if (c->phase == COORD_RUNNING)
+            coord_round_write_assignments(c, 1, now);
         break;
     case COORD_T_FENCE:
         if (c->phase == COORD_OPEN && c->close_deferred &&

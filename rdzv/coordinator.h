@@ -55,6 +55,8 @@ enum coord_timer {
     COORD_T_DECIDE,    /* armed at `now` by the first failure of a round: reports that arrive
                           in the same pass of the loop are sorted in before the decision */
     COORD_T_FENCE,     /* the end of the fence of a lost member: a deferred close goes on */
+    COORD_T_ASSIGN,    /* the running round's assignments, again after they could not be
+                          written for lack of memory */
     COORD_T_COUNT
 };
 

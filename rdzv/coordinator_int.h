@@ -43,6 +43,8 @@ typedef struct cnode {
     char *strs;
     int state, connected, join_k, node_rank, done, exp_idx;
     int was_member; /* a member of the last round (whole segments keep it before a spare) */
+    int via_tree;   /* its latest join came up the relay tree (a gather), not from the node */
+    int assign_pending; /* its assignment is not in the store (yet): see coord_round_close */
     int assign_k; /* the join whose assign key holds an answer, -1: none */
     int rank_base; /* its first global rank in the running (or last) round */
     double last_seen;
@@ -142,6 +144,9 @@ void coord_round_open(coord_t *c, int round, double now);
 int coord_round_seg_pick(coord_t *c, int s1, int s2, int apply);
 int coord_round_ready_nodes(coord_t *c);
 void coord_round_close(coord_t *c, double now);
+/* The running round's assignments on their members' join keys: of the members whose
+ * assign_pending is `pending` (which it clears); without memory, all of them a second on. */
+void coord_round_write_assignments(coord_t *c, int pending, double now);
 void coord_round_check_close(coord_t *c, double now);
 void coord_round_record_failure(coord_t *c, const rdzv_failure_t *f);
 void coord_round_fail_summary(const rdzv_failure_t *f, char *out, size_t cap);

@@ -241,7 +241,7 @@ static int *relay_tree(cnode_t **v, const int *order, int n)
         return NULL;
     int j = 0;
     for (int i = 0; i < n; i++) {
-        tree[i] = v[order[i]]->d.relay_port > 0 ? j : -1;
+        tree[i] = v[order[i]] && v[order[i]]->d.relay_port > 0 ? j : -1;
         if (tree[i] >= 0)
             tree[n + 1 + j++] = i;
     }
@@ -280,9 +280,61 @@ static int relay_assign_links(cnode_t **v, const int *order, int n, const int *t
     return b.overflow ? (int)len : (int)b.len;
 }
 
+void coord_round_write_assignments(coord_t *c, int pending, double now)
+{
+    int n = c->members;
+    cnode_t **v = calloc((size_t)n + 1, sizeof *v);
+    int *order = malloc(((size_t)n + 1) * sizeof *order);
+    if (!v || !order) {
+        free(v);
+        free(order);
+        coord_act_log(c, "rendezvous '%s' round %d: out of memory for the assignments; trying "
+                      "again in 1 s", c->run_id, c->round);
+        for (size_t j = 0; j < c->n_nodes; j++)
+            c->nodes[j]->assign_pending |= c->nodes[j]->state == NS_MEMBER;
+        coord_act_timer(c, COORD_T_ASSIGN, now + 1);
+        return;
+    }
+    for (size_t j = 0; j < c->n_nodes; j++) {
+        cnode_t *m = c->nodes[j];
+        if (m->state == NS_MEMBER && m->node_rank >= 0 && m->node_rank < n)
+            v[m->node_rank] = m;
+    }
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    int *tree = relay_tree(v, order, n);
+    for (int i = 0; i < n; i++) {
+        cnode_t *m = v[i];
+        if (!m || m->assign_pending != pending)
+            continue;
+        m->assign_pending = 0;
+        rdzv_assignment_t a = {
+            .round = c->round,
+            .node_rank = i,
+            .nnodes = n,
+            .rank_base = m->rank_base,
+            .world_size = (int)c->world,
+            .restart_count = c->restarts_used,
+            .store_host = c->store_host,
+            .store_port = c->p.store_port,
+        };
+        char key[256], val[512 + RELAY_LINKS_MAX];
+        coord_node_key(c, key, sizeof key, m, "assign", m->assign_k);
+        int len = rdzv_assign_encode(&a, val, sizeof val);
+        if (len >= 0 && tree)
+            len = relay_assign_links(v, order, n, tree, i, val, sizeof val, (size_t)len);
+        if (len >= 0)
+            coord_act_set(c, key, val, (size_t)len);
+    }
+    free(tree);
+    free(v);
+    free(order);
+}
+
 /* Closes the open round: ranks for every joined node (rdzv_assign_ranks), a fresh namespace for
  * the workers (queued before any assignment, so no worker of this attempt can read a key of the
- * last one), then each node's assignment on its join's key. Without memory nothing changes and
+ * last one), the go for joins that came up the relay tree, then each node's assignment on its
+ * join's key (in place, none for those joins: see assign_pending below). Without memory nothing changes and
  * the join timer closes the round later. */
 void coord_round_close(coord_t *c, double now)
 {
@@ -371,26 +423,8 @@ void coord_round_close(coord_t *c, double now)
         coord_act_delete(c, key);
     }
     c->tree_joins = 0;
-    int *tree = relay_tree(v, order, n);
     for (int i = 0; i < n; i++) {
         cnode_t *m = v[order[i]];
-        rdzv_assignment_t a = {
-            .round = c->round,
-            .node_rank = i,
-            .nnodes = n,
-            .rank_base = rn[order[i]].rank_base,
-            .world_size = (int)world,
-            .restart_count = c->restarts_used,
-            .store_host = c->store_host,
-            .store_port = c->p.store_port,
-        };
-        char key[256], val[512 + RELAY_LINKS_MAX];
-        coord_node_key(c, key, sizeof key, m, "assign", m->join_k);
-        int len = rdzv_assign_encode(&a, val, sizeof val);
-        if (len >= 0 && tree)
-            len = relay_assign_links(v, order, n, tree, i, val, sizeof val, (size_t)len);
-        if (len >= 0)
-            coord_act_set(c, key, val, (size_t)len);
         m->assign_k = m->join_k;
         m->state = NS_MEMBER;
         m->node_rank = i;
@@ -398,8 +432,12 @@ void coord_round_close(coord_t *c, double now)
         m->done = 0;
         services += m->d.service != 0;
         m->exp_idx = -1;
+        /* in place, a member whose join came up the tree takes its go from its relay and
+         * moves its last assignment to this round: it reads none from the store. Its
+         * assignment is written only if it sends the same join to the store itself, having
+         * given up on its relay (coord_on_join): then every such one at once */
+        m->assign_pending = in_place && m->via_tree;
     }
-    free(tree);
     free(v);
     free(rn);
     free(order);
@@ -411,6 +449,7 @@ void coord_round_close(coord_t *c, double now)
     c->world = world;
     c->round_since = now;
     coord_round_stop_open_timers(c);
+    coord_round_write_assignments(c, 0, now);
     char line[256];
     sfmt(line, sizeof line,
              "rendezvous '%s' round %d complete: %d node%s, world size %lld, restart count %d "
