@@ -1,5 +1,5 @@
 /* tests/bench/loadgen.h — the simulated agents of tests/bench/rdzv_loadgen.c, shared by its
- * two files: rdzv_loadgen.c (the agents' protocol on one epoll loop) and loadgen_phases.c (what
+ * two files: rdzv_loadgen.c (the agents' protocol on an epoll loop per thread) and loadgen_phases.c (what
  * a run measures, the report, main). */
 #ifndef PODRUN_TESTS_BENCH_LOADGEN_H
 #define PODRUN_TESTS_BENCH_LOADGEN_H
@@ -19,7 +19,7 @@ struct loadgen_opts {
     int port;
     int host_pid;
     char run_id[64], done_file[512];
-    int burst, hold, no_relay;
+    int burst, hold, no_relay, threads;
 };
 extern struct loadgen_opts O;
 
@@ -77,32 +77,42 @@ typedef struct agent {
 } agent_t;
 
 extern agent_t *agents;
+/* the latest round's restart through the tree: the last gather written, the first go read */
+extern _Atomic uint64_t t_last_gather, t_first_go;
 extern int n_members;       /* agents [0, n_members) are round 0's members; the rest spares */
 extern int n_agents;        /* simulated: K-1 members + spares */
-extern int epfd;
+/* --threads T: thread t plays the agents of the relay sockets (addresses) i with i % T == t,
+ * on an epoll loop and a timer heap of its own; thread 0 also runs the phases */
+extern _Thread_local int epfd, my_thread;
 extern char prefix[128];
-extern int connecting;      /* connects in flight */
-extern int next_connect;    /* next agent to connect */
-extern int connect_limit;   /* agents [0, connect_limit) may connect */
-extern conn_t probe;        /* GETNUMKEYS for the soak */
+extern _Atomic int connected;   /* agents whose connection said hello */
+extern _Atomic int connect_limit; /* agents [0, connect_limit) may connect */
+extern conn_t probe;        /* GETNUMKEYS for the soak (thread 0) */
 extern int64_t probe_keys;
-extern long errors;
+extern _Atomic long errors;
 extern int *by_rank;        /* node rank -> agent, as the latest assignments say */
-extern int holding;         /* --hold rounds: a decision read holds the rejoin (rejoin_held) */
-extern long relayed, polled, relay_sent, relay_lost, relay_bad; /* ends taken and sent on */
+extern _Atomic int holding; /* --hold rounds: a decision read holds the rejoin (rejoin_held) */
+/* what thread 0 asks of every thread: held rejoins out, then every running agent done */
+extern _Atomic int release_gen, done_gen;
+extern _Atomic long relayed, polled, relay_sent, relay_lost, relay_bad; /* ends taken and sent on */
 /* the restart through the tree: joins sent up, gathers written, gos taken from the parent and
  * from the store, and joins sent to the store after no go came for a heartbeat period */
-extern long tree_joined, gathers, go_relayed, go_read, tree_fallbacks;
+extern _Atomic long tree_joined, gathers, go_relayed, go_read, tree_fallbacks;
 extern char first_error[256];
 
 
 /* per round below rounds_cap: assignments read and ends taken, counted as they happen, so that
  * waiting for "every agent has it" costs nothing per loop iteration (a scan of 16k agents after
  * every epoll_wait was most of the loop's time during a push) */
-extern int *assigned_in, *woken_in, rounds_cap;
+extern _Atomic int *assigned_in, *woken_in;
+extern int rounds_cap;
 extern uint64_t hb_ns; /* the heartbeat period of a job of K agents, as the real agent's */
 
 void error_once(const agent_t *a, const char *what);
+/* Whether agent a is played by the calling thread. */
+int mine(const agent_t *a);
+/* Starts threads 1..T-1, each pinned to CPU t % 2 where allowed; thread 0 pins to CPU 0. */
+void threads_start(void);
 void poll_once(int timeout_ms);
 /* Runs the loop until pred() holds or `secs` pass; 0 when it held. */
 int run_until(int (*pred)(void), double secs);

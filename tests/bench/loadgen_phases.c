@@ -20,7 +20,7 @@
 
 static int all_joined_sent(void)
 {
-    return next_connect >= connect_limit && connecting == 0;
+    return connected >= connect_limit;
 }
 
 static int want_round;
@@ -146,11 +146,7 @@ static int woken_count(int round)
 static void release_rejoins(void)
 {
     holding = 0;
-    for (int i = 0; i < n_agents; i++)
-        if (agents[i].rejoin_held) {
-            agents[i].rejoin_held = 0;
-            rejoin(&agents[i]);
-        }
+    release_gen++; /* each thread, this one in its next poll_once, sends its agents' */
 }
 
 /* One failure in the running round and the restart after it; 0, or -1 if it did not restart.
@@ -165,7 +161,7 @@ static int one_failure(int r, uint64_t *lat, uint64_t *lat2, int held)
             round = agents[i].round;
     for (int j = 0; j < n_agents && f < 0; j++) {
         int i = (int)((r * 7919L + j) % n_agents);
-        if (agents[i].state == A_RUNNING && agents[i].round == round)
+        if (agents[i].state == A_RUNNING && agents[i].round == round && mine(&agents[i]))
             f = i;
     }
     if (f < 0) {
@@ -179,6 +175,7 @@ static int one_failure(int r, uint64_t *lat, uint64_t *lat2, int held)
     uint64_t tf = now_ns(), end = tf + ns(60);
     int64_t h0 = proc_run_ns(O.host_pid);
     holding = held;
+    t_first_go = 0;
     send_fail(&agents[f]);
     if (held) {
         while (woken_count(round) < members && !errors && now_ns() < end)
@@ -224,11 +221,15 @@ static int one_failure(int r, uint64_t *lat, uint64_t *lat2, int held)
     res.dec99[r] = pct_ms(lat2, n, 0.99);
     res.restart[r] = (double)(tmax - tf) / 1e6;
     res.msgs[r] = (double)(m1 - m0) / members;
+    char tree[160] = ""; /* where the restart's time went, when it came through the tree */
+    if (t_first_go > tf && t_last_gather > tf)
+        sfmt(tree, sizeof tree, "; the last gather written at %.1f ms, the first go read at %.1f",
+             (double)(t_last_gather - tf) / 1e6, (double)(t_first_go - tf) / 1e6);
     if (O.rounds <= 20 || r % 100 == 0)
         fprintf(stderr, "k=%d round %d: push p50 %.1f p99 %.1f max %.1f ms, decision p99 %.1f "
-                        "ms, restart %.1f ms, %.1f messages per agent\n",
+                        "ms, restart %.1f ms, %.1f messages per agent%s\n",
                 O.k, round, res.push50[r], res.push99[r], res.pushmax[r], res.dec99[r],
-                res.restart[r], res.msgs[r]);
+                res.restart[r], res.msgs[r], tree);
     return 0;
 }
 
@@ -276,9 +277,8 @@ static void phase_failures(void)
 /* 5. every member reports done and the host's worker exits 0: the job finishes. */
 static void phase_done(void)
 {
-    for (int i = 0; i < n_agents; i++)
-        if (agents[i].state == A_RUNNING)
-            send_done(&agents[i]);
+    done_gen++; /* each thread, this one in its next poll_once, sends its agents' */
+    poll_once(0);
     if (O.done_file[0]) {
         FILE *df = fopen(O.done_file, "w");
         if (df)
@@ -290,7 +290,7 @@ static void phase_done(void)
 static void report(void)
 {
     int n = res.rounds, h = res.held;
-    printf("\"relay\": %d, \"k\": %d, \"heartbeat_s\": %.3f, \"spares\": %d, \"join_s\": %.4f, \"round_s\": %.4f, "
+    printf("\"relay\": %d, \"threads\": %d, \"k\": %d, \"heartbeat_s\": %.3f, \"spares\": %d, \"join_s\": %.4f, \"round_s\": %.4f, "
            "\"round0_msgs_per_agent\": %.2f, \"steady_s\": %.1f, \"host_cpu\": %.4f, "
            "\"host_rss_kib\": %ld, \"host_hwm_kib\": %ld, \"spare_cpu\": %.4f, "
            "\"spare_rss_kib\": %ld, \"disturbed\": %d, \"rounds\": %d, \"push_p50_ms\": %.2f, "
@@ -302,7 +302,7 @@ static void report(void)
            "\"relay_lost\": %ld, \"relay_bad\": %ld, \"tree_joined\": %ld, \"gathers\": %ld, "
            "\"go_relayed\": %ld, \"go_read\": %ld, \"tree_fallbacks\": %ld, "
            "\"errors\": %ld, \"first_error\": \"%s\"}\n",
-           !O.no_relay, O.k, (double)hb_ns / 1e9, O.spares, res.join_s, res.round_s, res.round0_msgs, O.steady, res.cpu, res.rss,
+           !O.no_relay, O.threads, O.k, (double)hb_ns / 1e9, O.spares, res.join_s, res.round_s, res.round0_msgs, O.steady, res.cpu, res.rss,
            res.hwm, res.spare_cpu, res.spare_rss, res.disturbed, n,
            n ? median_of(res.push50, n) : -1, n ? median_of(res.push99, n) : -1,
            n ? median_of(res.pushmax, n) : -1, n ? median_of(res.dec99, n) : -1,
@@ -318,7 +318,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: rdzv_loadgen --port P --run-id ID --host-pid PID --k K [--spares M] "
             "[--rounds R] [--steady S] [--interval S] [--sample N] [--done-file FILE] [--hold H]\n"
-            "       [--no-relay]\n"
+            "       [--no-relay] [--threads T]\n"
             "       rdzv_loadgen --worker FILE\n");
     exit(2);
 }
@@ -345,7 +345,7 @@ int main(int argc, char **argv)
         {"steady", 1, 0, 'S'},   {"interval", 1, 0, 'i'}, {"sample", 1, 0, 'N'},
         {"done-file", 1, 0, 'd'}, {"worker", 1, 0, 'w'},  {"host", 1, 0, 'h'},
         {"burst", 1, 0, 'b'},    {"hold", 1, 0, 'o'},
-        {"no-relay", 0, 0, 'n'}, {0, 0, 0, 0}};
+        {"no-relay", 0, 0, 'n'}, {"threads", 1, 0, 't'}, {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
@@ -364,10 +364,12 @@ int main(int argc, char **argv)
         case 'b': O.burst = atoi(optarg); break;
         case 'o': O.hold = atoi(optarg); break;
         case 'n': O.no_relay = 1; break;
+        case 't': O.threads = atoi(optarg); break;
         default: usage();
         }
     }
-    if (!O.port || !O.run_id[0] || !O.host_pid || O.k < 2 || O.spares < 0 || O.rounds < 0)
+    if (!O.port || !O.run_id[0] || !O.host_pid || O.k < 2 || O.spares < 0 || O.rounds < 0 ||
+        O.threads < 1 || O.threads > RELAY_ADDRS)
         usage();
     rdzv_params_t hp;
     rdzv_params_default(&hp);
@@ -377,21 +379,20 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     srand48((long)now_ns());
     snprintf(prefix, sizeof prefix, "podrun/%s/", O.run_id);
-    epfd = epoll_create1(EPOLL_CLOEXEC);
     by_rank = malloc((size_t)(O.k + O.spares) * sizeof *by_rank);
     rounds_cap = O.rounds + O.hold + 64;
     assigned_in = calloc((size_t)rounds_cap, sizeof *assigned_in);
     woken_in = calloc((size_t)rounds_cap, sizeof *woken_in);
     if (!assigned_in || !woken_in)
         die("setup");
-    if (epfd < 0 || !by_rank)
+    if (!by_rank)
         die("setup");
     memset(by_rank, 0xff, (size_t)(O.k + O.spares) * sizeof *by_rank);
-    relay_socks_open(epfd);
+    relay_socks_open();
     n_members = O.k - 1;
     n_agents = n_members + O.spares;
     agents = calloc((size_t)n_agents, sizeof *agents);
-    if (epfd < 0 || !agents)
+    if (!agents)
         die("setup");
     for (int i = 0; i < n_agents; i++) {
         agent_t *a = &agents[i];
@@ -404,6 +405,7 @@ int main(int argc, char **argv)
         a->c.fd = -1;
         a->relay_round = a->go_round = -1;
     }
+    threads_start();
     printf("{");
     if (phase_join() == 0) {
         phase_steady();

@@ -37,9 +37,9 @@ uint64_t ns(double s)
 
 /* ---- timers: heartbeats and progress lines, in a binary heap ---- */
 
-tmr_t *heap;
-size_t heap_n;
-static size_t heap_cap;
+_Thread_local tmr_t *heap;
+_Thread_local size_t heap_n;
+static _Thread_local size_t heap_cap;
 
 void heap_push(uint64_t at, int agent, int kind, int gen)
 {
@@ -189,7 +189,7 @@ double median_of(double *v, int n)
 static int rfd[RELAY_ADDRS];
 static uint16_t rport[RELAY_ADDRS];
 
-void relay_socks_open(int ep)
+void relay_socks_open(void)
 {
     for (int i = 0; i < RELAY_ADDRS; i++) {
         int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -203,11 +203,17 @@ void relay_socks_open(int ep)
         /* as much as the kernel gives (net.core.rmem_max): a burst of a push is ~66 datagrams
          * per address at 16k agents */
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
-        struct epoll_event e = {.events = EPOLLIN, .data.u64 = RELAY_TAG | (uint64_t)i};
-        if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e) < 0)
-            die("epoll_ctl");
         rfd[i] = fd;
         rport[i] = ntohs(sa.sin_port);
+    }
+}
+
+void relay_socks_watch(int ep, int t, int nt)
+{
+    for (int i = t; i < RELAY_ADDRS; i += nt) {
+        struct epoll_event e = {.events = EPOLLIN, .data.u64 = RELAY_TAG | (uint64_t)i};
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, rfd[i], &e) < 0)
+            die("epoll_ctl");
     }
 }
 

@@ -18,8 +18,9 @@ typedef struct tmr {
     uint64_t at;
     int agent, kind, gen;
 } tmr_t;
-extern tmr_t *heap;
-extern size_t heap_n;
+/* one heap per thread of the load generator: each holds its own agents' timers */
+extern _Thread_local tmr_t *heap;
+extern _Thread_local size_t heap_n;
 void heap_push(uint64_t at, int agent, int kind, int gen);
 tmr_t heap_pop(void);
 
@@ -42,9 +43,11 @@ double median_of(double *v, int n);
 /* ---- relay sockets: one UDP socket per source address 127.0.0.2-251, shared by the simulated
  * agents of that address (a datagram names its receiver's node rank, rdzv/relay.h) ---- */
 #define RELAY_ADDRS 250
-/* Opens and binds them, each added to epoll `ep` with data.u64 = RELAY_TAG | index. */
+/* Opens and binds them; relay_socks_watch adds those of thread t of nt (index % nt == t) to
+ * epoll `ep` with data.u64 = RELAY_TAG | index. */
 #define RELAY_TAG (1ull << 63)
-void relay_socks_open(int ep);
+void relay_socks_open(void);
+void relay_socks_watch(int ep, int t, int nt);
 uint16_t relay_sock_port(int addr_index);
 int relay_sock_fd(int addr_index);
 /* Sends `len` bytes from address index `from` to addr:port; 0 or -1 (dropped). */

@@ -1,7 +1,8 @@
 /* tests/bench/rdzv_loadgen.c — K simulated rendezvous agents against one real hosting podrun.
  *
  * Plays K-1 agents (the hosting podrun agent is the K-th) over real TCP connections from one
- * epoll loop, each from a source address of its own among 127.0.0.2-251, speaking exactly what
+ * epoll loop per thread (--threads T: thread t plays the agents of the source addresses
+ * i % T == t), each from a source address of its own among 127.0.0.2-251, speaking exactly what
  * rdzv/backend_store.c sends: one connection per agent, the same requests in the same writes and
  * the same keys, with the records encoded by rdzv/records.c and the requests by rdzv/store/wire.c.
  * Each agent joins, heartbeats every heartbeat period (rdzv_heartbeat_ms: keep_alive_interval,
@@ -45,6 +46,8 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -67,22 +70,26 @@
 /* ---- options and the agents (loadgen.h) ---- */
 
 struct loadgen_opts O = {.k = 1024, .interval = 1, .progress = 5, .steady = 5, .host = "127.0.0.1",
-                         .sample = 0, .burst = 512};
+                         .sample = 0, .burst = 512, .threads = 1};
 agent_t *agents;
 int n_members;       /* agents [0, n_members) are round 0's members; the rest spares */
 int n_agents;        /* simulated: K-1 members + spares */
-int epfd;
+_Thread_local int epfd, my_thread;
+static _Thread_local int connecting;   /* this thread's connects in flight */
+static _Thread_local int next_connect; /* the next agent this thread looks at to connect */
+static _Thread_local unsigned short rnd[3]; /* this thread's nrand48 state */
 char prefix[128];
-int connecting;      /* connects in flight */
-int next_connect;    /* next agent to connect */
-int connect_limit;   /* agents [0, connect_limit) may connect */
-conn_t probe;        /* GETNUMKEYS for the soak */
+_Atomic int connected;
+_Atomic int connect_limit;
+conn_t probe;
 int64_t probe_keys = -1;
-long errors;
-int *by_rank;        /* node rank -> agent, as the latest assignments say */
-int holding;         /* --hold rounds: a decision read holds the rejoin (rejoin_held) */
-long relayed, polled, relay_sent, relay_lost, relay_bad; /* ends taken and sent on */
-long tree_joined, gathers, go_relayed, go_read, tree_fallbacks;
+_Atomic long errors;
+int *by_rank;
+_Atomic int holding;
+_Atomic int release_gen, done_gen;
+_Atomic long relayed, polled, relay_sent, relay_lost, relay_bad;
+_Atomic long tree_joined, gathers, go_relayed, go_read, tree_fallbacks;
+_Atomic uint64_t t_last_gather, t_first_go;
 char first_error[256];
 
 void error_once(const agent_t *a, const char *what)
@@ -160,7 +167,7 @@ static void send_req(conn_t *c, wire_buf_t *b, int reply)
     b->len = 0;
 }
 
-static wire_buf_t wb;
+static _Thread_local wire_buf_t wb;
 
 static void req_key(wire_op_t op, const char *key)
 {
@@ -263,7 +270,7 @@ static void send_hb(agent_t *a)
 /* A PING whose echo cannot be taken for a WAIT's answer (its first byte is >= 2). */
 static void send_ping(agent_t *a)
 {
-    uint32_t nonce = (uint32_t)lrand48();
+    uint32_t nonce = (uint32_t)nrand48(rnd);
     a->ping_nonce = (nonce & ~0xFFu) | (2 + nonce % 254);
     wb.len = 0;
     if (wire_put_op(&wb, WIRE_V2, WIRE_PING) || wire_put_u32(&wb, a->ping_nonce))
@@ -354,7 +361,8 @@ static void tree_fallback(agent_t *a);
 
 /* the heartbeat period of a job of K agents, as the real agent computes it (main) */
 uint64_t hb_ns;
-int *assigned_in, *woken_in, rounds_cap;
+_Atomic int *assigned_in, *woken_in;
+int rounds_cap;
 
 /* The real agent's progress timer: 1 s after it starts joining, then every progress interval,
  * a GET of the coordinator's status line while it waits. `gen` is the join it belongs to. */
@@ -400,7 +408,7 @@ static void on_tick(const tmr_t *t)
 /* The relay links of an assignment (rdzv/relay.h), as the real agent takes them. */
 static void take_links(agent_t *a, const char *val, size_t len)
 {
-    static relay_links_t l;
+    static _Thread_local relay_links_t l;
     relay_links_take(val, len, &l);
     a->fed = l.fed;
     a->parent_rank = l.parent.node_rank;
@@ -478,11 +486,11 @@ static void on_assign(agent_t *a, const char *val, size_t len)
  * push. */
 static int end_decode(const char *val, size_t len, rdzv_decision_t *d)
 {
-    static rdzv_failure_t failures[RDZV_MAX_FAILURES];
-    static char *last;
-    static size_t last_len;
-    static rdzv_decision_t last_d;
-    static int last_r;
+    static _Thread_local rdzv_failure_t failures[RDZV_MAX_FAILURES];
+    static _Thread_local char *last;
+    static _Thread_local size_t last_len;
+    static _Thread_local rdzv_decision_t last_d;
+    static _Thread_local int last_r;
     if (last && len == last_len && memcmp(val, last, len) == 0) {
         *d = last_d;
         return last_r;
@@ -523,7 +531,7 @@ static void on_woken(agent_t *a);
  * parent's datagram: the children first, as the real agent does, then the agent itself. */
 static void take_end(agent_t *a, const char *val, size_t len)
 {
-    static char msg[RELAY_DGRAM_MAX];
+    static _Thread_local char msg[RELAY_DGRAM_MAX];
     if (a->relay_round != a->round) {
         a->relay_round = a->round;
         for (int i = 0; i < a->nch; i++) {
@@ -558,7 +566,7 @@ static void hold(agent_t *a, const char *p, size_t len)
 /* The held joins go up to the parent in one datagram, or to the store in one gather record. */
 static void flush_held(agent_t *a)
 {
-    static char msg[RELAY_DGRAM_MAX];
+    static _Thread_local char msg[RELAY_DGRAM_MAX];
     a->gather_armed = 0;
     if (a->held_len == 0)
         return;
@@ -576,6 +584,7 @@ static void flush_held(agent_t *a)
         node_key(a, key, sizeof key, "gather", a->gather_seq++);
         send_set(a, key, a->held, a->held_len);
         gathers++;
+        t_last_gather = now_ns();
     }
     a->held_len = 0;
 }
@@ -639,7 +648,7 @@ static void tree_fallback(agent_t *a)
  * (in place: the last one moved to the new round; else read from the store). */
 static void take_go(agent_t *a, const char *body, size_t blen)
 {
-    static char msg[RELAY_DGRAM_MAX];
+    static _Thread_local char msg[RELAY_DGRAM_MAX];
     int round, count, inplace;
     if (a->state != A_JOINING || a->go_round == a->round ||
         relay_go_decode(body, blen, &round, &count, &inplace) < 0 || round != a->round + 1)
@@ -667,7 +676,7 @@ static void take_go(agent_t *a, const char *body, size_t blen)
 /* The datagrams waiting on relay socket idx: each for the agent of the node rank it names. */
 static void on_relay_readable(int idx)
 {
-    static char buf[RELAY_DGRAM_MAX + 1];
+    static _Thread_local char buf[RELAY_DGRAM_MAX + 1];
     long n;
     while ((n = relay_sock_recv(idx, buf, sizeof buf)) >= 0) {
         int kind, round, to;
@@ -719,11 +728,12 @@ static void on_hello(conn_t *c)
         return;
     connecting--;
     send_join(a);
+    connected++;
     start_progress(a);
     /* heartbeats from now on, at a random phase as agents started at different times */
     a->ping_sent = now_ns();
     send_hb(a);
-    heap_push(now_ns() + (uint64_t)(drand48() * hb_ns), a->idx, T_HB, 0);
+    heap_push(now_ns() + (uint64_t)(erand48(rnd) * hb_ns), a->idx, T_HB, 0);
 }
 
 static wire_reply_shape_t shape_of(int kind)
@@ -765,8 +775,11 @@ static void on_reply(conn_t *c, int kind, const wire_reply_t *r)
         on_assign(a, r->val.p, r->val.len);
         break;
     case E_GET_GO:
-        if (r->val.len > 0 && a->state == A_JOINING && a->go_round != a->round)
+        if (r->val.len > 0 && a->state == A_JOINING && a->go_round != a->round) {
+            if (!t_first_go)
+                t_first_go = now_ns();
             go_read++;
+        }
         if (r->val.len > 0)
             take_go(a, r->val.p, r->val.len);
         break;
@@ -862,7 +875,7 @@ static void on_readable(conn_t *c)
 static void hello(conn_t *c)
 {
     wb.len = 0;
-    c->nonce = (uint32_t)lrand48();
+    c->nonce = (uint32_t)nrand48(rnd);
     if (wire_put_op(&wb, WIRE_V2, WIRE_VALIDATE) || wire_put_u32(&wb, WIRE_MAGIC) ||
         wire_put_op(&wb, WIRE_V2, WIRE_PING) || wire_put_u32(&wb, c->nonce))
         die("encode");
@@ -911,13 +924,43 @@ static void on_connected(conn_t *c)
     hello(c);
 }
 
+int mine(const agent_t *a)
+{
+    return (a->idx % RELAY_ADDRS) % O.threads == my_thread;
+}
+
 static void connect_more(void)
 {
-    while (next_connect < connect_limit && connecting < O.burst) {
+    int limit = connect_limit;
+    while (next_connect < limit && connecting < O.burst) {
         agent_t *a = &agents[next_connect++];
+        if (!mine(a))
+            continue;
         a->state = A_CONNECTING;
         conn_open(&a->c, a, AGENT, a->addr);
         connecting++;
+    }
+}
+
+/* What thread 0 asked of every thread since this one last looked: held rejoins out, every
+ * running agent done. */
+static void take_requests(void)
+{
+    static _Thread_local int released, done;
+    int g = release_gen, d = done_gen;
+    if (g != released) {
+        released = g;
+        for (int i = 0; i < n_agents; i++)
+            if (agents[i].rejoin_held && mine(&agents[i])) {
+                agents[i].rejoin_held = 0;
+                rejoin(&agents[i]);
+            }
+    }
+    if (d != done) {
+        done = d;
+        for (int i = 0; i < n_agents; i++)
+            if (agents[i].state == A_RUNNING && mine(&agents[i]))
+                send_done(&agents[i]);
     }
 }
 
@@ -954,7 +997,54 @@ void poll_once(int timeout_ms)
         if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
             on_readable(c);
     }
+    take_requests();
     connect_more();
+}
+
+/* ---- threads ---- */
+
+static void pin(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* not allowed: unpinned */
+}
+
+static void thread_setup(int t)
+{
+    my_thread = t;
+    rnd[0] = (unsigned short)t;
+    rnd[1] = (unsigned short)now_ns();
+    rnd[2] = (unsigned short)getpid();
+    if ((epfd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+        die("epoll_create1");
+    relay_socks_watch(epfd, t, O.threads);
+    if (O.threads > 1)
+        pin(t % 2);
+    /* CPU 1 is the host's: a thread there takes what the host leaves (the host's agent would
+     * have a machine of its own), at the lowest priority */
+    if (t % 2 == 1)
+        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+}
+
+static void *thread_main(void *arg)
+{
+    thread_setup((int)(intptr_t)arg);
+    for (;;)
+        poll_once(10);
+    return NULL;
+}
+
+void threads_start(void)
+{
+    thread_setup(0);
+    for (int t = 1; t < O.threads; t++) {
+        pthread_t th;
+        if (pthread_create(&th, NULL, thread_main, (void *)(intptr_t)t) != 0)
+            die("pthread_create");
+        pthread_detach(th);
+    }
 }
 
 /* Runs the loop until pred() holds or `secs` pass; 0 when it held. */

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Rendezvous at scale: one real hosting podrun agent, K-1 simulated agents
-(tests/bench/rdzv_loadgen.c) over real TCP from 127.0.0.2-251, the host on CPU 1 and the load generator on CPU 0.
+(tests/bench/rdzv_loadgen.c) over real TCP from 127.0.0.2-251, the host on CPU 1 and the load
+generator on CPU 0 (--threads 1) or, by default, on CPU 0 and at the lowest priority on CPU 1
+(--threads 2: what the host leaves of its core).
 
 Per K: the round (last join -> every agent holding its assignment), the host's CPU share while K
 agents heartbeat (every second up to 2048 agents, then every ceil(K / 2048) s, as real agents do)
@@ -93,7 +95,7 @@ def floor(build, k, udp, rounds=5):
         return {"error": (r.stdout + r.stderr)[-300:]}
 
 
-def one(build, k, rounds, spares, steady, sample=0, extra=(), hold=0, relay=True):
+def one(build, k, rounds, spares, steady, sample=0, extra=(), hold=0, relay=True, threads=1):
     """One host + one load generator run; the load generator's JSON plus the host's exit."""
     podrun = os.path.join(build, "launcher", "podrun")
     loadgen = os.path.join(build, "tests", "bench", "rdzv_loadgen")
@@ -114,7 +116,8 @@ def one(build, k, rounds, spares, steady, sample=0, extra=(), hold=0, relay=True
             with open(os.path.join(d, "host.log"), errors="replace") as f:
                 said = last_line(f.read())
             return {"error": f"host did not listen: {said} (log {d}/host.log)"}
-        lg = subprocess.run(["taskset", "-c", "0", loadgen, "--port", str(port), "--run-id",
+        cpus = "0" if threads == 1 else "0,1"
+        lg = subprocess.run(["taskset", "-c", cpus, loadgen, "--threads", str(threads), "--port", str(port), "--run-id",
                              run_id, "--host-pid", str(host.pid), "--k", str(k), "--rounds",
                              str(rounds), "--spares", str(spares), "--steady", str(steady),
                              "--sample", str(sample), "--done-file", done, "--hold", str(hold)]
@@ -172,6 +175,10 @@ def main():
     ap.add_argument("--modes", default="relay",
                     help="relay, direct (the simulated agents offer no relay port: every one "
                          "WAITs on the store, as before the relay tree), or both, alternating")
+    ap.add_argument("--threads", type=int, default=2,
+                    help="threads of the load generator: 1 plays every simulated agent on CPU 0; "
+                         "2 splits them between CPU 0 and CPU 1 (the host's), as the floor's "
+                         "writer and reader use both")
     ap.add_argument("--floor", action="store_true",
                     help="before each run, push_floor at the same K (TCP, then --udp): the "
                          "floor of delivering K messages, measured in the same run")
@@ -183,12 +190,13 @@ def main():
         return 1
     WRAP[:] = a.host_wrap.split()
     hard = raise_nofile()
-    print(f"# scale benchmark: {os.cpu_count()} CPUs, host on CPU 1, load generator on CPU 0, "
+    where = "CPU 0" if a.threads == 1 else f"{a.threads} threads on CPUs 0 and 1"
+    print(f"# scale benchmark: {os.cpu_count()} CPUs, host on CPU 1, load generator on {where}, "
           f"descriptors per process {hard}, load average at start "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     if a.soak:
         for k in [int(x) for x in a.k.split(",") if x]:
-            r = one(a.build, k, a.rounds, 0, 1, sample=a.sample)
+            r = one(a.build, k, a.rounds, 0, 1, sample=a.sample, threads=a.threads)
             print(json.dumps(r), flush=True)
             print(f"\nK={k}, {r.get('rounds')} restarts: host key count, RSS and descriptors")
             print(f"{'round':>7} {'keys':>6} {'RSS KiB':>8} {'fds':>5}")
@@ -206,7 +214,7 @@ def main():
                     FLOORS.setdefault((k, udp), []).append(fl)
             for mode in a.modes.split(","):
                 r = one(a.build, k, a.rounds, a.spares, a.steady, hold=a.hold,
-                        relay=mode == "relay")
+                        relay=mode == "relay", threads=a.threads)
                 r["loadavg"] = os.getloadavg()[0]
                 print(json.dumps(r), flush=True)
                 if "error" not in r:
