@@ -157,6 +157,10 @@ class Agent:
         self.proc.send_signal(sig)
 
     def kill(self):
+        """SIGKILLs the agent's session while the agent is not reaped: once it is, its process
+        group's number may belong to another session."""
+        if self.proc.poll() is not None:
+            return
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
