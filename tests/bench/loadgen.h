@@ -1,6 +1,6 @@
 /* tests/bench/loadgen.h — the simulated agents of tests/bench/rdzv_loadgen.c, shared by its
- * two files: rdzv_loadgen.c (the agents' protocol on an epoll loop per thread) and loadgen_phases.c (what
- * a run measures, the report, main). */
+ * two files: rdzv_loadgen.c (the agents' protocol on an epoll loop per thread) and
+ * loadgen_phases.c (what a run measures, the report, main). */
 #ifndef PODRUN_TESTS_BENCH_LOADGEN_H
 #define PODRUN_TESTS_BENCH_LOADGEN_H
 
@@ -111,7 +111,8 @@ extern uint64_t hb_ns; /* the heartbeat period of a job of K agents, as the real
 void error_once(const agent_t *a, const char *what);
 /* Whether agent a is played by the calling thread. */
 int mine(const agent_t *a);
-/* Starts threads 1..T-1, each pinned to CPU t % 2 where allowed; thread 0 pins to CPU 0. */
+/* Sets up the calling thread as thread 0 and starts threads 1..T-1. With more than one, thread
+ * t is pinned to CPU t % 2 where allowed, and one on CPU 1 (the host's) runs at nice 19. */
 void threads_start(void);
 void poll_once(int timeout_ms);
 /* Runs the loop until pred() holds or `secs` pass; 0 when it held. */
