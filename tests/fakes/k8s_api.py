@@ -569,12 +569,21 @@ class _Server(ThreadingHTTPServer):
                 request.settimeout(10)
                 request = self.ssl_ctx.wrap_socket(request, server_side=True)
                 request.settimeout(None)
+                # the TLS socket took the descriptor from raw (raw's shutdown would fail): it is
+                # the one close_all must shut down, unless the stop came during the handshake
+                with self.conns_lock:
+                    self.conns.discard(raw)
+                    if self.closed:
+                        request.close()
+                        return
+                    self.conns.add(request)
             super().finish_request(request, client_address)
         except (ssl.SSLError, OSError):
             pass
         finally:
             with self.conns_lock:
                 self.conns.discard(raw)
+                self.conns.discard(request)
 
     def close_all(self):
         with self.conns_lock:

@@ -4,6 +4,8 @@ server's. Skipped, saying why, where /usr/bin/kubectl is not installed."""
 import json
 import os
 import pathlib
+import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -261,3 +263,30 @@ def test_client_certificate(api, tmp_path):
     assert names(json.loads(r.stdout)["items"]) == ["job-worker-0"]
     users = {q["user"] for q in api.request_log()}
     assert users == {"podrun-test-client"}
+
+
+def test_a_stop_closes_the_open_tls_connections(api, tmp_path):
+    """A client's keep-alive connection, idle between two requests, is closed when the server
+    stops: its handler would otherwise serve the next request (a watch, say) across a restart,
+    with the history the restart forgot."""
+    ctx = ssl.create_default_context(cafile=api.pki["ca.crt"])
+    raw = socket.create_connection(("127.0.0.1", api.port), timeout=10)
+    conn = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+    conn.sendall(b"GET /api/v1/namespaces/default/pods HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 b"Authorization: Bearer " + api.token().encode() + b"\r\n\r\n")
+    got = b""
+    while b"\r\n\r\n" not in got:
+        got += conn.recv(65536)
+    assert got.startswith(b"HTTP/1.1 200"), got
+    conn.settimeout(5)
+    api.stop()
+    try:
+        rest = conn.recv(65536)   # the rest of the body, then the end
+        while rest:
+            rest = conn.recv(65536)
+    except (ssl.SSLError, ConnectionResetError):
+        pass   # closed, as a reset
+    except socket.timeout:
+        pytest.fail("the connection stayed open after the server stopped")
+    finally:
+        conn.close()
