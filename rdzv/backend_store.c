@@ -486,18 +486,25 @@ static void on_assign_value(store_aclient_t *c, int status, const char *val, siz
 /* Assigned (member.h, assigned): a fed node takes the round's end from its relay parent (and
  * asks the store with each heartbeat); any other waits on it with a WAIT and its GET. Either
  * sends it on to the children its assignment names. */
+/* *dst becomes a copy of val[0..len) (kept as it was without memory): 0 or -ENOMEM. */
+static int keep_copy(char **dst, size_t *dlen, const char *val, size_t len)
+{
+    char *keep = malloc(len ? len : 1);
+    if (!keep)
+        return -ENOMEM;
+    memcpy(keep, val, len);
+    free(*dst);
+    *dst = keep;
+    *dlen = len;
+    return 0;
+}
+
 static int store_assigned(rdzv_member_t *m, const char *val, size_t len)
 {
     store_agent_t *a = (store_agent_t *)m;
     uv_timer_stop(&a->tree_timer);
     a->tree_wait = a->go_get = 0;
-    char *keep = malloc(len);
-    if (keep) {
-        memcpy(keep, val, len);
-        free(a->last_assign);
-        a->last_assign = keep;
-        a->last_len = len;
-    }
+    keep_copy(&a->last_assign, &a->last_len, val, len);
     relay_links_t l;
     relay_links_take(val, len, &l);
     a->fed = a->relay && l.fed;
@@ -616,28 +623,30 @@ static void on_tree_timer(uv_timer_t *t)
  * (member.h, join). After a restart a member of the stopped round's tree sends it up to its
  * parent instead, or, as a root, joins the store itself and writes its subtree's joins there
  * (relay.h). */
+/* A fed member's join, up to its parent (kept for the store, should no go come): 0, or -ENOMEM
+ * (it joins the store itself). */
+static int join_up(store_agent_t *a, const char *val, size_t len)
+{
+    char *entry = malloc(len + 64);
+    int n = entry ? relay_entry_put(entry, len + 64, a->m.id, a->m.join_k, val, len) : -ENOMEM;
+    int rc = -ENOMEM;
+    if (n > 0 && keep_copy(&a->join_val, &a->join_len, val, len) == 0) {
+        relay_udp_rejoin(a->relay, entry, (size_t)n);
+        a->tree_wait = 1;
+        uv_timer_start(&a->tree_timer, on_tree_timer, rdzv_heartbeat_ms(&a->m.p), 0);
+        rc = 0;
+    }
+    free(entry);
+    return rc;
+}
+
 static int store_join(rdzv_member_t *m, const char *key, const char *val, size_t len)
 {
     store_agent_t *a = (store_agent_t *)m;
     if (a->relay && a->m.join_k > 0 && a->last_assign && relay_udp_in_tree(a->relay, a->m.round)) {
-        if (a->fed) {
-            char *keep = malloc(len + 64);
-            int n = keep ? relay_entry_put(keep, len + 64, a->m.id, a->m.join_k, val, len) : -1;
-            if (n > 0) {
-                free(a->join_val);
-                a->join_val = malloc(len ? len : 1);
-                if (a->join_val) {
-                    memcpy(a->join_val, val, len);
-                    a->join_len = len;
-                    relay_udp_rejoin(a->relay, keep, (size_t)n);
-                    free(keep);
-                    a->tree_wait = 1;
-                    uv_timer_start(&a->tree_timer, on_tree_timer, rdzv_heartbeat_ms(&a->m.p), 0);
-                    return 0;
-                }
-            }
-            free(keep);
-        } else {
+        if (a->fed && join_up(a, val, len) == 0)
+            return 0;
+        if (!a->fed) {
             relay_udp_rejoin(a->relay, NULL, 0);
             a->go_get = 1;
         }

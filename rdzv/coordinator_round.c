@@ -230,18 +230,18 @@ int coord_round_ready_nodes(coord_t *c)
     return got < 0 ? 0 : got;
 }
 
-/* The relay tree of a round of n members (v in node rank order through `order`): tree[i] is
+/* The relay tree of a round of n members (v[i]: node rank i, NULL for none): tree[i] is
  * node rank i's place among the members that relay (rdzv/relay.h), -1 for one that does not,
  * tree[n] how many do, and tree[n + 1 + j] the node rank of place j. NULL without memory: then
  * every member waits on the store itself. */
-static int *relay_tree(cnode_t **v, const int *order, int n)
+static int *relay_tree(cnode_t **v, int n)
 {
     int *tree = malloc((2 * (size_t)n + 1) * sizeof *tree);
     if (!tree)
         return NULL;
     int j = 0;
     for (int i = 0; i < n; i++) {
-        tree[i] = v[order[i]] && v[order[i]]->d.relay_port > 0 ? j : -1;
+        tree[i] = v[i] && v[i]->d.relay_port > 0 ? j : -1;
         if (tree[i] >= 0)
             tree[n + 1 + j++] = i;
     }
@@ -249,9 +249,9 @@ static int *relay_tree(cnode_t **v, const int *order, int n)
     return tree;
 }
 
-static relay_ep_t relay_ep_of(cnode_t **v, const int *order, int rank)
+static relay_ep_t relay_ep_of(cnode_t **v, int rank)
 {
-    const cnode_t *m = v[order[rank]];
+    const cnode_t *m = v[rank];
     relay_ep_t e = {rank, (uint16_t)m->d.relay_port, ""};
     sfmt(e.addr, sizeof e.addr, "%s", m->d.addr);
     return e;
@@ -259,8 +259,8 @@ static relay_ep_t relay_ep_of(cnode_t **v, const int *order, int rank)
 
 /* Node rank i's relay links (its parent, its children) added to its assignment val[0..len):
  * the new length, or len when it takes no part or they do not fit. */
-static int relay_assign_links(cnode_t **v, const int *order, int n, const int *tree, int i,
-                              char *val, size_t cap, size_t len)
+static int relay_assign_links(cnode_t **v, int n, const int *tree, int i, char *val, size_t cap,
+                              size_t len)
 {
     if (tree[i] < 0)
         return (int)len;
@@ -270,11 +270,11 @@ static int relay_assign_links(cnode_t **v, const int *order, int n, const int *t
     memset(&l, 0, sizeof l);
     if (p >= 0) {
         l.fed = 1;
-        l.parent = relay_ep_of(v, order, at[p]);
+        l.parent = relay_ep_of(v, at[p]);
     }
     l.n = relay_children(tree[i], count, f, &first);
     for (int k = 0; k < l.n; k++)
-        l.child[k] = relay_ep_of(v, order, at[first + k]);
+        l.child[k] = relay_ep_of(v, at[first + k]);
     kvbuf_t b = {val, cap, len, 0};
     relay_links_put(&b, &l);
     return b.overflow ? (int)len : (int)b.len;
@@ -284,10 +284,7 @@ void coord_round_write_assignments(coord_t *c, int pending, double now)
 {
     int n = c->members;
     cnode_t **v = calloc((size_t)n + 1, sizeof *v);
-    int *order = malloc(((size_t)n + 1) * sizeof *order);
-    if (!v || !order) {
-        free(v);
-        free(order);
+    if (!v) {
         coord_act_log(c, "rendezvous '%s' round %d: out of memory for the assignments; trying "
                       "again in 1 s", c->run_id, c->round);
         for (size_t j = 0; j < c->n_nodes; j++)
@@ -300,9 +297,7 @@ void coord_round_write_assignments(coord_t *c, int pending, double now)
         if (m->state == NS_MEMBER && m->node_rank >= 0 && m->node_rank < n)
             v[m->node_rank] = m;
     }
-    for (int i = 0; i < n; i++)
-        order[i] = i;
-    int *tree = relay_tree(v, order, n);
+    int *tree = relay_tree(v, n);
     for (int i = 0; i < n; i++) {
         cnode_t *m = v[i];
         if (!m || m->assign_pending != pending)
@@ -322,20 +317,19 @@ void coord_round_write_assignments(coord_t *c, int pending, double now)
         coord_node_key(c, key, sizeof key, m, "assign", m->assign_k);
         int len = rdzv_assign_encode(&a, val, sizeof val);
         if (len >= 0 && tree)
-            len = relay_assign_links(v, order, n, tree, i, val, sizeof val, (size_t)len);
+            len = relay_assign_links(v, n, tree, i, val, sizeof val, (size_t)len);
         if (len >= 0)
             coord_act_set(c, key, val, (size_t)len);
     }
     free(tree);
     free(v);
-    free(order);
 }
 
 /* Closes the open round: ranks for every joined node (rdzv_assign_ranks), a fresh namespace for
  * the workers (queued before any assignment, so no worker of this attempt can read a key of the
  * last one), the go for joins that came up the relay tree, then each node's assignment on its
- * join's key (in place, none for those joins: see assign_pending below). Without memory nothing changes and
- * the join timer closes the round later. */
+ * join's key (in place, none for those joins: see assign_pending below). Without memory nothing
+ * changes and the join timer closes the round later. */
 void coord_round_close(coord_t *c, double now)
 {
     /* a lost member that may be alive still runs its workers, with their ranks: no one else
@@ -400,8 +394,8 @@ void coord_round_close(coord_t *c, double now)
     /* joins that came up the relay tree wait for the round's go (relay.h): "inplace" when every
      * member keeps the place it had, so its last assignment is this one but for the round and the
      * restart count; else "store", and they read their assignments as any other node */
-    int tree_joins = c->tree_joins, in_place = 0;
-    if (tree_joins > 0) {
+    int in_place = 0;
+    if (c->tree_joins > 0) {
         int same = world == c->world, was = 0;
         for (size_t j = 0; j < c->n_nodes; j++)
             was += c->nodes[j]->was_member;
@@ -422,7 +416,6 @@ void coord_round_close(coord_t *c, double now)
         sfmt(key, sizeof key, "%sr/%d/go", c->prefix, c->round - RDZV_KEEP_ROUNDS);
         coord_act_delete(c, key);
     }
-    c->tree_joins = 0;
     for (int i = 0; i < n; i++) {
         cnode_t *m = v[order[i]];
         m->assign_k = m->join_k;
@@ -457,8 +450,8 @@ void coord_round_close(coord_t *c, double now)
              c->run_id, c->round, n, n == 1 ? "" : "s", world, c->restarts_used,
              now - c->round_opened);
     coord_set_status(c, line);
-    if (tree_joins > 0)
-        coord_act_log(c, "%s; %d joined through the relay tree, %s", line, tree_joins,
+    if (c->tree_joins > 0)
+        coord_act_log(c, "%s; %d joined through the relay tree, %s", line, c->tree_joins,
                       in_place ? "in place" : "each reads its assignment from the store");
     else
         coord_act_log(c, "%s", line);

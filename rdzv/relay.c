@@ -142,12 +142,6 @@ int relay_kmsg_encode(const auth_key_t *key, const char *run_id, int kind, int r
     return n + (int)blen;
 }
 
-int relay_msg_encode(const auth_key_t *key, const char *run_id, int round, int to,
-                     const char *body, size_t blen, char *out, size_t cap)
-{
-    return relay_kmsg_encode(key, run_id, RELAY_END, round, to, body, blen, out, cap);
-}
-
 int relay_kmsg_decode(const auth_key_t *key, const char *run_id, const char *msg, size_t len,
                       int *kind, int *round, int *to, const char **body, size_t *blen)
 {
@@ -180,14 +174,6 @@ int relay_kmsg_decode(const auth_key_t *key, const char *run_id, const char *msg
     *round = (int)r;
     *to = (int)t;
     return 0;
-}
-
-int relay_msg_decode(const auth_key_t *key, const char *run_id, const char *msg, size_t len,
-                     int *round, int *to, const char **body, size_t *blen)
-{
-    int kind;
-    int rc = relay_kmsg_decode(key, run_id, msg, len, &kind, round, to, body, blen);
-    return rc < 0 ? rc : kind == RELAY_END ? 0 : -EINVAL;
 }
 
 int relay_entry_put(char *out, size_t cap, const char *id, int k, const char *rec, size_t len)

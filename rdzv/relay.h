@@ -94,9 +94,13 @@ int relay_addr_numeric(const char *addr);
 /* A datagram's kind: the round's end (down), joins (up), a round's go (down). */
 enum { RELAY_END = 'Y', RELAY_JOINS = 'J', RELAY_GO = 'G' };
 
-/* A datagram of a kind; relay_msg_encode/decode below are the round's end's. */
+/* A datagram of `kind`: "PRL<kind>1 <round> <to> <mac or ->\n" then the record's bytes, the MAC
+ * over the run id, round, receiver and record under the job's key (`key` NULL: no token, "-").
+ * Returns the length (< cap), or -ENOSPC. */
 int relay_kmsg_encode(const auth_key_t *key, const char *run_id, int kind, int round, int to,
                       const char *body, size_t blen, char *out, size_t cap);
+/* Reads a datagram: 0 with its kind, the round, the receiving rank and the record (pointing into
+ * msg), or -EINVAL for anything malformed or, with a key, not signed with it. */
 int relay_kmsg_decode(const auth_key_t *key, const char *run_id, const char *msg, size_t len,
                       int *kind, int *round, int *to, const char **body, size_t *blen);
 /* One join in a gather: "<16 hex id> <k> <len>\n" and the join record. Returns its length or
@@ -115,15 +119,5 @@ int relay_go_decode(const char *text, size_t len, int *round, int *restart_count
  * (its links kept), for an in-place go. Length or a negative code. */
 int relay_assign_inplace(const char *last, size_t len, int round, int restart_count, char *out,
                          size_t cap);
-
-/* A datagram: "PRLY1 <round> <to> <mac or ->\n" then the end record's bytes, the MAC over the
- * run id, round, receiver and record under the job's key (`key` NULL: no token, "-"). Returns
- * the length (< cap), or -ENOSPC. */
-int relay_msg_encode(const auth_key_t *key, const char *run_id, int round, int to,
-                     const char *body, size_t blen, char *out, size_t cap);
-/* Reads a datagram: 0 with the round, the receiving rank and the record (pointing into msg), or
- * -EINVAL for anything malformed or, with a key, not signed with it. */
-int relay_msg_decode(const auth_key_t *key, const char *run_id, const char *msg, size_t len,
-                     int *round, int *to, const char **body, size_t *blen);
 
 #endif

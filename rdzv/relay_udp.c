@@ -185,10 +185,7 @@ static void on_recv(uv_udp_t *u, ssize_t n, const uv_buf_t *buf, const struct so
         return;
     }
     if (kind == RELAY_GO) {
-        if (r->go_round == round)
-            return; /* a duplicate */
-        relay_udp_go(r, body, blen);
-        if (r->go)
+        if (relay_udp_go(r, body, blen) && r->go) /* not a duplicate */
             r->go(r->restart_arg, body, blen);
         return;
     }
@@ -255,21 +252,27 @@ void relay_udp_links(relay_udp_t *r, int round, int node_rank, const relay_links
             r->child_rank[r->n++] = l->child[i].node_rank;
 }
 
-int relay_udp_forward(relay_udp_t *r, int round, const char *body, size_t blen)
+/* One datagram of `kind` to each child; how many went out. */
+static int to_children(relay_udp_t *r, int kind, const char *body, size_t blen)
 {
-    if (round != r->round || r->sent_round == round)
-        return 0;
-    r->sent_round = round;
     int sent = 0;
     for (int i = 0; i < r->n; i++) {
-        int len = relay_msg_encode(r->key, r->run_id, round, r->child_rank[i], body, blen, r->out,
-                                   sizeof r->out);
+        int len = relay_kmsg_encode(r->key, r->run_id, kind, r->round, r->child_rank[i], body,
+                                    blen, r->out, sizeof r->out);
         if (len < 0)
             break; /* too long to relay: the children read it from the store */
         uv_buf_t b = uv_buf_init(r->out, (unsigned)len);
         sent += uv_udp_try_send(&r->udp, &b, 1, (const struct sockaddr *)&r->child[i]) >= 0;
     }
     return sent;
+}
+
+int relay_udp_forward(relay_udp_t *r, int round, const char *body, size_t blen)
+{
+    if (round != r->round || r->sent_round == round)
+        return 0;
+    r->sent_round = round;
+    return to_children(r, RELAY_END, body, blen);
 }
 
 void relay_udp_on_restart(relay_udp_t *r, relay_udp_gather_cb gather, relay_udp_go_cb go,
@@ -299,19 +302,13 @@ void relay_udp_direct(relay_udp_t *r)
     flush_held(r);
 }
 
-void relay_udp_go(relay_udp_t *r, const char *body, size_t blen)
+int relay_udp_go(relay_udp_t *r, const char *body, size_t blen)
 {
     if (r->go_round == r->round)
-        return;
+        return 0;
     r->go_round = r->round;
-    for (int i = 0; i < r->n; i++) {
-        int len = relay_kmsg_encode(r->key, r->run_id, RELAY_GO, r->round, r->child_rank[i], body,
-                                    blen, r->out, sizeof r->out);
-        if (len < 0)
-            break;
-        uv_buf_t b = uv_buf_init(r->out, (unsigned)len);
-        uv_udp_try_send(&r->udp, &b, 1, (const struct sockaddr *)&r->child[i]);
-    }
+    to_children(r, RELAY_GO, body, blen);
+    return 1;
 }
 
 unsigned long relay_udp_dropped(const relay_udp_t *r)

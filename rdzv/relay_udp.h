@@ -49,8 +49,9 @@ void relay_udp_rejoin(relay_udp_t *r, const char *entry, size_t len);
 /* From now on the joins this node holds or still gets go to `gather`: its parent did not bring
  * the go in time. */
 void relay_udp_direct(relay_udp_t *r);
-/* Sends a go record read from the store on to the children, once per round. */
-void relay_udp_go(relay_udp_t *r, const char *body, size_t blen);
+/* Sends a go record (read from the store, or from the parent) on to the children, once per
+ * round: 1, or 0 for a round whose go was sent on already. */
+int relay_udp_go(relay_udp_t *r, const char *body, size_t blen);
 /* Datagrams dropped: malformed, unsigned, from a stranger, or for another round or node. */
 unsigned long relay_udp_dropped(const relay_udp_t *r);
 /* Closes the socket; `closed` runs from the loop once it is closed, and the socket is freed. */

@@ -30,6 +30,18 @@ void die(const char *what)
     exit(1);
 }
 
+void buf_append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
+{
+    if (*len + n > *cap) {
+        *cap = (*len + n) * 2;
+        *buf = realloc(*buf, *cap);
+        if (!*buf)
+            die("realloc");
+    }
+    memcpy(*buf + *len, p, n);
+    *len += n;
+}
+
 uint64_t ns(double s)
 {
     return (uint64_t)(s * 1e9);

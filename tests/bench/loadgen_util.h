@@ -12,6 +12,8 @@ uint64_t now_ns(void);
 uint64_t ns(double s);
 /* One line naming what failed and errno, exit 1. */
 void die(const char *what) __attribute__((noreturn));
+/* p[0..n) appended to the growing buffer *buf of *len bytes in *cap (dies without memory). */
+void buf_append(char **buf, size_t *len, size_t *cap, const char *p, size_t n);
 
 /* A binary heap of timers, earliest first. */
 typedef struct tmr {

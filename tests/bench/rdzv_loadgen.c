@@ -122,14 +122,7 @@ static void conn_write(conn_t *c, const char *p, size_t len)
             return;
         set_events(c, EPOLLIN | EPOLLOUT);
     }
-    if (c->olen + len > c->ocap) {
-        c->ocap = (c->olen + len) * 2;
-        c->obuf = realloc(c->obuf, c->ocap);
-        if (!c->obuf)
-            die("realloc");
-    }
-    memcpy(c->obuf + c->olen, p, len);
-    c->olen += len;
+    buf_append(&c->obuf, &c->olen, &c->ocap, p, len);
 }
 
 static void flush_out(conn_t *c)
@@ -535,8 +528,8 @@ static void take_end(agent_t *a, const char *val, size_t len)
     if (a->relay_round != a->round) {
         a->relay_round = a->round;
         for (int i = 0; i < a->nch; i++) {
-            int n = relay_msg_encode(NULL, O.run_id, a->round, a->ch[i].rank, val, len, msg,
-                                     sizeof msg);
+            int n = relay_kmsg_encode(NULL, O.run_id, RELAY_END, a->round, a->ch[i].rank, val,
+                                      len, msg, sizeof msg);
             if (n < 0)
                 break;
             if (relay_sock_send(a->idx % RELAY_ADDRS, &a->ch[i].sa, msg, (size_t)n) == 0)
@@ -553,14 +546,7 @@ static void take_end(agent_t *a, const char *val, size_t len)
 
 static void hold(agent_t *a, const char *p, size_t len)
 {
-    if (a->held_len + len > a->held_cap) {
-        a->held_cap = (a->held_len + len) * 2;
-        a->held = realloc(a->held, a->held_cap);
-        if (!a->held)
-            die("realloc");
-    }
-    memcpy(a->held + a->held_len, p, len);
-    a->held_len += len;
+    buf_append(&a->held, &a->held_len, &a->held_cap, p, len);
 }
 
 /* The held joins go up to the parent in one datagram, or to the store in one gather record. */

@@ -28,16 +28,16 @@ static void links(const char *d, size_t n)
 static void msg(const char *d, size_t n, const auth_key_t *key)
 {
     static char out[RELAY_DGRAM_MAX];
-    int round, to, r2, t2;
+    int kind, round, to, k2, r2, t2;
     const char *body, *b2;
     size_t blen, bl2;
-    if (relay_msg_decode(key, "job1", d, n, &round, &to, &body, &blen) < 0)
+    if (relay_kmsg_decode(key, "job1", d, n, &kind, &round, &to, &body, &blen) < 0)
         return;
-    int len = relay_msg_encode(key, "job1", round, to, body, blen, out, sizeof out);
+    int len = relay_kmsg_encode(key, "job1", kind, round, to, body, blen, out, sizeof out);
     if (len < 0)
         return; /* longer than a datagram is sent */
-    if (relay_msg_decode(key, "job1", out, (size_t)len, &r2, &t2, &b2, &bl2) < 0 || r2 != round ||
-        t2 != to || bl2 != blen || memcmp(b2, body, blen) != 0)
+    if (relay_kmsg_decode(key, "job1", out, (size_t)len, &k2, &r2, &t2, &b2, &bl2) < 0 ||
+        k2 != kind || r2 != round || t2 != to || bl2 != blen || memcmp(b2, body, blen) != 0)
         abort();
 }
 

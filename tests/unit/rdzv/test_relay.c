@@ -100,6 +100,20 @@ static void test_links_round_trip(void)
     CHECK(!relay_addr_numeric("node-1") && !relay_addr_numeric(""));
 }
 
+/* The round's end's datagrams: relay_kmsg_encode/decode of RELAY_END (another kind: -EINVAL). */
+static int end_encode(const auth_key_t *key, const char *run_id, int round, int to,
+                      const char *body, size_t blen, char *out, size_t cap)
+{
+    return relay_kmsg_encode(key, run_id, RELAY_END, round, to, body, blen, out, cap);
+}
+
+static int end_decode(const auth_key_t *key, const char *run_id, const char *msg, size_t len,
+                      int *round, int *to, const char **body, size_t *blen)
+{
+    int kind, rc = relay_kmsg_decode(key, run_id, msg, len, &kind, round, to, body, blen);
+    return rc < 0 ? rc : kind == RELAY_END ? 0 : -EINVAL;
+}
+
 static void test_msg(void)
 {
     auth_key_t k, other;
@@ -113,38 +127,38 @@ static void test_msg(void)
     int round, to;
     for (int keyed = 0; keyed < 2; keyed++) {
         const auth_key_t *key = keyed ? &k : NULL;
-        int n = relay_msg_encode(key, "job1", 4, 17, rec, strlen(rec), m, sizeof m);
+        int n = end_encode(key, "job1", 4, 17, rec, strlen(rec), m, sizeof m);
         CHECK(n > 0);
-        CHECK_EQ_INT(relay_msg_decode(key, "job1", m, (size_t)n, &round, &to, &body, &blen), 0);
+        CHECK_EQ_INT(end_decode(key, "job1", m, (size_t)n, &round, &to, &body, &blen), 0);
         CHECK_EQ_INT(round, 4);
         CHECK_EQ_INT(to, 17);
         CHECK(blen == strlen(rec) && memcmp(body, rec, blen) == 0);
         /* every truncation is refused or, unsigned, reads as less of the record */
         for (int cut = 0; cut < n; cut++) {
-            int r = relay_msg_decode(key, "job1", m, (size_t)cut, &round, &to, &body, &blen);
+            int r = end_decode(key, "job1", m, (size_t)cut, &round, &to, &body, &blen);
             CHECK(r == -EINVAL || (!keyed && blen < strlen(rec)));
         }
-        CHECK_EQ_INT(relay_msg_encode(key, "job1", 4, 17, rec, strlen(rec), m, 20), -ENOSPC);
+        CHECK_EQ_INT(end_encode(key, "job1", 4, 17, rec, strlen(rec), m, 20), -ENOSPC);
     }
     /* signed: another key, another run, another receiver or a changed record is refused */
-    int n = relay_msg_encode(&k, "job1", 4, 17, rec, strlen(rec), m, sizeof m);
-    CHECK_EQ_INT(relay_msg_decode(&other, "job1", m, (size_t)n, &round, &to, &body, &blen), -EINVAL);
-    CHECK_EQ_INT(relay_msg_decode(&k, "job2", m, (size_t)n, &round, &to, &body, &blen), -EINVAL);
-    CHECK_EQ_INT(relay_msg_decode(NULL, "job1", m, (size_t)n, &round, &to, &body, &blen), 0);
+    int n = end_encode(&k, "job1", 4, 17, rec, strlen(rec), m, sizeof m);
+    CHECK_EQ_INT(end_decode(&other, "job1", m, (size_t)n, &round, &to, &body, &blen), -EINVAL);
+    CHECK_EQ_INT(end_decode(&k, "job2", m, (size_t)n, &round, &to, &body, &blen), -EINVAL);
+    CHECK_EQ_INT(end_decode(NULL, "job1", m, (size_t)n, &round, &to, &body, &blen), 0);
     char t[512];
     memcpy(t, m, (size_t)n);
     t[n - 3] ^= 1; /* the record */
-    CHECK_EQ_INT(relay_msg_decode(&k, "job1", t, (size_t)n, &round, &to, &body, &blen), -EINVAL);
+    CHECK_EQ_INT(end_decode(&k, "job1", t, (size_t)n, &round, &to, &body, &blen), -EINVAL);
     memcpy(t, m, (size_t)n);
     t[9] = '8'; /* "PRLY1 4 17" -> "PRLY1 4 18" */
-    CHECK_EQ_INT(relay_msg_decode(&k, "job1", t, (size_t)n, &round, &to, &body, &blen), -EINVAL);
+    CHECK_EQ_INT(end_decode(&k, "job1", t, (size_t)n, &round, &to, &body, &blen), -EINVAL);
     /* unsigned where a key is wanted, and garbage */
-    n = relay_msg_encode(NULL, "job1", 4, 17, rec, strlen(rec), m, sizeof m);
-    CHECK_EQ_INT(relay_msg_decode(&k, "job1", m, (size_t)n, &round, &to, &body, &blen), -EINVAL);
+    n = end_encode(NULL, "job1", 4, 17, rec, strlen(rec), m, sizeof m);
+    CHECK_EQ_INT(end_decode(&k, "job1", m, (size_t)n, &round, &to, &body, &blen), -EINVAL);
     const char *junk[] = {"", "PRLY1\n", "PRLY1 a b -\n", "PRLY1 1 2 - x\n", "PRLY2 1 2 -\n",
                           "PRLY1 -1 2 -\n", "PRLY1 1 99999999 -\n", "GET / HTTP/1.1\r\n"};
     for (size_t i = 0; i < sizeof junk / sizeof *junk; i++)
-        CHECK_EQ_INT(relay_msg_decode(NULL, "job1", junk[i], strlen(junk[i]), &round, &to, &body,
+        CHECK_EQ_INT(end_decode(NULL, "job1", junk[i], strlen(junk[i]), &round, &to, &body,
                                       &blen), -EINVAL);
 }
 
@@ -267,7 +281,7 @@ static void test_restart_records(void)
     int kind, round, to;
     int n = relay_kmsg_encode(NULL, "job1", RELAY_JOINS, 3, 1, "x", 1, m, sizeof m);
     CHECK(n > 0);
-    CHECK_EQ_INT(relay_msg_decode(NULL, "job1", m, (size_t)n, &round, &to, &body, &blen), -EINVAL);
+    CHECK_EQ_INT(end_decode(NULL, "job1", m, (size_t)n, &round, &to, &body, &blen), -EINVAL);
     CHECK_EQ_INT(relay_kmsg_decode(NULL, "job1", m, (size_t)n, &kind, &round, &to, &body, &blen), 0);
     CHECK_EQ_INT(kind, RELAY_JOINS);
     CHECK_EQ_INT(round, 3);
