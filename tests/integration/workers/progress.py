@@ -8,7 +8,6 @@ job meanwhile). Each rank prints "progress rank=R restart=C attempt=A records=N 
 PODRUN_ATTEMPT and PODRUN_PROGRESS_FILE ("-" when not given), N the lines of
 PODRUN_RESTARTS_FILE when the worker started ("-" when not given)."""
 import os
-import sys
 import time
 
 import torch
@@ -33,5 +32,7 @@ print(f"progress rank={rank} restart={restart} attempt={os.environ.get('PODRUN_A
 if rank == int(os.environ["FAIL_RANK"]):
     while restart == 1 and os.environ.get("GATE") and not os.path.exists(os.environ["GATE"]):
         time.sleep(0.05)   # poll interval: the test creates the file once it has looked
-    sys.exit(1)
+    # exit 1 without the interpreter's teardown: torch 2.15's gloo process group, destroyed
+    # there while its peers still hold their connections, can abort (SIGABRT) instead
+    os._exit(1)
 time.sleep(300)   # the hold under test: stopped by podrun when the failing rank's news arrives
